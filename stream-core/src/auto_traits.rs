@@ -1,0 +1,28 @@
+//! Pins which types are `Send`/`Sync` and which are not, with the reason for each.
+
+use static_assertions::{assert_impl_all, assert_not_impl_any};
+
+use crate::*;
+
+// Handles to the device and its streams are shared freely between threads: the driver
+// is thread-safe and every entry point binds the context on the calling thread.
+assert_impl_all!(Device: Send, Sync, Clone);
+assert_impl_all!(Stream: Send, Sync);
+// Owned memory outside scopes behaves like `Vec<T>`.
+assert_impl_all!(DeviceVec<f32>: Send, Sync);
+assert_impl_all!(PinnedBuffer<f32>: Send, Sync);
+assert_impl_all!(Error: Send, Sync, std::error::Error);
+
+// A scope and everything branded by it stay on the thread that opened the scope: that
+// thread has the scope's context current, and only it may issue the scope's work.
+assert_not_impl_any!(Scope<'static, 'static>: Send, Sync);
+assert_not_impl_any!(DeviceBuffer<'static, f32>: Send, Sync);
+assert_not_impl_any!(DeviceSlice<'static, 'static, f32>: Send, Sync);
+assert_not_impl_any!(DeviceSliceMut<'static, 'static, f32>: Send, Sync);
+assert_not_impl_any!(Pending<'static, &'static mut [f32]>: Send, Sync);
+
+// Device memory is moved around by ownership, never duplicated.
+assert_not_impl_any!(DeviceBuffer<'static, f32>: Clone);
+assert_not_impl_any!(DeviceSliceMut<'static, 'static, f32>: Clone);
+assert_not_impl_any!(DeviceVec<f32>: Clone);
+assert_impl_all!(DeviceSlice<'static, 'static, f32>: Copy);

@@ -1,0 +1,175 @@
+//! [`DeviceBuffer`]: device memory made inside a scope, allocated and freed
+//! stream-ordered on the scope's stream.
+//!
+//! `cuMemAllocAsync` and `cuMemFreeAsync` on the scope's stream mean every use of the
+//! buffer (all on that same stream) is ordered after its allocation and before its
+//! free, so a buffer needs only call-length borrows: dropping it right after enqueuing
+//! a copy is correct, because the free runs on the GPU after the copy.
+
+use std::marker::PhantomData;
+use std::ops::RangeBounds;
+
+use cudarc::driver::{result, sys};
+
+use crate::brand::{brand, Brand};
+use crate::error::{byte_len, is_out_of_memory, DriverResultExt, Error, Result};
+use crate::repr::DeviceRepr;
+use crate::scope::Scope;
+use crate::view::{sealed, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, RawSlice};
+
+/// Device memory of `len` elements of `T`, owned by the scope branded `'s`.
+///
+/// It cannot leave its scope or be used in another scope (the brand is invariant), and
+/// it is freed, stream-ordered, when dropped.
+///
+/// ```no_run
+/// # use stream_core::{scope, Error, Stream};
+/// # fn f(stream: &Stream) -> Result<(), Error> {
+/// let host = vec![1.5f32; 4096];
+/// scope(stream, |s| {
+///     let x = s.upload(&host)?;            // DeviceBuffer<'s, f32>
+///     let mut y = s.alloc::<f32>(4096)?;
+///     s.copy_device(&x, &mut y)?;
+///     Ok(())
+/// })
+/// # }
+/// ```
+///
+/// A buffer cannot escape its scope (see `ui-tests/tests/ui/brand/buffer-escapes-scope.rs`):
+///
+/// ```compile_fail
+/// # use stream_core::{scope, Error, Stream};
+/// # fn f(stream: &Stream) -> Result<(), Error> {
+/// let escaped = scope(stream, |s| Ok::<_, Error>(s.alloc::<f32>(16)?))?;
+/// # Ok(()) }
+/// ```
+pub struct DeviceBuffer<'s, T: DeviceRepr> {
+    raw: RawSlice,
+    /// The scope's stream, on which the buffer was allocated and will be freed.
+    stream: sys::CUstream,
+    _brand: Brand<'s>,
+    _elem: PhantomData<T>,
+}
+
+impl<'s, 'env> Scope<'s, 'env> {
+    /// Allocates `len` elements on the scope's stream. The contents are unspecified
+    /// (any bit pattern is a valid `T`, see [`DeviceRepr`]); use
+    /// [`alloc_zeroed`](Self::alloc_zeroed) for zeros. `len == 0` allocates nothing.
+    ///
+    /// Returns [`Error::OutOfMemory`] when the device cannot hold it.
+    pub fn alloc<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>> {
+        let bytes = byte_len::<T>(len)?;
+        if bytes == 0 {
+            return Ok(DeviceBuffer::from_raw(RawSlice::EMPTY, self.raw));
+        }
+        // SAFETY: `self.raw` is the scope's live stream, its context current on this
+        // thread (bound by `scope`). The returned memory is only used through the buffer,
+        // on this stream, and `T: DeviceRepr` makes its unspecified contents valid.
+        match unsafe { result::malloc_async(self.raw, bytes) } {
+            Ok(ptr) => Ok(DeviceBuffer::from_raw(RawSlice { ptr, len }, self.raw)),
+            Err(e) if is_out_of_memory(&e) => Err(self.out_of_memory(bytes)),
+            Err(e) => Err(Error::driver("cuMemAllocAsync", e)),
+        }
+    }
+
+    /// Allocates `len` zeroed elements on the scope's stream.
+    pub fn alloc_zeroed<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>> {
+        let mut buf = self.alloc(len)?;
+        self.zero(&mut buf)?;
+        Ok(buf)
+    }
+
+    fn out_of_memory(&self, requested: usize) -> Error {
+        let (free, total) = self.device().memory_info().unwrap_or((0, 0));
+        Error::OutOfMemory {
+            requested,
+            free,
+            total,
+        }
+    }
+}
+
+impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
+    fn from_raw(raw: RawSlice, stream: sys::CUstream) -> Self {
+        DeviceBuffer {
+            raw,
+            stream,
+            _brand: brand(),
+            _elem: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.raw.len
+    }
+
+    /// `true` when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.raw.len == 0
+    }
+
+    /// A read-only view of the whole buffer.
+    pub fn as_slice(&self) -> DeviceSlice<'_, 's, T> {
+        DeviceSlice::from_raw(self.raw)
+    }
+
+    /// A writable view of the whole buffer.
+    pub fn as_slice_mut(&mut self) -> DeviceSliceMut<'_, 's, T> {
+        DeviceSliceMut::from_raw(self.raw)
+    }
+
+    /// The elements in `range`, read-only, or [`Error::OutOfRange`].
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, 's, T>> {
+        Ok(DeviceSlice::from_raw(self.raw.range::<T>(range)?))
+    }
+
+    /// The elements in `range`, writable, or [`Error::OutOfRange`].
+    pub fn slice_mut(
+        &mut self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceSliceMut<'_, 's, T>> {
+        Ok(DeviceSliceMut::from_raw(self.raw.range::<T>(range)?))
+    }
+
+    /// Two disjoint writable halves `[0, mid)` and `[mid, len)`, or
+    /// [`Error::OutOfRange`] when `mid > len`.
+    pub fn split_at_mut(
+        &mut self,
+        mid: usize,
+    ) -> Result<(DeviceSliceMut<'_, 's, T>, DeviceSliceMut<'_, 's, T>)> {
+        let (lo, hi) = self.raw.split_at::<T>(mid)?;
+        Ok((DeviceSliceMut::from_raw(lo), DeviceSliceMut::from_raw(hi)))
+    }
+}
+
+impl<T: DeviceRepr> sealed::Sealed for DeviceBuffer<'_, T> {
+    fn raw(&self) -> RawSlice {
+        self.raw
+    }
+}
+impl<'s, T: DeviceRepr> DeviceMemory<'s, T> for DeviceBuffer<'s, T> {}
+impl<'s, T: DeviceRepr> DeviceMemoryMut<'s, T> for DeviceBuffer<'s, T> {}
+
+impl<T: DeviceRepr> Drop for DeviceBuffer<'_, T> {
+    fn drop(&mut self) {
+        if self.raw.ptr != 0 {
+            // SAFETY: `ptr` came from `cuMemAllocAsync` on `stream` and is freed once,
+            // here. Every use of it was enqueued on the same stream (the brand keeps it
+            // in its scope, and views borrow the buffer), so the free is ordered after
+            // all of them; the stream outlives the buffer (the scope borrows it).
+            let freed = unsafe { result::free_async(self.raw.ptr, self.stream) };
+            // A failed free cannot be reported from `drop`; it leaks the allocation.
+            let _ = freed.call("cuMemFreeAsync");
+        }
+    }
+}
+
+impl<T: DeviceRepr> std::fmt::Debug for DeviceBuffer<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("ptr", &self.raw.ptr)
+            .field("len", &self.raw.len)
+            .finish()
+    }
+}

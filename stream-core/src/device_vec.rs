@@ -1,0 +1,205 @@
+//! [`DeviceVec`]: long-lived device memory made outside scopes and brought into a scope
+//! by [`Scope::attach`] (writable) or [`Scope::attach_ref`] (read-only).
+//!
+//! Creation blocks until the memory is allocated and filled, so it is ordered before
+//! any use on any stream. Attaching borrows the `DeviceVec` for the whole scope, which
+//! is what makes the scope's final synchronisation cover every use of it: it cannot be
+//! dropped, or attached mutably elsewhere, while a scope's work on it may be pending.
+
+use std::marker::PhantomData;
+
+use cudarc::driver::result;
+
+use crate::device::Device;
+use crate::error::{byte_len, is_out_of_memory, DriverResultExt, Error, Result};
+use crate::repr::DeviceRepr;
+use crate::scope::Scope;
+use crate::view::{DeviceSlice, DeviceSliceMut, RawSlice};
+
+/// Device memory that outlives scopes, like a `Vec<T>` on the GPU. `Send` and `Sync`.
+///
+/// ```no_run
+/// use stream_core::{scope, Device, Error};
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = Device::new(0)?;
+/// let stream = dev.new_stream()?;
+/// let mut weights = dev.upload_vec(&[1.0f32, 2.0, 3.0])?;
+/// let mut out = [0f32; 3];
+/// scope(&stream, |s| {
+///     let w = s.attach(&mut weights)?;            // DeviceSliceMut<'s, 's, f32>
+///     s.copy_to_host(&w, &mut out)?.wait()?;
+///     Ok::<_, Error>(())
+/// })?;
+/// assert_eq!(weights.to_host_vec()?, vec![1.0, 2.0, 3.0]);
+/// # Ok(()) }
+/// ```
+pub struct DeviceVec<T: DeviceRepr> {
+    raw: RawSlice,
+    device: Device,
+    _elem: PhantomData<T>,
+}
+
+// SAFETY: a `DeviceVec` owns its device allocation like a `Vec<T>` owns its heap
+// allocation; the address is only used through `&self`/`&mut self` methods, which bind
+// the device's context on the calling thread, and `T: DeviceRepr` is `Send + Sync`.
+unsafe impl<T: DeviceRepr> Send for DeviceVec<T> {}
+// SAFETY: `&DeviceVec` only allows reads of the memory (`attach_ref`, `to_host_vec`),
+// and reads from several streams or threads at once do not race.
+unsafe impl<T: DeviceRepr> Sync for DeviceVec<T> {}
+
+impl Device {
+    /// Allocates `len` zeroed elements; blocks until the memory is ready for any stream.
+    pub fn alloc_vec<T: DeviceRepr>(&self, len: usize) -> Result<DeviceVec<T>> {
+        let vec = DeviceVec::alloc(self, len)?;
+        if vec.raw.len > 0 {
+            let bytes = byte_len::<T>(vec.raw.len)?;
+            // SAFETY: `vec.raw` is `bytes` bytes just allocated on the housekeeping stream,
+            // whose context is current (bound in `alloc`); zero bytes are a valid `T`.
+            unsafe { result::memset_d8_async(vec.raw.ptr, 0, bytes, self.inner.housekeeping) }
+                .call("cuMemsetD8Async")?;
+        }
+        self.inner.sync_housekeeping()?;
+        Ok(vec)
+    }
+
+    /// Copies `src` into new device memory; blocks until the copy is complete.
+    pub fn upload_vec<T: DeviceRepr>(&self, src: &[T]) -> Result<DeviceVec<T>> {
+        let vec = DeviceVec::alloc(self, src.len())?;
+        if vec.raw.len > 0 {
+            // SAFETY: `vec.raw` holds `src.len()` elements, allocated on the housekeeping
+            // stream of the current context. `src` is borrowed until this function
+            // returns, which is after the synchronisation below.
+            unsafe { result::memcpy_htod_async(vec.raw.ptr, src, self.inner.housekeeping) }
+                .call("cuMemcpyHtoDAsync")?;
+        }
+        self.inner.sync_housekeeping()?;
+        Ok(vec)
+    }
+}
+
+impl<T: DeviceRepr> DeviceVec<T> {
+    /// Stream-ordered allocation on the housekeeping stream (not yet synchronised).
+    fn alloc(device: &Device, len: usize) -> Result<Self> {
+        let bytes = byte_len::<T>(len)?;
+        let mut raw = RawSlice::EMPTY;
+        if bytes > 0 {
+            device.inner.bind()?;
+            // SAFETY: the housekeeping stream is alive and its context current; the
+            // memory is only used through this `DeviceVec`, after the caller synchronises.
+            match unsafe { result::malloc_async(device.inner.housekeeping, bytes) } {
+                Ok(ptr) => raw = RawSlice { ptr, len },
+                Err(e) if is_out_of_memory(&e) => {
+                    let (free, total) = device.memory_info().unwrap_or((0, 0));
+                    return Err(Error::OutOfMemory {
+                        requested: bytes,
+                        free,
+                        total,
+                    });
+                }
+                Err(e) => return Err(Error::driver("cuMemAllocAsync", e)),
+            }
+        }
+        Ok(DeviceVec {
+            raw,
+            device: device.clone(),
+            _elem: PhantomData,
+        })
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.raw.len
+    }
+
+    /// `true` when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.raw.len == 0
+    }
+
+    /// The device that holds the memory.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Copies the contents to a new host `Vec`; blocks until the copy is complete.
+    pub fn to_host_vec(&self) -> Result<Vec<T>> {
+        let mut host = Vec::with_capacity(self.raw.len);
+        if self.raw.len > 0 {
+            self.device.inner.bind()?;
+            let spare = &mut host.spare_capacity_mut()[..self.raw.len];
+            // SAFETY: `spare` is `len` writable (uninitialised) `T`s; the DMA writes all of
+            // them, and `T: DeviceRepr` accepts any bytes. No scope can be writing `self`
+            // (that needs `&mut self`) and every scope that wrote it has synchronised.
+            let copied = unsafe {
+                cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
+                    spare.as_mut_ptr().cast(),
+                    self.raw.ptr,
+                    byte_len::<T>(self.raw.len)?,
+                    self.device.inner.housekeeping,
+                )
+            };
+            copied.result().call("cuMemcpyDtoHAsync")?;
+            self.device.inner.sync_housekeeping()?;
+            // SAFETY: the copy above initialised the first `len` elements and has
+            // completed (the housekeeping stream was synchronised).
+            unsafe { host.set_len(self.raw.len) };
+        }
+        Ok(host)
+    }
+}
+
+impl<T: DeviceRepr> Drop for DeviceVec<T> {
+    fn drop(&mut self) {
+        if self.raw.ptr != 0 {
+            let _ = self.device.inner.bind();
+            // SAFETY: allocated by `cuMemAllocAsync`, freed once. Every scope that used it
+            // borrowed it for its whole duration and synchronised its stream before the
+            // borrow ended, so no GPU work on it remains; the blocking helpers synchronised
+            // the housekeeping stream before returning.
+            let _ = unsafe { result::free_async(self.raw.ptr, self.device.inner.housekeeping) };
+        }
+    }
+}
+
+impl<T: DeviceRepr> std::fmt::Debug for DeviceVec<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceVec")
+            .field("ptr", &self.raw.ptr)
+            .field("len", &self.raw.len)
+            .finish()
+    }
+}
+
+impl<'s, 'env> Scope<'s, 'env> {
+    /// Brings a [`DeviceVec`] into this scope as a writable view, borrowing it mutably
+    /// until the scope ends. Returns [`Error::DeviceMismatch`] for memory of another
+    /// device.
+    pub fn attach<T: DeviceRepr>(
+        &'s self,
+        vec: &'s mut DeviceVec<T>,
+    ) -> Result<DeviceSliceMut<'s, 's, T>> {
+        self.check_device(&vec.device)?;
+        Ok(DeviceSliceMut::from_raw(vec.raw))
+    }
+
+    /// Brings a [`DeviceVec`] into this scope as a read-only view, borrowing it until the
+    /// scope ends. Returns [`Error::DeviceMismatch`] for memory of another device.
+    pub fn attach_ref<T: DeviceRepr>(
+        &'s self,
+        vec: &'s DeviceVec<T>,
+    ) -> Result<DeviceSlice<'s, 's, T>> {
+        self.check_device(&vec.device)?;
+        Ok(DeviceSlice::from_raw(vec.raw))
+    }
+
+    fn check_device(&self, memory: &Device) -> Result<()> {
+        if memory.same_device(self.device()) {
+            Ok(())
+        } else {
+            Err(Error::DeviceMismatch {
+                memory: memory.ordinal(),
+                stream: self.device().ordinal(),
+            })
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! [`Error`]: the one error type of the library, and [`Result`].
+
+use cudarc::driver::{result::DriverError, sys};
+
+/// What went wrong, written so that the message says what happened and what to do.
+///
+/// Every fallible operation returns it; bad input is an `Err`, never a panic.
+///
+/// ```
+/// use stream_core::Error;
+/// let e = Error::LengthMismatch { what: "copy_to_host", source_len: 3, destination_len: 4 };
+/// assert_eq!(
+///     e.to_string(),
+///     "length mismatch in copy_to_host: the source has 3 elements but the destination has 4 (3 != 4); pass slices of equal length"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The CUDA driver library (`libcuda.so` / `nvcuda.dll`) could not be loaded.
+    #[error(
+        "no CUDA driver found: the NVIDIA driver library (libcuda) could not be loaded; \
+         this program needs an NVIDIA GPU with its driver installed"
+    )]
+    NoDriver,
+
+    /// The driver loaded, but there is no device with this ordinal.
+    #[error(
+        "no CUDA device {ordinal}: this machine has {count} CUDA device(s); \
+         use an ordinal below {count}, or run on a machine with an NVIDIA GPU"
+    )]
+    NoDevice {
+        /// The ordinal that was asked for.
+        ordinal: usize,
+        /// How many devices the driver reports.
+        count: usize,
+    },
+
+    /// A device allocation failed for lack of memory.
+    #[error(
+        "out of GPU memory: asked for {requested} bytes while {free} of {total} bytes are free; \
+         free buffers you no longer need or ask for less"
+    )]
+    OutOfMemory {
+        /// Bytes requested.
+        requested: usize,
+        /// Bytes free on the device when the allocation failed.
+        free: usize,
+        /// Total bytes on the device.
+        total: usize,
+    },
+
+    /// Page-locked host memory could not be allocated.
+    #[error(
+        "out of pinned host memory: could not page-lock {requested} bytes; \
+         ask for less or raise the locked-memory limit (ulimit -l)"
+    )]
+    HostOutOfMemory {
+        /// Bytes requested.
+        requested: usize,
+    },
+
+    /// Source and destination of a copy have different lengths.
+    #[error(
+        "length mismatch in {what}: the source has {source_len} elements but the destination has \
+         {destination_len} ({source_len} != {destination_len}); pass slices of equal length"
+    )]
+    LengthMismatch {
+        /// The operation.
+        what: &'static str,
+        /// Elements in the source.
+        source_len: usize,
+        /// Elements in the destination.
+        destination_len: usize,
+    },
+
+    /// A sub-range does not fit in the memory it was taken from.
+    #[error(
+        "range {start}..{end} is out of bounds for device memory of {len} elements; \
+         ranges must satisfy start <= end <= {len}"
+    )]
+    OutOfRange {
+        /// First element of the range.
+        start: usize,
+        /// One past the last element of the range.
+        end: usize,
+        /// Length of the memory the range was taken from.
+        len: usize,
+    },
+
+    /// `len * size_of::<T>()` does not fit in `usize`.
+    #[error("size overflow: {len} elements of {elem_size} bytes do not fit in the address space")]
+    SizeOverflow {
+        /// Elements requested.
+        len: usize,
+        /// Bytes per element.
+        elem_size: usize,
+    },
+
+    /// Memory of one device was used with a stream of another.
+    #[error(
+        "device mismatch: memory of CUDA device {memory} was used on a stream of device {stream}; \
+         make the memory on the stream's device"
+    )]
+    DeviceMismatch {
+        /// Ordinal of the memory's device.
+        memory: usize,
+        /// Ordinal of the stream's device.
+        stream: usize,
+    },
+
+    /// A scope was opened on a stream that is being captured into a CUDA graph.
+    #[error(
+        "the stream is being captured into a CUDA graph: a scope synchronises its stream on exit, \
+         which capture forbids; end the capture first or use another stream"
+    )]
+    StreamCapturing,
+
+    /// A CUDA driver call failed.
+    #[error("CUDA driver call {call} failed with {name}: {description}")]
+    Driver {
+        /// The driver function, e.g. `cuStreamSynchronize`.
+        call: &'static str,
+        /// The driver's error code (`CUresult`).
+        code: u32,
+        /// The driver's name for it, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
+        name: String,
+        /// The driver's description of it.
+        description: String,
+    },
+}
+
+/// `Result<T, stream_core::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps a failed driver call, naming it.
+    pub(crate) fn driver(call: &'static str, err: DriverError) -> Self {
+        let text = |r: std::result::Result<&std::ffi::CStr, DriverError>| {
+            r.map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "unknown error".to_owned())
+        };
+        Error::Driver {
+            call,
+            code: err.0 as u32,
+            name: text(err.error_name()),
+            description: text(err.error_string()),
+        }
+    }
+
+    /// The driver's `CUresult` code, if this error came from a driver call.
+    pub fn driver_code(&self) -> Option<u32> {
+        match self {
+            Error::Driver { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// Extension for driver results: `.call("cuXxx")?` turns a `DriverError` into [`Error`].
+pub(crate) trait DriverResultExt<T> {
+    fn call(self, name: &'static str) -> Result<T>;
+}
+
+impl<T> DriverResultExt<T> for std::result::Result<T, DriverError> {
+    #[inline]
+    fn call(self, name: &'static str) -> Result<T> {
+        self.map_err(|e| Error::driver(name, e))
+    }
+}
+
+/// Byte size of `len` elements of `T`, or [`Error::SizeOverflow`].
+#[inline]
+pub(crate) fn byte_len<T>(len: usize) -> Result<usize> {
+    let elem_size = std::mem::size_of::<T>();
+    len.checked_mul(elem_size)
+        .ok_or(Error::SizeOverflow { len, elem_size })
+}
+
+/// `true` for the driver's out-of-memory code.
+#[inline]
+pub(crate) fn is_out_of_memory(err: &DriverError) -> bool {
+    err.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
+}

@@ -1,0 +1,128 @@
+//! Compile-time-checked asynchronous CUDA streams.
+//!
+//! GPU programs overlap copies and kernels on streams. One forgotten synchronisation
+//! means reading half-copied memory, freeing a buffer the GPU still writes, or a stall
+//! of the whole device. This crate makes those mistakes compile errors, at the cost of
+//! the raw driver calls.
+//!
+//! ```no_run
+//! use stream_core::{scope, Device, Error};
+//! # fn main() -> stream_core::Result<()> {
+//! let dev = Device::new(0)?;
+//! let stream = dev.new_stream()?;
+//! let input: Vec<f32> = (0..1 << 20).map(|i| i as f32).collect();
+//! let mut out = vec![0f32; input.len()];
+//! scope(&stream, |s| {
+//!     let x = s.upload(&input)?;                  // async; `input` is now read-only
+//!     let pending = s.copy_to_host(&x, &mut out)?; // async; `out` is now untouchable
+//!     let host = pending.wait()?;                  // one event sync, then host access
+//!     assert_eq!(host[7], 7.0);
+//!     Ok::<_, Error>(())
+//! })?;                                             // the stream is synchronised here
+//! # Ok(()) }
+//! ```
+//!
+//! # Safety model
+//!
+//! 1. **One synchronisation the user cannot skip.** [`scope`] runs its closure, then
+//!    synchronises *that stream* in its own stack frame, on return and on unwind.
+//!    Nothing the user holds is needed for safety, so `mem::forget` is at worst a leak.
+//!    If that synchronisation fails while unwinding, the process aborts.
+//! 2. **A fresh, invariant brand per scope.** The closure is
+//!    `for<'s> FnOnce(&'s Scope<'s, 'env>) -> Result<T, E>`; branded types are
+//!    invariant in `'s`, so nothing branded escapes a scope or enters another.
+//! 3. **Host memory is borrowed until the scope's end.** Upload sources are borrowed
+//!    `&'s [T]`, download destinations `&'s mut [T]`: the borrow checker rejects writes,
+//!    reads, drops and moves of host memory a transfer may still be using.
+//! 4. **Device memory made in a scope is branded.** [`DeviceBuffer`] is allocated and
+//!    freed stream-ordered on the scope's stream, so same-stream work needs only
+//!    call-length borrows.
+//! 5. **Early host access is a typestate.** A download returns a [`Pending`];
+//!    [`Pending::wait`] synchronises on one event and hands the slice back.
+//! 6. **No hidden synchronisation, never device-wide.** Only `scope`'s exit,
+//!    [`Pending::wait`] and calls documented as blocking (creating or reading a
+//!    [`DeviceVec`]) block the host, each on one stream or event.
+//! 7. **Only concrete types cross the unsafe boundary.** Device memory is accepted
+//!    through the sealed [`DeviceMemory`]/[`DeviceMemoryMut`] traits, which no user
+//!    type can implement.
+//!
+//! The assumption the model rests on: when the driver reports that synchronising a
+//! stream failed, the context is in an error state in which it runs no more work, so
+//! no DMA into host memory continues after `scope` returns its error.
+//!
+//! # Misuse is a compile error
+//!
+//! Each of these has a twin in `ui-tests` with the full compiler message.
+//!
+//! Writing an upload's source while the scope runs
+//! (`ui-tests/tests/ui/host/write-upload-source.rs`):
+//!
+//! ```compile_fail,E0502
+//! # use stream_core::{scope, Error, Stream};
+//! # fn f(stream: &Stream) -> Result<(), Error> {
+//! let mut input = vec![1f32; 16];
+//! scope(stream, |s| {
+//!     let _x = s.upload(&input)?;
+//!     input[0] = 2.0; // error: `input` is borrowed by the pending upload
+//!     Ok::<_, Error>(())
+//! })
+//! # }
+//! ```
+//!
+//! Using one scope's buffer in another scope (`ui-tests/tests/ui/brand/buffer-into-other-scope.rs`):
+//!
+//! ```compile_fail
+//! # use stream_core::{scope, Error, Stream};
+//! # fn f(a: &Stream, b: &Stream) -> Result<(), Error> {
+//! let mut out = vec![0f32; 16];
+//! scope(a, |s| {
+//!     let x = s.alloc_zeroed::<f32>(16)?;
+//!     scope(b, |t| {
+//!         t.copy_to_host(&x, &mut out)?.wait()?; // error: `x` is branded by the outer scope
+//!         Ok::<_, Error>(())
+//!     })
+//! })
+//! # }
+//! ```
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
+mod brand;
+#[allow(unsafe_code)]
+mod buffer;
+#[allow(unsafe_code)]
+mod device;
+#[allow(unsafe_code)]
+mod device_vec;
+mod error;
+#[allow(unsafe_code)]
+mod host;
+#[allow(unsafe_code)]
+mod pending;
+#[allow(unsafe_code)]
+mod repr;
+#[allow(unsafe_code)]
+mod scope;
+#[allow(unsafe_code)]
+mod stream;
+#[allow(unsafe_code)]
+mod transfer;
+mod view;
+
+#[doc(hidden)]
+pub mod __private;
+
+#[cfg(test)]
+mod auto_traits;
+
+pub use buffer::DeviceBuffer;
+pub use device::Device;
+pub use device_vec::DeviceVec;
+pub use error::{Error, Result};
+pub use host::PinnedBuffer;
+pub use pending::Pending;
+pub use repr::DeviceRepr;
+pub use scope::{scope, Scope};
+pub use stream::Stream;
+pub use stream_macros::gpu_scope;
+pub use view::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};

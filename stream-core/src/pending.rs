@@ -1,0 +1,127 @@
+//! [`Pending`]: a download in flight (type state), and the event it waits on.
+
+use cudarc::driver::{result, sys};
+
+use crate::brand::{brand, Brand};
+use crate::error::{DriverResultExt, Result};
+
+/// A copy in flight on a scope's stream, holding the host memory it writes (type state).
+///
+/// [`wait`](Self::wait) blocks on one event recorded right after the copy, then hands the
+/// host memory back for use during the rest of the scope. Dropping or forgetting a
+/// `Pending` is safe: the host memory then stays borrowed until the scope ends, when the
+/// scope's own synchronisation has made the copy complete.
+///
+/// ```no_run
+/// # use stream_core::{scope, Error, Stream};
+/// # fn f(stream: &Stream) -> Result<(), Error> {
+/// let mut out = vec![0u32; 256];
+/// scope(stream, |s| {
+///     let x = s.alloc_zeroed::<u32>(256)?;
+///     let pending = s.copy_to_host(&x, &mut out)?;  // Pending<'s, &'s mut [u32]>
+///     let host: &mut [u32] = pending.wait()?;        // one event synchronisation
+///     host[0] += 1;
+///     Ok(())
+/// })
+/// # }
+/// ```
+///
+/// Waiting twice does not compile (`wait` consumes the `Pending`; see
+/// `ui-tests/tests/ui/host/wait-twice.rs`):
+///
+/// ```compile_fail,E0382
+/// # use stream_core::{scope, Error, Stream};
+/// # fn f(stream: &Stream) -> Result<(), Error> {
+/// let mut out = vec![0u32; 4];
+/// scope(stream, |s| {
+///     let x = s.alloc_zeroed::<u32>(4)?;
+///     let pending = s.copy_to_host(&x, &mut out)?;
+///     pending.wait()?;
+///     pending.wait()?;
+///     Ok(())
+/// })
+/// # }
+/// ```
+#[must_use = "the host memory stays locked until the scope ends unless you call `.wait()`"]
+pub struct Pending<'s, V> {
+    value: V,
+    event: Option<Event>,
+    _brand: Brand<'s>,
+}
+
+impl<'s, V> Pending<'s, V> {
+    /// Records an event on `stream` after the work that writes `value`.
+    pub(crate) fn record(stream: sys::CUstream, value: V) -> Result<Self> {
+        let event = Event::new()?;
+        // SAFETY: `event` was just created in the current context; `stream` is the
+        // scope's live stream of the same context.
+        unsafe { result::event::record(event.0, stream) }.call("cuEventRecord")?;
+        Ok(Pending {
+            value,
+            event: Some(event),
+            _brand: brand(),
+        })
+    }
+
+    /// Nothing was enqueued (an empty copy): already complete.
+    pub(crate) fn ready(value: V) -> Self {
+        Pending {
+            value,
+            event: None,
+            _brand: brand(),
+        }
+    }
+
+    /// Blocks until the copy is complete, then returns the host memory.
+    ///
+    /// An `Err` (the copy or earlier work on the stream failed) leaves the memory
+    /// borrowed until the scope ends.
+    pub fn wait(self) -> Result<V> {
+        if let Some(event) = &self.event {
+            // SAFETY: the event is alive (owned by `self`) and was recorded on the scope's
+            // stream after the copy.
+            unsafe { result::event::synchronize(event.0) }.call("cuEventSynchronize")?;
+        }
+        Ok(self.value)
+    }
+
+    /// `Ok(true)` once the copy is complete, without blocking.
+    pub fn is_ready(&self) -> Result<bool> {
+        let Some(event) = &self.event else {
+            return Ok(true);
+        };
+        // SAFETY: the event is alive (owned by `self`).
+        match unsafe { result::event::query(event.0) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => Err(crate::Error::driver("cuEventQuery", e)),
+        }
+    }
+}
+
+impl<V> std::fmt::Debug for Pending<'_, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("recorded", &self.event.is_some())
+            .finish()
+    }
+}
+
+/// An owned CUDA event without timing (the cheapest kind), destroyed on drop.
+struct Event(sys::CUevent);
+
+impl Event {
+    fn new() -> Result<Self> {
+        let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .call("cuEventCreate")?;
+        Ok(Event(raw))
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created in `Event::new`, destroyed once. The driver allows destroying
+        // an event that has not completed; its resources are released at completion.
+        let _ = unsafe { result::event::destroy(self.0) };
+    }
+}

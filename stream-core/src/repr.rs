@@ -1,0 +1,37 @@
+//! [`DeviceRepr`]: which element types may live in device memory.
+
+/// An element type that can be copied to and from the GPU byte for byte.
+///
+/// Host transfers move raw bytes by DMA, and freshly allocated device memory holds
+/// whatever bytes were there before, so a `DeviceRepr` type must accept *every* bit
+/// pattern. It is implemented for the primitive integers and floats.
+///
+/// ```
+/// fn takes<T: stream_core::DeviceRepr>() {}
+/// takes::<f32>();
+/// takes::<u64>();
+/// ```
+///
+/// `bool` is not `DeviceRepr` (only 0 and 1 are valid bytes):
+///
+/// ```compile_fail,E0277
+/// fn takes<T: stream_core::DeviceRepr>() {}
+/// takes::<bool>();
+/// ```
+///
+/// # Safety
+///
+/// Implementors promise that the type is `Copy`, has no padding bytes, holds no
+/// pointers or references that give it meaning beyond its bytes, has no interior
+/// mutability, and that every bit pattern of `size_of::<Self>()` bytes is a valid
+/// value. Device memory is then sound to read back even when the GPU never wrote it.
+pub unsafe trait DeviceRepr: Copy + Send + Sync + 'static {}
+
+macro_rules! device_repr {
+    ($($t:ty),* $(,)?) => {$(
+        // SAFETY: a primitive integer or float: no padding, no pointers, and every bit
+        // pattern is a valid value (NaN payloads included for floats).
+        unsafe impl DeviceRepr for $t {}
+    )*};
+}
+device_repr!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);

@@ -1,0 +1,213 @@
+//! [`scope`] and [`Scope`]: the one synchronisation the user cannot skip.
+//!
+//! `scope(&stream, |s| ...)` runs the closure, then synchronises *that stream* in its
+//! own stack frame, on normal return and on unwind. Everything that borrows host
+//! memory for asynchronous work borrows it for the scope's brand `'s`, so the borrow
+//! checker keeps that memory untouched until this synchronisation has happened.
+//! Nothing the user holds is needed for safety: `mem::forget` of any value is at worst
+//! a leak.
+
+use std::marker::PhantomData;
+
+use cudarc::driver::{result, sys};
+
+use crate::brand::{brand, Brand};
+use crate::device::Device;
+use crate::error::{DriverResultExt, Error, Result};
+use crate::stream::Stream;
+
+/// The handle a scope's closure receives: everything asynchronous is issued through it,
+/// on the scope's stream.
+///
+/// `'s` is the scope's brand, fresh and invariant for every scope, so nothing branded
+/// (device buffers, views, [`Pending`](crate::Pending) copies) can leave the scope or
+/// enter another one. `'env` is the lifetime of the stream and of what the closure
+/// borrows from outside. A `Scope` is neither `Send` nor `Sync`: all work is issued from
+/// the thread that opened it, on which its CUDA context is current.
+///
+/// Helper functions take `&'s Scope<'s, '_>` together with other `'s` borrows:
+///
+/// ```no_run
+/// use stream_core::{Scope, DeviceBuffer, Result};
+/// fn upload_twice<'s>(s: &'s Scope<'s, '_>, host: &'s [f32]) -> Result<(DeviceBuffer<'s, f32>, DeviceBuffer<'s, f32>)> {
+///     Ok((s.upload(host)?, s.upload(host)?))
+/// }
+/// ```
+pub struct Scope<'s, 'env: 's> {
+    pub(crate) stream: &'env Stream,
+    pub(crate) raw: sys::CUstream,
+    _brand: Brand<'s>,
+    /// Invariant in `'env`, like `std::thread::Scope`, so `'env` cannot be shrunk to
+    /// the brand.
+    _env: PhantomData<&'env mut &'env ()>,
+}
+
+/// Runs `f` with a fresh [`Scope`] on `stream`, then waits for the stream to finish.
+///
+/// * The closure returns `Result<T, E>` with `E: From<Error>`; a failed final
+///   synchronisation becomes `E` (the closure's own error wins if it failed first).
+/// * Only `stream` is synchronised, never the device.
+/// * On unwind the stream is synchronised before the panic continues; if that fails the
+///   process aborts, since it could not be proven that DMA into borrowed host memory
+///   has stopped.
+/// * The device's context is bound once here (and the previous one restored on exit).
+/// * A stream being captured into a CUDA graph is refused with
+///   [`Error::StreamCapturing`].
+///
+/// ```no_run
+/// use stream_core::{scope, Device, Error};
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = Device::new(0)?;
+/// let stream = dev.new_stream()?;
+/// let input: Vec<f32> = (0..1024).map(|i| i as f32).collect();
+/// let mut out = vec![0f32; 1024];
+/// scope(&stream, |s| {
+///     let x = s.upload(&input)?;
+///     let done = s.copy_to_host(&x, &mut out)?;
+///     let host = done.wait()?; // the copy has landed; the host may read it now
+///     assert_eq!(host[3], 3.0);
+///     Ok::<_, Error>(())
+/// })?;
+/// # Ok(()) }
+/// ```
+///
+/// Host memory a download writes stays locked until the scope ends (see
+/// `ui-tests/tests/ui/host/read-while-download-pending.rs`):
+///
+/// ```compile_fail,E0502
+/// # use stream_core::{scope, Error, Stream};
+/// # fn f(stream: &Stream) -> stream_core::Result<()> {
+/// let mut out = vec![0f32; 4];
+/// scope(stream, |s| {
+///     let x = s.alloc_zeroed::<f32>(4)?;
+///     let _pending = s.copy_to_host(&x, &mut out)?;
+///     println!("{}", out[0]); // error: `out` is borrowed by the pending download
+///     Ok::<_, Error>(())
+/// })
+/// # }
+/// ```
+pub fn scope<'env, F, T, E>(stream: &'env Stream, f: F) -> std::result::Result<T, E>
+where
+    F: for<'s> FnOnce(&'s Scope<'s, 'env>) -> std::result::Result<T, E>,
+    E: From<Error>,
+{
+    let exit = ScopeExit::enter(stream).map_err(E::from)?;
+    let scope = Scope {
+        stream,
+        raw: stream.raw,
+        _brand: brand(),
+        _env: PhantomData,
+    };
+    let out = f(&scope);
+    // Every value branded by the scope was dropped at the end of the closure call above
+    // (their stream-ordered frees are queued); now wait for all of it.
+    let synced = exit.finish();
+    match (out, synced) {
+        (Err(e), _) => Err(e),
+        (Ok(_), Err(e)) => Err(E::from(e)),
+        (Ok(v), Ok(())) => Ok(v),
+    }
+}
+
+impl<'s, 'env> Scope<'s, 'env> {
+    /// The stream this scope issues work on.
+    pub fn stream(&self) -> &'env Stream {
+        self.stream
+    }
+
+    /// The device of the scope's stream.
+    pub fn device(&self) -> &'env Device {
+        &self.stream.device
+    }
+}
+
+impl std::fmt::Debug for Scope<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scope")
+            .field("stream", self.stream)
+            .finish()
+    }
+}
+
+/// Synchronises the scope's stream when the scope ends: [`ScopeExit::finish`] on
+/// normal return, `Drop` while unwinding. It lives in `scope`'s own frame, out of the
+/// user's reach, so it cannot be forgotten.
+struct ScopeExit {
+    raw: sys::CUstream,
+    /// The context that was current before the scope bound its own, restored on exit so
+    /// that an enclosing scope on another device keeps working.
+    restore: Option<sys::CUcontext>,
+}
+
+impl ScopeExit {
+    fn enter(stream: &Stream) -> Result<Self> {
+        let ctx = stream.device.inner.ctx;
+        let previous = result::ctx::get_current().call("cuCtxGetCurrent")?;
+        let restore = match previous {
+            Some(p) if p == ctx => None,
+            other => {
+                // SAFETY: `ctx` is the primary context retained by the stream's device,
+                // alive for as long as the borrowed stream is.
+                unsafe { result::ctx::set_current(ctx) }.call("cuCtxSetCurrent")?;
+                other
+            }
+        };
+        // SAFETY: `stream.raw` is a live stream of the now-current context.
+        let capture = unsafe { result::stream::is_capturing(stream.raw) };
+        let refusal = match capture.call("cuStreamIsCapturing") {
+            Ok(sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE) => None,
+            Ok(_) => Some(Error::StreamCapturing),
+            Err(e) => Some(e),
+        };
+        // Build the guard only once the scope will really run: its `Drop` is the
+        // unwinding path and must never see a stream it was not allowed to use.
+        let exit = ScopeExit {
+            raw: stream.raw,
+            restore,
+        };
+        match refusal {
+            None => Ok(exit),
+            Some(e) => {
+                exit.restore_context();
+                std::mem::forget(exit);
+                Err(e)
+            }
+        }
+    }
+
+    /// Normal exit: wait for the stream, report a failure as an error.
+    fn finish(self) -> Result<()> {
+        let synced = self.synchronize();
+        self.restore_context();
+        std::mem::forget(self);
+        synced
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        // SAFETY: the stream is borrowed by the scope for `'env`, so it is alive.
+        unsafe { result::stream::synchronize(self.raw) }.call("cuStreamSynchronize")
+    }
+
+    fn restore_context(&self) {
+        if let Some(previous) = self.restore {
+            // SAFETY: `previous` was current when the scope opened and belongs to an
+            // enclosing scope's device or to the caller; restoring a handle the driver
+            // gave us is valid, and failure only leaves our own context current.
+            let _ = unsafe { result::ctx::set_current(previous) };
+        }
+    }
+}
+
+impl Drop for ScopeExit {
+    /// Runs only while unwinding out of the closure (the normal path forgets `self`).
+    fn drop(&mut self) {
+        if let Err(e) = self.synchronize() {
+            eprintln!(
+                "stream_core: aborting: a scope is unwinding from a panic and its stream could \
+                 not be synchronised ({e}); DMA into borrowed host memory may still be running"
+            );
+            std::process::abort();
+        }
+        self.restore_context();
+    }
+}

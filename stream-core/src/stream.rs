@@ -1,0 +1,68 @@
+//! [`Stream`]: a non-blocking CUDA stream.
+
+use cudarc::driver::{result, sys};
+
+use crate::device::Device;
+use crate::error::{DriverResultExt, Result};
+
+/// A non-blocking CUDA stream: work on it runs in issue order, concurrently with other
+/// streams. `Send` and `Sync`; all work is issued through [`scope`](crate::scope).
+///
+/// ```no_run
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = stream_core::Device::new(0)?;
+/// let stream = dev.new_stream()?;
+/// std::thread::scope(|t| {
+///     t.spawn(|| stream_core::scope(&stream, |s| { s.alloc::<f32>(16)?; Ok::<_, stream_core::Error>(()) }));
+/// });
+/// # Ok(()) }
+/// ```
+pub struct Stream {
+    pub(crate) raw: sys::CUstream,
+    pub(crate) device: Device,
+}
+
+// SAFETY: a `CUstream` is an opaque handle the driver accepts from any thread on which
+// its context is current; `scope` binds the context before it uses the handle. Work
+// issued to one stream from several threads is still executed in a single order, and
+// every scope synchronises the whole stream before it returns, so no thread can see its
+// host borrows released while its own work is pending.
+unsafe impl Send for Stream {}
+// SAFETY: `&Stream` only hands out the handle to `scope` (see `Send` above).
+unsafe impl Sync for Stream {}
+
+impl Stream {
+    pub(crate) fn new(device: &Device) -> Result<Self> {
+        device.inner.bind()?;
+        let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .call("cuStreamCreate")?;
+        Ok(Stream {
+            raw,
+            device: device.clone(),
+        })
+    }
+
+    /// The device this stream belongs to.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("device", &self.device.inner.ordinal)
+            .field("raw", &self.raw)
+            .finish()
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let _ = self.device.inner.bind();
+        // SAFETY: `raw` was created in `Stream::new` and is destroyed once, here. No scope
+        // can be open on it (a scope borrows the stream), and the driver completes queued
+        // work, stream-ordered frees included, before releasing the stream.
+        let _ = unsafe { result::stream::destroy(self.raw) };
+    }
+}

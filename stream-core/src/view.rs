@@ -1,0 +1,291 @@
+//! Sub-ranges of device memory ([`DeviceSlice`], [`DeviceSliceMut`]) and the sealed
+//! traits every device-memory operation accepts ([`DeviceMemory`], [`DeviceMemoryMut`]).
+//!
+//! A view borrows the memory it was taken from (so that memory cannot be freed while
+//! the view exists) and carries the scope's brand `'s` (so it cannot be used in another
+//! scope). A `DeviceSlice` is read-only and `Copy`, like `&[T]`; a `DeviceSliceMut` is
+//! exclusive, like `&mut [T]`, which is what lets the borrow checker rule out a kernel
+//! reading and writing the same memory through two arguments.
+
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+use cudarc::driver::sys;
+
+use crate::brand::{brand, Brand};
+use crate::error::{Error, Result};
+use crate::repr::DeviceRepr;
+
+/// Address and length (in elements) of device memory.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawSlice {
+    pub(crate) ptr: sys::CUdeviceptr,
+    pub(crate) len: usize,
+}
+
+impl RawSlice {
+    pub(crate) const EMPTY: RawSlice = RawSlice { ptr: 0, len: 0 };
+
+    /// The device address of the first element.
+    pub fn device_ptr(&self) -> sys::CUdeviceptr {
+        self.ptr
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `true` when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The sub-range `range` of this memory, for elements of type `T`.
+    pub(crate) fn range<T>(self, range: impl RangeBounds<usize>) -> Result<RawSlice> {
+        let start = match range.start_bound() {
+            Bound::Included(&s) => Some(s),
+            Bound::Excluded(&s) => s.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e.checked_add(1),
+            Bound::Excluded(&e) => Some(e),
+            Bound::Unbounded => Some(self.len),
+        };
+        match (start, end) {
+            (Some(start), Some(end)) if start <= end && end <= self.len => Ok(RawSlice {
+                // `start <= len` elements of an allocation: cannot overflow the address.
+                ptr: self.ptr + (start * std::mem::size_of::<T>()) as u64,
+                len: end - start,
+            }),
+            (start, end) => Err(Error::OutOfRange {
+                start: start.unwrap_or(usize::MAX),
+                end: end.unwrap_or(usize::MAX),
+                len: self.len,
+            }),
+        }
+    }
+
+    /// `[0, mid)` and `[mid, len)`.
+    pub(crate) fn split_at<T>(self, mid: usize) -> Result<(RawSlice, RawSlice)> {
+        Ok((self.range::<T>(..mid)?, self.range::<T>(mid..)?))
+    }
+}
+
+pub(crate) mod sealed {
+    /// Implemented only inside this crate, so that no user type can claim to be device
+    /// memory (a forged address would let safe code make the GPU write anywhere).
+    pub trait Sealed {
+        /// Address and length of the memory.
+        fn raw(&self) -> super::RawSlice;
+    }
+}
+
+/// Device memory of element type `T` usable in the scope branded `'s`, for reading:
+/// a [`DeviceBuffer`](crate::DeviceBuffer), a [`DeviceSlice`], a [`DeviceSliceMut`] or an
+/// attached [`DeviceVec`](crate::DeviceVec) view. Sealed: it cannot be implemented
+/// outside this crate.
+///
+/// ```no_run
+/// use stream_core::{DeviceMemory, Pending, Result, Scope};
+/// fn download<'s>(s: &'s Scope<'s, '_>, src: &impl DeviceMemory<'s, f32>, dst: &'s mut [f32])
+///     -> Result<Pending<'s, &'s mut [f32]>> {
+///     s.copy_to_host(src, dst)
+/// }
+/// ```
+pub trait DeviceMemory<'s, T: DeviceRepr>: sealed::Sealed {
+    /// Number of elements.
+    fn len(&self) -> usize {
+        self.raw().len
+    }
+
+    /// `true` when there are no elements.
+    fn is_empty(&self) -> bool {
+        self.raw().len == 0
+    }
+}
+
+/// Device memory of element type `T` usable in the scope branded `'s`, for writing:
+/// a [`DeviceBuffer`](crate::DeviceBuffer), a [`DeviceSliceMut`] or an attached mutable
+/// [`DeviceVec`](crate::DeviceVec) view. Operations take it by `&mut`, so the borrow
+/// checker proves no other argument of the same call can alias it. Sealed.
+pub trait DeviceMemoryMut<'s, T: DeviceRepr>: DeviceMemory<'s, T> {}
+
+/// A read-only view of device memory branded `'s`, borrowed for `'a`. `Copy`, like `&[T]`.
+///
+/// ```no_run
+/// # use stream_core::{scope, Error, Stream};
+/// # fn f(stream: &Stream, out: &mut [f32]) -> Result<(), Error> {
+/// scope(stream, |s| {
+///     let x = s.alloc_zeroed::<f32>(1000)?;
+///     let tail = x.slice(900..)?;               // DeviceSlice<'_, 's, f32>
+///     s.copy_to_host(&tail, &mut out[..100])?.wait()?;
+///     Ok(())
+/// })
+/// # }
+/// ```
+pub struct DeviceSlice<'a, 's, T: DeviceRepr> {
+    raw: RawSlice,
+    _brand: Brand<'s>,
+    _borrow: PhantomData<&'a [T]>,
+}
+
+/// An exclusive, writable view of device memory branded `'s`, borrowed for `'a`, like
+/// `&mut [T]`.
+///
+/// ```no_run
+/// # use stream_core::{scope, Error, Stream};
+/// # fn f(stream: &Stream, a: &[f32], b: &[f32]) -> Result<(), Error> {
+/// scope(stream, |s| {
+///     let mut x = s.alloc::<f32>(a.len() + b.len())?;
+///     let (mut lo, mut hi) = x.split_at_mut(a.len())?;
+///     s.copy_to_device(a, &mut lo)?;
+///     s.copy_to_device(b, &mut hi)?;
+///     Ok(())
+/// })
+/// # }
+/// ```
+pub struct DeviceSliceMut<'a, 's, T: DeviceRepr> {
+    raw: RawSlice,
+    _brand: Brand<'s>,
+    _borrow: PhantomData<&'a mut [T]>,
+}
+
+impl<'a, 's, T: DeviceRepr> DeviceSlice<'a, 's, T> {
+    /// # Invariant
+    /// `raw` is memory of `T`s valid on the stream of scope `'s` for `'a`.
+    pub(crate) fn from_raw(raw: RawSlice) -> Self {
+        DeviceSlice {
+            raw,
+            _brand: brand(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.raw.len
+    }
+
+    /// `true` when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.raw.len == 0
+    }
+
+    /// The elements in `range`, or [`Error::OutOfRange`].
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'a, 's, T>> {
+        Ok(DeviceSlice::from_raw(self.raw.range::<T>(range)?))
+    }
+
+    /// `[0, mid)` and `[mid, len)`, or [`Error::OutOfRange`] when `mid > len`.
+    pub fn split_at(&self, mid: usize) -> Result<(DeviceSlice<'a, 's, T>, DeviceSlice<'a, 's, T>)> {
+        let (lo, hi) = self.raw.split_at::<T>(mid)?;
+        Ok((DeviceSlice::from_raw(lo), DeviceSlice::from_raw(hi)))
+    }
+}
+
+impl<T: DeviceRepr> Clone for DeviceSlice<'_, '_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: DeviceRepr> Copy for DeviceSlice<'_, '_, T> {}
+
+impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
+    /// # Invariant
+    /// `raw` is memory of `T`s valid on the stream of scope `'s` for `'a`, and nothing
+    /// else can reach it for `'a`.
+    pub(crate) fn from_raw(raw: RawSlice) -> Self {
+        DeviceSliceMut {
+            raw,
+            _brand: brand(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.raw.len
+    }
+
+    /// `true` when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.raw.len == 0
+    }
+
+    /// A read-only view of the whole range.
+    pub fn as_slice(&self) -> DeviceSlice<'_, 's, T> {
+        DeviceSlice::from_raw(self.raw)
+    }
+
+    /// A shorter-lived exclusive view of the whole range (a reborrow).
+    pub fn as_slice_mut(&mut self) -> DeviceSliceMut<'_, 's, T> {
+        DeviceSliceMut::from_raw(self.raw)
+    }
+
+    /// The elements in `range`, read-only, or [`Error::OutOfRange`].
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, 's, T>> {
+        Ok(DeviceSlice::from_raw(self.raw.range::<T>(range)?))
+    }
+
+    /// The elements in `range`, writable, or [`Error::OutOfRange`].
+    pub fn slice_mut(
+        &mut self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceSliceMut<'_, 's, T>> {
+        Ok(DeviceSliceMut::from_raw(self.raw.range::<T>(range)?))
+    }
+
+    /// Two disjoint writable halves `[0, mid)` and `[mid, len)`.
+    pub fn split_at_mut(
+        &mut self,
+        mid: usize,
+    ) -> Result<(DeviceSliceMut<'_, 's, T>, DeviceSliceMut<'_, 's, T>)> {
+        let (lo, hi) = self.raw.split_at::<T>(mid)?;
+        Ok((DeviceSliceMut::from_raw(lo), DeviceSliceMut::from_raw(hi)))
+    }
+
+    /// Like [`split_at_mut`](Self::split_at_mut), keeping the full borrow `'a`.
+    pub fn into_split_at_mut(
+        self,
+        mid: usize,
+    ) -> Result<(DeviceSliceMut<'a, 's, T>, DeviceSliceMut<'a, 's, T>)> {
+        let (lo, hi) = self.raw.split_at::<T>(mid)?;
+        Ok((DeviceSliceMut::from_raw(lo), DeviceSliceMut::from_raw(hi)))
+    }
+}
+
+impl<T: DeviceRepr> sealed::Sealed for DeviceSlice<'_, '_, T> {
+    fn raw(&self) -> RawSlice {
+        self.raw
+    }
+}
+impl<'s, T: DeviceRepr> DeviceMemory<'s, T> for DeviceSlice<'_, 's, T> {}
+
+impl<T: DeviceRepr> sealed::Sealed for DeviceSliceMut<'_, '_, T> {
+    fn raw(&self) -> RawSlice {
+        self.raw
+    }
+}
+impl<'s, T: DeviceRepr> DeviceMemory<'s, T> for DeviceSliceMut<'_, 's, T> {}
+impl<'s, T: DeviceRepr> DeviceMemoryMut<'s, T> for DeviceSliceMut<'_, 's, T> {}
+
+impl<T: DeviceRepr> std::fmt::Debug for DeviceSlice<'_, '_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceSlice")
+            .field("ptr", &self.raw.ptr)
+            .field("len", &self.raw.len)
+            .finish()
+    }
+}
+
+impl<T: DeviceRepr> std::fmt::Debug for DeviceSliceMut<'_, '_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceSliceMut")
+            .field("ptr", &self.raw.ptr)
+            .field("len", &self.raw.len)
+            .finish()
+    }
+}
