@@ -1,5 +1,26 @@
 //! Items that macro expansions name (`::stream_core::__private::...`). Not public API:
 //! anything here may change in any release.
 
-pub use crate::scope::scope;
+pub use crate::kernel::{Kernel, KernelSource};
+pub use crate::launch::{arg, launch, LaunchConfig};
+pub use crate::repr::DeviceRepr;
+pub use crate::scope::{scope, Scope};
 pub use crate::stream::Stream;
+pub use crate::view::{DeviceMemory, DeviceMemoryMut};
+pub use crate::Result;
+
+/// Device address and length of memory a kernel reads: its two CUDA parameters
+/// `const T* p, size_t p_len`.
+#[inline(always)]
+pub fn read_parts<'s, T: DeviceRepr>(memory: &impl DeviceMemory<'s, T>) -> [u64; 2] {
+    let raw = memory.raw();
+    [raw.ptr, raw.len as u64]
+}
+
+/// Device address and length of memory a kernel writes: its two CUDA parameters
+/// `T* p, size_t p_len`. Taking `&mut` is what proves no other argument aliases it.
+#[inline(always)]
+pub fn write_parts<'s, T: DeviceRepr>(memory: &mut impl DeviceMemoryMut<'s, T>) -> [u64; 2] {
+    let raw = memory.raw();
+    [raw.ptr, raw.len as u64]
+}

@@ -1,10 +1,13 @@
 //! [`Device`]: one GPU, its primary CUDA context, and memory made outside scopes.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
 use crate::error::{DriverResultExt, Error, Result};
+use crate::kernel::ModuleCache;
+use crate::launch::DeviceLimits;
 use crate::stream::Stream;
 
 /// One CUDA device and its primary context. Cheap to clone (reference counted), `Send`
@@ -25,12 +28,20 @@ pub struct Device {
 /// What a [`Device`] owns: the retained primary context and a private stream used by
 /// the blocking `DeviceVec` helpers.
 pub(crate) struct DeviceInner {
+    /// Unique per `Device::new` call, never reused: kernel caches key on it, so a
+    /// function loaded for a device that is gone can never be launched.
+    pub(crate) id: u64,
     pub(crate) ordinal: usize,
     pub(crate) cu_device: sys::CUdevice,
     pub(crate) ctx: sys::CUcontext,
     /// A non-blocking stream for `upload_vec`/`alloc_vec`/`to_host_vec`, which block
     /// on it (and only on it) before they return.
     pub(crate) housekeeping: sys::CUstream,
+    pub(crate) compute_capability: (i32, i32),
+    /// Launch limits, read once so that validating a launch costs no driver call.
+    pub(crate) limits: DeviceLimits,
+    /// Kernel modules loaded on this device.
+    pub(crate) modules: ModuleCache,
 }
 
 // SAFETY: a `CUcontext` and a `CUstream` are opaque driver handles; the driver API is
@@ -60,15 +71,30 @@ impl Device {
         // SAFETY: `ctx` is the primary context retained just above; it stays alive until
         // `DeviceInner` (which takes over `retained`) releases it.
         unsafe { result::ctx::set_current(ctx) }.call("cuCtxSetCurrent")?;
+        let attribute = |attr| {
+            // SAFETY: `cu_device` came from `cuDeviceGet`; `attr` is a valid enum value.
+            unsafe { result::device::get_attribute(cu_device, attr) }.call("cuDeviceGetAttribute")
+        };
+        use sys::CUdevice_attribute::*;
+        let compute_capability = (
+            attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let limits = DeviceLimits::query(attribute)?;
         let housekeeping = result::stream::create(result::stream::StreamKind::NonBlocking)
             .call("cuStreamCreate")?;
         std::mem::forget(retained);
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Device {
             inner: Arc::new(DeviceInner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 ordinal,
                 cu_device,
                 ctx,
                 housekeeping,
+                compute_capability,
+                limits,
+                modules: ModuleCache::default(),
             }),
         })
     }
@@ -115,19 +141,18 @@ impl Device {
     }
 
     /// `(major, minor)` compute capability, e.g. `(9, 0)` for Hopper.
-    pub fn compute_capability(&self) -> Result<(i32, i32)> {
-        use sys::CUdevice_attribute::*;
-        Ok((
-            self.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
-            self.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
-        ))
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.inner.compute_capability
     }
 
-    /// A raw device attribute.
-    pub(crate) fn attribute(&self, attr: sys::CUdevice_attribute) -> Result<i32> {
-        // SAFETY: `cu_device` came from `cuDeviceGet`; `attr` is a valid enum value.
-        unsafe { result::device::get_attribute(self.inner.cu_device, attr) }
-            .call("cuDeviceGetAttribute")
+    /// The most threads a block may have on this device.
+    pub fn max_threads_per_block(&self) -> u32 {
+        self.inner.limits.max_threads_per_block
+    }
+
+    /// The most dynamic shared memory a block may ask for on this device (opt-in limit).
+    pub fn max_shared_memory_per_block(&self) -> u32 {
+        self.inner.limits.max_shared_per_block_optin
     }
 
     /// Creates a new non-blocking stream on this device (it never synchronises
@@ -175,6 +200,7 @@ impl Drop for DeviceInner {
     fn drop(&mut self) {
         // Errors cannot be reported from `drop`; failing here only leaks driver objects.
         let _ = self.bind();
+        self.modules.unload_all();
         // SAFETY: the last reference to the stream is going away; the driver finishes
         // any queued work before it releases the stream's resources.
         let _ = unsafe { result::stream::destroy(self.housekeeping) };

@@ -116,6 +116,47 @@ pub enum Error {
     )]
     StreamCapturing,
 
+    /// NVRTC rejected a kernel's CUDA source.
+    #[error("kernel `{kernel}` failed to compile; fix its CUDA source. NVRTC's log:\n{log}")]
+    KernelCompile {
+        /// The kernel whose module failed.
+        kernel: String,
+        /// NVRTC's compile log.
+        log: String,
+    },
+
+    /// The NVRTC library (`libnvrtc`) could not be loaded.
+    #[error(
+        "the NVRTC runtime compiler (libnvrtc) could not be loaded; install the CUDA toolkit's \
+         NVRTC library or load the kernel from precompiled PTX"
+    )]
+    NvrtcNotFound,
+
+    /// A kernel's module does not contain the kernel's name.
+    #[error(
+        "kernel `{kernel}` was not found in its module; declare it `extern \"C\" __global__` \
+         in the CUDA source, with the same name"
+    )]
+    KernelNotFound {
+        /// The kernel's name.
+        kernel: String,
+    },
+
+    /// A launch configuration exceeds a limit of the device or the kernel.
+    #[error("invalid launch of `{kernel}`: {what} is {value}, but the limit is {limit} ({source_of_limit})")]
+    InvalidLaunch {
+        /// The kernel.
+        kernel: &'static str,
+        /// The offending dimension, e.g. `block.x`.
+        what: &'static str,
+        /// The value asked for.
+        value: u64,
+        /// The limit it exceeds (or `1` for a zero block dimension).
+        limit: u64,
+        /// Where the limit comes from, e.g. `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X`.
+        source_of_limit: &'static str,
+    },
+
     /// A CUDA driver call failed.
     #[error("CUDA driver call {call} failed with {name}: {description}")]
     Driver {

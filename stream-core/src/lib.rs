@@ -91,12 +91,18 @@ mod brand;
 #[allow(unsafe_code)]
 mod buffer;
 #[allow(unsafe_code)]
+mod compile;
+#[allow(unsafe_code)]
 mod device;
 #[allow(unsafe_code)]
 mod device_vec;
 mod error;
 #[allow(unsafe_code)]
 mod host;
+#[allow(unsafe_code)]
+mod kernel;
+#[allow(unsafe_code)]
+mod launch;
 #[allow(unsafe_code)]
 mod pending;
 #[allow(unsafe_code)]
@@ -120,6 +126,7 @@ pub use device::Device;
 pub use device_vec::DeviceVec;
 pub use error::{Error, Result};
 pub use host::PinnedBuffer;
+pub use launch::LaunchConfig;
 pub use pending::Pending;
 pub use repr::DeviceRepr;
 pub use scope::{scope, Scope};
