@@ -24,3 +24,9 @@ pub fn write_parts<'s, T: DeviceRepr>(memory: &mut impl DeviceMemoryMut<'s, T>) 
     let raw = memory.raw();
     [raw.ptr, raw.len as u64]
 }
+
+/// A scalar kernel argument; the bound is the check that only plain-old-data crosses.
+#[inline(always)]
+pub fn scalar<T: DeviceRepr>(value: T) -> T {
+    value
+}

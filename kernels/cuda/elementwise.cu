@@ -1,0 +1,56 @@
+// Element-wise kernels. Convention of this crate: every device slice parameter is
+// passed as (pointer, length); a kernel touches only indices below the length it is
+// given, so it stays in bounds whatever the other arguments say.
+
+template <typename T>
+__device__ void fill(T value, T* y, size_t y_len) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < y_len;
+         i += (size_t)gridDim.x * blockDim.x) {
+        y[i] = value;
+    }
+}
+
+template <typename T>
+__device__ void scale(T a, const T* x, size_t x_len, T* y, size_t y_len) {
+    size_t n = x_len < y_len ? x_len : y_len;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        y[i] = a * x[i];
+    }
+}
+
+template <typename T>
+__device__ void axpy(T a, const T* x, size_t x_len, T* y, size_t y_len) {
+    size_t n = x_len < y_len ? x_len : y_len;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+extern "C" __global__ void fill_f32(float v, float* y, size_t y_len) { fill(v, y, y_len); }
+extern "C" __global__ void fill_f64(double v, double* y, size_t y_len) { fill(v, y, y_len); }
+extern "C" __global__ void fill_u32(unsigned v, unsigned* y, size_t y_len) { fill(v, y, y_len); }
+
+extern "C" __global__ void scale_f32(float a, const float* x, size_t x_len, float* y, size_t y_len) {
+    scale(a, x, x_len, y, y_len);
+}
+extern "C" __global__ void scale_f64(double a, const double* x, size_t x_len, double* y, size_t y_len) {
+    scale(a, x, x_len, y, y_len);
+}
+
+extern "C" __global__ void axpy_f32(float a, const float* x, size_t x_len, float* y, size_t y_len) {
+    axpy(a, x, x_len, y, y_len);
+}
+extern "C" __global__ void axpy_f64(double a, const double* x, size_t x_len, double* y, size_t y_len) {
+    axpy(a, x, x_len, y, y_len);
+}
+
+// Spins for about `cycles` clock cycles, then writes `value` to y[0] (if y is not empty).
+// Used by tests and examples to widen race windows: work queued after it on the same
+// stream must wait for it.
+extern "C" __global__ void spin_then_write_u32(unsigned long long cycles, unsigned value, unsigned* y, size_t y_len) {
+    long long start = clock64();
+    while ((unsigned long long)(clock64() - start) < cycles) { }
+    if (threadIdx.x == 0 && blockIdx.x == 0 && y_len > 0) y[0] = value;
+}
