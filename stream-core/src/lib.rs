@@ -131,5 +131,5 @@ pub use pending::Pending;
 pub use repr::DeviceRepr;
 pub use scope::{scope, Scope};
 pub use stream::Stream;
-pub use stream_macros::gpu_scope;
+pub use stream_macros::{gpu_scope, kernel};
 pub use view::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};

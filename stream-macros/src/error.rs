@@ -196,7 +196,9 @@ pub(crate) fn empty_item() -> Error {
 
 /// The message of [`not_a_function`] and [`empty_item`].
 fn not_a_function_message(found: &str) -> String {
-    format!("{ATTR} can only be applied to a function with a body, like {EXAMPLE_FN}; found {found}")
+    format!(
+        "{ATTR} can only be applied to a function with a body, like {EXAMPLE_FN}; found {found}"
+    )
 }
 
 /// A syntax error in the function's signature, as found by `syn`.
@@ -261,9 +263,7 @@ pub(crate) fn expected_comma(token: impl ToTokens) -> Error {
 pub(crate) fn crate_argument(tokens: impl ToTokens, problem: &str) -> Error {
     Error::new_spanned(
         tokens,
-        format!(
-            "{ATTR} {problem}: write `crate = path`, e.g. `#[gpu_scope(crate = my_lib::gpu)]`"
-        ),
+        format!("{ATTR} {problem}: write `crate = path`, e.g. `#[gpu_scope(crate = my_lib::gpu)]`"),
     )
 }
 

@@ -7,6 +7,8 @@
 //! becomes
 //! ```text
 //! pub fn step(s: &::stream_core::__private::Stream, input: &[f32]) -> Result<()> {
+//!     #[allow(unused_imports)]
+//!     use Scope as _; // keeps the user's `use stream_core::Scope;` in use
 //!     ::stream_core::__private::scope(s, move |s| -> Result<()> { body })
 //! }
 //! ```
@@ -36,7 +38,7 @@ pub(crate) fn gpu_scope(args: TokenStream, item: TokenStream) -> Result<TokenStr
     let checked = syn::parse2::<ScopeFn>(item.clone())
         .and_then(|scope_fn| validate::gpu_scope_fn(&scope_fn).map(|param| (scope_fn, param)));
     match (args, checked) {
-        (Ok(args), Ok((scope_fn, param))) => Ok(generate(args, scope_fn, param)),
+        (Ok(args), Ok((scope_fn, param))) => Ok(generate(args.krate.as_ref(), scope_fn, param)),
         (Err(mut error), Err(item_error)) => {
             error.combine(item_error);
             Err(Rejected::new(item, error))
@@ -46,10 +48,7 @@ pub(crate) fn gpu_scope(args: TokenStream, item: TokenStream) -> Result<TokenStr
 }
 
 /// Generates the function that opens the scope around the user's body.
-fn generate(args: Args, scope_fn: ScopeFn, param: ScopeParam) -> TokenStream {
-    let krate = args
-        .krate
-        .map_or_else(|| quote!(::stream_core), ToTokens::into_token_stream);
+fn generate(krate: Option<&syn::Path>, scope_fn: ScopeFn, param: ScopeParam) -> TokenStream {
     let ScopeFn {
         attrs,
         vis,
@@ -61,13 +60,19 @@ fn generate(args: Args, scope_fn: ScopeFn, param: ScopeParam) -> TokenStream {
     // the closure's parameter takes the user's pattern and attributes.
     let stream_ty = {
         let scope_span = param.scope_span;
+        let krate = crate_path(krate, scope_span);
         quote_spanned!(scope_span=> #krate::__private::Stream)
     };
     let mut closure_param = quote!(_);
     let mut stream = Ident::new(HIDDEN_STREAM, Span::mixed_site());
+    let mut stream_arg = stream.clone();
     if let Some(FnArg::Typed(typed)) = sig.inputs.iter_mut().nth(param.index) {
         if let Some(name) = plain_name(&typed.pat) {
             stream = name.clone();
+            // The macro passes the stream on, not the user: lints about
+            // using the binding (`_s` used) must not fire on the user's name.
+            stream_arg = name.clone();
+            stream_arg.set_span(Span::call_site().located_at(name.span()));
         }
         let stream_pat = Pat::Ident(PatIdent {
             attrs: Vec::new(),
@@ -98,23 +103,45 @@ fn generate(args: Args, scope_fn: ScopeFn, param: ScopeParam) -> TokenStream {
         }
         ReturnType::Default => (TokenStream::new(), Span::call_site()),
     };
-    // Spanned on the return type, so that `E: From<Error>` failures point at
-    // the `Result` the user can change.
-    let scope = quote_spanned!(call_span=> #krate::__private::scope);
-
     let inner_attrs = body.inner_attrs;
     let stmts = body.stmts;
     let mut closure_body = TokenStream::new();
     body.brace
         .surround(&mut closure_body, |tokens| tokens.extend(stmts));
 
+    let krate = crate_path(krate, call_span);
+    // Spanned on the return type, so that `E: From<Error>` failures point at
+    // the `Result` the user can change.
+    let call = quote_spanned! {call_span=>
+        #krate::__private::scope(#stream_arg, move |#closure_param| #closure_output #closure_body)
+    };
+
+    // The scope type no longer appears in the signature: naming it here keeps
+    // the user's `use stream_core::Scope;` from being reported unused.
+    let use_scope = param.scope_path.map(|path| {
+        quote! {
+            #[allow(unused_imports)]
+            use #path as _;
+        }
+    });
+
     quote! {
         #(#attrs)*
         #vis #sig {
             #(#inner_attrs)*
-            #scope(#stream, move |#closure_param| #closure_output #closure_body)
+            #use_scope
+            #call
         }
     }
+}
+
+/// The path of the crate generated code names: the `crate = path` argument,
+/// or `::stream_core` spanned at `span`.
+fn crate_path(krate: Option<&syn::Path>, span: Span) -> TokenStream {
+    krate.map_or_else(
+        || quote_spanned!(span=> ::stream_core),
+        ToTokens::to_token_stream,
+    )
 }
 
 /// The name bound by `pat` when it is a plain `name` (no `mut`, `ref` or

@@ -221,7 +221,7 @@ fn starts_like_fn(input: ParseStream) -> bool {
 /// at its keyword and name, or at its first token when it is no item at all.
 fn classify_non_fn(start: ParseStream) -> syn::Error {
     let first_token = || Some(next_token(start)).filter(|first| !first.is_empty());
-    let Ok(item) = start.parse::<Item>() else {
+    let Ok(item) = start.fork().parse::<Item>() else {
         return first_token().map_or_else(error::empty_item, |first| {
             error::not_a_function(first, "something that is not an item")
         });

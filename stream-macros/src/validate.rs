@@ -5,7 +5,7 @@
 
 use proc_macro2::Span;
 use syn::spanned::Spanned;
-use syn::{FnArg, Lifetime, PathArguments, ReturnType, Signature, Token, Type, TypePath};
+use syn::{FnArg, Lifetime, Path, PathArguments, ReturnType, Signature, Token, Type, TypePath};
 
 use crate::error::{self, Errors};
 use crate::parse::ScopeFn;
@@ -21,6 +21,9 @@ pub(crate) struct ScopeParam {
     /// Where the user wrote `Scope`: the `Stream` that replaces it takes this
     /// span.
     pub(crate) scope_span: Span,
+    /// The path the user named the scope type by, generic arguments removed;
+    /// `None` when a `use` cannot name it (`Self::Scope`).
+    pub(crate) scope_path: Option<Path>,
 }
 
 /// Checks `item` and finds its scope parameter.
@@ -34,7 +37,7 @@ pub(crate) fn gpu_scope_fn(item: &ScopeFn) -> syn::Result<ScopeParam> {
         errors.push(error::async_fn(asyncness));
     }
     if let Some(abi) = &sig.abi {
-        if !abi.name.as_ref().is_some_and(|name| name.value() == "Rust") {
+        if abi.name.as_ref().is_none_or(|name| name.value() != "Rust") {
             errors.push(error::foreign_abi(abi));
         }
     }
@@ -63,11 +66,12 @@ fn scope_param(sig: &Signature) -> syn::Result<ScopeParam> {
         return Err(error::missing_scope_param(sig.paren_token.span.join()));
     };
     match classify(&param.ty) {
-        ScopeType::Shared(reference) => Ok(ScopeParam {
+        ScopeType::Shared(reference, path) => Ok(ScopeParam {
             index,
             and_token: reference.and_token,
             lifetime: reference.lifetime.clone(),
             scope_span: reference.elem.span(),
+            scope_path: without_arguments(path),
         }),
         ScopeType::Mutable(mutability) => Err(error::scope_by_mut_ref(mutability)),
         ScopeType::ByValue => Err(error::scope_by_value(&param.ty)),
@@ -80,8 +84,8 @@ fn scope_param(sig: &Signature) -> syn::Result<ScopeParam> {
 
 /// What a parameter's type says about it being the scope.
 enum ScopeType<'a> {
-    /// `&Scope<..>`: the scope.
-    Shared(&'a syn::TypeReference),
+    /// `&Scope<..>`: the scope, and the path naming it.
+    Shared(&'a syn::TypeReference, &'a Path),
     /// `&mut Scope<..>`, with its `mut`.
     Mutable(&'a Token![mut]),
     /// `Scope<..>`.
@@ -92,13 +96,15 @@ enum ScopeType<'a> {
 
 fn classify(ty: &Type) -> ScopeType<'_> {
     match ungroup(ty) {
-        Type::Reference(reference) if is_path_ending_in(&reference.elem, "Scope") => {
-            match &reference.mutability {
-                Some(mutability) => ScopeType::Mutable(mutability),
-                None => ScopeType::Shared(reference),
-            }
-        }
-        ty if is_path_ending_in(ty, "Scope") => ScopeType::ByValue,
+        Type::Reference(reference) => match (
+            path_ending_in(&reference.elem, "Scope"),
+            &reference.mutability,
+        ) {
+            (Some(_), Some(mutability)) => ScopeType::Mutable(mutability),
+            (Some(path), None) => ScopeType::Shared(reference, path),
+            (None, _) => ScopeType::Other,
+        },
+        ty if path_ending_in(ty, "Scope").is_some() => ScopeType::ByValue,
         _ => ScopeType::Other,
     }
 }
@@ -107,20 +113,41 @@ fn classify(ty: &Type) -> ScopeType<'_> {
 fn return_type(sig: &Signature) -> syn::Result<()> {
     match &sig.output {
         ReturnType::Default => Err(error::missing_return_type(&sig.ident)),
-        ReturnType::Type(_, ty) if is_path_ending_in(ty, "Result") => Ok(()),
+        ReturnType::Type(_, ty) if path_ending_in(ty, "Result").is_some() => Ok(()),
         ReturnType::Type(_, ty) => Err(error::not_a_result(ty)),
     }
 }
 
-/// Whether `ty` is a plain path (no `<T as Trait>::`) whose last segment is
-/// `name`, with angle-bracketed generic arguments or none.
-fn is_path_ending_in(ty: &Type, name: &str) -> bool {
+/// The path of `ty` when it is a plain path (no `<T as Trait>::`) whose last
+/// segment is `name`, with angle-bracketed generic arguments or none.
+fn path_ending_in<'a>(ty: &'a Type, name: &str) -> Option<&'a Path> {
     match ungroup(ty) {
-        Type::Path(TypePath { qself: None, path }) => path.segments.last().is_some_and(|last| {
-            last.ident == name && !matches!(last.arguments, PathArguments::Parenthesized(_))
-        }),
-        _ => false,
+        Type::Path(TypePath { qself: None, path }) => path
+            .segments
+            .last()
+            .is_some_and(|last| {
+                last.ident == name && !matches!(last.arguments, PathArguments::Parenthesized(_))
+            })
+            .then_some(path),
+        _ => None,
     }
+}
+
+/// `path` with every segment's generic arguments removed, as a `use` names
+/// it, or `None` when it starts with `Self`, which a `use` cannot name.
+fn without_arguments(path: &Path) -> Option<Path> {
+    if path
+        .segments
+        .first()
+        .is_some_and(|first| first.ident == "Self")
+    {
+        return None;
+    }
+    let mut path = path.clone();
+    for segment in &mut path.segments {
+        segment.arguments = PathArguments::None;
+    }
+    Some(path)
 }
 
 /// Looks through the invisible groups `macro_rules!` wraps `$ty`s in.

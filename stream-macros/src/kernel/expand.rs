@@ -7,7 +7,15 @@ use quote::{format_ident, quote};
 use super::parse::{Code, Declaration, ParamKind};
 
 pub(crate) fn expand(decl: &Declaration) -> TokenStream {
-    let Declaration { attrs, vis, ident, cuda_name, code, krate, params } = decl;
+    let Declaration {
+        attrs,
+        vis,
+        ident,
+        cuda_name,
+        code,
+        krate,
+        params,
+    } = decl;
     let private = quote!(#krate::__private);
     let source = match code {
         Code::Cuda(expr) => quote!(#private::KernelSource::Cuda(#expr)),

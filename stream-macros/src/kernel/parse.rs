@@ -3,7 +3,9 @@
 use proc_macro2::TokenStream;
 use syn::parse::{Parse, ParseStream, Parser};
 use syn::punctuated::Punctuated;
-use syn::{Attribute, Expr, FnArg, ForeignItemFn, Ident, LitStr, Pat, Path, Token, Type, Visibility};
+use syn::{
+    Attribute, Expr, FnArg, ForeignItemFn, Ident, LitStr, Pat, Path, Token, Type, Visibility,
+};
 
 /// Where the kernel's code comes from.
 pub(crate) enum Code {
@@ -54,7 +56,11 @@ struct Args {
 
 impl Parse for Args {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        let mut args = Args { code: None, name: None, krate: None };
+        let mut args = Args {
+            code: None,
+            name: None,
+            krate: None,
+        };
         let mut errors: Option<syn::Error> = None;
         let mut push = |e: syn::Error| match &mut errors {
             Some(all) => all.combine(e),
@@ -65,19 +71,28 @@ impl Parse for Args {
             match arg {
                 Arg::Code(key, code) => {
                     if args.code.is_some() {
-                        push(syn::Error::new(key.span(), "#[kernel] takes one of `cuda = ...` or `ptx = ...`, once"));
+                        push(syn::Error::new(
+                            key.span(),
+                            "#[kernel] takes one of `cuda = ...` or `ptx = ...`, once",
+                        ));
                     }
                     args.code = Some(code);
                 }
                 Arg::Name(key, lit) => {
                     if args.name.is_some() {
-                        push(syn::Error::new(key.span(), "#[kernel] takes `name = ...` at most once"));
+                        push(syn::Error::new(
+                            key.span(),
+                            "#[kernel] takes `name = ...` at most once",
+                        ));
                     }
                     args.name = Some(lit);
                 }
                 Arg::Crate(key, path) => {
                     if args.krate.is_some() {
-                        push(syn::Error::new(key.span(), "#[kernel] takes `crate = ...` at most once"));
+                        push(syn::Error::new(
+                            key.span(),
+                            "#[kernel] takes `crate = ...` at most once",
+                        ));
                     }
                     args.krate = Some(path);
                 }
@@ -102,7 +117,9 @@ impl Parse for Arg {
             let kw: Token![crate] = input.parse()?;
             Ident::new("crate", kw.span)
         } else {
-            input.parse().map_err(|e| syn::Error::new(e.span(), USAGE))?
+            input
+                .parse()
+                .map_err(|e| syn::Error::new(e.span(), USAGE))?
         };
         let _: Token![=] = input
             .parse()
@@ -112,7 +129,10 @@ impl Parse for Arg {
             "ptx" => Ok(Arg::Code(key, Code::Ptx(input.parse()?))),
             "name" => Ok(Arg::Name(key, input.parse()?)),
             "crate" => Ok(Arg::Crate(key, Path::parse_mod_style(input)?)),
-            _ => Err(syn::Error::new(key.span(), format!("unknown #[kernel] argument `{key}`: {USAGE}"))),
+            _ => Err(syn::Error::new(
+                key.span(),
+                format!("unknown #[kernel] argument `{key}`: {USAGE}"),
+            )),
         }
     }
 }
@@ -133,7 +153,10 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Declara
     let code = match args.code {
         Some(code) => Some(code),
         None => {
-            errors.push(syn::Error::new(sig.ident.span(), format!("#[kernel] needs the kernel's code: {USAGE}")));
+            errors.push(syn::Error::new(
+                sig.ident.span(),
+                format!("#[kernel] needs the kernel's code: {USAGE}"),
+            ));
             None
         }
     };
@@ -146,22 +169,40 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Declara
         ));
     }
     if let Some(t) = &sig.asyncness {
-        errors.push(syn::Error::new(t.span, "#[kernel] cannot be `async`: remove `async`"));
+        errors.push(syn::Error::new(
+            t.span,
+            "#[kernel] cannot be `async`: remove `async`",
+        ));
     }
     if let Some(t) = &sig.constness {
-        errors.push(syn::Error::new(t.span, "#[kernel] cannot be `const`: remove `const`"));
+        errors.push(syn::Error::new(
+            t.span,
+            "#[kernel] cannot be `const`: remove `const`",
+        ));
     }
     if let Some(abi) = &sig.abi {
-        errors.push(syn::Error::new_spanned(abi, "#[kernel] declarations take no ABI: remove it (the CUDA side is `extern \"C\"`)"));
+        errors.push(syn::Error::new_spanned(
+            abi,
+            "#[kernel] declarations take no ABI: remove it (the CUDA side is `extern \"C\"`)",
+        ));
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        errors.push(syn::Error::new_spanned(&sig.generics, "#[kernel] declarations cannot be generic: declare one kernel per element type"));
+        errors.push(syn::Error::new_spanned(
+            &sig.generics,
+            "#[kernel] declarations cannot be generic: declare one kernel per element type",
+        ));
     }
     if let Some(v) = &sig.variadic {
-        errors.push(syn::Error::new_spanned(v, "#[kernel] declarations cannot be variadic"));
+        errors.push(syn::Error::new_spanned(
+            v,
+            "#[kernel] declarations cannot be variadic",
+        ));
     }
     if let syn::ReturnType::Type(_, ty) = &sig.output {
-        errors.push(syn::Error::new_spanned(ty, "#[kernel] declarations return nothing: a launch returns `Result<()>`"));
+        errors.push(syn::Error::new_spanned(
+            ty,
+            "#[kernel] declarations return nothing: a launch returns `Result<()>`",
+        ));
     }
     let mut params = Vec::new();
     for input in &sig.inputs {
@@ -176,14 +217,18 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Declara
         return Err(combined);
     }
     let code = code.ok_or_else(|| syn::Error::new(sig.ident.span(), USAGE))?;
-    let cuda_name = args.name.unwrap_or_else(|| LitStr::new(&sig.ident.to_string(), sig.ident.span()));
+    let cuda_name = args
+        .name
+        .unwrap_or_else(|| LitStr::new(&sig.ident.to_string(), sig.ident.span()));
     Ok(Declaration {
         attrs: decl.attrs,
         vis: decl.vis,
         ident: sig.ident.clone(),
         cuda_name,
         code,
-        krate: args.krate.unwrap_or_else(|| syn::parse_quote!(::stream_core)),
+        krate: args
+            .krate
+            .unwrap_or_else(|| syn::parse_quote!(::stream_core)),
         params,
     })
 }
@@ -191,14 +236,20 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Declara
 fn parse_param(input: &FnArg) -> syn::Result<Param> {
     let typed = match input {
         FnArg::Receiver(r) => {
-            return Err(syn::Error::new_spanned(r, "#[kernel] declarations cannot take `self`"));
+            return Err(syn::Error::new_spanned(
+                r,
+                "#[kernel] declarations cannot take `self`",
+            ));
         }
         FnArg::Typed(t) => t,
     };
     let name = match &*typed.pat {
         Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => p.ident.clone(),
         other => {
-            return Err(syn::Error::new_spanned(other, "#[kernel] parameters must be plain names, e.g. `x: &[f32]`"));
+            return Err(syn::Error::new_spanned(
+                other,
+                "#[kernel] parameters must be plain names, e.g. `x: &[f32]`",
+            ));
         }
     };
     if RESERVED.contains(&name.to_string().as_str()) {
