@@ -1,1 +1,103 @@
-//! Shared helpers of the GPU tests.
+//! Shared helpers of the runtime GPU tests of `stream_core`.
+//!
+//! Every test file (`tests/test_<area>.rs`) is its own test binary with
+//! `harness = false`; its `main` is [`test_main!`], which hands the file's test
+//! functions to [`libtest_mimic`]. The rules the harness enforces:
+//!
+//! * A GPU test is reported as **ignored** when `Device::count()` finds no CUDA device,
+//!   and runs when there is one.
+//! * With `STREAM_CORE_REQUIRE_GPU=1` (what `.gpu/run.sh` sets) a missing GPU is a
+//!   **failure** of every GPU test, with a message saying so.
+//! * Host tests (`host: [...]`) always run.
+//! * A failing test prints the seed of its random data; set `STREAM_CORE_TEST_SEED` to
+//!   that value to draw the same data again.
+//!
+//! The helpers follow the workspace's test rule (STYLE rule 15): draw fresh non-zero
+//! inputs ([`Rng`]), poison outputs before the run ([`poisoned`], [`poison`]), and
+//! compare against a CPU reference ([`check_eq`]), reporting the first mismatch.
+
+mod check;
+mod element;
+mod gpu;
+mod harness;
+mod rng;
+
+pub use check::{check_eq, expect_err, panic_message, poison, poisoned};
+pub use element::Element;
+pub use gpu::{device, gpu_status, require_gpu, stream, GpuStatus, REQUIRE_GPU_ENV};
+pub use harness::{run, Test, TestFn};
+pub use libtest_mimic::Failed;
+pub use rng::{Rng, SEED_ENV};
+
+/// What every test function returns: `Ok(())` on success, a [`Failed`] with a message
+/// otherwise. `?` works on `stream_core::Error` (and anything `Display`), since
+/// `Failed: From<M: Display>`.
+pub type TestResult<T = ()> = Result<T, Failed>;
+
+/// 256 MiB: the size of the "large" transfers, in bytes.
+pub const BIG_BYTES: usize = 256 << 20;
+
+/// Returns early from a test with a [`Failed`] carrying the formatted message when the
+/// condition does not hold (an `assert!` that reports instead of panicking).
+///
+/// ```
+/// fn check(n: usize) -> gpu_tests::TestResult {
+///     gpu_tests::ensure!(n > 2, "expected more than 2 elements, got {n}");
+///     Ok(())
+/// }
+/// assert!(check(3).is_ok());
+/// assert!(check(1).is_err());
+/// ```
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return ::std::result::Result::Err($crate::Failed::from(::std::format!($($fmt)+)));
+        }
+    };
+}
+
+/// Defines `fn main` of a test binary: the GPU tests (ignored without a GPU) and,
+/// optionally, host tests that always run. Each entry is a test function
+/// `fn() -> TestResult` named after the behaviour it proves, or `name = expr` to
+/// register an instance of a generic function under its own name.
+///
+/// ```no_run
+/// use gpu_tests::TestResult;
+///
+/// fn upload_is_visible_after_wait() -> TestResult { Ok(()) }
+/// fn round_trip<T>() -> TestResult { Ok(()) }
+/// fn count_never_panics() -> TestResult { Ok(()) }
+///
+/// gpu_tests::test_main! {
+///     gpu: [upload_is_visible_after_wait, round_trip_u8 = round_trip::<u8>],
+///     host: [count_never_panics],
+/// }
+/// ```
+#[macro_export]
+macro_rules! test_main {
+    (
+        gpu: [$($gpu:ident $(= $gpu_fn:expr)?),* $(,)?]
+        $(, host: [$($host:ident $(= $host_fn:expr)?),* $(,)?])?
+        $(,)?
+    ) => {
+        fn main() {
+            $crate::run(
+                &[$($crate::__test!($gpu $(= $gpu_fn)?)),*],
+                &[$($($crate::__test!($host $(= $host_fn)?)),*)?],
+            )
+        }
+    };
+}
+
+/// One `(name, function)` entry of [`test_main!`]. Not for direct use.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __test {
+    ($name:ident) => {
+        (::std::stringify!($name), $name as $crate::TestFn)
+    };
+    ($name:ident = $f:expr) => {
+        (::std::stringify!($name), $f as $crate::TestFn)
+    };
+}
