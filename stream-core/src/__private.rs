@@ -30,3 +30,14 @@ pub fn write_parts<'s, T: DeviceRepr>(memory: &mut impl DeviceMemoryMut<'s, T>) 
 pub fn scalar<T: DeviceRepr>(value: T) -> T {
     value
 }
+
+/// The scope's raw stream, for interop launches (cuBLAS) inside this workspace.
+#[inline(always)]
+pub fn raw_stream(scope: &Scope<'_, '_>) -> cudarc::driver::sys::CUstream {
+    scope.raw
+}
+
+/// Makes the device's context current on this thread.
+pub fn bind(device: &crate::Device) -> Result<()> {
+    device.inner.bind()
+}

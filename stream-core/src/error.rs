@@ -74,6 +74,20 @@ pub enum Error {
         destination_len: usize,
     },
 
+    /// Device memory does not have the number of elements a shape implies.
+    #[error(
+        "shape mismatch in {what}: the shape needs {expected} elements but the memory has {actual}; \
+         pass memory of exactly that many elements"
+    )]
+    ShapeMismatch {
+        /// The operation and the operand, e.g. `sgemm: a (m * k)`.
+        what: &'static str,
+        /// Elements the shape needs.
+        expected: usize,
+        /// Elements the memory has.
+        actual: usize,
+    },
+
     /// A sub-range does not fit in the memory it was taken from.
     #[error(
         "range {start}..{end} is out of bounds for device memory of {len} elements; \
@@ -155,6 +169,15 @@ pub enum Error {
         limit: u64,
         /// Where the limit comes from, e.g. `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X`.
         source_of_limit: &'static str,
+    },
+
+    /// A CUDA library other than the driver (cuBLAS, ...) failed.
+    #[error("{call} failed: {message}")]
+    Library {
+        /// The library function.
+        call: &'static str,
+        /// What the library reported.
+        message: String,
     },
 
     /// A CUDA driver call failed.

@@ -124,7 +124,9 @@ impl<'s, 'env> Scope<'s, 'env> {
         match (bytes, words.as_slice()) {
             ([b], _) => self.memset_d8(dst.ptr, *b, dst.len),
             ([b0, b1], _) => self.memset_d16(dst.ptr, u16::from_ne_bytes([*b0, *b1]), dst.len),
-            (_, [first, rest @ ..]) if size.is_multiple_of(4) && rest.iter().all(|w| w == first) => {
+            (_, [first, rest @ ..])
+                if size.is_multiple_of(4) && rest.iter().all(|w| w == first) =>
+            {
                 self.memset_d32(dst.ptr, *first, dst.len * words.len())
             }
             _ if size.is_multiple_of(4) => words.iter().enumerate().try_for_each(|(i, &w)| {

@@ -56,6 +56,8 @@ pub(crate) fn expand(decl: &Declaration) -> TokenStream {
         #(#attrs)*
         #[doc = ""]
         #[doc = #launch_doc]
+        // The wrapper adds the scope and the launch shape to the kernel's own parameters.
+        #[allow(clippy::too_many_arguments)]
         #vis fn #ident<'s>(
             s: &'s #private::Scope<'s, '_>,
             config: #private::LaunchConfig,

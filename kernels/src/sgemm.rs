@@ -1,0 +1,68 @@
+//! Shared-memory tiled SGEMM (64x64 tiles, 4x4 register blocking per thread).
+
+use stream_core::{DeviceMemory, DeviceMemoryMut, Error, LaunchConfig, Result, Scope};
+
+use crate::declarations as k;
+
+/// `c = alpha * a * b + beta * c`, row-major, `a` is `m x k`, `b` is `k x n`, `c` is
+/// `m x n`. With `beta == 0`, `c` is not read (it may be uninitialised). Relative
+/// error against an f64 reference: about `k * eps_f32` in the worst case.
+#[allow(clippy::too_many_arguments)] // the BLAS signature, unchanged
+pub fn sgemm_tiled<'s>(
+    s: &'s Scope<'s, '_>,
+    m: u32,
+    n: u32,
+    k: u32,
+    alpha: f32,
+    a: &impl DeviceMemory<'s, f32>,
+    b: &impl DeviceMemory<'s, f32>,
+    beta: f32,
+    c: &mut impl DeviceMemoryMut<'s, f32>,
+) -> Result<()> {
+    check_shapes(
+        [
+            "sgemm_tiled: a (m * k)",
+            "sgemm_tiled: b (k * n)",
+            "sgemm_tiled: c (m * n)",
+        ],
+        m,
+        n,
+        k,
+        a.len(),
+        b.len(),
+        c.len(),
+    )?;
+    let config = LaunchConfig::for_2d(n as usize, m as usize, (64, 64));
+    let config = LaunchConfig {
+        block: (256, 1, 1),
+        ..config
+    };
+    k::sgemm_tiled(s, config, m, n, k, alpha, a, b, beta, c)
+}
+
+/// Checks that `a`, `b`, `c` (named by `operands`) hold `m*k`, `k*n`, `m*n` elements.
+pub(crate) fn check_shapes(
+    operands: [&'static str; 3],
+    m: u32,
+    n: u32,
+    k: u32,
+    a: usize,
+    b: usize,
+    c: usize,
+) -> Result<()> {
+    let (m, n, k) = (m as usize, n as usize, k as usize);
+    for (operand, expected, actual) in [
+        (operands[0], m * k, a),
+        (operands[1], k * n, b),
+        (operands[2], m * n, c),
+    ] {
+        if expected != actual {
+            return Err(Error::ShapeMismatch {
+                what: operand,
+                expected,
+                actual,
+            });
+        }
+    }
+    Ok(())
+}
