@@ -1,0 +1,128 @@
+//! Kernels: typed, safe launches of the `kernels` crate, each checked against the CPU,
+//! then the tiled SGEMM and cuBLAS's SGEMM timed side by side at 4096^3.
+//!
+//! Run with `cargo run --release --example kernels` (needs an NVIDIA GPU).
+
+use std::time::Instant;
+
+use stream_core::{scope, Device, Error, Stream};
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("kernels: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Error> {
+    let dev = Device::new(0)?;
+    let stream = dev.new_stream()?;
+    println!("device 0: {} (compute capability {:?})", dev.name()?, dev.compute_capability());
+    let mut blas = kernels::Cublas::new(&dev)?;
+
+    // Correctness at a shape that is not a multiple of the 64x64 tile.
+    let (m, n, k) = (515, 257, 129);
+    let a = pseudo_random(m * k, 1);
+    let b = pseudo_random(k * n, 2);
+    let mut tiled = vec![f32::NAN; m * n];
+    let mut cublas = vec![f32::NAN; m * n];
+    scope(&stream, |s| {
+        let (da, db) = (s.upload(&a)?, s.upload(&b)?);
+        let mut dc = s.alloc::<f32>(m * n)?;
+        kernels::sgemm_tiled(s, m as u32, n as u32, k as u32, 1.0, &da, &db, 0.0, &mut dc)?;
+        s.copy_to_host(&dc, &mut tiled)?.wait()?;
+        blas.sgemm(s, m as u32, n as u32, k as u32, 1.0, &da, &db, 0.0, &mut dc)?;
+        s.copy_to_host(&dc, &mut cublas)?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    let reference = cpu_sgemm(&a, &b, m, n, k);
+    println!(
+        "sgemm {m}x{n}x{k}: max relative error tiled {:.2e}, cuBLAS {:.2e}",
+        max_relative_error(&tiled, &reference),
+        max_relative_error(&cublas, &reference)
+    );
+
+    // Throughput at 4096^3, same run, same buffers.
+    let size = 4096usize;
+    let a = pseudo_random(size * size, 3);
+    let b = pseudo_random(size * size, 4);
+    let tiled_s = time_sgemm(&stream, size, &a, &b, |s, da, db, dc| {
+        kernels::sgemm_tiled(s, size as u32, size as u32, size as u32, 1.0, da, db, 0.0, dc)
+    })?;
+    let cublas_s = time_sgemm(&stream, size, &a, &b, |s, da, db, dc| {
+        blas.sgemm(s, size as u32, size as u32, size as u32, 1.0, da, db, 0.0, dc)
+    })?;
+    let flops = 2.0 * (size as f64).powi(3);
+    println!(
+        "sgemm {size}^3: tiled {:.0} GFLOP/s, cuBLAS {:.0} GFLOP/s (tiled = {:.0}% of cuBLAS)",
+        flops / tiled_s / 1e9,
+        flops / cublas_s / 1e9,
+        100.0 * cublas_s / tiled_s
+    );
+    Ok(())
+}
+
+type Buffer<'s> = stream_core::DeviceBuffer<'s, f32>;
+
+/// Median seconds per SGEMM over 7 scopes of 5 launches each, after a warm-up scope.
+fn time_sgemm(
+    stream: &Stream,
+    size: usize,
+    a: &[f32],
+    b: &[f32],
+    mut launch: impl for<'s> FnMut(&'s stream_core::Scope<'s, '_>, &Buffer<'s>, &Buffer<'s>, &mut Buffer<'s>) -> Result<(), Error>,
+) -> Result<f64, Error> {
+    const LAUNCHES: usize = 5;
+    let mut times = Vec::new();
+    scope(stream, |s| {
+        let (da, db) = (s.upload(a)?, s.upload(b)?);
+        let mut dc = s.alloc::<f32>(size * size)?;
+        for round in 0..8 {
+            let start = Instant::now();
+            // A nested scope on the same stream: its exit synchronises, so the wall time
+            // covers the GPU work.
+            scope(stream, |_| {
+                for _ in 0..LAUNCHES {
+                    launch(s, &da, &db, &mut dc)?;
+                }
+                Ok::<_, Error>(())
+            })?;
+            if round > 0 {
+                times.push(start.elapsed().as_secs_f64() / LAUNCHES as f64);
+            }
+        }
+        Ok::<_, Error>(())
+    })?;
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+fn cpu_sgemm(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
+    let mut c = vec![0f64; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            let aip = f64::from(a[i * k + p]);
+            for j in 0..n {
+                c[i * n + j] += aip * f64::from(b[p * n + j]);
+            }
+        }
+    }
+    c
+}
+
+fn max_relative_error(got: &[f32], reference: &[f64]) -> f64 {
+    let scale = reference.iter().fold(0f64, |m, v| m.max(v.abs())).max(f64::MIN_POSITIVE);
+    got.iter().zip(reference).map(|(g, r)| (f64::from(*g) - r).abs() / scale).fold(0.0, f64::max)
+}
