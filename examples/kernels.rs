@@ -17,7 +17,11 @@ fn main() {
 fn run() -> Result<(), Error> {
     let dev = Device::new(0)?;
     let stream = dev.new_stream()?;
-    println!("device 0: {} (compute capability {:?})", dev.name()?, dev.compute_capability());
+    println!(
+        "device 0: {} (compute capability {:?})",
+        dev.name()?,
+        dev.compute_capability()
+    );
     let mut blas = kernels::Cublas::new(&dev)?;
 
     // Correctness at a shape that is not a multiple of the 64x64 tile.
@@ -47,10 +51,30 @@ fn run() -> Result<(), Error> {
     let a = pseudo_random(size * size, 3);
     let b = pseudo_random(size * size, 4);
     let tiled_s = time_sgemm(&stream, size, &a, &b, |s, da, db, dc| {
-        kernels::sgemm_tiled(s, size as u32, size as u32, size as u32, 1.0, da, db, 0.0, dc)
+        kernels::sgemm_tiled(
+            s,
+            size as u32,
+            size as u32,
+            size as u32,
+            1.0,
+            da,
+            db,
+            0.0,
+            dc,
+        )
     })?;
     let cublas_s = time_sgemm(&stream, size, &a, &b, |s, da, db, dc| {
-        blas.sgemm(s, size as u32, size as u32, size as u32, 1.0, da, db, 0.0, dc)
+        blas.sgemm(
+            s,
+            size as u32,
+            size as u32,
+            size as u32,
+            1.0,
+            da,
+            db,
+            0.0,
+            dc,
+        )
     })?;
     let flops = 2.0 * (size as f64).powi(3);
     println!(
@@ -70,7 +94,12 @@ fn time_sgemm(
     size: usize,
     a: &[f32],
     b: &[f32],
-    mut launch: impl for<'s> FnMut(&'s stream_core::Scope<'s, '_>, &Buffer<'s>, &Buffer<'s>, &mut Buffer<'s>) -> Result<(), Error>,
+    mut launch: impl for<'s> FnMut(
+        &'s stream_core::Scope<'s, '_>,
+        &Buffer<'s>,
+        &Buffer<'s>,
+        &mut Buffer<'s>,
+    ) -> Result<(), Error>,
 ) -> Result<f64, Error> {
     const LAUNCHES: usize = 5;
     let mut times = Vec::new();
@@ -123,6 +152,12 @@ fn cpu_sgemm(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
 }
 
 fn max_relative_error(got: &[f32], reference: &[f64]) -> f64 {
-    let scale = reference.iter().fold(0f64, |m, v| m.max(v.abs())).max(f64::MIN_POSITIVE);
-    got.iter().zip(reference).map(|(g, r)| (f64::from(*g) - r).abs() / scale).fold(0.0, f64::max)
+    let scale = reference
+        .iter()
+        .fold(0f64, |m, v| m.max(v.abs()))
+        .max(f64::MIN_POSITIVE);
+    got.iter()
+        .zip(reference)
+        .map(|(g, r)| (f64::from(*g) - r).abs() / scale)
+        .fold(0.0, f64::max)
 }

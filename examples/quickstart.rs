@@ -16,7 +16,9 @@ fn main() {
         Err(e) => {
             eprintln!("quickstart: {e}");
             if matches!(e, Error::NoDriver | Error::NoDevice { .. }) {
-                eprintln!("quickstart: this example needs an NVIDIA GPU and its driver; none was found.");
+                eprintln!(
+                    "quickstart: this example needs an NVIDIA GPU and its driver; none was found."
+                );
             }
             std::process::exit(1);
         }
@@ -56,6 +58,9 @@ fn run() -> Result<usize, Error> {
     let wrong = out.iter().zip(&expected).filter(|(a, b)| a != b).count();
     let exact_sum: f64 = expected.iter().map(|&v| f64::from(v)).sum();
     let sum_ok = ((f64::from(total[0]) - exact_sum) / exact_sum).abs() < 1e-5;
-    println!("{n} elements, {wrong} wrong; sum {} (exact {exact_sum})", total[0]);
+    println!(
+        "{n} elements, {wrong} wrong; sum {} (exact {exact_sum})",
+        total[0]
+    );
     Ok(wrong + usize::from(!sum_ok))
 }

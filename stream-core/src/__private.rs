@@ -13,7 +13,7 @@ pub use crate::Result;
 /// `const T* p, size_t p_len`.
 #[inline(always)]
 pub fn read_parts<'s, T: DeviceRepr>(memory: &impl DeviceMemory<'s, T>) -> [u64; 2] {
-    let raw = memory.raw();
+    let raw = memory.raw(crate::view::sealed::TOKEN);
     [raw.ptr, raw.len as u64]
 }
 
@@ -21,7 +21,7 @@ pub fn read_parts<'s, T: DeviceRepr>(memory: &impl DeviceMemory<'s, T>) -> [u64;
 /// `T* p, size_t p_len`. Taking `&mut` is what proves no other argument aliases it.
 #[inline(always)]
 pub fn write_parts<'s, T: DeviceRepr>(memory: &mut impl DeviceMemoryMut<'s, T>) -> [u64; 2] {
-    let raw = memory.raw();
+    let raw = memory.raw(crate::view::sealed::TOKEN);
     [raw.ptr, raw.len as u64]
 }
 

@@ -144,7 +144,7 @@ impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
 }
 
 impl<T: DeviceRepr> sealed::Sealed for DeviceBuffer<'_, T> {
-    fn raw(&self) -> RawSlice {
+    fn raw(&self, _: sealed::Token) -> RawSlice {
         self.raw
     }
 }

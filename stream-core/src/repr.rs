@@ -25,6 +25,11 @@
 /// pointers or references that give it meaning beyond its bytes, has no interior
 /// mutability, and that every bit pattern of `size_of::<Self>()` bytes is a valid
 /// value. Device memory is then sound to read back even when the GPU never wrote it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be copied to or from the GPU",
+    label = "`{Self}` is not a `DeviceRepr` element type",
+    note = "device memory holds plain numbers (u8..u128, i8..i128, usize, isize, f32, f64), whose every bit pattern is valid"
+)]
 pub unsafe trait DeviceRepr: Copy + Send + Sync + 'static {}
 
 macro_rules! device_repr {

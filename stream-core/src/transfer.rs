@@ -35,7 +35,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         src: &'s [T],
         dst: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
-        let dst = dst.raw();
+        let dst = dst.raw(crate::view::sealed::TOKEN);
         same_len("copy_to_device", src.len(), dst.len)?;
         if dst.len == 0 {
             return Ok(());
@@ -57,7 +57,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         src: &impl DeviceMemory<'s, T>,
         dst: &'s mut [T],
     ) -> Result<Pending<'s, &'s mut [T]>> {
-        let src = src.raw();
+        let src = src.raw(crate::view::sealed::TOKEN);
         same_len("copy_to_host", src.len, dst.len())?;
         if src.len == 0 {
             return Ok(Pending::ready(dst));
@@ -77,7 +77,10 @@ impl<'s, 'env> Scope<'s, 'env> {
         src: &impl DeviceMemory<'s, T>,
         dst: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
-        let (src, dst) = (src.raw(), dst.raw());
+        let (src, dst) = (
+            src.raw(crate::view::sealed::TOKEN),
+            dst.raw(crate::view::sealed::TOKEN),
+        );
         same_len("copy_device", src.len, dst.len)?;
         let bytes = byte_len::<T>(dst.len)?;
         if bytes == 0 {
@@ -93,7 +96,7 @@ impl<'s, 'env> Scope<'s, 'env> {
 
     /// Sets every byte of `dst` to zero, asynchronously.
     pub fn zero<T: DeviceRepr>(&'s self, dst: &mut impl DeviceMemoryMut<'s, T>) -> Result<()> {
-        let dst = dst.raw();
+        let dst = dst.raw(crate::view::sealed::TOKEN);
         let bytes = byte_len::<T>(dst.len)?;
         if bytes == 0 {
             return Ok(());
@@ -111,7 +114,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         dst: &mut impl DeviceMemoryMut<'s, T>,
         value: T,
     ) -> Result<()> {
-        let dst = dst.raw();
+        let dst = dst.raw(crate::view::sealed::TOKEN);
         if dst.len == 0 {
             return Ok(());
         }

@@ -78,9 +78,16 @@ pub(crate) mod sealed {
     /// Implemented only inside this crate, so that no user type can claim to be device
     /// memory (a forged address would let safe code make the GPU write anywhere).
     pub trait Sealed {
-        /// Address and length of the memory.
-        fn raw(&self) -> super::RawSlice;
+        /// Address and length of the memory. The token keeps it uncallable outside
+        /// this crate.
+        fn raw(&self, _: Token) -> super::RawSlice;
     }
+
+    /// Only this crate can make one.
+    #[derive(Clone, Copy)]
+    pub struct Token(());
+
+    pub(crate) const TOKEN: Token = Token(());
 }
 
 /// Device memory of element type `T` usable in the scope branded `'s`, for reading:
@@ -95,15 +102,20 @@ pub(crate) mod sealed {
 ///     s.copy_to_host(src, dst)
 /// }
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not device memory of this scope",
+    label = "expected device memory (a `DeviceBuffer`, a view of one, or an attached `DeviceVec`)",
+    note = "host memory goes to the GPU with `Scope::upload` or `Scope::copy_to_device` first"
+)]
 pub trait DeviceMemory<'s, T: DeviceRepr>: sealed::Sealed {
     /// Number of elements.
     fn len(&self) -> usize {
-        self.raw().len
+        self.raw(sealed::TOKEN).len
     }
 
     /// `true` when there are no elements.
     fn is_empty(&self) -> bool {
-        self.raw().len == 0
+        self.raw(sealed::TOKEN).len == 0
     }
 }
 
@@ -111,6 +123,11 @@ pub trait DeviceMemory<'s, T: DeviceRepr>: sealed::Sealed {
 /// a [`DeviceBuffer`](crate::DeviceBuffer), a [`DeviceSliceMut`] or an attached mutable
 /// [`DeviceVec`](crate::DeviceVec) view. Operations take it by `&mut`, so the borrow
 /// checker proves no other argument of the same call can alias it. Sealed.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not writable device memory",
+    label = "this is written, so it must be writable device memory",
+    note = "a `DeviceSlice` (from `slice`, `as_slice` or `attach_ref`) is read-only: pass the buffer itself, a `slice_mut`/`split_at_mut` view, or an `attach`ed `DeviceVec`"
+)]
 pub trait DeviceMemoryMut<'s, T: DeviceRepr>: DeviceMemory<'s, T> {}
 
 /// A read-only view of device memory branded `'s`, borrowed for `'a`. `Copy`, like `&[T]`.
@@ -258,14 +275,14 @@ impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
 }
 
 impl<T: DeviceRepr> sealed::Sealed for DeviceSlice<'_, '_, T> {
-    fn raw(&self) -> RawSlice {
+    fn raw(&self, _: sealed::Token) -> RawSlice {
         self.raw
     }
 }
 impl<'s, T: DeviceRepr> DeviceMemory<'s, T> for DeviceSlice<'_, 's, T> {}
 
 impl<T: DeviceRepr> sealed::Sealed for DeviceSliceMut<'_, '_, T> {
-    fn raw(&self) -> RawSlice {
+    fn raw(&self, _: sealed::Token) -> RawSlice {
         self.raw
     }
 }

@@ -101,7 +101,7 @@ use proc_macro::TokenStream;
 /// #[gpu_scope]
 /// fn round_trip(s: &Scope, input: &[f32], out: &mut [f32]) -> Result<()> {
 ///     let x = s.upload(input)?;
-///     s.copy_to_host(&x, out)?;
+///     let _download = s.copy_to_host(&x, out)?; // completed by the scope's end
 ///     Ok(())
 /// } // the scope ends here: the stream is synchronised, `out` is ready
 ///
