@@ -103,7 +103,10 @@ pub enum Error {
     },
 
     /// `len * size_of::<T>()` does not fit in `usize`.
-    #[error("size overflow: {len} elements of {elem_size} bytes do not fit in the address space")]
+    #[error(
+        "size overflow: {len} elements of {elem_size} bytes do not fit in the address space; \
+         ask for fewer elements"
+    )]
     SizeOverflow {
         /// Elements requested.
         len: usize,
@@ -181,7 +184,11 @@ pub enum Error {
     },
 
     /// A CUDA driver call failed.
-    #[error("CUDA driver call {call} failed with {name}: {description}")]
+    #[error(
+        "CUDA driver call {call} failed with {name}: {description}; check the call's arguments, \
+         and note that a fault in earlier asynchronous work (a kernel reading an illegal \
+         address) makes every later call on the device fail until the process restarts"
+    )]
     Driver {
         /// The driver function, e.g. `cuStreamSynchronize`.
         call: &'static str,

@@ -101,3 +101,6 @@ macro_rules! __test {
         (::std::stringify!($name), $f as $crate::TestFn)
     };
 }
+
+#[cfg(test)]
+mod tests;
