@@ -128,7 +128,7 @@ impl Cublas {
                 b as *const f32,
                 n,
                 a as *const f32,
-                k,
+                k.max(1), // cuBLAS needs a leading dimension >= 1 even when k == 0
                 &beta,
                 c as *mut f32,
                 n,

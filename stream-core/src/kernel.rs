@@ -92,8 +92,9 @@ pub(crate) struct ModuleCache {
 
 #[derive(Default)]
 struct ModuleCacheInner {
-    /// By source text address: one module per source, however many kernels it holds.
-    modules: HashMap<usize, sys::CUmodule>,
+    /// By source text (address, length): one module per source, however many kernels
+    /// it holds.
+    modules: HashMap<(usize, usize), sys::CUmodule>,
     /// By `Kernel` address.
     functions: HashMap<usize, LoadedKernel>,
 }
@@ -114,7 +115,9 @@ impl ModuleCache {
         }
         device.bind()?;
         let source_key = match kernel.source {
-            KernelSource::Cuda(text) | KernelSource::Ptx(text) => text.as_ptr() as usize,
+            KernelSource::Cuda(text) | KernelSource::Ptx(text) => {
+                (text.as_ptr() as usize, text.len())
+            }
         };
         let module = match cache.modules.get(&source_key) {
             Some(&m) => m,

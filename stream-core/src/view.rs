@@ -103,9 +103,9 @@ pub(crate) mod sealed {
 /// }
 /// ```
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not device memory of this scope",
-    label = "expected device memory (a `DeviceBuffer`, a view of one, or an attached `DeviceVec`)",
-    note = "host memory goes to the GPU with `Scope::upload` or `Scope::copy_to_device` first"
+    message = "`{Self}` is not device memory of `{T}` elements",
+    label = "expected device memory of `{T}` (a `DeviceBuffer`, a view of one, or an attached `DeviceVec`)",
+    note = "host memory goes to the GPU with `Scope::upload` or `Scope::copy_to_device` first; a buffer of another element type does not convert"
 )]
 pub trait DeviceMemory<'s, T: DeviceRepr>: sealed::Sealed {
     /// Number of elements.

@@ -1,0 +1,29 @@
+//! Passing a read-only view (`as_slice()`) as the `&mut [T]` argument of a
+//! `#[kernel]`-declared kernel.
+//!
+//! A `DeviceSlice` is `Copy`, like `&[T]`: other copies of it may be read by other
+//! arguments of the same launch. Arguments a kernel writes must be `DeviceMemoryMut`:
+//! pass the buffer itself (`&mut y`) or a `slice_mut`/`split_at_mut` view.
+use stream_core::{kernel, scope, Error, LaunchConfig, Stream};
+
+const SRC: &str = r#"
+extern "C" __global__ void axpy_f32(float a, const float* x, size_t x_len, float* y, size_t y_len) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < x_len && i < y_len) y[i] = a * x[i] + y[i];
+}"#;
+
+#[kernel(cuda = SRC)]
+unsafe fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]);
+
+fn f(stream: &Stream) -> Result<(), Error> {
+    scope(stream, |s| {
+        let x = s.alloc_zeroed::<f32>(256)?;
+        let y = s.alloc_zeroed::<f32>(256)?;
+        axpy_f32(s, LaunchConfig::for_elements(256, 256), 2.0, &x, &mut y.as_slice())?;
+        Ok::<_, Error>(())
+    })
+}
+
+fn main() {
+    let _ = f;
+}
