@@ -7,7 +7,9 @@
 
 use std::hint::black_box;
 
-use gpu_tests::{check_eq, device, ensure, expect_err, poisoned, stream, Failed, Rng, TestResult};
+use gpu_tests::{
+    check_eq, check_error, device, ensure, expect_err, poisoned, stream, Failed, Rng, TestResult,
+};
 use stream_core::{scope, Device, Error, Scope};
 
 gpu_tests::test_main! {
@@ -21,22 +23,6 @@ gpu_tests::test_main! {
         zero_length_alloc_upload_and_download_succeed,
         every_error_message_says_what_happened_and_what_to_do,
     ],
-}
-
-/// `Ok` when `err` is `expected`, and its message contains every piece of `parts`.
-fn check_error(what: &str, err: &Error, expected: &Error, parts: &[&str]) -> TestResult {
-    ensure!(
-        err == expected,
-        "{what}: got {err:?}, expected {expected:?}"
-    );
-    let message = err.to_string();
-    for part in parts {
-        ensure!(
-            message.contains(part),
-            "{what}: the message {message:?} does not contain {part:?}"
-        );
-    }
-    Ok(())
 }
 
 /// A round trip of fresh data inside an open scope: proves the scope still works.

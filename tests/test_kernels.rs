@@ -12,7 +12,8 @@
 use std::time::{Duration, Instant};
 
 use gpu_tests::{
-    check_eq, device, ensure, expect_err, poisoned, stream, Element, Failed, Rng, TestResult,
+    check_eq, check_error, device, ensure, expect_err, poisoned, stream, Element, Failed, Rng,
+    TestResult,
 };
 use kernels::{Cublas, Float};
 use stream_core::{
@@ -693,22 +694,6 @@ fn cublas_sgemm_with_k_zero_scales_c_by_beta() -> TestResult {
 
 // ---------------------------------------------------------------------------------------
 // Bad input.
-
-/// `Ok` when `err == expected` and its message contains each of `parts`.
-fn check_error(what: &str, err: &Error, expected: &Error, parts: &[&str]) -> TestResult {
-    ensure!(
-        err == expected,
-        "{what}: got {err:?}, expected {expected:?}"
-    );
-    let message = err.to_string();
-    for part in parts {
-        ensure!(
-            message.contains(part),
-            "{what}: the message {message:?} does not contain {part:?}"
-        );
-    }
-    Ok(())
-}
 
 fn length_mismatch(what: &'static str, source_len: usize, destination_len: usize) -> Error {
     Error::LengthMismatch {

@@ -4,6 +4,8 @@ use std::any::Any;
 
 use libtest_mimic::Failed;
 
+use stream_core::Error;
+
 use crate::element::Element;
 
 /// A vector of `len` elements all set to `T::POISON` (written, so every page is
@@ -85,4 +87,25 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     } else {
         "a panic payload that is not a string".to_owned()
     }
+}
+
+/// `Ok` when `err` is `expected`, and its message contains every piece of `parts`.
+pub fn check_error(
+    what: &str,
+    err: &Error,
+    expected: &Error,
+    parts: &[&str],
+) -> Result<(), Failed> {
+    crate::ensure!(
+        err == expected,
+        "{what}: got {err:?}, expected {expected:?}"
+    );
+    let message = err.to_string();
+    for part in parts {
+        crate::ensure!(
+            message.contains(part),
+            "{what}: the message {message:?} does not contain {part:?}"
+        );
+    }
+    Ok(())
 }

@@ -22,7 +22,7 @@ mod gpu;
 mod harness;
 mod rng;
 
-pub use check::{check_eq, expect_err, panic_message, poison, poisoned};
+pub use check::{check_eq, check_error, expect_err, panic_message, poison, poisoned};
 pub use element::Element;
 pub use gpu::{device, gpu_status, require_gpu, stream, GpuStatus, REQUIRE_GPU_ENV};
 pub use harness::{run, Test, TestFn};
