@@ -26,10 +26,10 @@ gpu_tests::test_main! {
 }
 
 /// A round trip of fresh data inside an open scope: proves the scope still works.
-fn round_trip_in<'s>(
-    s: &'s Scope<'s, '_>,
-    input: &'s [f32],
-    out: &'s mut [f32],
+fn round_trip_in<'s, 'env>(
+    s: &'s Scope<'s, 'env>,
+    input: &'env [f32],
+    out: &'env mut [f32],
     what: &str,
 ) -> TestResult {
     let x = s.upload(input)?;

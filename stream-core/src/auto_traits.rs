@@ -20,6 +20,8 @@ assert_not_impl_any!(DeviceBuffer<'static, f32>: Send, Sync);
 assert_not_impl_any!(DeviceSlice<'static, 'static, f32>: Send, Sync);
 assert_not_impl_any!(DeviceSliceMut<'static, 'static, f32>: Send, Sync);
 assert_not_impl_any!(Pending<'static, &'static mut [f32]>: Send, Sync);
+// Views lent to a fork are branded views too.
+assert_not_impl_any!(<&'static DeviceBuffer<'static, f32> as Lend<'static>>::Views<'static>: Send, Sync);
 
 // Device memory is moved around by ownership, never duplicated.
 assert_not_impl_any!(DeviceBuffer<'static, f32>: Clone);

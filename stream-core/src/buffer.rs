@@ -90,7 +90,10 @@ impl<'s, 'env> Scope<'s, 'env> {
 }
 
 impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
-    fn from_raw(raw: RawSlice, stream: sys::CUstream) -> Self {
+    /// # Invariant
+    /// `raw` is memory of `T`s allocated stream-ordered, whose every earlier use is
+    /// ordered before work on `stream`; the buffer frees it on `stream`.
+    pub(crate) fn from_raw(raw: RawSlice, stream: sys::CUstream) -> Self {
         DeviceBuffer {
             raw,
             stream,
@@ -107,6 +110,14 @@ impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
     /// `true` when there are no elements.
     pub fn is_empty(&self) -> bool {
         self.raw.len == 0
+    }
+
+    /// Gives up ownership without freeing: the memory and the stream it would have been
+    /// freed on. The caller takes over the duty to free it.
+    pub(crate) fn into_raw(self) -> (RawSlice, sys::CUstream) {
+        let parts = (self.raw, self.stream);
+        std::mem::forget(self);
+        parts
     }
 
     /// A read-only view of the whole buffer.

@@ -176,7 +176,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// device.
     pub fn attach<T: DeviceRepr>(
         &'s self,
-        vec: &'s mut DeviceVec<T>,
+        vec: &'env mut DeviceVec<T>,
     ) -> Result<DeviceSliceMut<'s, 's, T>> {
         self.check_device(&vec.device)?;
         Ok(DeviceSliceMut::from_raw(vec.raw))
@@ -186,7 +186,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// scope ends. Returns [`Error::DeviceMismatch`] for memory of another device.
     pub fn attach_ref<T: DeviceRepr>(
         &'s self,
-        vec: &'s DeviceVec<T>,
+        vec: &'env DeviceVec<T>,
     ) -> Result<DeviceSlice<'s, 's, T>> {
         self.check_device(&vec.device)?;
         Ok(DeviceSlice::from_raw(vec.raw))

@@ -32,17 +32,23 @@
 //!    `for<'s> FnOnce(&'s Scope<'s, 'env>) -> Result<T, E>`; branded types are
 //!    invariant in `'s`, so nothing branded escapes a scope or enters another.
 //! 3. **Host memory is borrowed until the scope's end.** Upload sources are borrowed
-//!    `&'s [T]`, download destinations `&'s mut [T]`: the borrow checker rejects writes,
-//!    reads, drops and moves of host memory a transfer may still be using.
+//!    `&'env [T]`, download destinations `&'env mut [T]` (and attached [`DeviceVec`]s
+//!    likewise): the borrow checker rejects writes, reads, drops and moves of host
+//!    memory a transfer may still be using. `'env` lasts until the outermost scope's
+//!    final synchronisation, which also covers [forked](Scope::fork) children.
 //! 4. **Device memory made in a scope is branded.** [`DeviceBuffer`] is allocated and
 //!    freed stream-ordered on the scope's stream, so same-stream work needs only
 //!    call-length borrows.
 //! 5. **Early host access is a typestate.** A download returns a [`Pending`];
 //!    [`Pending::wait`] synchronises on one event and hands the slice back.
-//! 6. **No hidden synchronisation, never device-wide.** Only `scope`'s exit,
+//! 6. **Several streams are ordered by events.** [`Scope::fork`] runs a child scope on
+//!    another stream, started and joined by events; parent memory is lent to it for the
+//!    whole fork (shared or exclusive), and [`Scope::hand_off`] moves a buffer, and the
+//!    duty to free it, to another scope's stream.
+//! 7. **No hidden synchronisation, never device-wide.** Only `scope`'s exit,
 //!    [`Pending::wait`] and calls documented as blocking (creating or reading a
 //!    [`DeviceVec`]) block the host, each on one stream or event.
-//! 7. **Only concrete types cross the unsafe boundary.** Device memory is accepted
+//! 8. **Only concrete types cross the unsafe boundary.** Device memory is accepted
 //!    through the sealed [`DeviceMemory`]/[`DeviceMemoryMut`] traits, which no user
 //!    type can implement.
 //!
@@ -98,6 +104,10 @@ mod device;
 mod device_vec;
 mod error;
 #[allow(unsafe_code)]
+mod event;
+mod fork;
+mod handoff;
+#[allow(unsafe_code)]
 mod host;
 #[allow(unsafe_code)]
 mod kernel;
@@ -125,6 +135,7 @@ pub use buffer::DeviceBuffer;
 pub use device::Device;
 pub use device_vec::DeviceVec;
 pub use error::{Error, Result};
+pub use fork::Lend;
 pub use host::PinnedBuffer;
 pub use launch::LaunchConfig;
 pub use pending::Pending;

@@ -1,9 +1,10 @@
 //! [`Pending`]: a download in flight (type state), and the event it waits on.
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 
 use crate::brand::{brand, Brand};
-use crate::error::{DriverResultExt, Result};
+use crate::error::Result;
+use crate::event::Event;
 
 /// A copy in flight on a scope's stream, holding the host memory it writes (type state).
 ///
@@ -53,9 +54,7 @@ impl<'s, V> Pending<'s, V> {
     /// Records an event on `stream` after the work that writes `value`.
     pub(crate) fn record(stream: sys::CUstream, value: V) -> Result<Self> {
         let event = Event::new()?;
-        // SAFETY: `event` was just created in the current context; `stream` is the
-        // scope's live stream of the same context.
-        unsafe { result::event::record(event.0, stream) }.call("cuEventRecord")?;
+        event.record(stream)?;
         Ok(Pending {
             value,
             event: Some(event),
@@ -78,23 +77,16 @@ impl<'s, V> Pending<'s, V> {
     /// borrowed until the scope ends.
     pub fn wait(self) -> Result<V> {
         if let Some(event) = &self.event {
-            // SAFETY: the event is alive (owned by `self`) and was recorded on the scope's
-            // stream after the copy.
-            unsafe { result::event::synchronize(event.0) }.call("cuEventSynchronize")?;
+            event.synchronize()?;
         }
         Ok(self.value)
     }
 
     /// `Ok(true)` once the copy is complete, without blocking.
     pub fn is_ready(&self) -> Result<bool> {
-        let Some(event) = &self.event else {
-            return Ok(true);
-        };
-        // SAFETY: the event is alive (owned by `self`).
-        match unsafe { result::event::query(event.0) } {
-            Ok(()) => Ok(true),
-            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            Err(e) => Err(crate::Error::driver("cuEventQuery", e)),
+        match &self.event {
+            Some(event) => event.is_complete(),
+            None => Ok(true),
         }
     }
 }
@@ -104,24 +96,5 @@ impl<V> std::fmt::Debug for Pending<'_, V> {
         f.debug_struct("Pending")
             .field("recorded", &self.event.is_some())
             .finish()
-    }
-}
-
-/// An owned CUDA event without timing (the cheapest kind), destroyed on drop.
-struct Event(sys::CUevent);
-
-impl Event {
-    fn new() -> Result<Self> {
-        let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-            .call("cuEventCreate")?;
-        Ok(Event(raw))
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: created in `Event::new`, destroyed once. The driver allows destroying
-        // an event that has not completed; its resources are released at completion.
-        let _ = unsafe { result::event::destroy(self.0) };
     }
 }

@@ -21,15 +21,20 @@ use crate::stream::Stream;
 ///
 /// `'s` is the scope's brand, fresh and invariant for every scope, so nothing branded
 /// (device buffers, views, [`Pending`](crate::Pending) copies) can leave the scope or
-/// enter another one. `'env` is the lifetime of the stream and of what the closure
-/// borrows from outside. A `Scope` is neither `Send` nor `Sync`: all work is issued from
-/// the thread that opened it, on which its CUDA context is current.
+/// enter another one. `'env` is the lifetime of the stream and of what the scope borrows
+/// from outside: host memory handed to copies and attached
+/// [`DeviceVec`](crate::DeviceVec)s stay borrowed for `'env`, until the outermost
+/// scope's final synchronisation (a [`Fork`](crate::Fork) shares its parent's `'env`).
+/// A `Scope` is neither `Send` nor `Sync`: all work is issued from the thread that
+/// opened it, on which its CUDA context is current.
 ///
-/// Helper functions take `&'s Scope<'s, '_>` together with other `'s` borrows:
+/// Helper functions take `&'s Scope<'s, 'env>`, device memory branded `'s`, and host
+/// memory borrowed for `'env` (a helper that touches no host memory can write
+/// `&'s Scope<'s, '_>`):
 ///
 /// ```no_run
 /// use stream_core::{Scope, DeviceBuffer, Result};
-/// fn upload_twice<'s>(s: &'s Scope<'s, '_>, host: &'s [f32]) -> Result<(DeviceBuffer<'s, f32>, DeviceBuffer<'s, f32>)> {
+/// fn upload_twice<'s, 'env>(s: &'s Scope<'s, 'env>, host: &'env [f32]) -> Result<(DeviceBuffer<'s, f32>, DeviceBuffer<'s, f32>)> {
 ///     Ok((s.upload(host)?, s.upload(host)?))
 /// }
 /// ```
@@ -92,12 +97,7 @@ where
     E: From<Error>,
 {
     let exit = ScopeExit::enter(stream).map_err(E::from)?;
-    let scope = Scope {
-        stream,
-        raw: stream.raw,
-        _brand: brand(),
-        _env: PhantomData,
-    };
+    let scope = Scope::branded(stream);
     let out = f(&scope);
     // Every value branded by the scope was dropped at the end of the closure call above
     // (their stream-ordered frees are queued); now wait for all of it.
@@ -110,6 +110,17 @@ where
 }
 
 impl<'s, 'env> Scope<'s, 'env> {
+    /// A scope on `stream` with a fresh brand. The caller guarantees that the stream is
+    /// synchronised, or joined into a synchronised stream, before `'env` ends.
+    pub(crate) fn branded(stream: &'env Stream) -> Self {
+        Scope {
+            stream,
+            raw: stream.raw,
+            _brand: brand(),
+            _env: PhantomData,
+        }
+    }
+
     /// The stream this scope issues work on.
     pub fn stream(&self) -> &'env Stream {
         self.stream
@@ -152,13 +163,7 @@ impl ScopeExit {
                 other
             }
         };
-        // SAFETY: `stream.raw` is a live stream of the now-current context.
-        let capture = unsafe { result::stream::is_capturing(stream.raw) };
-        let refusal = match capture.call("cuStreamIsCapturing") {
-            Ok(sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE) => None,
-            Ok(_) => Some(Error::StreamCapturing),
-            Err(e) => Some(e),
-        };
+        let refusal = refuse_capturing(stream.raw).err();
         // Build the guard only once the scope will really run: its `Drop` is the
         // unwinding path and must never see a stream it was not allowed to use.
         let exit = ScopeExit {
@@ -184,8 +189,7 @@ impl ScopeExit {
     }
 
     fn synchronize(&self) -> Result<()> {
-        // SAFETY: the stream is borrowed by the scope for `'env`, so it is alive.
-        unsafe { result::stream::synchronize(self.raw) }.call("cuStreamSynchronize")
+        synchronize(self.raw)
     }
 
     fn restore_context(&self) {
@@ -202,12 +206,37 @@ impl Drop for ScopeExit {
     /// Runs only while unwinding out of the closure (the normal path forgets `self`).
     fn drop(&mut self) {
         if let Err(e) = self.synchronize() {
-            eprintln!(
-                "stream_core: aborting: a scope is unwinding from a panic and its stream could \
-                 not be synchronised ({e}); DMA into borrowed host memory may still be running"
-            );
-            std::process::abort();
+            abort_unwinding("a scope is unwinding from a panic", &e);
         }
         self.restore_context();
     }
+}
+
+/// `Err(StreamCapturing)` when `stream` is being captured into a CUDA graph: work
+/// issued to it would be recorded, not run, and no synchronisation would cover it.
+pub(crate) fn refuse_capturing(stream: sys::CUstream) -> Result<()> {
+    // SAFETY: callers pass a live stream (borrowed by a scope or fork) of the current
+    // context.
+    let capture = unsafe { result::stream::is_capturing(stream) };
+    match capture.call("cuStreamIsCapturing")? {
+        sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => Ok(()),
+        _ => Err(Error::StreamCapturing),
+    }
+}
+
+/// Blocks until all work on `stream` is complete.
+pub(crate) fn synchronize(stream: sys::CUstream) -> Result<()> {
+    // SAFETY: callers pass a live stream, borrowed by the scope or fork that
+    // synchronises it, of the current context.
+    unsafe { result::stream::synchronize(stream) }.call("cuStreamSynchronize")
+}
+
+/// Aborts: while unwinding, a stream could not be proven idle, so DMA into host memory
+/// whose borrow the unwinding is about to release may still be running.
+pub(crate) fn abort_unwinding(what: &str, error: &Error) -> ! {
+    eprintln!(
+        "stream_core: aborting: {what} and its stream could not be synchronised ({error}); \
+         DMA into borrowed host memory may still be running"
+    );
+    std::process::abort();
 }

@@ -1,11 +1,14 @@
 //! Copies between host and device memory, device-to-device copies, and fills, all
 //! enqueued on the scope's stream.
 //!
-//! The borrow lengths are the safety argument: a host source is borrowed `&'s [T]`
-//! (readable, not writable or freeable, until the scope's final synchronisation) and a
-//! host destination `&'s mut [T]` (no host access at all until [`Pending::wait`] or the
-//! scope's end). Device memory needs only call-length borrows, since all of a scope's
-//! device work runs in order on its one stream.
+//! The borrow lengths are the safety argument: a host source is borrowed `&'env [T]`
+//! (readable, not writable or freeable, until the final synchronisation of the scope
+//! that owns `'env`) and a host destination `&'env mut [T]` (no host access at all
+//! until [`Pending::wait`] or that synchronisation). `'env` rather than the brand `'s`
+//! because a [forked](crate::Fork) scope's work is joined by an event, not by the host:
+//! only the outermost scope's synchronisation covers it, and `'env` lasts until then.
+//! Device memory needs only call-length borrows, since all of a scope's device work
+//! runs in order on its one stream.
 
 use cudarc::driver::{result, sys};
 
@@ -20,7 +23,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// Allocates device memory and copies `src` into it.
     ///
     /// `src` stays borrowed (readable, not writable) until the scope ends.
-    pub fn upload<T: DeviceRepr>(&'s self, src: &'s [T]) -> Result<DeviceBuffer<'s, T>> {
+    pub fn upload<T: DeviceRepr>(&'s self, src: &'env [T]) -> Result<DeviceBuffer<'s, T>> {
         let mut buf = self.alloc(src.len())?;
         self.copy_to_device(src, &mut buf)?;
         Ok(buf)
@@ -32,7 +35,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// (readable, not writable or freeable) until the scope ends.
     pub fn copy_to_device<T: DeviceRepr>(
         &'s self,
-        src: &'s [T],
+        src: &'env [T],
         dst: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
         let dst = dst.raw(crate::view::sealed::TOKEN);
@@ -42,9 +45,9 @@ impl<'s, 'env> Scope<'s, 'env> {
         }
         // SAFETY: `dst` is device memory of `src.len()` elements of `T` valid on this
         // stream (branded `'s`, borrowed for the call, and any free of it is ordered after
-        // this copy on the same stream). `src` is borrowed for `'s`, so it is neither
-        // written nor freed before `scope` synchronises the stream, after which the DMA
-        // has finished reading it.
+        // this copy on the same stream). `src` is borrowed for `'env`, so it is neither
+        // written nor freed before the outermost scope synchronises its stream, which
+        // (directly, or through the event joins of forks) is ordered after this copy.
         unsafe { result::memcpy_htod_async(dst.ptr, src, self.raw) }.call("cuMemcpyHtoDAsync")
     }
 
@@ -55,17 +58,18 @@ impl<'s, 'env> Scope<'s, 'env> {
     pub fn copy_to_host<T: DeviceRepr>(
         &'s self,
         src: &impl DeviceMemory<'s, T>,
-        dst: &'s mut [T],
-    ) -> Result<Pending<'s, &'s mut [T]>> {
+        dst: &'env mut [T],
+    ) -> Result<Pending<'s, &'env mut [T]>> {
         let src = src.raw(crate::view::sealed::TOKEN);
         same_len("copy_to_host", src.len, dst.len())?;
         if src.len == 0 {
             return Ok(Pending::ready(dst));
         }
         // SAFETY: `src` is device memory of `dst.len()` elements valid on this stream
-        // (see `copy_to_device`). `dst` is borrowed mutably for `'s`: no host code can
+        // (see `copy_to_device`). `dst` is borrowed mutably for `'env`: no host code can
         // read, write, move or free it until `Pending::wait` has synchronised on an event
-        // recorded after this copy, or `scope` has synchronised the stream. Any bytes the
+        // recorded after this copy, or the outermost scope has synchronised its stream,
+        // which is ordered after this copy (directly, or through fork joins). Any bytes the
         // DMA writes are a valid `T` (`T: DeviceRepr`).
         unsafe { result::memcpy_dtoh_async(dst, src.ptr, self.raw) }.call("cuMemcpyDtoHAsync")?;
         Pending::record(self.raw, dst)

@@ -97,8 +97,8 @@ pub(crate) mod sealed {
 ///
 /// ```no_run
 /// use stream_core::{DeviceMemory, Pending, Result, Scope};
-/// fn download<'s>(s: &'s Scope<'s, '_>, src: &impl DeviceMemory<'s, f32>, dst: &'s mut [f32])
-///     -> Result<Pending<'s, &'s mut [f32]>> {
+/// fn download<'s, 'env>(s: &'s Scope<'s, 'env>, src: &impl DeviceMemory<'s, f32>, dst: &'env mut [f32])
+///     -> Result<Pending<'s, &'env mut [f32]>> {
 ///     s.copy_to_host(src, dst)
 /// }
 /// ```

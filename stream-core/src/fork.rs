@@ -1,0 +1,281 @@
+//! [`Scope::fork`]: work on a second stream inside a scope, started and joined by
+//! events, with parent memory lent to the child for the length of the fork.
+//!
+//! `s.fork(&other, lent, |c, views| ...)` runs the closure with a child scope `c` on
+//! `other`. The child's stream first waits (on the GPU) for everything the parent had
+//! enqueued; when the closure returns, or unwinds, the parent's stream waits for
+//! everything the child enqueued. The host never blocks, so work the closure issues on
+//! the parent and on the child runs concurrently.
+//!
+//! # Why the lifetimes make this sound
+//!
+//! The child is a [`Scope<'c, 'env>`](Scope) with a fresh brand `'c` and the *parent's*
+//! `'env`. Three facts carry the argument:
+//!
+//! 1. **Host memory and attached [`DeviceVec`](crate::DeviceVec)s are borrowed for
+//!    `'env`**, in the child as in every scope. `'env` lasts until the outermost scope
+//!    returns, which is after its final synchronisation. The join makes that
+//!    synchronisation cover the child's work (the parent's stream waits for the child,
+//!    and the outermost scope waits for its stream), so nothing the child reads or
+//!    writes on the host is released before the child's work is done, although `fork`
+//!    returns without blocking.
+//! 2. **The child's brand `'c` is fresh and invariant**, so the child's buffers cannot
+//!    be used by the parent, nor the parent's by the child, except as views lent at the
+//!    fork (ordered by the start event) or through [`Scope::hand_off`] (ordered by its
+//!    own event). The child's buffers are freed on the child's stream when the closure
+//!    ends, before the join.
+//! 3. **Lent memory is borrowed by the `fork` call itself** (see [`Lend`]): shared
+//!    (`&x`: the parent may still read it, not write or free it) or exclusively
+//!    (`&mut x`: the parent cannot touch it) until `fork` returns, after the join was
+//!    enqueued. The parent's later work on it, its free included, is therefore ordered
+//!    after the child's; its earlier work is ordered before, by the start event. A
+//!    buffer lent by value is handed off: the child frees it.
+//!
+//! Why lend at the fork rather than from inside the closure: the child's brand is a
+//! higher-ranked lifetime, and the compiler cannot bound it by a borrow of a local of
+//! the parent's closure; a borrow made by the `fork` call has an ordinary lifetime that
+//! covers the whole fork.
+
+use cudarc::driver::sys;
+
+use crate::buffer::DeviceBuffer;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::repr::DeviceRepr;
+use crate::scope::{self, Scope};
+use crate::stream::Stream;
+use crate::view::sealed::{self, Sealed as _};
+use crate::view::{DeviceSlice, DeviceSliceMut};
+
+impl<'s, 'env> Scope<'s, 'env> {
+    /// Runs `f` with a child scope on `stream` and views of the memory in `lent`,
+    /// ordered after the work this scope has enqueued so far; when `f` returns (or
+    /// unwinds), this scope's stream waits for the child's work. Neither step blocks
+    /// the host. See the [module docs](self) for why this is sound.
+    ///
+    /// `lent` is `()`, one item, or a tuple of up to six items (see [`Lend`]):
+    /// `&x` lends a read-only view, `&mut x` a writable one, and a buffer moved in is
+    /// handed to the child.
+    ///
+    /// ```no_run
+    /// # use stream_core::{scope, Error, Stream};
+    /// # fn f(a: &Stream, b: &Stream, input: &[f32], out: &mut [f32], out2: &mut [f32]) -> Result<(), Error> {
+    /// scope(a, |s| {
+    ///     let x = s.upload(input)?;
+    ///     let mut y = s.alloc::<f32>(x.len())?;
+    ///     s.fork(b, (&x, &mut y), |c, (x, mut y)| {
+    ///         c.copy_device(&x, &mut y)?;          // on `b`, after the upload on `a`
+    ///         Ok::<_, Error>(())
+    ///     })?;                                   // `a` now waits for `b`, the host does not
+    ///     s.copy_to_host(&y, out)?;              // ordered after the child's copy
+    ///     s.copy_to_host(&x, out2)?;
+    ///     Ok(())
+    /// })
+    /// # }
+    /// ```
+    ///
+    /// * The closure returns `Result<T, E>` with `E: From<Error>`, like
+    ///   [`scope`](crate::scope)'s; `T` may hold buffers the child [handed
+    ///   off](Scope::hand_off) to this scope.
+    /// * `stream` must belong to this scope's device ([`Error::DeviceMismatch`]) and not
+    ///   be capturing a graph ([`Error::StreamCapturing`]).
+    /// * If the join cannot be enqueued, the child's stream is synchronised on the host
+    ///   instead and the error is returned; if even that fails while unwinding, the
+    ///   process aborts, as in [`scope`](crate::scope).
+    ///
+    /// The parent cannot write memory it lent until the fork ends (see
+    /// `ui-tests/tests/ui/fork/parent-writes-lent-buffer.rs`):
+    ///
+    /// ```compile_fail,E0502
+    /// # use stream_core::{scope, Error, Stream};
+    /// # fn f(a: &Stream, b: &Stream, out: &mut [f32]) -> Result<(), Error> {
+    /// scope(a, |s| {
+    ///     let mut x = s.alloc_zeroed::<f32>(16)?;
+    ///     s.fork(b, &x, |c, v| {
+    ///         c.copy_to_host(&v, out)?;
+    ///         s.fill(&mut x, 1.0)?; // error: `x` is lent to the child for the whole fork
+    ///         Ok::<_, Error>(())
+    ///     })
+    /// })
+    /// # }
+    /// ```
+    pub fn fork<L, F, T, E>(&self, stream: &'env Stream, lent: L, f: F) -> std::result::Result<T, E>
+    where
+        L: Lend<'s>,
+        F: for<'c> FnOnce(&'c Scope<'c, 'env>, L::Views<'c>) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        if !stream.device.same_device(self.device()) {
+            return Err(E::from(Error::DeviceMismatch {
+                memory: self.device().ordinal(),
+                stream: stream.device.ordinal(),
+            }));
+        }
+        scope::refuse_capturing(stream.raw).map_err(E::from)?;
+        Event::order(self.raw, stream.raw).map_err(E::from)?;
+        let join = JoinOnExit {
+            child: stream.raw,
+            parent: self.raw,
+        };
+        let child = Scope::branded(stream);
+        let views = lent.lend(stream.raw, sealed::TOKEN);
+        let out = f(&child, views);
+        let joined = join.finish();
+        match (out, joined) {
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(e)) => Err(E::from(e)),
+            (Ok(v), Ok(())) => Ok(v),
+        }
+    }
+}
+
+/// Memory a scope branded `'s` can lend to a [fork](Scope::fork), and the views the
+/// child receives, branded by the child's `'c`. Sealed.
+///
+/// | lent                         | the child receives            | the parent, until the fork ends |
+/// |------------------------------|-------------------------------|---------------------------------|
+/// | `&buffer`, `&view`, a `DeviceSlice` | `DeviceSlice<'_, 'c, T>` | may read, not write or free     |
+/// | `&mut buffer`, `&mut view`, a `DeviceSliceMut` | `DeviceSliceMut<'_, 'c, T>` | cannot touch          |
+/// | `buffer` (moved)             | `DeviceBuffer<'c, T>`, freed by the child | gave it away         |
+/// | `()`, or a tuple of up to six of the above | `()`, or the tuple of their views | as for each item |
+pub trait Lend<'s>: seal::Sealed {
+    /// What the child receives.
+    type Views<'c>;
+
+    /// The views, for a child running on `child`. The child's stream already waits for
+    /// the parent's work so far.
+    #[doc(hidden)]
+    fn lend<'c>(self, child: sys::CUstream, _: sealed::Token) -> Self::Views<'c>;
+}
+
+mod seal {
+    /// Only this crate decides what can be lent.
+    pub trait Sealed {}
+}
+
+impl seal::Sealed for () {}
+impl<'s> Lend<'s> for () {
+    type Views<'c> = ();
+    fn lend<'c>(self, _: sys::CUstream, _: sealed::Token) -> Self::Views<'c> {}
+}
+
+/// Shared views: `&buffer`, `&view`, a `DeviceSlice` by value.
+macro_rules! lend_shared {
+    ($($ty:ty),*) => {$(
+        impl<'a, 's, T: DeviceRepr> seal::Sealed for $ty {}
+        impl<'a, 's, T: DeviceRepr> Lend<'s> for $ty {
+            type Views<'c> = DeviceSlice<'a, 'c, T>;
+            fn lend<'c>(self, _: sys::CUstream, token: sealed::Token) -> DeviceSlice<'a, 'c, T> {
+                DeviceSlice::from_raw(self.raw(token))
+            }
+        }
+    )*};
+}
+lend_shared!(
+    &'a DeviceBuffer<'s, T>,
+    &'a DeviceSlice<'_, 's, T>,
+    DeviceSlice<'a, 's, T>,
+    &'a DeviceSliceMut<'_, 's, T>
+);
+
+/// Exclusive views: `&mut buffer`, `&mut view`, a `DeviceSliceMut` by value.
+macro_rules! lend_exclusive {
+    ($($ty:ty),*) => {$(
+        impl<'a, 's, T: DeviceRepr> seal::Sealed for $ty {}
+        impl<'a, 's, T: DeviceRepr> Lend<'s> for $ty {
+            type Views<'c> = DeviceSliceMut<'a, 'c, T>;
+            fn lend<'c>(self, _: sys::CUstream, token: sealed::Token) -> DeviceSliceMut<'a, 'c, T> {
+                DeviceSliceMut::from_raw(self.raw(token))
+            }
+        }
+    )*};
+}
+lend_exclusive!(
+    &'a mut DeviceBuffer<'s, T>,
+    &'a mut DeviceSliceMut<'_, 's, T>,
+    DeviceSliceMut<'a, 's, T>
+);
+
+impl<T: DeviceRepr> seal::Sealed for DeviceBuffer<'_, T> {}
+/// A buffer moved into the fork: handed off to the child, which frees it.
+impl<'s, T: DeviceRepr> Lend<'s> for DeviceBuffer<'s, T> {
+    type Views<'c> = DeviceBuffer<'c, T>;
+    fn lend<'c>(self, child: sys::CUstream, _: sealed::Token) -> DeviceBuffer<'c, T> {
+        let (raw, _) = self.into_raw();
+        // The invariant of `from_raw`: every earlier use was on the parent's stream, for
+        // which the child's stream already waits.
+        DeviceBuffer::from_raw(raw, child)
+    }
+}
+
+macro_rules! lend_tuple {
+    ($($name:ident),+) => {
+        impl<$($name: seal::Sealed),+> seal::Sealed for ($($name,)+) {}
+        impl<'s, $($name: Lend<'s>),+> Lend<'s> for ($($name,)+) {
+            type Views<'c> = ($($name::Views<'c>,)+);
+            #[allow(non_snake_case)]
+            fn lend<'c>(self, child: sys::CUstream, token: sealed::Token) -> Self::Views<'c> {
+                let ($($name,)+) = self;
+                ($($name.lend(child, token),)+)
+            }
+        }
+    };
+}
+lend_tuple!(A);
+lend_tuple!(A, B);
+lend_tuple!(A, B, C);
+lend_tuple!(A, B, C, D);
+lend_tuple!(A, B, C, D, E);
+lend_tuple!(A, B, C, D, E, F);
+
+/// Makes the parent's stream wait for the child's when the fork ends: [`finish`] on
+/// normal return, `Drop` while unwinding. It lives in `fork`'s own frame, out of the
+/// user's reach.
+///
+/// [`finish`]: JoinOnExit::finish
+struct JoinOnExit {
+    child: sys::CUstream,
+    parent: sys::CUstream,
+}
+
+impl JoinOnExit {
+    fn finish(self) -> Result<()> {
+        let joined = self.join();
+        std::mem::forget(self);
+        match joined {
+            Joined::ByEvent => Ok(()),
+            Joined::ByHost(e) | Joined::Failed(e) => Err(e),
+        }
+    }
+
+    /// Enqueues the join; if that fails, waits for the child's stream on the host
+    /// instead, so that the outermost scope's synchronisation still covers the child.
+    fn join(&self) -> Joined {
+        let Err(error) = Event::order(self.child, self.parent) else {
+            return Joined::ByEvent;
+        };
+        match scope::synchronize(self.child) {
+            Ok(()) => Joined::ByHost(error),
+            Err(sync_error) => Joined::Failed(sync_error),
+        }
+    }
+}
+
+/// How the child's work was ordered before the parent's later work.
+enum Joined {
+    /// The parent's stream waits on an event recorded after the child's work.
+    ByEvent,
+    /// Enqueuing the join failed (the error), but the child's stream was synchronised.
+    ByHost(Error),
+    /// Neither worked: the child's work may still be running.
+    Failed(Error),
+}
+
+impl Drop for JoinOnExit {
+    /// Runs only while unwinding out of the closure (the normal path forgets `self`).
+    fn drop(&mut self) {
+        if let Joined::Failed(e) = self.join() {
+            scope::abort_unwinding("a fork is unwinding from a panic", &e);
+        }
+    }
+}
