@@ -1,0 +1,322 @@
+//! The device's stream-ordered memory pool: where every device allocation comes from,
+//! how much freed memory it keeps cached, its statistics, and the one out-of-memory
+//! recovery that every device allocation shares.
+//!
+//! [`DeviceBuffer`](crate::DeviceBuffer)s and [`DeviceVec`](crate::DeviceVec)s are
+//! allocated with `cuMemAllocFromPoolAsync` from the device's *default* pool
+//! (`cuDeviceGetDefaultMemPool`), named explicitly so that the pool this module
+//! configures and measures is the one allocations come from, even if other code in the
+//! process makes another pool the device's current one. Frees (`cuMemFreeAsync`) return
+//! memory to that pool; whether the pool keeps it is its *release threshold*.
+//!
+//! # Why the release threshold is `u64::MAX`
+//!
+//! The driver's default threshold is 0: at every stream, event or context
+//! synchronisation the pool hands all its unused memory back to the driver. Every
+//! [`scope`](crate::scope) ends with a stream synchronisation, so with the default every
+//! scope's buffers would go back to the driver at its end and the next scope would map
+//! fresh memory again (a slow, implicitly synchronising driver path), turning a loop of
+//! short scopes into a loop of `cudaMalloc`/`cudaFree`. [`Device::new`] therefore sets
+//! the threshold to `u64::MAX`: freed memory stays cached in the pool and is reused by
+//! later allocations on any stream, and memory in use stays flat across scopes. The cost
+//! is that cached memory is not available to other processes or to non-pool allocations
+//! (`cuMemAlloc`, library workspaces); [`Device::trim_memory`] returns it, and an
+//! allocation that runs out of memory returns it before giving up (see
+//! [`Scope::alloc`](crate::Scope::alloc)).
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, sys};
+
+use crate::device::Device;
+use crate::error::{is_out_of_memory, DriverResultExt, Error, Result};
+use crate::scope;
+
+/// The release threshold [`Device::new`] sets: never hand cached memory back on a
+/// synchronisation (see the [module docs](self)).
+pub(crate) const KEEP_ALL_CACHED: u64 = u64::MAX;
+
+/// A device's default memory pool (`cuDeviceGetDefaultMemPool`). The driver owns it for
+/// the life of the process; it is never destroyed here.
+#[derive(Clone, Copy)]
+pub(crate) struct MemoryPool(sys::CUmemoryPool);
+
+/// Device memory statistics of one GPU's memory pool, like `torch.cuda.memory_stats`:
+/// what allocations hold, what the pool keeps cached for reuse, and the peaks since the
+/// last [`Device::reset_peak_memory_stats`]. All values are bytes.
+///
+/// The pool is the device's, shared by every [`Device`] handle of that GPU in this
+/// process (and by other code in the process that allocates from the default pool with
+/// `cuMemAllocAsync`); memory of other processes is not counted. Cached memory is
+/// reserved from the driver, so [`Device::memory_info`] reports it as not free.
+///
+/// ```no_run
+/// use stream_core::{scope, Device, Error};
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = Device::new(0)?;
+/// let stream = dev.new_stream()?;
+/// dev.reset_peak_memory_stats()?;
+/// scope(&stream, |s| {
+///     let _x = s.alloc::<f32>(1 << 20)?;  // 4 MiB
+///     Ok::<_, Error>(())
+/// })?;
+/// let stats = dev.memory_stats()?;
+/// assert!(stats.peak_in_use_bytes >= 4 << 20);
+/// println!(
+///     "{} MiB in use, {} MiB cached for reuse, {} MiB reserved",
+///     stats.in_use_bytes >> 20,
+///     stats.cached_bytes >> 20,
+///     stats.reserved_bytes >> 20
+/// );
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct DeviceMemoryStats {
+    /// Bytes held by live allocations ([`DeviceBuffer`](crate::DeviceBuffer)s,
+    /// [`DeviceVec`](crate::DeviceVec)s, and frees not yet processed by the pool)
+    /// (`CU_MEMPOOL_ATTR_USED_MEM_CURRENT`).
+    pub in_use_bytes: usize,
+    /// Bytes the pool holds for reuse but no allocation uses: `reserved_bytes -
+    /// in_use_bytes`. [`Device::trim_memory`] hands them back to the driver.
+    pub cached_bytes: usize,
+    /// Bytes of device memory the pool has taken from the driver, in use or cached
+    /// (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`).
+    pub reserved_bytes: usize,
+    /// The most bytes in use at once since the last reset
+    /// (`CU_MEMPOOL_ATTR_USED_MEM_HIGH`, and never less than `in_use_bytes`).
+    pub peak_in_use_bytes: usize,
+    /// The most bytes reserved at once since the last reset
+    /// (`CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH`, and never less than `reserved_bytes`).
+    pub peak_reserved_bytes: usize,
+}
+
+impl MemoryPool {
+    /// The default pool of `cu_device`, configured to keep freed memory cached
+    /// ([`KEEP_ALL_CACHED`]). `cu_device` must come from `cuDeviceGet`, with a context
+    /// of it current.
+    pub(crate) fn default_of(cu_device: sys::CUdevice) -> Result<Self> {
+        // SAFETY: the caller passes a device handle returned by `cuDeviceGet`.
+        let raw = unsafe { result::device::get_default_mem_pool(cu_device) }
+            .call("cuDeviceGetDefaultMemPool")?;
+        let pool = MemoryPool(raw);
+        pool.set_release_threshold(KEEP_ALL_CACHED)?;
+        Ok(pool)
+    }
+
+    fn get(self, attr: sys::CUmemPool_attribute, call: &'static str) -> Result<u64> {
+        let mut value: u64 = 0;
+        // SAFETY: `self.0` is a device's default pool, which the driver keeps alive. The
+        // attributes read here (release threshold, used/reserved current/high) are all
+        // `cuuint64_t`, and `value` is a `u64` that lives across the call.
+        unsafe { result::mem_pool::get_attribute(self.0, attr, (&raw mut value).cast::<c_void>()) }
+            .call(call)?;
+        Ok(value)
+    }
+
+    fn set(self, attr: sys::CUmemPool_attribute, mut value: u64, call: &'static str) -> Result<()> {
+        // SAFETY: as in `get`: a live pool, and the attributes written here (release
+        // threshold, used/reserved high) are `cuuint64_t`, read from a live `u64`.
+        unsafe { result::mem_pool::set_attribute(self.0, attr, (&raw mut value).cast::<c_void>()) }
+            .call(call)
+    }
+
+    pub(crate) fn set_release_threshold(self, bytes: u64) -> Result<()> {
+        self.set(
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            bytes,
+            "cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
+        )
+    }
+
+    fn release_threshold(self) -> Result<u64> {
+        self.get(
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            "cuMemPoolGetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
+        )
+    }
+
+    /// Hands cached memory whose frees have completed back to the driver, keeping at
+    /// least `keep_bytes` reserved when the pool holds more than that.
+    pub(crate) fn trim_to(self, keep_bytes: usize) -> Result<()> {
+        // SAFETY: `self.0` is a device's default pool, kept alive by the driver. Trimming
+        // only releases memory no allocation holds (the driver keeps every block backing
+        // a live allocation or a free it has not seen complete), so no address in use is
+        // unmapped.
+        unsafe { result::mem_pool::trim_to(self.0, keep_bytes) }.call("cuMemPoolTrimTo")
+    }
+
+    fn stats(self) -> Result<DeviceMemoryStats> {
+        use sys::CUmemPool_attribute::*;
+        let get = |attr| {
+            self.get(attr, "cuMemPoolGetAttribute")
+                .map(|v| usize::try_from(v).unwrap_or(usize::MAX))
+        };
+        let in_use_bytes = get(CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?;
+        let reserved_bytes = get(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?;
+        // The four reads are not one snapshot (another thread may allocate in between),
+        // and a high-water mark just reset may read below the current value: clamp both.
+        Ok(DeviceMemoryStats {
+            in_use_bytes,
+            cached_bytes: reserved_bytes.saturating_sub(in_use_bytes),
+            reserved_bytes,
+            peak_in_use_bytes: get(CU_MEMPOOL_ATTR_USED_MEM_HIGH)?.max(in_use_bytes),
+            peak_reserved_bytes: get(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)?.max(reserved_bytes),
+        })
+    }
+
+    fn reset_peaks(self) -> Result<()> {
+        use sys::CUmemPool_attribute::*;
+        // The driver accepts only zero for the high-water marks: it restarts them.
+        self.set(
+            CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+            0,
+            "cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_USED_MEM_HIGH)",
+        )?;
+        self.set(
+            CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+            0,
+            "cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)",
+        )
+    }
+
+    /// One `cuMemAllocFromPoolAsync` of `bytes` on `stream`.
+    fn try_alloc(
+        self,
+        stream: sys::CUstream,
+        bytes: usize,
+    ) -> std::result::Result<sys::CUdeviceptr, result::DriverError> {
+        // SAFETY: `self.0` is a live pool of the stream's device, and the caller of
+        // `Device::alloc_async` passes a live stream of the current context. The memory
+        // is uninitialised; its owner only hands it out for `T: DeviceRepr`, for which any
+        // bytes are valid.
+        unsafe { result::mem_pool::alloc_async(self.0, bytes, stream) }
+    }
+}
+
+impl Device {
+    /// Allocates `bytes` (non-zero) stream-ordered on `stream` from the device's pool.
+    /// The one place device memory is allocated, and the one out-of-memory recovery:
+    ///
+    /// when the driver reports `CUDA_ERROR_OUT_OF_MEMORY`, waits on the host for each
+    /// stream in `pending_frees` (the streams on which memory freed by this thread may
+    /// still be pending, so that the pool sees those frees complete), trims the pool to
+    /// zero, and tries once more; if that fails too, returns [`Error::OutOfMemory`] with
+    /// the device's free and total memory measured after the trim. It never waits for
+    /// the whole device, nor for any stream not in `pending_frees`.
+    ///
+    /// The caller guarantees that the device's context is current on this thread and
+    /// that `stream` and every stream in `pending_frees` are live streams of it that no
+    /// graph capture is recording (a scope refuses capturing streams when it opens).
+    pub(crate) fn alloc_async(
+        &self,
+        stream: sys::CUstream,
+        bytes: usize,
+        pending_frees: &[sys::CUstream],
+    ) -> Result<sys::CUdeviceptr> {
+        let pool = self.inner.pool;
+        match pool.try_alloc(stream, bytes) {
+            Ok(ptr) => return Ok(ptr),
+            Err(e) if is_out_of_memory(&e) => {}
+            Err(e) => return Err(Error::driver("cuMemAllocFromPoolAsync", e)),
+        }
+        for &pending in pending_frees {
+            scope::synchronize(pending)?;
+        }
+        pool.trim_to(0)?;
+        match pool.try_alloc(stream, bytes) {
+            Ok(ptr) => Ok(ptr),
+            Err(e) if is_out_of_memory(&e) => {
+                let (free, total) = self.memory_info().unwrap_or((0, 0));
+                Err(Error::OutOfMemory {
+                    requested: bytes,
+                    free,
+                    total,
+                })
+            }
+            Err(e) => Err(Error::driver("cuMemAllocFromPoolAsync", e)),
+        }
+    }
+
+    /// Sets how many bytes of freed device memory the device's pool keeps cached before
+    /// it hands memory back to the driver at a synchronisation
+    /// (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`).
+    ///
+    /// [`Device::new`] sets `u64::MAX`: freed memory is always kept for reuse, so short
+    /// scopes in a loop do not map and unmap device memory each time (see the
+    /// [`DeviceMemoryStats`] docs). Lower it when other
+    /// processes or non-pool allocations need the memory back on their own; `0` is the
+    /// driver's default (release everything unused at every synchronisation).
+    ///
+    /// The setting belongs to the device's default pool, so it applies to every
+    /// [`Device`] handle of this GPU in the process, and [`Device::new`] sets it to
+    /// `u64::MAX` again.
+    ///
+    /// ```no_run
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = stream_core::Device::new(0)?;
+    /// dev.set_memory_release_threshold(4 << 30)?; // keep at most 4 GiB cached
+    /// assert_eq!(dev.memory_release_threshold()?, 4 << 30);
+    /// # Ok(()) }
+    /// ```
+    pub fn set_memory_release_threshold(&self, bytes: u64) -> Result<()> {
+        self.inner.bind()?;
+        self.inner.pool.set_release_threshold(bytes)
+    }
+
+    /// The release threshold of the device's pool, in bytes (see
+    /// [`set_memory_release_threshold`](Self::set_memory_release_threshold)).
+    pub fn memory_release_threshold(&self) -> Result<u64> {
+        self.inner.bind()?;
+        self.inner.pool.release_threshold()
+    }
+
+    /// Hands cached device memory back to the driver (`cuMemPoolTrimTo`), until the
+    /// pool reserves at most `keep_bytes` or nothing more can be released. Does not
+    /// block.
+    ///
+    /// Only memory whose frees have *completed and been seen by the host* is released:
+    /// memory of live buffers stays, and so may memory freed on a stream that nothing
+    /// has waited for since (a buffer dropped inside a scope that is still open). Memory
+    /// of ended scopes and of dropped [`DeviceVec`](crate::DeviceVec)s whose device
+    /// helper calls have returned is released. If the pool reserves more than
+    /// `keep_bytes`, at least `keep_bytes` stay reserved (the driver releases whole
+    /// blocks).
+    ///
+    /// ```no_run
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = stream_core::Device::new(0)?;
+    /// dev.trim_memory(0)?; // give every cached byte back, e.g. before launching another process
+    /// println!("{} bytes still cached", dev.memory_stats()?.cached_bytes);
+    /// # Ok(()) }
+    /// ```
+    pub fn trim_memory(&self, keep_bytes: usize) -> Result<()> {
+        self.inner.bind()?;
+        self.inner.pool.trim_to(keep_bytes)
+    }
+
+    /// Device memory statistics of this GPU's pool: in use, cached, reserved, and the
+    /// peaks since the last [`reset_peak_memory_stats`](Self::reset_peak_memory_stats).
+    /// See [`DeviceMemoryStats`] for an example. Does not block.
+    pub fn memory_stats(&self) -> Result<DeviceMemoryStats> {
+        self.inner.bind()?;
+        self.inner.pool.stats()
+    }
+
+    /// Restarts the peaks of [`memory_stats`](Self::memory_stats)
+    /// (`peak_in_use_bytes`, `peak_reserved_bytes`): from now on they count from the
+    /// memory in use and reserved at this call.
+    ///
+    /// ```no_run
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = stream_core::Device::new(0)?;
+    /// dev.reset_peak_memory_stats()?;
+    /// // ... run one step ...
+    /// println!("the step needed {} MiB at most", dev.memory_stats()?.peak_in_use_bytes >> 20);
+    /// # Ok(()) }
+    /// ```
+    pub fn reset_peak_memory_stats(&self) -> Result<()> {
+        self.inner.bind()?;
+        self.inner.pool.reset_peaks()
+    }
+}
