@@ -104,36 +104,33 @@ impl MemoryPool {
         Ok(pool)
     }
 
-    fn get(self, attr: sys::CUmemPool_attribute, call: &'static str) -> Result<u64> {
+    fn get(self, attr: U64Attribute) -> Result<u64> {
         let mut value: u64 = 0;
-        // SAFETY: `self.0` is a device's default pool, which the driver keeps alive. The
-        // attributes read here (release threshold, used/reserved current/high) are all
-        // `cuuint64_t`, and `value` is a `u64` that lives across the call.
-        unsafe { result::mem_pool::get_attribute(self.0, attr, (&raw mut value).cast::<c_void>()) }
-            .call(call)?;
+        // SAFETY: `self.0` is a device's default pool, which the driver keeps alive. Every
+        // `U64Attribute` is a `cuuint64_t` attribute, and `value` is a `u64` that lives
+        // across the call.
+        let read = unsafe {
+            result::mem_pool::get_attribute(self.0, attr.raw(), (&raw mut value).cast::<c_void>())
+        };
+        read.call("cuMemPoolGetAttribute")?;
         Ok(value)
     }
 
-    fn set(self, attr: sys::CUmemPool_attribute, mut value: u64, call: &'static str) -> Result<()> {
-        // SAFETY: as in `get`: a live pool, and the attributes written here (release
-        // threshold, used/reserved high) are `cuuint64_t`, read from a live `u64`.
-        unsafe { result::mem_pool::set_attribute(self.0, attr, (&raw mut value).cast::<c_void>()) }
-            .call(call)
+    fn set(self, attr: U64Attribute, mut value: u64) -> Result<()> {
+        // SAFETY: as in `get`: a live pool and a `cuuint64_t` attribute, read from a `u64`
+        // that lives across the call.
+        let written = unsafe {
+            result::mem_pool::set_attribute(self.0, attr.raw(), (&raw mut value).cast::<c_void>())
+        };
+        written.call("cuMemPoolSetAttribute")
     }
 
     pub(crate) fn set_release_threshold(self, bytes: u64) -> Result<()> {
-        self.set(
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-            bytes,
-            "cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
-        )
+        self.set(U64Attribute::ReleaseThreshold, bytes)
     }
 
     fn release_threshold(self) -> Result<u64> {
-        self.get(
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-            "cuMemPoolGetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
-        )
+        self.get(U64Attribute::ReleaseThreshold)
     }
 
     /// Hands cached memory whose frees have completed back to the driver, keeping at
@@ -147,37 +144,27 @@ impl MemoryPool {
     }
 
     fn stats(self) -> Result<DeviceMemoryStats> {
-        use sys::CUmemPool_attribute::*;
         let get = |attr| {
-            self.get(attr, "cuMemPoolGetAttribute")
+            self.get(attr)
                 .map(|v| usize::try_from(v).unwrap_or(usize::MAX))
         };
-        let in_use_bytes = get(CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?;
-        let reserved_bytes = get(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?;
+        let in_use_bytes = get(U64Attribute::UsedCurrent)?;
+        let reserved_bytes = get(U64Attribute::ReservedCurrent)?;
         // The four reads are not one snapshot (another thread may allocate in between),
         // and a high-water mark just reset may read below the current value: clamp both.
         Ok(DeviceMemoryStats {
             in_use_bytes,
             cached_bytes: reserved_bytes.saturating_sub(in_use_bytes),
             reserved_bytes,
-            peak_in_use_bytes: get(CU_MEMPOOL_ATTR_USED_MEM_HIGH)?.max(in_use_bytes),
-            peak_reserved_bytes: get(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)?.max(reserved_bytes),
+            peak_in_use_bytes: get(U64Attribute::UsedHigh)?.max(in_use_bytes),
+            peak_reserved_bytes: get(U64Attribute::ReservedHigh)?.max(reserved_bytes),
         })
     }
 
     fn reset_peaks(self) -> Result<()> {
-        use sys::CUmemPool_attribute::*;
         // The driver accepts only zero for the high-water marks: it restarts them.
-        self.set(
-            CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-            0,
-            "cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_USED_MEM_HIGH)",
-        )?;
-        self.set(
-            CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
-            0,
-            "cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)",
-        )
+        self.set(U64Attribute::UsedHigh, 0)?;
+        self.set(U64Attribute::ReservedHigh, 0)
     }
 
     /// One `cuMemAllocFromPoolAsync` of `bytes` on `stream`.
@@ -191,6 +178,35 @@ impl MemoryPool {
         // is uninitialised; its owner only hands it out for `T: DeviceRepr`, for which any
         // bytes are valid.
         unsafe { result::mem_pool::alloc_async(self.0, bytes, stream) }
+    }
+}
+
+/// The pool attributes this module reads or writes: exactly those whose value is a
+/// `cuuint64_t`, which is what makes passing a `u64` to the driver sound.
+#[derive(Clone, Copy)]
+enum U64Attribute {
+    /// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`.
+    ReleaseThreshold,
+    /// `CU_MEMPOOL_ATTR_USED_MEM_CURRENT`.
+    UsedCurrent,
+    /// `CU_MEMPOOL_ATTR_USED_MEM_HIGH` (writable: only zero, which restarts it).
+    UsedHigh,
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`.
+    ReservedCurrent,
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH` (writable: only zero, which restarts it).
+    ReservedHigh,
+}
+
+impl U64Attribute {
+    fn raw(self) -> sys::CUmemPool_attribute {
+        use sys::CUmemPool_attribute::*;
+        match self {
+            U64Attribute::ReleaseThreshold => CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            U64Attribute::UsedCurrent => CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+            U64Attribute::UsedHigh => CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+            U64Attribute::ReservedCurrent => CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+            U64Attribute::ReservedHigh => CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+        }
     }
 }
 
@@ -272,26 +288,31 @@ impl Device {
     }
 
     /// Hands cached device memory back to the driver (`cuMemPoolTrimTo`), until the
-    /// pool reserves at most `keep_bytes` or nothing more can be released. Does not
-    /// block.
+    /// pool reserves at most `keep_bytes` or nothing more can be released. If the pool
+    /// reserves more than `keep_bytes`, at least `keep_bytes` stay reserved (the driver
+    /// releases whole blocks).
     ///
-    /// Only memory whose frees have *completed and been seen by the host* is released:
-    /// memory of live buffers stays, and so may memory freed on a stream that nothing
-    /// has waited for since (a buffer dropped inside a scope that is still open). Memory
-    /// of ended scopes and of dropped [`DeviceVec`](crate::DeviceVec)s whose device
-    /// helper calls have returned is released. If the pool reserves more than
-    /// `keep_bytes`, at least `keep_bytes` stay reserved (the driver releases whole
-    /// blocks).
+    /// Only memory whose frees have *completed and been seen by the host* is released.
+    /// Memory of live buffers stays, and so may memory freed on a stream nothing has
+    /// waited for since (a buffer dropped inside a scope that is still open); memory
+    /// freed by ended scopes is released. Dropped [`DeviceVec`](crate::DeviceVec)s are
+    /// freed on the device's housekeeping stream, so this call **blocks** until that
+    /// stream is idle (it holds only those frees and the copies of other threads'
+    /// blocking `DeviceVec` calls) before it trims; it never waits for a scope's stream
+    /// or the whole device.
     ///
     /// ```no_run
     /// # fn main() -> stream_core::Result<()> {
     /// let dev = stream_core::Device::new(0)?;
-    /// dev.trim_memory(0)?; // give every cached byte back, e.g. before launching another process
+    /// let weights = dev.alloc_vec::<f32>(1 << 28)?;
+    /// drop(weights);
+    /// dev.trim_memory(0)?; // the 1 GiB goes back to the driver, e.g. for another process
     /// println!("{} bytes still cached", dev.memory_stats()?.cached_bytes);
     /// # Ok(()) }
     /// ```
     pub fn trim_memory(&self, keep_bytes: usize) -> Result<()> {
         self.inner.bind()?;
+        self.inner.sync_housekeeping()?;
         self.inner.pool.trim_to(keep_bytes)
     }
 
