@@ -81,6 +81,7 @@ impl Device {
             attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
         let limits = DeviceLimits::query(attribute)?;
+        forbid_hidden_stream_dependencies(cu_device)?;
         let housekeeping = result::stream::create(result::stream::StreamKind::NonBlocking)
             .call("cuStreamCreate")?;
         std::mem::forget(retained);
@@ -222,4 +223,32 @@ impl Drop for RetainedContext {
         // device, and released exactly once (here).
         let _ = unsafe { result::primary_ctx::release(self.cu_device) };
     }
+}
+
+/// Stops `cuMemAllocAsync` from making one stream wait for another.
+///
+/// By default the driver may hand an allocation on stream B memory whose free was
+/// queued on stream A, after inserting a wait of B on A: a hidden cross-stream
+/// synchronisation (measured: a scope on B waited a whole second for a kernel on A).
+/// Every free in this library is stream-ordered on the stream that used the memory
+/// last, so the pool may still reuse memory on that stream, or once its free has
+/// completed, but never by making an unrelated stream wait.
+fn forbid_hidden_stream_dependencies(cu_device: sys::CUdevice) -> Result<()> {
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `cu_device` came from `cuDeviceGet`; `pool` is a valid out-pointer.
+    unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, cu_device) }
+        .result()
+        .call("cuDeviceGetDefaultMemPool")?;
+    let mut disabled: i32 = 0;
+    // SAFETY: `pool` is the device's default pool, alive as long as the device; this
+    // attribute takes an `int` (CUDA driver API, `CUmemPool_attribute`).
+    unsafe {
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+            (&mut disabled as *mut i32).cast(),
+        )
+    }
+    .result()
+    .call("cuMemPoolSetAttribute")
 }
