@@ -14,12 +14,13 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use gpu_tests::{check_eq, device, ensure, expect_err, poisoned, Failed, Rng, TestResult};
-use stream_core::{scope, Device, DeviceMemoryStats, Error, Scope};
+use stream_core::{scope, Device, DeviceMemoryStats, Error, LaunchConfig, Scope};
 
 gpu_tests::test_main! {
     gpu: [
         out_of_memory_larger_than_card_is_an_error_and_the_stream_keeps_working,
         out_of_memory_releases_cached_memory_before_failing,
+        out_of_memory_retry_waits_for_this_threads_pending_frees,
         allocation_that_needs_the_cached_memory_succeeds_when_the_card_is_full,
         freed_memory_is_reused_across_many_scopes,
         stats_track_in_use_and_peak,
@@ -35,6 +36,22 @@ const SLACK: usize = 64 * MIB;
 
 /// Elements of the host buffers the tests round-trip (4 MiB of `u32`).
 const PROBE: usize = MIB;
+
+/// About 200 ms of spinning on an H100/H200 (clocks near 2 GHz): the host issues the
+/// next calls long before it ends.
+const SPIN: u64 = 400_000_000;
+
+/// Queues a kernel that busy-waits about `cycles` clock cycles on `s`'s stream.
+fn spin<'s>(s: &'s Scope<'s, '_>, cycles: u64) -> Result<(), Error> {
+    let mut flag = s.alloc::<u32>(1)?;
+    kernels::declarations::spin_then_write_u32(
+        s,
+        LaunchConfig::for_elements(1, 32),
+        cycles,
+        1,
+        &mut flag,
+    )
+}
 
 /// Takes this binary's lock (the tests share one pool), and starts from the state
 /// `Device::new` leaves: release threshold `u64::MAX`, nothing cached.
@@ -231,6 +248,96 @@ fn out_of_memory_releases_cached_memory_before_failing() -> TestResult {
         mib(cache)
     );
     Ok(())
+}
+
+/// The retry recovers: memory freed on this thread's outer scope's stream, behind a
+/// long kernel, is needed by an allocation on another stream, first in a nested scope,
+/// then by a `DeviceVec`. Both succeed, after waiting for the outer stream, and hold
+/// their data.
+///
+/// This test fails without the wait-trim-retry: the pool never makes one stream wait
+/// for another (`CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES` is off, see
+/// `Device::new`), the free has not run yet (the kernel spins for ~200 ms), nothing
+/// else is cached (`begin` trimmed the pool), and the device has only ~40% of the
+/// request free. So the first attempt fails with out of memory; the retry waits for
+/// the outer scope's stream (an open scope of this thread), after which the freed
+/// memory can be reused. `outer.is_idle()` right after the allocation proves that the
+/// allocation waited for it.
+fn out_of_memory_retry_waits_for_this_threads_pending_frees() -> TestResult {
+    let (_lock, dev) = begin()?;
+    let outer = dev.new_stream()?;
+    let inner = dev.new_stream()?;
+    let (free, _) = dev.memory_info()?;
+    let big = round_down(free / 5 * 3, 2 * MIB) / 4; // elements of u32: 60% of free
+    let mut rng = Rng::new();
+    let (first, second): (Vec<u32>, Vec<u32>) = (rng.vec(PROBE), rng.vec(PROBE));
+    let (mut first_out, mut second_out) = (poisoned::<u32>(PROBE), poisoned::<u32>(PROBE));
+    let mut vec_zeros = poisoned::<u32>(PROBE);
+    let mut vec = None;
+
+    scope(&outer, |s| -> TestResult {
+        // Fills the card with memory freed on `outer` behind a long kernel, and checks
+        // that an allocation of `big` elsewhere cannot get it yet.
+        let free_behind_a_kernel = |what: &str| -> TestResult {
+            let mut a = s.alloc::<u32>(big)?;
+            s.fill(&mut a, 0xA)?;
+            spin(s, SPIN)?;
+            drop(a);
+            let (free_now, _) = dev.memory_info()?;
+            ensure!(
+                big * 4 > free_now && !outer.is_idle()?,
+                "precondition of {what}: {} must exceed the {} free, and `outer` must still                  be spinning (is the machine so loaded that 200 ms passed?)",
+                mib(big * 4),
+                mib(free_now)
+            );
+            Ok(())
+        };
+
+        free_behind_a_kernel("the nested scope")?;
+        scope(&inner, |t| -> TestResult {
+            let mut b = t.alloc::<u32>(big)?;
+            ensure!(
+                outer.is_idle()?,
+                "the nested scope's allocation returned while `outer` still ran its kernel:                  the first attempt did not fail, so this test did not exercise the retry"
+            );
+            t.fill(&mut b, 0xB)?;
+            t.copy_to_device(&first, &mut b.slice_mut(big - PROBE..)?)?;
+            t.copy_to_host(&b.slice(big - PROBE..)?, &mut first_out)?
+                .wait()?;
+            Ok(())
+        })?;
+
+        free_behind_a_kernel("the DeviceVec")?;
+        let v = dev.alloc_vec::<u32>(big)?;
+        ensure!(
+            outer.is_idle()?,
+            "alloc_vec returned while `outer` still ran its kernel: the first attempt did              not fail, so this test did not exercise the retry"
+        );
+        vec = Some(v);
+        Ok(())
+    })?;
+    check_eq(
+        "data through the nested scope's buffer made by the retry",
+        &first,
+        &first_out,
+    )?;
+
+    let v = vec.ok_or_else(|| Failed::from("the DeviceVec was not made"))?;
+    scope(&outer, |s| -> TestResult {
+        let view = s.attach_ref(&v)?;
+        s.copy_to_host(&view.slice(big - PROBE..)?, &mut vec_zeros)?
+            .wait()?;
+        let mut x = s.alloc::<u32>(PROBE)?;
+        s.copy_to_device(&second, &mut x)?;
+        s.copy_to_host(&x, &mut second_out)?.wait()?;
+        Ok(())
+    })?;
+    check_eq(
+        "tail of the DeviceVec made by the retry (zeroed)",
+        &vec![0; PROBE],
+        &vec_zeros,
+    )?;
+    check_eq("a round trip afterwards", &second, &second_out)
 }
 
 /// With the card mostly taken by memory freed on the scope's stream (two blocks of 40%

@@ -65,12 +65,16 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// When the driver reports that the device is out of memory, `alloc` releases what
     /// it can and retries once before it returns
     /// [`Error::OutOfMemory`](crate::Error::OutOfMemory): it **waits on the host** for
-    /// this scope's stream and for the device's housekeeping stream (where dropped
-    /// [`DeviceVec`](crate::DeviceVec)s are freed), the streams on which this thread's
-    /// frees may still be pending; then it hands the pool's cached memory back to the
-    /// driver ([`Device::trim_memory`](crate::Device::trim_memory)`(0)`) and tries again.
-    /// It never waits for the whole device or for another scope's stream. An allocation
-    /// that succeeds at the first try does not block.
+    /// the streams on which this thread's frees may still be pending, so that the memory
+    /// they free can be reused: this scope's stream, the streams of the scopes this
+    /// thread has open around it on the same device (enclosing scopes, the parents of a
+    /// [fork](Self::fork)), and the device's housekeeping stream (where dropped
+    /// [`DeviceVec`](crate::DeviceVec)s are freed). Then it hands the pool's cached
+    /// memory back to the driver ([`Device::trim_memory`](crate::Device::trim_memory)`(0)`)
+    /// and tries again. It never waits for the whole device, and never for a stream
+    /// that no scope of this thread has open (a stream shared with another thread's
+    /// open scope is waited for as a whole, that thread's work on it included). An
+    /// allocation that succeeds at the first try does not block.
     ///
     /// ```no_run
     /// # use stream_core::{scope, Error, Stream};
@@ -92,12 +96,11 @@ impl<'s, 'env> Scope<'s, 'env> {
         if bytes == 0 {
             return Ok(DeviceBuffer::from_raw(RawSlice::EMPTY, self.raw));
         }
-        let device = self.device();
         // `self.raw` is the scope's live stream, its context current on this thread
-        // (bound by `scope`), and not capturing (refused by `scope`); the housekeeping
-        // stream lives as long as `device`. The new memory is only used through the
-        // buffer, on this stream, and `T: DeviceRepr` makes its unspecified contents valid.
-        let ptr = device.alloc_async(self.raw, bytes, &[self.raw, device.inner.housekeeping])?;
+        // (bound by `scope`), and not capturing (refused by `scope`). The new memory is
+        // only used through the buffer, on this stream, and `T: DeviceRepr` makes its
+        // unspecified contents valid.
+        let ptr = self.device().alloc_async(self.raw, bytes)?;
         Ok(DeviceBuffer::from_raw(RawSlice { ptr, len }, self.raw))
     }
 

@@ -51,8 +51,9 @@ impl Device {
     /// Allocates `len` zeroed elements; blocks until the memory is ready for any stream.
     ///
     /// Out of memory, it waits for the device's housekeeping stream (where dropped
-    /// `DeviceVec`s are freed), hands the pool's cached memory back to the driver and
-    /// retries once before it returns [`Error::OutOfMemory`], like
+    /// `DeviceVec`s are freed) and the streams of the scopes this thread has open on
+    /// the device, hands the pool's cached memory back to the driver and retries once
+    /// before it returns [`Error::OutOfMemory`], like
     /// [`Scope::alloc`](crate::Scope::alloc).
     pub fn alloc_vec<T: DeviceRepr>(&self, len: usize) -> Result<DeviceVec<T>> {
         let vec = DeviceVec::alloc(self, len)?;
@@ -88,8 +89,8 @@ impl Device {
 impl<T: DeviceRepr> DeviceVec<T> {
     /// Stream-ordered allocation on the housekeeping stream (not yet synchronised).
     ///
-    /// Out of memory, it waits for the housekeeping stream (where dropped `DeviceVec`s
-    /// are freed), trims the pool and retries once (see `Device::alloc_async`).
+    /// Out of memory, it waits for the streams on which this thread's frees may be
+    /// pending, trims the pool and retries once (see `Device::alloc_async`).
     fn alloc(device: &Device, len: usize) -> Result<Self> {
         let bytes = byte_len::<T>(len)?;
         let mut raw = RawSlice::EMPTY;
@@ -98,8 +99,7 @@ impl<T: DeviceRepr> DeviceVec<T> {
             // The housekeeping stream is alive (as long as `device`), its context current
             // (bound just above) and never captured; the memory is only used through this
             // `DeviceVec`, after the caller synchronises.
-            let housekeeping = device.inner.housekeeping;
-            let ptr = device.alloc_async(housekeeping, bytes, &[housekeeping])?;
+            let ptr = device.alloc_async(device.inner.housekeeping, bytes)?;
             raw = RawSlice { ptr, len };
         }
         Ok(DeviceVec {

@@ -48,8 +48,8 @@
 //! 7. **No hidden synchronisation, never device-wide.** Only `scope`'s exit,
 //!    [`Pending::wait`] and calls documented as blocking (creating or reading a
 //!    [`DeviceVec`], [`Device::trim_memory`], and an allocation that finds the device
-//!    out of memory, which waits for its own streams before it retries, see
-//!    [`Scope::alloc`]) block the host, each on its own streams or one event.
+//!    out of memory, which waits for the streams of this thread's open scopes before
+//!    it retries, see [`Scope::alloc`]) block the host, each on streams or one event.
 //! 8. **Only concrete types cross the unsafe boundary.** Device memory is accepted
 //!    through the sealed [`DeviceMemory`]/[`DeviceMemoryMut`] traits, which no user
 //!    type can implement.

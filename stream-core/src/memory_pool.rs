@@ -15,20 +15,22 @@
 //! synchronisation the pool hands all its unused memory back to the driver. Every
 //! [`scope`](crate::scope) ends with a stream synchronisation, so with the default every
 //! scope's buffers would go back to the driver at its end and the next scope would map
-//! fresh memory again (a slow, implicitly synchronising driver path), turning a loop of
-//! short scopes into a loop of `cudaMalloc`/`cudaFree`. [`Device::new`] therefore sets
-//! the threshold to `u64::MAX`: freed memory stays cached in the pool and is reused by
-//! later allocations on any stream, and memory in use stays flat across scopes. The cost
+//! fresh physical memory again (a slow driver path), turning a loop of short scopes
+//! into a loop of `cudaMalloc`/`cudaFree`. [`Device::new`] therefore sets the threshold
+//! to `u64::MAX`: freed memory stays cached in the pool and is reused by later
+//! allocations (on the stream that freed it at once, on other streams once the free has
+//! completed), and the memory a loop of scopes reserves stays flat. The cost
 //! is that cached memory is not available to other processes or to non-pool allocations
 //! (`cuMemAlloc`, library workspaces); [`Device::trim_memory`] returns it, and an
 //! allocation that runs out of memory returns it before giving up (see
 //! [`Scope::alloc`](crate::Scope::alloc)).
 
+use std::cell::RefCell;
 use std::ffi::c_void;
 
 use cudarc::driver::{result, sys};
 
-use crate::device::Device;
+use crate::device::{Device, DeviceInner};
 use crate::error::{is_out_of_memory, DriverResultExt, Error, Result};
 use crate::scope;
 
@@ -93,15 +95,42 @@ pub struct DeviceMemoryStats {
 
 impl MemoryPool {
     /// The default pool of `cu_device`, configured to keep freed memory cached
-    /// ([`KEEP_ALL_CACHED`]). `cu_device` must come from `cuDeviceGet`, with a context
-    /// of it current.
+    /// ([`KEEP_ALL_CACHED`]) and never to make one stream wait for another
+    /// ([`forbid_hidden_stream_dependencies`](Self::forbid_hidden_stream_dependencies)).
+    /// `cu_device` must come from `cuDeviceGet`, with a context of it current.
     pub(crate) fn default_of(cu_device: sys::CUdevice) -> Result<Self> {
         // SAFETY: the caller passes a device handle returned by `cuDeviceGet`.
         let raw = unsafe { result::device::get_default_mem_pool(cu_device) }
             .call("cuDeviceGetDefaultMemPool")?;
         let pool = MemoryPool(raw);
+        pool.forbid_hidden_stream_dependencies()?;
         pool.set_release_threshold(KEEP_ALL_CACHED)?;
         Ok(pool)
+    }
+
+    /// Stops `cuMemAllocAsync` from making one stream wait for another.
+    ///
+    /// By default the driver may hand an allocation on stream B memory whose free was
+    /// queued on stream A, after inserting a wait of B on A: a hidden cross-stream
+    /// synchronisation (measured: a scope on B waited a whole second for a kernel on A).
+    /// Every free in this library is stream-ordered on the stream that used the memory
+    /// last, so the pool may still reuse memory on that stream, or once its free has
+    /// completed, but never by making an unrelated stream wait. (Out of memory, the one
+    /// recovery in [`Device::alloc_async`] waits for this thread's streams on the host
+    /// instead, so that such frees complete.)
+    fn forbid_hidden_stream_dependencies(self) -> Result<()> {
+        let mut disabled: i32 = 0;
+        // SAFETY: `self.0` is the device's default pool, alive as long as the device;
+        // this attribute takes an `int` (CUDA driver API, `CUmemPool_attribute`), read
+        // from a live `i32`.
+        let written = unsafe {
+            result::mem_pool::set_attribute(
+                self.0,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                (&raw mut disabled).cast::<c_void>(),
+            )
+        };
+        written.call("cuMemPoolSetAttribute")
     }
 
     fn get(self, attr: U64Attribute) -> Result<u64> {
@@ -181,6 +210,73 @@ impl MemoryPool {
     }
 }
 
+thread_local! {
+    /// The streams of the scopes (forks included) open on this thread, innermost last,
+    /// each with the id of its device (`DeviceInner::id`).
+    static OPEN_SCOPES: RefCell<Vec<(u64, sys::CUstream)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Registers a scope's stream, for as long as the scope lives, as one on which this
+/// thread may have queued frees: buffers dropped in the scope are freed on its stream,
+/// and those frees complete only when the stream's earlier work has run. Out of memory,
+/// [`Device::alloc_async`] waits for these streams so that the frees complete and the
+/// memory can be reused or released.
+///
+/// A field of [`Scope`](crate::Scope): a scope lives in the frame of `scope` or `fork`,
+/// out of the user's reach, and borrows its stream for longer than it lives, so every
+/// registered handle is a live stream.
+///
+/// Registered on one thread's list, it must be dropped on that thread: the raw stream
+/// handle keeps it (and `Scope`) neither `Send` nor `Sync`.
+pub(crate) struct OpenScope {
+    device: u64,
+    stream: sys::CUstream,
+}
+
+impl OpenScope {
+    pub(crate) fn register(device: &DeviceInner, stream: sys::CUstream) -> Self {
+        // Fails only while the thread is being torn down; the scope then just goes
+        // unregistered (out of memory, its frees are not waited for).
+        let _ = OPEN_SCOPES.try_with(|open| open.borrow_mut().push((device.id, stream)));
+        OpenScope {
+            device: device.id,
+            stream,
+        }
+    }
+
+    /// The streams an allocation on `allocating` (a stream of `device`) waits for before
+    /// it retries: `allocating` itself, the device's housekeeping stream (where dropped
+    /// `DeviceVec`s are freed), and the streams of this thread's open scopes on this
+    /// device, each once.
+    fn pending_free_streams(device: &DeviceInner, allocating: sys::CUstream) -> Vec<sys::CUstream> {
+        let mut streams = vec![allocating];
+        if device.housekeeping != allocating {
+            streams.push(device.housekeeping);
+        }
+        let _ = OPEN_SCOPES.try_with(|open| {
+            for &(id, stream) in open.borrow().iter().rev() {
+                if id == device.id && !streams.contains(&stream) {
+                    streams.push(stream);
+                }
+            }
+        });
+        streams
+    }
+}
+
+impl Drop for OpenScope {
+    fn drop(&mut self) {
+        let _ = OPEN_SCOPES.try_with(|open| {
+            let mut open = open.borrow_mut();
+            // Scopes end innermost first, so this is the last entry; search anyway.
+            let entry = (self.device, self.stream);
+            if let Some(at) = open.iter().rposition(|&e| e == entry) {
+                open.remove(at);
+            }
+        });
+    }
+}
+
 /// The pool attributes this module reads or writes: exactly those whose value is a
 /// `cuuint64_t`, which is what makes passing a `u64` to the driver sound.
 #[derive(Clone, Copy)]
@@ -214,21 +310,22 @@ impl Device {
     /// Allocates `bytes` (non-zero) stream-ordered on `stream` from the device's pool.
     /// The one place device memory is allocated, and the one out-of-memory recovery:
     ///
-    /// when the driver reports `CUDA_ERROR_OUT_OF_MEMORY`, waits on the host for each
-    /// stream in `pending_frees` (the streams on which memory freed by this thread may
-    /// still be pending, so that the pool sees those frees complete), trims the pool to
-    /// zero, and tries once more; if that fails too, returns [`Error::OutOfMemory`] with
-    /// the device's free and total memory measured after the trim. It never waits for
-    /// the whole device, nor for any stream not in `pending_frees`.
+    /// when the driver reports `CUDA_ERROR_OUT_OF_MEMORY`, waits on the host for the
+    /// streams on which this thread's frees may still be pending (see
+    /// [`OpenScope::pending_free_streams`]), so that the pool sees those frees complete,
+    /// trims the pool to zero, and tries once more; if that fails too, returns
+    /// [`Error::OutOfMemory`] with the device's free and total memory measured after the
+    /// trim. It never waits for the whole device, nor for a stream no scope of this
+    /// thread has open (besides the device's own housekeeping stream).
     ///
     /// The caller guarantees that the device's context is current on this thread and
-    /// that `stream` and every stream in `pending_frees` are live streams of it that no
-    /// graph capture is recording (a scope refuses capturing streams when it opens).
+    /// that `stream` is a live stream of it that no graph capture is recording (a scope
+    /// refuses capturing streams when it opens; the housekeeping stream is never
+    /// captured).
     pub(crate) fn alloc_async(
         &self,
         stream: sys::CUstream,
         bytes: usize,
-        pending_frees: &[sys::CUstream],
     ) -> Result<sys::CUdeviceptr> {
         let pool = self.inner.pool;
         match pool.try_alloc(stream, bytes) {
@@ -236,7 +333,7 @@ impl Device {
             Err(e) if is_out_of_memory(&e) => {}
             Err(e) => return Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }
-        for &pending in pending_frees {
+        for pending in OpenScope::pending_free_streams(&self.inner, stream) {
             scope::synchronize(pending)?;
         }
         pool.trim_to(0)?;
@@ -259,10 +356,10 @@ impl Device {
     /// (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`).
     ///
     /// [`Device::new`] sets `u64::MAX`: freed memory is always kept for reuse, so short
-    /// scopes in a loop do not map and unmap device memory each time (see the
-    /// [`DeviceMemoryStats`] docs). Lower it when other
-    /// processes or non-pool allocations need the memory back on their own; `0` is the
-    /// driver's default (release everything unused at every synchronisation).
+    /// scopes in a loop do not map and unmap device memory each time. Lower it when
+    /// other processes or non-pool allocations need the memory back without a call to
+    /// [`trim_memory`](Self::trim_memory); `0` is the driver's default (release
+    /// everything unused at every synchronisation).
     ///
     /// The setting belongs to the device's default pool, so it applies to every
     /// [`Device`] handle of this GPU in the process, and [`Device::new`] sets it to
