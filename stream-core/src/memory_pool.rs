@@ -212,8 +212,10 @@ impl MemoryPool {
 
 thread_local! {
     /// The streams of the scopes (forks included) open on this thread, innermost last,
-    /// each with the id of its device (`DeviceInner::id`).
-    static OPEN_SCOPES: RefCell<Vec<(u64, sys::CUstream)>> = const { RefCell::new(Vec::new()) };
+    /// each with its device. Every `Device` handle of one GPU shares that GPU's primary
+    /// context and default pool, so the device is the driver's `CUdevice`, not the
+    /// handle.
+    static OPEN_SCOPES: RefCell<Vec<(sys::CUdevice, sys::CUstream)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Registers a scope's stream, for as long as the scope lives, as one on which this
@@ -229,7 +231,7 @@ thread_local! {
 /// Registered on one thread's list, it must be dropped on that thread: the raw stream
 /// handle keeps it (and `Scope`) neither `Send` nor `Sync`.
 pub(crate) struct OpenScope {
-    device: u64,
+    device: sys::CUdevice,
     stream: sys::CUstream,
 }
 
@@ -237,9 +239,9 @@ impl OpenScope {
     pub(crate) fn register(device: &DeviceInner, stream: sys::CUstream) -> Self {
         // Fails only while the thread is being torn down; the scope then just goes
         // unregistered (out of memory, its frees are not waited for).
-        let _ = OPEN_SCOPES.try_with(|open| open.borrow_mut().push((device.id, stream)));
+        let _ = OPEN_SCOPES.try_with(|open| open.borrow_mut().push((device.cu_device, stream)));
         OpenScope {
-            device: device.id,
+            device: device.cu_device,
             stream,
         }
     }
@@ -254,8 +256,8 @@ impl OpenScope {
             streams.push(device.housekeeping);
         }
         let _ = OPEN_SCOPES.try_with(|open| {
-            for &(id, stream) in open.borrow().iter().rev() {
-                if id == device.id && !streams.contains(&stream) {
+            for &(cu_device, stream) in open.borrow().iter().rev() {
+                if cu_device == device.cu_device && !streams.contains(&stream) {
                     streams.push(stream);
                 }
             }
