@@ -342,6 +342,10 @@ impl Device {
         match pool.try_alloc(stream, bytes) {
             Ok(ptr) => Ok(ptr),
             Err(e) if is_out_of_memory(&e) => {
+                // A failed allocation can leave the pool holding the memory it mapped
+                // while trying (measured on an H200: 142 GiB after a request of twice
+                // the card): hand it back, so the error leaves the device as it was.
+                pool.trim_to(0)?;
                 let (free, total) = self.memory_info().unwrap_or((0, 0));
                 Err(Error::OutOfMemory {
                     requested: bytes,
