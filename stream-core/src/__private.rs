@@ -5,6 +5,12 @@ pub use crate::kernel::{Kernel, KernelSource};
 pub use crate::launch::{arg, launch, LaunchConfig};
 pub use crate::repr::DeviceRepr;
 pub use crate::scope::{scope, Scope};
+/// Tuning and observation of staged pageable copies, for the benchmark's sweeps and the
+/// GPU tests (see the `staging` module's docs).
+pub use crate::staging::{
+    host_memory_is_pinned, set_staging_config, staged_copy_counts, staging_config,
+    with_staging_config, StagingConfig,
+};
 pub use crate::stream::Stream;
 pub use crate::view::{DeviceMemory, DeviceMemoryMut};
 pub use crate::Result;

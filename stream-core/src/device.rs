@@ -9,6 +9,7 @@ use crate::error::{DriverResultExt, Error, Result};
 use crate::kernel::ModuleCache;
 use crate::launch::DeviceLimits;
 use crate::memory_pool::MemoryPool;
+use crate::pinned_pool::PinnedPool;
 use crate::stream::Stream;
 
 /// One CUDA device and its primary context. Cheap to clone (reference counted), `Send`
@@ -45,6 +46,8 @@ pub(crate) struct DeviceInner {
     pub(crate) limits: DeviceLimits,
     /// Kernel modules loaded on this device.
     pub(crate) modules: ModuleCache,
+    /// Page-locked host blocks for `PinnedBuffer`s and staged copies.
+    pub(crate) pinned: PinnedPool,
 }
 
 // SAFETY: a `CUcontext`, a `CUstream` and a `CUmemoryPool` are opaque driver handles;
@@ -106,6 +109,7 @@ impl Device {
                 compute_capability,
                 limits,
                 modules: ModuleCache::default(),
+                pinned: PinnedPool::new(),
             }),
         })
     }
@@ -214,6 +218,10 @@ impl Drop for DeviceInner {
         // Errors cannot be reported from `drop`; failing here only leaks driver objects.
         let _ = self.bind();
         self.modules.unload_all();
+        // No buffer holds a block (each holds the device) and no scope is open (each
+        // borrows a stream, which holds the device): free the cached blocks while the
+        // context is still alive.
+        self.pinned.release_cached(true);
         // SAFETY: the last reference to the stream is going away; the driver finishes
         // any queued work before it releases the stream's resources.
         let _ = unsafe { result::stream::destroy(self.housekeeping) };

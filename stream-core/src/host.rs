@@ -2,10 +2,9 @@
 
 use std::ptr::NonNull;
 
-use cudarc::driver::{result, sys};
-
 use crate::device::Device;
-use crate::error::{byte_len, is_out_of_memory, Error, Result};
+use crate::error::{byte_len, Error, Result};
+use crate::pinned_pool::{Block, HostKind};
 use crate::repr::DeviceRepr;
 
 /// Page-locked (pinned) host memory of `len` elements, zero-initialised.
@@ -14,6 +13,10 @@ use crate::repr::DeviceRepr;
 /// it run at full bus speed and truly asynchronously. It dereferences to `[T]`, so any
 /// sub-slice can be a transfer's source or destination, and the usual borrow rules keep
 /// it from being touched or freed while a transfer is pending.
+///
+/// The memory comes from the device's pinned pool and goes back to it on drop (no
+/// `cuMemFreeHost`, which may synchronise the device); see
+/// [`Device::pinned_memory_stats`] and [`Device::trim_pinned_memory`].
 ///
 /// ```no_run
 /// use stream_core::{scope, Device, Error};
@@ -33,55 +36,101 @@ use crate::repr::DeviceRepr;
 pub struct PinnedBuffer<T: DeviceRepr> {
     ptr: NonNull<T>,
     len: usize,
+    /// The pool block holding the elements; `None` for zero bytes.
+    block: Option<Block>,
     device: Device,
 }
 
-// SAFETY: a `PinnedBuffer` owns its allocation exclusively, like a `Box<[T]>`; the
-// driver allocated it `PORTABLE`, so it may be used and freed from any thread, and
-// `T: DeviceRepr` is `Send + Sync`.
+// SAFETY: a `PinnedBuffer` owns its block exclusively, like a `Box<[T]>`; the block is
+// `PORTABLE` page-locked memory, usable and given back to its pool from any thread (the
+// pool is `Sync`), and `T: DeviceRepr` is `Send + Sync`.
 unsafe impl<T: DeviceRepr> Send for PinnedBuffer<T> {}
 // SAFETY: `&PinnedBuffer` gives only `&[T]`, which is `Sync` for `T: Sync`.
 unsafe impl<T: DeviceRepr> Sync for PinnedBuffer<T> {}
 
 impl Device {
-    /// Allocates `len` zeroed elements of page-locked host memory (`cuMemHostAlloc`,
-    /// portable, not write-combined, so host reads stay fast).
+    /// Allocates `len` zeroed elements of page-locked host memory from this device's
+    /// pinned pool (portable, not write-combined, so host reads stay fast).
+    ///
+    /// The memory comes from a cached block when one of the size class is free (see
+    /// [`pinned_memory_stats`](Device::pinned_memory_stats)), else from
+    /// `cuMemHostAlloc`; it is zeroed either way. `len == 0` allocates nothing.
+    /// Returns [`Error::HostOutOfMemory`] when the memory cannot be page-locked (after
+    /// freeing the pool's idle cached blocks and trying again) and
+    /// [`Error::SizeOverflow`] when `len * size_of::<T>()` overflows.
     pub fn alloc_pinned<T: DeviceRepr>(&self, len: usize) -> Result<PinnedBuffer<T>> {
+        PinnedBuffer::new(self, len, HostKind::Normal)
+    }
+
+    /// Like [`alloc_pinned`](Self::alloc_pinned), but write-combined
+    /// (`CU_MEMHOSTALLOC_WRITECOMBINED`): the CPU writes it without caching, which can
+    /// make uploads from it faster, but **host reads of it are very slow** (uncached,
+    /// often 10x or worse). Use it only for data the host writes once and the GPU reads.
+    ///
+    /// ```no_run
+    /// use stream_core::{scope, Device, Error};
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = Device::new(0)?;
+    /// let stream = dev.new_stream()?;
+    /// let mut staging = dev.alloc_pinned_write_combined::<f32>(1 << 20)?;
+    /// staging.fill(1.0);                                // host writes: fine
+    /// scope(&stream, |s| {
+    ///     let _x = s.upload(&staging)?;                 // DMA reads: fine
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn alloc_pinned_write_combined<T: DeviceRepr>(
+        &self,
+        len: usize,
+    ) -> Result<PinnedBuffer<T>> {
+        PinnedBuffer::new(self, len, HostKind::WriteCombined)
+    }
+}
+
+impl<T: DeviceRepr> PinnedBuffer<T> {
+    fn new(device: &Device, len: usize, kind: HostKind) -> Result<Self> {
         let bytes = byte_len::<T>(len)?;
         if bytes == 0 {
             return Ok(PinnedBuffer {
                 ptr: NonNull::dangling(),
                 len,
-                device: self.clone(),
+                block: None,
+                device: device.clone(),
             });
         }
-        self.inner.bind()?;
-        // SAFETY: plain allocation call in the current context; the result is checked
-        // and zeroed below before anyone reads it.
-        let raw = match unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_PORTABLE) } {
-            Ok(raw) => raw,
-            Err(e) if is_out_of_memory(&e) => {
-                return Err(Error::HostOutOfMemory { requested: bytes })
-            }
-            Err(e) => return Err(Error::driver("cuMemHostAlloc", e)),
-        };
-        let ptr =
-            NonNull::new(raw.cast::<T>()).ok_or(Error::HostOutOfMemory { requested: bytes })?;
-        // SAFETY: `ptr` points to `bytes` writable bytes just allocated (page-aligned, so
-        // aligned for `T`); all-zero bytes are a valid `T` (`T: DeviceRepr`).
+        device.inner.bind()?;
+        let block = device.inner.pinned.take(bytes, kind)?;
+        let ptr = block.ptr().cast::<T>();
+        if !ptr.as_ptr().is_aligned() || block.size() < bytes {
+            // `cuMemHostAlloc` returns page-aligned memory and the pool never hands
+            // out a smaller block; checked anyway so that the proofs below stay local.
+            device.inner.pinned.give_back(block);
+            return Err(Error::HostOutOfMemory { requested: bytes });
+        }
+        // SAFETY: the block is idle (the pool hands out only blocks no copy uses) and
+        // owned by us; `ptr` is aligned for `T` and valid for `bytes >= len *
+        // size_of::<T>()` bytes; all-zero bytes are a valid `T` (`T: DeviceRepr`).
         unsafe { ptr.as_ptr().write_bytes(0, len) };
         Ok(PinnedBuffer {
             ptr,
             len,
-            device: self.clone(),
+            block: Some(block),
+            device: device.clone(),
         })
     }
-}
 
-impl<T: DeviceRepr> PinnedBuffer<T> {
-    /// The device whose context allocated the memory.
+    /// The device whose pool the memory came from (it is pinned for every device).
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// `true` for memory from
+    /// [`alloc_pinned_write_combined`](Device::alloc_pinned_write_combined).
+    pub fn is_write_combined(&self) -> bool {
+        self.block
+            .as_ref()
+            .is_some_and(|b| b.kind() == HostKind::WriteCombined)
     }
 }
 
@@ -103,13 +152,11 @@ impl<T: DeviceRepr> std::ops::DerefMut for PinnedBuffer<T> {
 }
 
 impl<T: DeviceRepr> Drop for PinnedBuffer<T> {
+    /// Gives the block back to the pool (no driver call). No transfer can be pending on
+    /// it: transfers borrow the buffer until their outermost scope has synchronised.
     fn drop(&mut self) {
-        if byte_len::<T>(self.len).is_ok_and(|b| b > 0) {
-            let _ = self.device.inner.bind();
-            // SAFETY: allocated by `cuMemHostAlloc`, freed once. No transfer can be pending
-            // on it: transfers borrow it for their scope's brand, and a scope synchronises
-            // its stream before that borrow ends.
-            let _ = unsafe { result::free_host(self.ptr.as_ptr().cast()) };
+        if let Some(block) = self.block.take() {
+            self.device.inner.pinned.give_back(block);
         }
     }
 }
@@ -118,6 +165,7 @@ impl<T: DeviceRepr + std::fmt::Debug> std::fmt::Debug for PinnedBuffer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PinnedBuffer")
             .field("len", &self.len)
+            .field("write_combined", &self.is_write_combined())
             .finish()
     }
 }

@@ -112,6 +112,8 @@ mod handoff;
 #[allow(unsafe_code)]
 mod host;
 #[allow(unsafe_code)]
+mod host_copy;
+#[allow(unsafe_code)]
 mod kernel;
 #[allow(unsafe_code)]
 mod launch;
@@ -120,9 +122,13 @@ mod memory_pool;
 #[allow(unsafe_code)]
 mod pending;
 #[allow(unsafe_code)]
+mod pinned_pool;
+#[allow(unsafe_code)]
 mod repr;
 #[allow(unsafe_code)]
 mod scope;
+#[allow(unsafe_code)]
+mod staging;
 #[allow(unsafe_code)]
 mod stream;
 #[allow(unsafe_code)]
@@ -144,6 +150,7 @@ pub use host::PinnedBuffer;
 pub use launch::LaunchConfig;
 pub use memory_pool::DeviceMemoryStats;
 pub use pending::Pending;
+pub use pinned_pool::PinnedMemoryStats;
 pub use repr::DeviceRepr;
 pub use scope::{scope, Scope};
 pub use stream::Stream;

@@ -17,6 +17,7 @@ use crate::error::{byte_len, DriverResultExt, Error, Result};
 use crate::pending::Pending;
 use crate::repr::DeviceRepr;
 use crate::scope::Scope;
+use crate::staging;
 use crate::view::{DeviceMemory, DeviceMemoryMut};
 
 impl<'s, 'env> Scope<'s, 'env> {
@@ -33,6 +34,13 @@ impl<'s, 'env> Scope<'s, 'env> {
     ///
     /// Any host memory works (pageable, pinned, on the stack). `src` stays borrowed
     /// (readable, not writable or freeable) until the scope ends.
+    ///
+    /// From pinned memory ([`PinnedBuffer`](crate::PinnedBuffer)) the copy is one DMA
+    /// and the call returns at once. From pageable memory the call returns once the
+    /// data has been copied out of `src` (as the driver's own pageable path does): from
+    /// 1 MiB up through the device's pinned staging blocks on several threads,
+    /// overlapped with the DMA (see the `staging` module), below that through the
+    /// driver. The DMA itself may still be running when it returns.
     pub fn copy_to_device<T: DeviceRepr>(
         &'s self,
         src: &'env [T],
@@ -41,6 +49,10 @@ impl<'s, 'env> Scope<'s, 'env> {
         let dst = dst.raw(crate::view::sealed::TOKEN);
         same_len("copy_to_device", src.len(), dst.len)?;
         if dst.len == 0 {
+            return Ok(());
+        }
+        let pool = &self.device().inner.pinned;
+        if staging::try_upload(self.raw, pool, staging::as_bytes(src), dst.ptr)? {
             return Ok(());
         }
         // SAFETY: `dst` is device memory of `src.len()` elements of `T` valid on this
@@ -55,6 +67,14 @@ impl<'s, 'env> Scope<'s, 'env> {
     ///
     /// Returns a [`Pending`] holding `dst`; [`Pending::wait`] hands it back once the copy
     /// has landed. Until then (or until the scope ends) the host cannot touch `dst`.
+    ///
+    /// Into pinned memory ([`PinnedBuffer`](crate::PinnedBuffer)) the copy is one DMA
+    /// and the call returns at once. Into pageable memory the call returns only once the
+    /// copy has completed, as the driver's own pageable path does (so the `Pending` is
+    /// ready at once): from 1 MiB up through the device's pinned staging blocks on
+    /// several threads, overlapped with the DMA (see the `staging` module), below that
+    /// through the driver. Either way it waits only for this stream's work, never for
+    /// the device.
     pub fn copy_to_host<T: DeviceRepr>(
         &'s self,
         src: &impl DeviceMemory<'s, T>,
@@ -63,6 +83,11 @@ impl<'s, 'env> Scope<'s, 'env> {
         let src = src.raw(crate::view::sealed::TOKEN);
         same_len("copy_to_host", src.len, dst.len())?;
         if src.len == 0 {
+            return Ok(Pending::ready(dst));
+        }
+        let pool = &self.device().inner.pinned;
+        if staging::try_download(self.raw, pool, src.ptr, staging::as_bytes_mut(dst))? {
+            // Every byte of `dst` is written: the copy is complete.
             return Ok(Pending::ready(dst));
         }
         // SAFETY: `src` is device memory of `dst.len()` elements valid on this stream

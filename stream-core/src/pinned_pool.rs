@@ -1,0 +1,485 @@
+//! The pinned host memory pool of a [`Device`]: page-locked blocks by size class,
+//! handed to [`PinnedBuffer`](crate::PinnedBuffer)s and to the staging ring of
+//! [staged copies](crate::staging), and reused instead of freed.
+//!
+//! # Why a pool
+//!
+//! `cuMemHostAlloc` takes milliseconds for large sizes (the pages are locked one by
+//! one) and `cuMemFreeHost` may synchronise the whole device. The pool calls each once
+//! per block: a dropped [`PinnedBuffer`](crate::PinnedBuffer) returns its block here,
+//! and the next allocation of the same size class takes it back, zeroed again.
+//! [`Device::trim_pinned_memory`] gives the cached blocks back to the driver.
+//!
+//! # Size classes
+//!
+//! Requests are rounded up to a power of two from 4 KiB to 32 MiB, and above 32 MiB to
+//! a multiple of 32 MiB (so a large buffer wastes at most 32 MiB, a small one at most
+//! half its block). Each class has its own free list behind its own short `Mutex`,
+//! separately for ordinary and write-combined blocks; no lock is held across a driver
+//! call that can block (only the non-blocking `cuEventQuery` runs under a lock).
+//!
+//! # When a block may be reused
+//!
+//! A block given back by a `PinnedBuffer` is idle: the buffer was borrowed by every
+//! copy that used it until that copy's scope had synchronised. A staging block is given
+//! back right after its last DMA was *enqueued*, with an event recorded after that DMA;
+//! the pool hands it out again only once `cuEventQuery` reports the event complete, so
+//! a block is never written by the host, nor filled by a new DMA, while an earlier copy
+//! may still read or write it. Staging blocks whose copies are still pending are
+//! counted as cached; when more than a cap of them pile up in one class (for example
+//! behind a long kernel), a staged copy waits for the oldest rather than page-locking
+//! ever more memory.
+//!
+//! All blocks are allocated `CU_MEMHOSTALLOC_PORTABLE`, so a `PinnedBuffer` of one
+//! device is pinned memory for every device's copies.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use cudarc::driver::{result, sys};
+
+use crate::device::Device;
+use crate::error::{is_out_of_memory, Error, Result};
+use crate::event::Event;
+
+/// The smallest block: one page.
+const SMALLEST_LOG2: u32 = 12;
+/// The largest power-of-two class; larger blocks are multiples of it.
+const LARGEST_LOG2: u32 = 25;
+/// Power-of-two classes, 4 KiB ..= 32 MiB.
+const SMALL_CLASSES: usize = (LARGEST_LOG2 - SMALLEST_LOG2 + 1) as usize;
+/// Free lists per kind: the small classes and one list of large blocks (any multiple
+/// of [`LARGE_GRANULE`], matched by exact size).
+const LISTS_PER_KIND: usize = SMALL_CLASSES + 1;
+/// Blocks above 32 MiB are rounded up to a multiple of this.
+pub(crate) const LARGE_GRANULE: usize = 1 << LARGEST_LOG2;
+
+/// Whether a block is ordinary page-locked memory or write-combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HostKind {
+    /// Cached, coherent page-locked memory: fast for host reads and writes.
+    Normal,
+    /// `CU_MEMHOSTALLOC_WRITECOMBINED`: faster uploads, very slow host reads.
+    WriteCombined,
+}
+
+impl HostKind {
+    fn flags(self) -> u32 {
+        match self {
+            HostKind::Normal => sys::CU_MEMHOSTALLOC_PORTABLE,
+            HostKind::WriteCombined => {
+                sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_WRITECOMBINED
+            }
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            HostKind::Normal => 0,
+            HostKind::WriteCombined => 1,
+        }
+    }
+}
+
+/// The block size a request of `bytes` is served from, or `None` when rounding up
+/// overflows.
+pub(crate) fn block_size(bytes: usize) -> Option<usize> {
+    if bytes <= 1 << SMALLEST_LOG2 {
+        Some(1 << SMALLEST_LOG2)
+    } else if bytes <= LARGE_GRANULE {
+        Some(bytes.next_power_of_two())
+    } else {
+        bytes.checked_next_multiple_of(LARGE_GRANULE)
+    }
+}
+
+/// The free list of blocks of `size` (a value `block_size` returned) and `kind`.
+fn list_index(size: usize, kind: HostKind) -> usize {
+    let within = if size <= LARGE_GRANULE {
+        (size.trailing_zeros().saturating_sub(SMALLEST_LOG2) as usize).min(SMALL_CLASSES - 1)
+    } else {
+        SMALL_CLASSES
+    };
+    kind.index() * LISTS_PER_KIND + within
+}
+
+/// Pinned memory statistics of one device's pool, in bytes of page-locked memory
+/// (block sizes, so a request rounded up to its size class counts as the whole block).
+///
+/// ```no_run
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = stream_core::Device::new(0)?;
+/// let before = dev.pinned_memory_stats();
+/// let buf = dev.alloc_pinned::<u8>(3 << 20)?;          // served from a 4 MiB block
+/// assert_eq!(dev.pinned_memory_stats().in_use, before.in_use + (4 << 20));
+/// drop(buf);                                            // back to the pool, not freed
+/// assert_eq!(dev.pinned_memory_stats().cached, before.cached + (4 << 20));
+/// dev.trim_pinned_memory()?;                            // now freed
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PinnedMemoryStats {
+    /// Bytes held by live [`PinnedBuffer`](crate::PinnedBuffer)s and by staged copies
+    /// that are being issued right now.
+    pub in_use: usize,
+    /// Bytes cached for reuse, including staging blocks whose last copy may still be
+    /// running; [`Device::trim_pinned_memory`] frees them.
+    pub cached: usize,
+    /// The largest `in_use` seen since the device was opened.
+    pub peak_in_use: usize,
+}
+
+/// One page-locked allocation of the pool.
+pub(crate) struct Block {
+    ptr: NonNull<u8>,
+    size: usize,
+    kind: HostKind,
+    /// Created on the first staged copy through this block; recorded after the
+    /// block's latest DMA.
+    event: Option<Event>,
+    /// `true` while the latest DMA recorded in `event` may not have completed.
+    armed: bool,
+}
+
+// SAFETY: a `Block` owns its page-locked allocation exclusively (like a `Box<[u8]>`),
+// and the memory is `PORTABLE`, so it may be used and given back from any thread. The
+// event handle is only used (queried, waited on, recorded, destroyed) by pool and
+// staging code that has the block's device context current on the calling thread.
+unsafe impl Send for Block {}
+
+impl Block {
+    /// The first byte; valid for reads and writes of [`size`](Self::size) bytes while
+    /// the block is not armed.
+    pub(crate) fn ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
+    /// The allocation's size in bytes.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Ordinary or write-combined.
+    pub(crate) fn kind(&self) -> HostKind {
+        self.kind
+    }
+
+    /// `Ok(true)` when no DMA may still use the block; never blocks. The block's
+    /// device context must be current.
+    fn poll_idle(&mut self) -> Result<bool> {
+        match (&self.event, self.armed) {
+            (Some(event), true) => {
+                let done = event.is_complete()?;
+                self.armed = !done;
+                Ok(done)
+            }
+            _ => Ok(true),
+        }
+    }
+
+    /// Blocks until no DMA may still use the block. The block's device context must be
+    /// current.
+    pub(crate) fn wait_idle(&mut self) -> Result<()> {
+        if let (Some(event), true) = (&self.event, self.armed) {
+            event.synchronize()?;
+            self.armed = false;
+        }
+        Ok(())
+    }
+
+    /// Records the block's event on `stream` after the DMA just enqueued there, so the
+    /// block is reused only once that DMA has completed. On `Err` the DMA is not
+    /// covered by any event: the caller must [abandon](PinnedPool::abandon) the block.
+    pub(crate) fn arm(&mut self, stream: sys::CUstream) -> Result<()> {
+        self.armed = true;
+        let event = match &self.event {
+            Some(event) => event,
+            None => self.event.insert(Event::new()?),
+        };
+        event.record(stream)
+    }
+}
+
+/// The pinned memory pool of one device (see the [module docs](self)).
+pub(crate) struct PinnedPool {
+    lists: [Mutex<Vec<Block>>; 2 * LISTS_PER_KIND],
+    in_use: AtomicUsize,
+    cached: AtomicUsize,
+    peak_in_use: AtomicUsize,
+}
+
+impl PinnedPool {
+    pub(crate) fn new() -> Self {
+        PinnedPool {
+            lists: std::array::from_fn(|_| Mutex::new(Vec::new())),
+            in_use: AtomicUsize::new(0),
+            cached: AtomicUsize::new(0),
+            peak_in_use: AtomicUsize::new(0),
+        }
+    }
+
+    /// The statistics now (each field read atomically, not all three together).
+    pub(crate) fn stats(&self) -> PinnedMemoryStats {
+        PinnedMemoryStats {
+            in_use: self.in_use.load(Ordering::Relaxed),
+            cached: self.cached.load(Ordering::Relaxed),
+            peak_in_use: self.peak_in_use.load(Ordering::Relaxed),
+        }
+    }
+
+    fn list(&self, size: usize, kind: HostKind) -> MutexGuard<'_, Vec<Block>> {
+        self.lists[list_index(size, kind)]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn note_in_use(&self, size: usize) {
+        let now = self.in_use.fetch_add(size, Ordering::Relaxed) + size;
+        self.peak_in_use.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// An idle block of at least `bytes` (`bytes > 0`): a cached one whose copies have
+    /// all completed, else a new allocation. Never waits for the GPU. The device's
+    /// context must be current.
+    pub(crate) fn take(&self, bytes: usize, kind: HostKind) -> Result<Block> {
+        let size = block_size(bytes).ok_or(Error::HostOutOfMemory { requested: bytes })?;
+        match self.take_cached(size, kind, None) {
+            Some(block) => Ok(block),
+            None => self.allocate(size, kind),
+        }
+    }
+
+    /// An ordinary block of at least `bytes` for a staged copy, idle for host access.
+    /// Like [`take`](Self::take), except that when `cap` or more blocks of the class
+    /// are still in use by pending copies, it waits for the oldest of them instead of
+    /// allocating (bounding what a stream stalled behind a long kernel can pin).
+    pub(crate) fn take_staging(&self, bytes: usize, cap: usize) -> Result<Block> {
+        let size = block_size(bytes).ok_or(Error::HostOutOfMemory { requested: bytes })?;
+        match self.take_cached(size, HostKind::Normal, Some(cap)) {
+            Some(mut block) => match block.wait_idle() {
+                Ok(()) => Ok(block),
+                Err(e) => {
+                    self.abandon(block);
+                    Err(e)
+                }
+            },
+            None => self.allocate(size, HostKind::Normal),
+        }
+    }
+
+    /// A cached block of exactly `size` and `kind`: an idle one if any; else, when
+    /// `cap` is given and at least `cap` blocks are pending, the oldest pending one
+    /// (still armed: the caller waits for it outside the lock). Blocks whose event
+    /// reports an error are dropped from the pool (see [`abandon`](Self::abandon)).
+    fn take_cached(&self, size: usize, kind: HostKind, cap: Option<usize>) -> Option<Block> {
+        let mut list = self.list(size, kind);
+        let mut pending = 0;
+        let mut oldest_pending = None;
+        let mut i = 0;
+        while i < list.len() {
+            if list[i].size != size {
+                i += 1;
+                continue;
+            }
+            match list[i].poll_idle() {
+                Ok(true) => {
+                    let block = list.remove(i);
+                    self.cached.fetch_sub(size, Ordering::Relaxed);
+                    self.note_in_use(size);
+                    return Some(block);
+                }
+                Ok(false) => {
+                    pending += 1;
+                    oldest_pending.get_or_insert(i);
+                    i += 1;
+                }
+                Err(_) => {
+                    let block = list.remove(i);
+                    self.cached.fetch_sub(size, Ordering::Relaxed);
+                    forsake(block);
+                }
+            }
+        }
+        match (cap, oldest_pending) {
+            (Some(cap), Some(oldest)) if pending >= cap.max(1) => {
+                let block = list.remove(oldest);
+                self.cached.fetch_sub(size, Ordering::Relaxed);
+                self.note_in_use(size);
+                Some(block)
+            }
+            _ => None,
+        }
+    }
+
+    /// Page-locks a new block of `size` bytes. On out-of-memory, frees the idle cached
+    /// blocks and tries once more.
+    fn allocate(&self, size: usize, kind: HostKind) -> Result<Block> {
+        let raw = match host_alloc(size, kind) {
+            Err(e) if is_out_of_memory(&e) => {
+                self.release_cached(false);
+                host_alloc(size, kind)
+            }
+            other => other,
+        };
+        let raw = match raw {
+            Ok(raw) => raw,
+            Err(e) if is_out_of_memory(&e) => {
+                return Err(Error::HostOutOfMemory { requested: size })
+            }
+            Err(e) => return Err(Error::driver("cuMemHostAlloc", e)),
+        };
+        let Some(ptr) = NonNull::new(raw.cast::<u8>()) else {
+            return Err(Error::HostOutOfMemory { requested: size });
+        };
+        self.note_in_use(size);
+        Ok(Block {
+            ptr,
+            size,
+            kind,
+            event: None,
+            armed: false,
+        })
+    }
+
+    /// Returns a block for reuse. It may be armed (a staged copy's last DMA pending):
+    /// it is handed out again only once that DMA completed. No driver call.
+    pub(crate) fn give_back(&self, block: Block) {
+        let size = block.size;
+        self.in_use.fetch_sub(size, Ordering::Relaxed);
+        let mut list = self.list(size, block.kind);
+        list.push(block);
+        self.cached.fetch_add(size, Ordering::Relaxed);
+    }
+
+    /// Drops a block whose DMA state is unknown (an event could not be recorded or
+    /// waited on): it is never reused nor freed, since a DMA may still touch it. Such
+    /// failures leave the context in an error state in practice, so this is a leak of
+    /// a few blocks on a path that ends the program's use of the GPU anyway.
+    pub(crate) fn abandon(&self, block: Block) {
+        self.in_use.fetch_sub(block.size, Ordering::Relaxed);
+        forsake(block);
+    }
+
+    /// Frees the cached blocks and returns how many bytes were freed. With `wait`,
+    /// pending blocks are waited for first (blocking); without, they stay cached.
+    /// The device's context must be current.
+    pub(crate) fn release_cached(&self, wait: bool) -> usize {
+        let mut freed = 0;
+        for list in &self.lists {
+            let taken: Vec<Block> = {
+                let mut list = list.lock().unwrap_or_else(PoisonError::into_inner);
+                if wait {
+                    std::mem::take(&mut *list)
+                } else {
+                    // Idle blocks, and blocks whose event reports an error (still armed).
+                    list.extract_if(.., |b| !matches!(b.poll_idle(), Ok(false)))
+                        .collect()
+                }
+            };
+            for mut block in taken {
+                self.cached.fetch_sub(block.size, Ordering::Relaxed);
+                let idle = if wait {
+                    block.wait_idle().is_ok()
+                } else {
+                    !block.armed
+                };
+                if idle {
+                    freed += block.size;
+                    free_block(block);
+                } else {
+                    forsake(block);
+                }
+            }
+        }
+        freed
+    }
+}
+
+/// `cuMemHostAlloc` of `size` bytes with the kind's flags, in the current context.
+fn host_alloc(
+    size: usize,
+    kind: HostKind,
+) -> std::result::Result<*mut std::ffi::c_void, result::DriverError> {
+    // SAFETY: a plain allocation in the current context (callers bind it); the memory
+    // is only handed out through `Block`, whose users zero or overwrite it before any
+    // typed read.
+    unsafe { result::malloc_host(size, kind.flags()) }
+}
+
+/// Frees an idle block's memory.
+fn free_block(block: Block) {
+    // SAFETY: the block's memory came from `cuMemHostAlloc` and is freed once, here;
+    // it is idle (no DMA pending: its event completed or it never had one), it is not
+    // in any list, and no `PinnedBuffer` holds it (buffers hold their blocks).
+    let _ = unsafe { result::free_host(block.ptr.as_ptr().cast()) };
+    drop(block.event);
+}
+
+/// Forgets a block's memory (never freed or reused); its event is destroyed, which the
+/// driver allows while work that records it is pending.
+fn forsake(block: Block) {
+    drop(block.event);
+}
+
+impl Device {
+    /// Statistics of this device's pinned memory pool: bytes in use, cached for reuse,
+    /// and the peak in use. See [`PinnedMemoryStats`].
+    ///
+    /// The pool is per [`Device`] handle made by [`Device::new`] (clones share it).
+    pub fn pinned_memory_stats(&self) -> PinnedMemoryStats {
+        self.inner.pinned.stats()
+    }
+
+    /// Frees the pinned memory this device's pool has cached and returns how many
+    /// bytes were freed. Memory held by live [`PinnedBuffer`](crate::PinnedBuffer)s is
+    /// not affected.
+    ///
+    /// **Blocks**: it waits for staged copies still using cached staging blocks, and
+    /// `cuMemFreeHost` itself may synchronise the device. Call it between phases of a
+    /// program, not in a loop that issues copies.
+    pub fn trim_pinned_memory(&self) -> Result<usize> {
+        self.inner.bind()?;
+        Ok(self.inner.pinned.release_cached(true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_sizes_are_powers_of_two_then_multiples_of_the_granule() {
+        assert_eq!(block_size(0), Some(4096));
+        assert_eq!(block_size(1), Some(4096));
+        assert_eq!(block_size(4096), Some(4096));
+        assert_eq!(block_size(4097), Some(8192));
+        assert_eq!(block_size(3 << 20), Some(4 << 20));
+        assert_eq!(block_size(32 << 20), Some(32 << 20));
+        assert_eq!(block_size((32 << 20) + 1), Some(64 << 20));
+        assert_eq!(block_size((96 << 20) + 1), Some(128 << 20));
+        assert_eq!(block_size(600 << 20), Some(608 << 20));
+        assert_eq!(block_size(usize::MAX), None);
+    }
+
+    #[test]
+    fn every_size_maps_to_its_own_list() {
+        let mut seen = std::collections::HashMap::new();
+        for log2 in SMALLEST_LOG2..=LARGEST_LOG2 {
+            for kind in [HostKind::Normal, HostKind::WriteCombined] {
+                let index = list_index(1 << log2, kind);
+                assert!(index < 2 * LISTS_PER_KIND);
+                assert!(seen.insert(index, (log2, kind)).is_none());
+            }
+        }
+        assert_eq!(
+            list_index(64 << 20, HostKind::Normal),
+            list_index(608 << 20, HostKind::Normal)
+        );
+        assert_ne!(
+            list_index(64 << 20, HostKind::Normal),
+            list_index(64 << 20, HostKind::WriteCombined)
+        );
+    }
+}
