@@ -11,6 +11,11 @@ assert_impl_all!(Stream: Send, Sync);
 // Owned memory outside scopes behaves like `Vec<T>`.
 assert_impl_all!(DeviceVec<f32>: Send, Sync);
 assert_impl_all!(PinnedBuffer<f32>: Send, Sync);
+// Pinned memory is not duplicated implicitly either (a clone would page-lock more).
+assert_not_impl_any!(PinnedBuffer<f32>: Clone);
+// Statistics are plain numbers, read from any thread.
+assert_impl_all!(PinnedMemoryStats: Send, Sync, Copy, Default, PartialEq, std::fmt::Debug);
+assert_impl_all!(__private::StagingConfig: Send, Sync, Copy, Default, PartialEq);
 assert_impl_all!(Error: Send, Sync, std::error::Error);
 // Memory statistics are plain numbers, copied out of the driver.
 assert_impl_all!(DeviceMemoryStats: Send, Sync, Copy, std::fmt::Debug, Default);

@@ -169,21 +169,29 @@ impl Block {
     /// `Ok(true)` when no DMA may still use the block; never blocks. The block's
     /// device context must be current.
     fn poll_idle(&mut self) -> Result<bool> {
-        match (&self.event, self.armed) {
-            (Some(event), true) => {
-                let done = event.is_complete()?;
-                self.armed = !done;
-                Ok(done)
-            }
-            _ => Ok(true),
+        if !self.armed {
+            return Ok(true);
         }
+        let done = self.armed_event()?.is_complete()?;
+        self.armed = !done;
+        Ok(done)
+    }
+
+    /// The event of an armed block (an armed block without one is never idle).
+    fn armed_event(&self) -> Result<&Event> {
+        self.event.as_ref().ok_or(Error::Driver {
+            call: "cuEventRecord",
+            code: sys::CUresult::CUDA_ERROR_INVALID_HANDLE as u32,
+            name: "CUDA_ERROR_INVALID_HANDLE".to_owned(),
+            description: "a staging block's event was never created".to_owned(),
+        })
     }
 
     /// Blocks until no DMA may still use the block. The block's device context must be
     /// current.
     pub(crate) fn wait_idle(&mut self) -> Result<()> {
-        if let (Some(event), true) = (&self.event, self.armed) {
-            event.synchronize()?;
+        if self.armed {
+            self.armed_event()?.synchronize()?;
             self.armed = false;
         }
         Ok(())
@@ -198,6 +206,8 @@ impl Block {
             Some(event) => event,
             None => self.event.insert(Event::new()?),
         };
+        // On `Err` the block may be armed with no event or a stale one: the caller
+        // abandons it, so it never reaches the pool again.
         event.record(stream)
     }
 }

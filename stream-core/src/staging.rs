@@ -266,8 +266,9 @@ pub(crate) fn try_upload(
     if src.len() < config.upload_threshold.max(1) || !is_pageable(src) {
         return Ok(false);
     }
-    let config = config.effective();
-    let mut ring = CudaRing::new(stream, pool, dst, src.len(), config);
+    let Some((mut ring, config)) = CudaRing::new(stream, pool, dst, src.len(), config)? else {
+        return Ok(false);
+    };
     upload_pipeline(&mut ring, src, config)?;
     STAGED.with(|c| c.set((c.get().0 + 1, c.get().1)));
     Ok(true)
@@ -290,8 +291,9 @@ pub(crate) fn try_download(
     if dst.len() < config.download_threshold.max(1) || !is_pageable(dst) {
         return Ok(false);
     }
-    let config = config.effective();
-    let mut ring = CudaRing::new(stream, pool, src, dst.len(), config);
+    let Some((mut ring, config)) = CudaRing::new(stream, pool, src, dst.len(), config)? else {
+        return Ok(false);
+    };
     download_pipeline(&mut ring, dst, config)?;
     STAGED.with(|c| c.set((c.get().0, c.get().1 + 1)));
     Ok(true)
@@ -301,8 +303,8 @@ pub(crate) fn try_download(
 /// and one range of device memory. Implemented by [`CudaRing`]; the unit tests
 /// implement it with a simulated, deliberately late DMA engine.
 pub(crate) trait Dma {
-    /// The host address of ring block `slot` (taken from the pool on first use),
-    /// once no DMA uses it any more (blocking until then). Valid for reads and writes
+    /// The host address of ring block `slot` (`slot < ring_blocks`), once no DMA uses
+    /// it any more (blocking until then). Valid for reads and writes
     /// of one chunk until the next DMA of `slot` is enqueued.
     fn idle_block(&mut self, slot: usize) -> Result<*mut u8>;
     /// Enqueues the DMA of `len` bytes from block `slot` to the device range at
@@ -367,29 +369,47 @@ struct CudaRing<'p> {
     pool: &'p PinnedPool,
     device: sys::CUdeviceptr,
     device_len: usize,
-    chunk: usize,
-    pending_cap: usize,
-    /// `None` for a slot not used yet, or whose block was abandoned.
+    /// `None` for a slot whose block was abandoned after a failure.
     blocks: Vec<Option<Block>>,
 }
 
 impl<'p> CudaRing<'p> {
+    /// Takes the ring's blocks from the pool (one per chunk, at most `ring_blocks`)
+    /// and returns the ring with the effective configuration, its `ring_blocks` the
+    /// number of blocks taken. `Ok(None)` when not even one block can be page-locked:
+    /// the caller then copies directly, which needs no pinned memory of ours.
     fn new(
         stream: sys::CUstream,
         pool: &'p PinnedPool,
         device: sys::CUdeviceptr,
         device_len: usize,
         config: StagingConfig,
-    ) -> Self {
-        CudaRing {
+    ) -> Result<Option<(Self, StagingConfig)>> {
+        let mut config = config.effective();
+        let wanted = device_len
+            .div_ceil(config.chunk_bytes)
+            .min(config.ring_blocks);
+        let cap = config.ring_blocks * PENDING_CAP_RINGS;
+        let mut ring = CudaRing {
             stream,
             pool,
             device,
             device_len,
-            chunk: config.chunk_bytes,
-            pending_cap: config.ring_blocks * PENDING_CAP_RINGS,
-            blocks: Vec::new(),
+            blocks: Vec::with_capacity(wanted),
+        };
+        while ring.blocks.len() < wanted {
+            match pool.take_staging(config.chunk_bytes, cap) {
+                Ok(block) => ring.blocks.push(Some(block)),
+                // Out of page-lockable memory: go on with the blocks already taken.
+                Err(Error::HostOutOfMemory { .. }) => break,
+                Err(e) => return Err(e),
+            }
         }
+        if ring.blocks.is_empty() {
+            return Ok(None);
+        }
+        config.ring_blocks = ring.blocks.len();
+        Ok(Some((ring, config)))
     }
 
     /// Block `slot`, or an error when it has none (an abandoned block).
@@ -436,15 +456,9 @@ impl<'p> CudaRing<'p> {
 
 impl Dma for CudaRing<'_> {
     fn idle_block(&mut self, slot: usize) -> Result<*mut u8> {
-        while self.blocks.len() <= slot {
-            self.blocks.push(None);
-        }
-        if self.blocks[slot].is_none() {
-            self.blocks[slot] = Some(self.pool.take_staging(self.chunk, self.pending_cap)?);
-        }
         let waited = self.block(slot)?.wait_idle();
         if let Err(e) = waited {
-            if let Some(block) = self.blocks[slot].take() {
+            if let Some(block) = self.blocks.get_mut(slot).and_then(Option::take) {
                 self.pool.abandon(block);
             }
             return Err(e);
