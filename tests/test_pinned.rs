@@ -35,6 +35,7 @@ gpu_tests::test_main! {
         write_combined_buffer_is_an_exact_source_and_destination,
         staging_block_is_not_reused_while_a_long_kernel_delays_its_copy,
         staged_uploads_behind_a_long_kernel_keep_pinned_memory_bounded,
+        staged_copies_on_another_stream_never_wait_for_pending_staging_blocks,
         staged_copies_inside_a_fork_child_are_exact,
         pool_statistics_track_in_use_cached_peak_and_trim,
         reused_pinned_block_is_zeroed_again,
@@ -400,6 +401,69 @@ fn staged_uploads_behind_a_long_kernel_keep_pinned_memory_bounded() -> TestResul
                 input,
                 output,
             )?;
+        }
+        Ok(())
+    })
+}
+
+/// Stream A holds as many pending staging blocks of one size class as the cap allows
+/// (four one-ring uploads behind a ~1 s kernel). A scope on stream B then stages an
+/// upload and a download of the same chunk size: the pool must page-lock new blocks
+/// for B rather than wait for A's (a hidden cross-stream synchronisation), so B's
+/// scope ends while A's kernel still runs.
+fn staged_copies_on_another_stream_never_wait_for_pending_staging_blocks() -> TestResult {
+    let chunk = 1 << 20;
+    let config = StagingConfig {
+        upload_threshold: 0,
+        download_threshold: 0,
+        chunk_bytes: chunk,
+        ring_blocks: 2,
+        threads: 2,
+    };
+    with_staging_config(config, || {
+        let a = stream()?;
+        let b = a.device().new_stream()?;
+        let mut rng = Rng::new();
+        let n = 2 * chunk / 4;
+        let inputs: Vec<Vec<u32>> = (0..4).map(|_| rng.vec(n)).collect();
+        let mut outputs: Vec<Vec<u32>> = (0..4).map(|_| poisoned(n)).collect();
+        let second: Vec<u32> = rng.vec(n);
+        let mut second_out = poisoned::<u32>(n);
+        let mut report = (false, Duration::ZERO);
+        scope(&a, |s| -> TestResult {
+            let mut flag = s.alloc_zeroed::<u32>(1)?;
+            let one = LaunchConfig::for_elements(1, 32);
+            kernels::declarations::spin_then_write_u32(s, one, 0, 0, &mut flag)?;
+            kernels::declarations::spin_then_write_u32(s, one, LONG_SPIN_CYCLES, 1, &mut flag)?;
+            let buffers = inputs
+                .iter()
+                .map(|input| s.upload(input))
+                .collect::<Result<Vec<_>, Error>>()?;
+            let start = Instant::now();
+            scope(&b, |t| -> TestResult {
+                let y = t.upload(&second)?;
+                t.copy_to_host(&y, &mut second_out)?.wait()?;
+                Ok(())
+            })?;
+            report = (!a.is_idle()?, start.elapsed());
+            for (x, out) in buffers.iter().zip(outputs.iter_mut()) {
+                let _download = s.copy_to_host(x, out)?;
+            }
+            Ok(())
+        })?;
+        let (a_busy, b_took) = report;
+        ensure!(
+            a_busy,
+            "stream A was idle when B's scope ended (B took {b_took:?}): the test did not \
+             keep A's staging blocks pending"
+        );
+        ensure!(
+            b_took < Duration::from_millis(500),
+            "B's staged copies took {b_took:?}: they waited for A's pending staging blocks"
+        );
+        check_eq("B's staged round trip", &second, &second_out)?;
+        for (i, (input, output)) in inputs.iter().zip(&outputs).enumerate() {
+            check_eq(&format!("A's upload {i} behind the kernel"), input, output)?;
         }
         Ok(())
     })

@@ -47,9 +47,10 @@
 //!    duty to free it, to another scope's stream.
 //! 7. **No hidden synchronisation, never device-wide.** Only `scope`'s exit,
 //!    [`Pending::wait`] and calls documented as blocking (creating or reading a
-//!    [`DeviceVec`], [`Device::trim_memory`], and an allocation that finds the device
-//!    out of memory, which waits for the streams of this thread's open scopes before
-//!    it retries, see [`Scope::alloc`]) block the host, each on streams or one event.
+//!    [`DeviceVec`], [`Device::trim_memory`], [`Device::trim_pinned_memory`], copies of
+//!    pageable host memory, and an allocation that finds the device out of memory,
+//!    which waits for the streams of this thread's open scopes before it retries, see
+//!    [`Scope::alloc`]) block the host, each on streams or one event.
 //! 8. **Only concrete types cross the unsafe boundary.** Device memory is accepted
 //!    through the sealed [`DeviceMemory`]/[`DeviceMemoryMut`] traits, which no user
 //!    type can implement.
@@ -57,6 +58,30 @@
 //! The assumption the model rests on: when the driver reports that synchronising a
 //! stream failed, the context is in an error state in which it runs no more work, so
 //! no DMA into host memory continues after `scope` returns its error.
+//!
+//! # Pinned and pageable host memory
+//!
+//! The GPU's DMA engines move only page-locked ("pinned") host memory.
+//!
+//! * [`PinnedBuffer`] ([`Device::alloc_pinned`]) is pinned memory from the device's
+//!   pool: copies from and to it (and its sub-slices) are single asynchronous DMAs at
+//!   full bus speed. Dropping it returns its block to the pool, where the next
+//!   allocation of its size class reuses it; [`Device::pinned_memory_stats`] reports
+//!   the pool's bytes in use, cached and peak, and [`Device::trim_pinned_memory`] frees
+//!   the cache. [`Device::alloc_pinned_write_combined`] gives write-combined memory,
+//!   for data the host writes once and only the GPU reads.
+//! * Any other host memory (a `Vec`, a stack array) is pageable. Copies of at least
+//!   1 MiB of it are **staged**: split into 4 MiB chunks that go through a ring of four
+//!   pinned blocks of the pool, the host memcpy of one chunk (on up to four threads)
+//!   overlapping the DMA of the others, which is several times faster than the
+//!   driver's own pageable path. Smaller copies take the driver's path. Either way, a
+//!   pageable copy behaves as the driver's does: an upload returns once the data has
+//!   left the source (the DMA may still run), a download once the data has landed (its
+//!   [`Pending`] is ready at once). They wait only for their own stream's work.
+//!
+//! Staging changes nothing in the safety model: the staged DMAs run on the scope's
+//! stream, and a staging block is reused only once an event recorded after its last
+//! DMA has completed.
 //!
 //! # Misuse is a compile error
 //!

@@ -26,9 +26,10 @@
 //! the pool hands it out again only once `cuEventQuery` reports the event complete, so
 //! a block is never written by the host, nor filled by a new DMA, while an earlier copy
 //! may still read or write it. Staging blocks whose copies are still pending are
-//! counted as cached; when more than a cap of them pile up in one class (for example
-//! behind a long kernel), a staged copy waits for the oldest rather than page-locking
-//! ever more memory.
+//! counted as cached; when a cap of them pile up in one class on one stream (for
+//! example behind a long kernel), a staged copy on that stream waits for the oldest of
+//! them rather than page-locking ever more memory. It never waits for another stream's
+//! blocks: that would be a hidden cross-stream synchronisation.
 //!
 //! All blocks are allocated `CU_MEMHOSTALLOC_PORTABLE`, so a `PinnedBuffer` of one
 //! device is pinned memory for every device's copies.
@@ -141,6 +142,9 @@ pub(crate) struct Block {
     event: Option<Event>,
     /// `true` while the latest DMA recorded in `event` may not have completed.
     armed: bool,
+    /// The stream of that DMA (a handle compared, never used): a staged copy waits
+    /// only for pending blocks of its own stream.
+    armed_on: sys::CUstream,
 }
 
 // SAFETY: a `Block` owns its page-locked allocation exclusively (like a `Box<[u8]>`),
@@ -202,6 +206,7 @@ impl Block {
     /// covered by any event: the caller must [abandon](PinnedPool::abandon) the block.
     pub(crate) fn arm(&mut self, stream: sys::CUstream) -> Result<()> {
         self.armed = true;
+        self.armed_on = stream;
         let event = match &self.event {
             Some(event) => event,
             None => self.event.insert(Event::new()?),
@@ -261,13 +266,20 @@ impl PinnedPool {
         }
     }
 
-    /// An ordinary block of at least `bytes` for a staged copy, idle for host access.
-    /// Like [`take`](Self::take), except that when `cap` or more blocks of the class
-    /// are still in use by pending copies, it waits for the oldest of them instead of
-    /// allocating (bounding what a stream stalled behind a long kernel can pin).
-    pub(crate) fn take_staging(&self, bytes: usize, cap: usize) -> Result<Block> {
+    /// An ordinary block of at least `bytes` for a staged copy on `stream`, idle for
+    /// host access. Like [`take`](Self::take), except that when `cap` or more blocks of
+    /// the class are still in use by pending copies *of the same stream*, it waits for
+    /// the oldest of them instead of allocating: that bounds what a stream stalled
+    /// behind a long kernel can pin, and it waits only for the stream's own earlier
+    /// work, never for another stream's.
+    pub(crate) fn take_staging(
+        &self,
+        bytes: usize,
+        stream: sys::CUstream,
+        cap: usize,
+    ) -> Result<Block> {
         let size = block_size(bytes).ok_or(Error::HostOutOfMemory { requested: bytes })?;
-        match self.take_cached(size, HostKind::Normal, Some(cap)) {
+        match self.take_cached(size, HostKind::Normal, Some((stream, cap))) {
             Some(mut block) => match block.wait_idle() {
                 Ok(()) => Ok(block),
                 Err(e) => {
@@ -280,10 +292,17 @@ impl PinnedPool {
     }
 
     /// A cached block of exactly `size` and `kind`: an idle one if any; else, when
-    /// `cap` is given and at least `cap` blocks are pending, the oldest pending one
-    /// (still armed: the caller waits for it outside the lock). Blocks whose event
-    /// reports an error are dropped from the pool (see [`abandon`](Self::abandon)).
-    fn take_cached(&self, size: usize, kind: HostKind, cap: Option<usize>) -> Option<Block> {
+    /// `(stream, cap)` is given and at least `cap` blocks are pending on `stream`, the
+    /// oldest of those (still armed: the caller waits for it outside the lock). Blocks
+    /// whose event reports an error are dropped from the pool (see
+    /// [`abandon`](Self::abandon)).
+    fn take_cached(
+        &self,
+        size: usize,
+        kind: HostKind,
+        cap: Option<(sys::CUstream, usize)>,
+    ) -> Option<Block> {
+        let stream = cap.map(|(stream, _)| stream);
         let mut list = self.list(size, kind);
         let mut pending = 0;
         let mut oldest_pending = None;
@@ -301,8 +320,10 @@ impl PinnedPool {
                     return Some(block);
                 }
                 Ok(false) => {
-                    pending += 1;
-                    oldest_pending.get_or_insert(i);
+                    if Some(list[i].armed_on) == stream {
+                        pending += 1;
+                        oldest_pending.get_or_insert(i);
+                    }
                     i += 1;
                 }
                 Err(_) => {
@@ -313,7 +334,7 @@ impl PinnedPool {
             }
         }
         match (cap, oldest_pending) {
-            (Some(cap), Some(oldest)) if pending >= cap.max(1) => {
+            (Some((_, cap)), Some(oldest)) if pending >= cap.max(1) => {
                 let block = list.remove(oldest);
                 self.cached.fetch_sub(size, Ordering::Relaxed);
                 self.note_in_use(size);
@@ -350,6 +371,7 @@ impl PinnedPool {
             kind,
             event: None,
             armed: false,
+            armed_on: std::ptr::null_mut(),
         })
     }
 

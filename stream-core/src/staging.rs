@@ -52,7 +52,9 @@
 //! Both directions issue work only on the scope's stream (a [fork](crate::Scope::fork)
 //! child's own stream inside a fork), so stream order, the fork joins and the scope's
 //! final synchronisation cover them exactly as they cover a direct copy. They block
-//! the host only on events of their own copy's DMA, never on the device.
+//! the host only on events of their own stream's staging DMAs (their own ring's, or,
+//! when a stream already has a cap of staging blocks pending, its oldest one), never
+//! on another stream or the device.
 //!
 //! Why the device-to-host host copy is not a `cuLaunchHostFunc` callback (which would
 //! return at once): the callback would block its stream while it copies, so the next
@@ -82,8 +84,9 @@ pub const DEFAULT_CHUNK: usize = 4 << 20;
 pub const DEFAULT_RING: usize = 4;
 /// Threads of the host memcpy (the caller included), at most the machine's.
 pub const DEFAULT_THREADS: usize = 4;
-/// Pending staging blocks per size class beyond which a staged copy waits for the
-/// oldest instead of page-locking more, as a multiple of the ring.
+/// Pending staging blocks per size class and stream beyond which a staged copy waits
+/// for the oldest of its stream's instead of page-locking more, as a multiple of the
+/// ring.
 const PENDING_CAP_RINGS: usize = 4;
 
 /// The tuning of staged copies. Hidden: for benchmarks and tests, which sweep it.
@@ -398,7 +401,7 @@ impl<'p> CudaRing<'p> {
             blocks: Vec::with_capacity(wanted),
         };
         while ring.blocks.len() < wanted {
-            match pool.take_staging(config.chunk_bytes, cap) {
+            match pool.take_staging(config.chunk_bytes, stream, cap) {
                 Ok(block) => ring.blocks.push(Some(block)),
                 // Out of page-lockable memory: go on with the blocks already taken.
                 Err(Error::HostOutOfMemory { .. }) => break,

@@ -39,8 +39,9 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// and the call returns at once. From pageable memory the call returns once the
     /// data has been copied out of `src` (as the driver's own pageable path does): from
     /// 1 MiB up through the device's pinned staging blocks on several threads,
-    /// overlapped with the DMA (see the `staging` module), below that through the
-    /// driver. The DMA itself may still be running when it returns.
+    /// overlapped with the DMA, below that through the driver (see [pinned and pageable
+    /// host memory](crate#pinned-and-pageable-host-memory)). The DMA itself may still be
+    /// running when it returns.
     pub fn copy_to_device<T: DeviceRepr>(
         &'s self,
         src: &'env [T],
@@ -72,9 +73,9 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// and the call returns at once. Into pageable memory the call returns only once the
     /// copy has completed, as the driver's own pageable path does (so the `Pending` is
     /// ready at once): from 1 MiB up through the device's pinned staging blocks on
-    /// several threads, overlapped with the DMA (see the `staging` module), below that
-    /// through the driver. Either way it waits only for this stream's work, never for
-    /// the device.
+    /// several threads, overlapped with the DMA, below that through the driver (see
+    /// [pinned and pageable host memory](crate#pinned-and-pageable-host-memory)).
+    /// Either way it waits only for this stream's work, never for the device.
     pub fn copy_to_host<T: DeviceRepr>(
         &'s self,
         src: &impl DeviceMemory<'s, T>,
