@@ -387,7 +387,8 @@ fn staged_uploads_behind_a_long_kernel_keep_pinned_memory_bounded() -> TestResul
                 .collect::<Result<Vec<_>, Error>>()?;
             let stats = dev.pinned_memory_stats();
             ensure!(
-                stats.in_use + stats.cached <= 16 * chunk && stats.peak_in_use <= 16 * chunk,
+                stats.in_use_bytes + stats.cached_bytes <= 16 * chunk
+                    && stats.peak_in_use_bytes <= 16 * chunk,
                 "40 staged uploads behind a kernel page-locked {stats:?}: more than 16 chunks"
             );
             for (x, out) in buffers.iter().zip(outputs.iter_mut()) {
@@ -533,10 +534,14 @@ fn staged_copies_inside_a_fork_child_are_exact() -> TestResult {
     })
 }
 
-/// `Ok` when `dev`'s pinned statistics are exactly `(in_use, cached, peak_in_use)`.
+/// `Ok` when `dev`'s pinned statistics are exactly `(in_use, cached, peak_in_use)` bytes.
 fn stats_are(dev: &Device, what: &str, in_use: usize, cached: usize, peak: usize) -> TestResult {
     let stats: PinnedMemoryStats = dev.pinned_memory_stats();
-    let got = (stats.in_use, stats.cached, stats.peak_in_use);
+    let got = (
+        stats.in_use_bytes,
+        stats.cached_bytes,
+        stats.peak_in_use_bytes,
+    );
     ensure!(
         got == (in_use, cached, peak),
         "{what}: pinned (in_use, cached, peak_in_use) = {got:?}, expected {:?}",
@@ -547,8 +552,9 @@ fn stats_are(dev: &Device, what: &str, in_use: usize, cached: usize, peak: usize
 
 /// On a fresh `Device` (its own pool): allocations count their size class in use,
 /// drops move them to cached, a same-class allocation reuses a cached block, staged
-/// copies leave their ring cached and nothing in use, `trim_pinned_memory` frees all
-/// cached bytes, and the peak records the most in use at once.
+/// copies leave their ring cached and nothing in use, `trim_pinned_memory` frees the
+/// largest cached blocks down to what it is asked to keep, and the peak records the
+/// most in use at once until it is reset.
 fn pool_statistics_track_in_use_cached_peak_and_trim() -> TestResult {
     with_staging_config(StagingConfig::DEFAULT, || {
         const MIB: usize = 1 << 20;
@@ -604,17 +610,28 @@ fn pool_statistics_track_in_use_cached_peak_and_trim() -> TestResult {
         )?;
         drop(big);
 
-        let freed = dev.trim_pinned_memory()?;
+        // Trimming to 10 MiB frees the largest blocks first: the 64 MiB one.
+        let freed = dev.trim_pinned_memory(10 * MIB)?;
         ensure!(
-            freed == 72 * MIB + 8192,
-            "trim_pinned_memory freed {freed} bytes, expected {}",
-            72 * MIB + 8192
+            freed == 64 * MIB,
+            "trim_pinned_memory(10 MiB) freed {freed} bytes, expected 64 MiB"
         );
-        stats_are(&dev, "after trim", 0, 0, 64 * MIB)?;
+        stats_are(&dev, "after trim to 10 MiB", 0, 8 * MIB + 8192, 64 * MIB)?;
+        let freed = dev.trim_pinned_memory(0)?;
         ensure!(
-            dev.trim_pinned_memory()? == 0,
+            freed == 8 * MIB + 8192,
+            "trim_pinned_memory(0) freed {freed} bytes, expected {}",
+            8 * MIB + 8192
+        );
+        stats_are(&dev, "after trim to 0", 0, 0, 64 * MIB)?;
+        ensure!(
+            dev.trim_pinned_memory(0)? == 0,
             "a second trim freed something"
         );
+        let kept = dev.alloc_pinned::<u8>(MIB)?;
+        dev.reset_peak_pinned_memory_stats();
+        stats_are(&dev, "peak reset with 1 MiB in use", MIB, 0, MIB)?;
+        drop(kept);
         Ok(())
     })
 }
@@ -627,11 +644,11 @@ fn reused_pinned_block_is_zeroed_again() -> TestResult {
     for len in [1, 4095, 4096, 100_000, (1 << 20) + 1] {
         let mut first = dev.alloc_pinned::<u32>(len)?;
         rng.fill(&mut first);
-        let cached_before = dev.pinned_memory_stats().cached;
+        let cached_before = dev.pinned_memory_stats().cached_bytes;
         drop(first);
         let second = dev.alloc_pinned::<u32>(len)?;
         ensure!(
-            dev.pinned_memory_stats().cached == cached_before,
+            dev.pinned_memory_stats().cached_bytes == cached_before,
             "alloc_pinned({len}) after dropping a buffer of the same size did not reuse its block"
         );
         check_eq(

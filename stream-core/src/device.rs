@@ -221,7 +221,7 @@ impl Drop for DeviceInner {
         // No buffer holds a block (each holds the device) and no scope is open (each
         // borrows a stream, which holds the device): free the cached blocks while the
         // context is still alive.
-        self.pinned.release_cached(true);
+        self.pinned.release_cached(true, 0);
         // SAFETY: the last reference to the stream is going away; the driver finishes
         // any queued work before it releases the stream's resources.
         let _ = unsafe { result::stream::destroy(self.housekeeping) };

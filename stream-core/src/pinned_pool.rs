@@ -107,16 +107,18 @@ fn list_index(size: usize, kind: HostKind) -> usize {
 
 /// Pinned memory statistics of one device's pool, in bytes of page-locked memory
 /// (block sizes, so a request rounded up to its size class counts as the whole block).
+/// The pinned counterpart of [`DeviceMemoryStats`](crate::DeviceMemoryStats).
 ///
 /// ```no_run
 /// # fn main() -> stream_core::Result<()> {
 /// let dev = stream_core::Device::new(0)?;
 /// let before = dev.pinned_memory_stats();
 /// let buf = dev.alloc_pinned::<u8>(3 << 20)?;          // served from a 4 MiB block
-/// assert_eq!(dev.pinned_memory_stats().in_use, before.in_use + (4 << 20));
+/// assert_eq!(dev.pinned_memory_stats().in_use_bytes, before.in_use_bytes + (4 << 20));
 /// drop(buf);                                            // back to the pool, not freed
-/// assert_eq!(dev.pinned_memory_stats().cached, before.cached + (4 << 20));
-/// dev.trim_pinned_memory()?;                            // now freed
+/// assert_eq!(dev.pinned_memory_stats().cached_bytes, before.cached_bytes + (4 << 20));
+/// let freed = dev.trim_pinned_memory(0)?;               // now freed
+/// assert!(freed >= 4 << 20);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -124,12 +126,13 @@ fn list_index(size: usize, kind: HostKind) -> usize {
 pub struct PinnedMemoryStats {
     /// Bytes held by live [`PinnedBuffer`](crate::PinnedBuffer)s and by staged copies
     /// that are being issued right now.
-    pub in_use: usize,
+    pub in_use_bytes: usize,
     /// Bytes cached for reuse, including staging blocks whose last copy may still be
     /// running; [`Device::trim_pinned_memory`] frees them.
-    pub cached: usize,
-    /// The largest `in_use` seen since the device was opened.
-    pub peak_in_use: usize,
+    pub cached_bytes: usize,
+    /// The most bytes in use at once since the device was opened or the last
+    /// [`Device::reset_peak_pinned_memory_stats`].
+    pub peak_in_use_bytes: usize,
 }
 
 /// One page-locked allocation of the pool.
@@ -238,10 +241,16 @@ impl PinnedPool {
     /// The statistics now (each field read atomically, not all three together).
     pub(crate) fn stats(&self) -> PinnedMemoryStats {
         PinnedMemoryStats {
-            in_use: self.in_use.load(Ordering::Relaxed),
-            cached: self.cached.load(Ordering::Relaxed),
-            peak_in_use: self.peak_in_use.load(Ordering::Relaxed),
+            in_use_bytes: self.in_use.load(Ordering::Relaxed),
+            cached_bytes: self.cached.load(Ordering::Relaxed),
+            peak_in_use_bytes: self.peak_in_use.load(Ordering::Relaxed),
         }
+    }
+
+    /// Restarts the peak from the bytes in use now.
+    pub(crate) fn reset_peak(&self) {
+        self.peak_in_use
+            .store(self.in_use.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     fn list(&self, size: usize, kind: HostKind) -> MutexGuard<'_, Vec<Block>> {
@@ -349,7 +358,7 @@ impl PinnedPool {
     fn allocate(&self, size: usize, kind: HostKind) -> Result<Block> {
         let raw = match host_alloc(size, kind) {
             Err(e) if is_out_of_memory(&e) => {
-                self.release_cached(false);
+                self.release_cached(false, 0);
                 host_alloc(size, kind)
             }
             other => other,
@@ -394,21 +403,38 @@ impl PinnedPool {
         forsake(block);
     }
 
-    /// Frees the cached blocks and returns how many bytes were freed. With `wait`,
-    /// pending blocks are waited for first (blocking); without, they stay cached.
-    /// The device's context must be current.
-    pub(crate) fn release_cached(&self, wait: bool) -> usize {
+    /// Frees cached blocks, largest classes first, until at most `keep` bytes stay
+    /// cached, and returns how many bytes were freed. With `wait`, pending blocks are
+    /// waited for first (blocking); without, they stay cached. The device's context
+    /// must be current.
+    pub(crate) fn release_cached(&self, wait: bool, keep: usize) -> usize {
         let mut freed = 0;
-        for list in &self.lists {
+        // Per kind, the large list first, then the classes from 32 MiB down.
+        let order = (0..2).flat_map(|kind| {
+            (0..LISTS_PER_KIND)
+                .rev()
+                .map(move |i| kind * LISTS_PER_KIND + i)
+        });
+        for index in order {
+            if self.cached.load(Ordering::Relaxed) <= keep {
+                break;
+            }
             let taken: Vec<Block> = {
-                let mut list = list.lock().unwrap_or_else(PoisonError::into_inner);
-                if wait {
-                    std::mem::take(&mut *list)
-                } else {
-                    // Idle blocks, and blocks whose event reports an error (still armed).
-                    list.extract_if(.., |b| !matches!(b.poll_idle(), Ok(false)))
-                        .collect()
-                }
+                let mut list = self.lists[index]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let mut excess = self.cached.load(Ordering::Relaxed).saturating_sub(keep);
+                // Oldest first (the front), as long as the cache is above `keep`;
+                // without `wait`, only idle blocks and blocks whose event reports an
+                // error (still armed).
+                list.extract_if(.., |b| {
+                    let take = excess > 0 && (wait || !matches!(b.poll_idle(), Ok(false)));
+                    if take {
+                        excess = excess.saturating_sub(b.size);
+                    }
+                    take
+                })
+                .collect()
             };
             for mut block in taken {
                 self.cached.fetch_sub(block.size, Ordering::Relaxed);
@@ -457,23 +483,39 @@ fn forsake(block: Block) {
 
 impl Device {
     /// Statistics of this device's pinned memory pool: bytes in use, cached for reuse,
-    /// and the peak in use. See [`PinnedMemoryStats`].
+    /// and the peak in use. See [`PinnedMemoryStats`]. Does not block or call the
+    /// driver.
     ///
-    /// The pool is per [`Device`] handle made by [`Device::new`] (clones share it).
+    /// The pool belongs to the handle [`Device::new`] made (its clones share it):
+    /// another `Device::new` of the same GPU has a pool of its own.
     pub fn pinned_memory_stats(&self) -> PinnedMemoryStats {
         self.inner.pinned.stats()
     }
 
-    /// Frees the pinned memory this device's pool has cached and returns how many
-    /// bytes were freed. Memory held by live [`PinnedBuffer`](crate::PinnedBuffer)s is
-    /// not affected.
+    /// Restarts [`PinnedMemoryStats::peak_in_use_bytes`] from the bytes in use now.
+    pub fn reset_peak_pinned_memory_stats(&self) {
+        self.inner.pinned.reset_peak();
+    }
+
+    /// Frees pinned memory this device's pool has cached, largest blocks first, until
+    /// at most `keep_bytes` stay cached, and returns how many bytes were freed. Memory
+    /// held by live [`PinnedBuffer`](crate::PinnedBuffer)s is not affected.
     ///
-    /// **Blocks**: it waits for staged copies still using cached staging blocks, and
-    /// `cuMemFreeHost` itself may synchronise the device. Call it between phases of a
-    /// program, not in a loop that issues copies.
-    pub fn trim_pinned_memory(&self) -> Result<usize> {
+    /// **Blocks**: it waits for staged copies still using the cached staging blocks it
+    /// frees, and `cuMemFreeHost` itself may synchronise the device. Call it between
+    /// phases of a program, not in a loop that issues copies.
+    ///
+    /// ```no_run
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = stream_core::Device::new(0)?;
+    /// drop(dev.alloc_pinned::<f32>(1 << 28)?);   // 1 GiB back to the pool
+    /// let freed = dev.trim_pinned_memory(0)?;    // and now to the operating system
+    /// assert_eq!(dev.pinned_memory_stats().cached_bytes, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn trim_pinned_memory(&self, keep_bytes: usize) -> Result<usize> {
         self.inner.bind()?;
-        Ok(self.inner.pinned.release_cached(true))
+        Ok(self.inner.pinned.release_cached(true, keep_bytes))
     }
 }
 

@@ -21,9 +21,10 @@ fn run(dev: &Device) -> Result<(), Error> {
             .join()
             .unwrap_or_default()
     });
-    let _ = (stats.in_use, stats.cached, stats.peak_in_use);
+    let _ = (stats.in_use_bytes, stats.cached_bytes, stats.peak_in_use_bytes);
+    dev.reset_peak_pinned_memory_stats();
     drop((upload, download));
-    let _freed: usize = dev.trim_pinned_memory()?;
+    let _freed: usize = dev.trim_pinned_memory(0)?;
     Ok(())
 }
 
