@@ -15,14 +15,17 @@
 //! [`Scope::copy_to_device`](crate::Scope::copy_to_device) (and `upload`) and
 //! [`Scope::copy_to_host`](crate::Scope::copy_to_host) stage a copy when it moves at
 //! least the direction's threshold ([`DEFAULT_THRESHOLD`], 1 MiB) **and** the host
-//! memory is pageable. Smaller copies, and host memory the driver knows (pinned,
-//! registered or managed: [`PinnedBuffer`](crate::PinnedBuffer)s and their sub-slices
-//! included), use the driver's direct path.
+//! memory is pageable. Smaller copies, and pinned memory
+//! ([`PinnedBuffer`](crate::PinnedBuffer)s and their sub-slices included), use the
+//! driver's direct path.
 //!
-//! Pageable memory is detected with `cuPointerGetAttribute(MEMORY_TYPE)` on the first
-//! and the last byte: the driver answers for memory it allocated, registered or maps,
-//! and fails for plain pageable memory. Two lookups cost about a microsecond, only for
-//! copies above the threshold.
+//! Pinned memory is recognised on its first and last byte by `cuMemHostGetFlags`,
+//! which succeeds only inside a `cuMemHostAlloc` allocation (of any context or
+//! library); memory `cuPointerGetAttribute(MEMORY_TYPE)` reports as device or managed
+//! also takes the direct path. Everything else is treated as pageable, including host
+//! memory page-locked with `cuMemHostRegister` (this library registers none), because
+//! the driver may report plain pageable memory as `HOST` under HMM. The lookups cost
+//! about a microsecond, only for copies above the threshold.
 //!
 //! The threshold was estimated, not measured (this code was written on a machine
 //! without a GPU): at 1 MiB the driver's pageable path takes ~120 us at 8.4 GB/s, a
@@ -205,9 +208,9 @@ pub fn staged_copy_counts() -> (u64, u64) {
     STAGED.with(Cell::get)
 }
 
-/// `true` when the driver knows `host` as page-locked, registered or managed memory
-/// (both its first and last byte), that is, when copies take the direct path at any
-/// size. Binds the device's context on this thread.
+/// `true` when `host` (its first and last byte) is `cuMemHostAlloc` memory, or device
+/// or managed memory: copies of it take the direct path at any size. Binds the
+/// device's context on this thread.
 pub fn host_memory_is_pinned<T: DeviceRepr>(device: &Device, host: &[T]) -> Result<bool> {
     device.inner.bind()?;
     Ok(!is_pageable(as_bytes(host)))
@@ -229,20 +232,48 @@ pub(crate) fn as_bytes_mut<T: DeviceRepr>(slice: &mut [T]) -> &mut [u8] {
 }
 
 /// `true` unless the driver knows both the first and the last byte of `bytes`
-/// (`bytes` is not empty). A failed lookup means "not the driver's", so pageable.
+/// (`bytes` is not empty) as memory it can DMA directly.
 fn is_pageable(bytes: &[u8]) -> bool {
     match (bytes.first(), bytes.last()) {
-        (Some(first), Some(last)) => !(known_to_driver(first) && known_to_driver(last)),
+        (Some(first), Some(last)) => !(dma_capable(first) && dma_capable(last)),
         _ => false,
     }
 }
 
-/// `true` when `cuPointerGetAttribute(MEMORY_TYPE)` succeeds for the address.
-fn known_to_driver(byte: &u8) -> bool {
+/// `true` for page-locked memory from `cuMemHostAlloc` (any context's: `PinnedBuffer`s,
+/// other libraries' pinned buffers), and for device or managed memory, which the
+/// driver copies without a host staging copy of ours.
+///
+/// Plain `CU_MEMORYTYPE_HOST` is not trusted alone: with HMM (heterogeneous memory
+/// management, open kernel modules), the driver may know pageable memory too.
+/// Memory page-locked by `cuMemHostRegister` (this library never registers any) is
+/// therefore staged: correct, if slower than its direct DMA.
+fn dma_capable(byte: &u8) -> bool {
+    host_alloc_flags(byte).is_some()
+        || memory_type(byte).is_some_and(|t| t != sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32)
+}
+
+/// The `cuMemHostAlloc` flags of the allocation holding `byte`, or `None` when it is
+/// not such an allocation.
+fn host_alloc_flags(byte: &u8) -> Option<u32> {
+    let mut flags: std::ffi::c_uint = 0;
+    // SAFETY: the call only looks the address up in the driver's tables (it does not
+    // access the memory) and writes one `unsigned int` to `flags`, a live `c_uint`; a
+    // context is current (callers run inside a scope or bound it).
+    let status = unsafe {
+        sys::cuMemHostGetFlags(&raw mut flags, std::ptr::from_ref(byte).cast_mut().cast())
+    };
+    (status == sys::CUresult::CUDA_SUCCESS).then_some(flags)
+}
+
+/// `cuPointerGetAttribute(MEMORY_TYPE)` of `byte`'s address, as the raw `CUmemorytype`
+/// value, or `None` when the driver does not know the address.
+fn memory_type(byte: &u8) -> Option<u32> {
     let mut memory_type: u32 = 0;
     // SAFETY: the call only looks the address up in the driver's tables (it does not
     // dereference it) and writes one `CUmemorytype`, a 32-bit C enum, to `memory_type`,
-    // a live `u32`; a context is current (callers run inside a scope or bound it).
+    // a live `u32` (read as a plain integer, never as the Rust enum); a context is
+    // current (callers run inside a scope or bound it).
     let status = unsafe {
         sys::cuPointerGetAttribute(
             (&raw mut memory_type).cast(),
@@ -250,7 +281,7 @@ fn known_to_driver(byte: &u8) -> bool {
             std::ptr::from_ref(byte) as sys::CUdeviceptr,
         )
     };
-    status == sys::CUresult::CUDA_SUCCESS
+    (status == sys::CUresult::CUDA_SUCCESS).then_some(memory_type)
 }
 
 /// Copies `src` to device memory at `dst` through staging when the configuration and
