@@ -45,8 +45,15 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                 ];
                 interleaved(warmup, reps, &mut samplers)?
             };
-            let gbs: Vec<Stats> = stats.iter().map(|s| s.map(|t| bytes as f64 / t / 1e9)).collect();
-            let dir = if up { "host-to-device" } else { "device-to-host" };
+            let gbs: Vec<Stats> = stats
+                .iter()
+                .map(|s| s.map(|t| bytes as f64 / t / 1e9))
+                .collect();
+            let dir = if up {
+                "host-to-device"
+            } else {
+                "device-to-host"
+            };
             let mut row = Row::new(
                 "bandwidth",
                 format!("pinned {dir}, {} MiB", bytes / MIB),
@@ -134,8 +141,10 @@ impl Raw {
                 .context("cuMemcpyHtoDAsync")
         } else {
             // SAFETY: as above; nothing reads `host` before the synchronisation.
-            unsafe { result::memcpy_dtoh_async(self.host.as_mut_slice(), self.device.ptr, self.stream) }
-                .context("cuMemcpyDtoHAsync")
+            unsafe {
+                result::memcpy_dtoh_async(self.host.as_mut_slice(), self.device.ptr, self.stream)
+            }
+            .context("cuMemcpyDtoHAsync")
         };
         let stopped = self.timer.stop(self.stream);
         // SAFETY: the stream is alive (owned by `Env`).
@@ -167,8 +176,12 @@ impl Cudarc {
                 .alloc_pinned_with_flags::<f32>(n, sys::CU_MEMHOSTALLOC_PORTABLE)
         }
         .context("cudarc: alloc_pinned_with_flags")?;
-        host.as_mut_slice().context("cudarc: as_mut_slice")?.fill(1.0);
-        let device = stream.alloc_zeros::<f32>(n).context("cudarc: alloc_zeros")?;
+        host.as_mut_slice()
+            .context("cudarc: as_mut_slice")?
+            .fill(1.0);
+        let device = stream
+            .alloc_zeros::<f32>(n)
+            .context("cudarc: alloc_zeros")?;
         stream.synchronize().context("cudarc: synchronize")?;
         Ok(Cudarc {
             stream,

@@ -76,7 +76,8 @@ pub fn compile_cubin(source: &str, (major, minor): (i32, i32)) -> Result<Vec<u8>
             "the NVRTC runtime compiler (libnvrtc) could not be loaded; install the CUDA toolkit's NVRTC library",
         ));
     }
-    let c_source = CString::new(source).map_err(|_| Error::msg("CUDA source contains a NUL byte"))?;
+    let c_source =
+        CString::new(source).map_err(|_| Error::msg("CUDA source contains a NUL byte"))?;
     let program = Program(
         nvrtc::create_program(&c_source, None)
             .map_err(|e| Error::msg(format!("nvrtcCreateProgram failed: {e:?}")))?,
@@ -91,7 +92,11 @@ pub fn compile_cubin(source: &str, (major, minor): (i32, i32)) -> Result<Vec<u8>
         // SAFETY: as above; a log exists after a compile attempt.
         let log = unsafe { nvrtc::get_program_log(program.0) }
             .map(|chars| {
-                let bytes: Vec<u8> = chars.into_iter().map(|c| c as u8).take_while(|&b| b != 0).collect();
+                let bytes: Vec<u8> = chars
+                    .into_iter()
+                    .map(|c| c as u8)
+                    .take_while(|&b| b != 0)
+                    .collect();
                 String::from_utf8_lossy(&bytes).into_owned()
             })
             .unwrap_or_default();

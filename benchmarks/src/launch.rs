@@ -53,8 +53,14 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             let mut one: Vec<Sampler<'_>> = vec![
                 ("ours, 1 stream", Box::new(|| ours1.sample(launches, sync))),
                 ("raw, 1 stream", Box::new(|| raw1.sample(launches, sync))),
-                ("cudarc, default stream", Box::new(|| cu1.sample(launches, sync))),
-                ("cudarc, own stream", Box::new(|| cu1_tracked.sample(launches, sync))),
+                (
+                    "cudarc, default stream",
+                    Box::new(|| cu1.sample(launches, sync)),
+                ),
+                (
+                    "cudarc, own stream",
+                    Box::new(|| cu1_tracked.sample(launches, sync)),
+                ),
             ];
             let one = interleaved(warmup, reps, &mut one)?;
             let mut two: Vec<Sampler<'_>> = vec![
@@ -69,13 +75,23 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         } else {
             format!("{what}: batches of {launches}")
         };
-        let mut row = Row::new("launch", format!("{label}, 1 stream"), "ns/launch", Better::Lower);
+        let mut row = Row::new(
+            "launch",
+            format!("{label}, 1 stream"),
+            "ns/launch",
+            Better::Lower,
+        );
         let [o, r, c1, c2]: [_; 4] = one
             .try_into()
             .map_err(|_| Error::msg("launch: expected four results"))?;
         (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r), Some(c1), Some(c2));
         rep.push(row.check_vs_raw(1.03, Source::Issue));
-        let mut row = Row::new("launch", format!("{label}, 2 streams"), "ns/launch", Better::Lower);
+        let mut row = Row::new(
+            "launch",
+            format!("{label}, 2 streams"),
+            "ns/launch",
+            Better::Lower,
+        );
         let [o, r, c2]: [_; 3] = two
             .try_into()
             .map_err(|_| Error::msg("launch: expected three results"))?;
@@ -228,7 +244,8 @@ impl Raw {
                     // SAFETY: `tiny_u32(unsigned*, size_t)` gets a pointer to 4 bytes of
                     // device memory and the length 1; the memory outlives the launch
                     // (synchronised before it is freed).
-                    unsafe { result::launch_kernel(f, g, b, 0, *s0, &mut args) }.context("cuLaunchKernel")?;
+                    unsafe { result::launch_kernel(f, g, b, 0, *s0, &mut args) }
+                        .context("cuLaunchKernel")?;
                 }
                 Ok(per_launch(t, launches))
             }
@@ -237,23 +254,37 @@ impl Raw {
                 // orders `s1` after the work on `s0` so far.
                 unsafe { result::event::record(self.fork.0, *s0) }.context("cuEventRecord")?;
                 // SAFETY: as above.
-                unsafe { result::stream::wait_event(*s1, self.fork.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-                    .context("cuStreamWaitEvent")?;
+                unsafe {
+                    result::stream::wait_event(
+                        *s1,
+                        self.fork.0,
+                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                    )
+                }
+                .context("cuStreamWaitEvent")?;
                 let mut args_a = [arg(&ya.ptr), arg(&len)];
                 let mut args_b = [arg(&yb.ptr), arg(&len)];
                 let t = Instant::now();
                 for _ in 0..launches / 2 {
                     // SAFETY: as for one stream; each stream has its own counter.
-                    unsafe { result::launch_kernel(f, g, b, 0, *s0, &mut args_a) }.context("cuLaunchKernel")?;
+                    unsafe { result::launch_kernel(f, g, b, 0, *s0, &mut args_a) }
+                        .context("cuLaunchKernel")?;
                     // SAFETY: as above.
-                    unsafe { result::launch_kernel(f, g, b, 0, *s1, &mut args_b) }.context("cuLaunchKernel")?;
+                    unsafe { result::launch_kernel(f, g, b, 0, *s1, &mut args_b) }
+                        .context("cuLaunchKernel")?;
                 }
                 let ns = per_launch(t, launches / 2 * 2);
                 // SAFETY: as for the fork, the other way round.
                 unsafe { result::event::record(self.join.0, *s1) }.context("cuEventRecord")?;
                 // SAFETY: as above.
-                unsafe { result::stream::wait_event(*s0, self.join.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-                    .context("cuStreamWaitEvent")?;
+                unsafe {
+                    result::stream::wait_event(
+                        *s0,
+                        self.join.0,
+                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                    )
+                }
+                .context("cuStreamWaitEvent")?;
                 Ok(ns)
             }
             _ => Err(Error::msg("raw: one or two streams")),

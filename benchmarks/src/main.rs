@@ -68,7 +68,8 @@ const CASES: [Case; 7] = [
     },
     Case {
         name: "pipeline",
-        what: "4. chunked upload/kernel/download on 1, 2, 4 streams vs the overlap bound (GPU time)",
+        what:
+            "4. chunked upload/kernel/download on 1, 2, 4 streams vs the overlap bound (GPU time)",
         run: pipeline::run,
     },
     Case {
@@ -137,7 +138,9 @@ impl Env {
         let raw_module = RawModule::load(&cubin)?;
         let raw_tiny = RawFunction(raw_module.function("tiny_u32")?);
         let raw_work = RawFunction(raw_module.function("work_f32")?);
-        let raw_streams = (0..4).map(|_| RawStream::new()).collect::<Result<Vec<_>>>()?;
+        let raw_streams = (0..4)
+            .map(|_| RawStream::new())
+            .collect::<Result<Vec<_>>>()?;
 
         let ctx1 = CudaContext::new(ordinal).context("cudarc: CudaContext::new")?;
         let cu1 = ctx1.default_stream();
@@ -166,7 +169,11 @@ impl Env {
             ("ordinal".to_owned(), ordinal.to_string()),
             (
                 "compute_capability".to_owned(),
-                format!("{}.{}", dev.compute_capability().0, dev.compute_capability().1),
+                format!(
+                    "{}.{}",
+                    dev.compute_capability().0,
+                    dev.compute_capability().1
+                ),
             ),
             (
                 "memory_mib".to_owned(),
@@ -174,12 +181,20 @@ impl Env {
             ),
             ("driver".to_owned(), raw::driver_version()?),
             ("date_utc".to_owned(), report::utc_now()),
-            ("mode".to_owned(), if cfg.quick { "quick" } else { "full" }.to_owned()),
+            (
+                "mode".to_owned(),
+                if cfg.quick { "quick" } else { "full" }.to_owned(),
+            ),
             (
                 "host_cpus".to_owned(),
-                std::thread::available_parallelism().map_or(0, |n| n.get()).to_string(),
+                std::thread::available_parallelism()
+                    .map_or(0, |n| n.get())
+                    .to_string(),
             ),
-            ("benchmarks_version".to_owned(), env!("CARGO_PKG_VERSION").to_owned()),
+            (
+                "benchmarks_version".to_owned(),
+                env!("CARGO_PKG_VERSION").to_owned(),
+            ),
         ];
         Ok((
             Env {
@@ -211,7 +226,8 @@ struct Args {
     device: usize,
 }
 
-const USAGE: &str = "usage: bench [--quick] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--list]
+const USAGE: &str =
+    "usage: bench [--quick] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--list]
 
   --quick        small sizes and few repetitions (a smoke run of a few seconds)
   --case NAMES   run only these cases (repeatable, or comma-separated); see --list
@@ -228,7 +244,10 @@ fn parse_args() -> std::result::Result<Option<Args>, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
-        let mut value = |flag: &str| it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
+        let mut value = |flag: &str| {
+            it.next()
+                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+        };
         match a.as_str() {
             "--quick" => args.quick = true,
             "--json" => args.json = value("--json")?,
@@ -266,7 +285,8 @@ fn parse_args() -> std::result::Result<Option<Args>, String> {
         args.cases = CASES.iter().collect();
     }
     // Run in the table's order whatever order they were named in.
-    args.cases.sort_by_key(|c| CASES.iter().position(|k| k.name == c.name));
+    args.cases
+        .sort_by_key(|c| CASES.iter().position(|k| k.name == c.name));
     Ok(Some(args))
 }
 
@@ -285,7 +305,9 @@ fn main() {
         Err(e) => {
             eprintln!("bench: {e}");
             if e.is_no_gpu() {
-                eprintln!("bench: the benchmark needs an NVIDIA GPU and its driver; none was found.");
+                eprintln!(
+                    "bench: the benchmark needs an NVIDIA GPU and its driver; none was found."
+                );
             }
             std::process::exit(1);
         }
@@ -299,7 +321,11 @@ fn main() {
     }
     let start = std::time::Instant::now();
     for case in &args.cases {
-        println!("\n== {} ({:.1} s)", case.what, start.elapsed().as_secs_f64());
+        println!(
+            "\n== {} ({:.1} s)",
+            case.what,
+            start.elapsed().as_secs_f64()
+        );
         if let Err(e) = (case.run)(&env, &mut report) {
             eprintln!("bench: case {} failed: {e}", case.name);
             report.errors.push((case.name.to_owned(), e.to_string()));

@@ -6,8 +6,6 @@
 //! then the next sample of each, ...), so that clock and temperature drift during the
 //! run affects them all alike.
 
-use std::time::Instant;
-
 use cudarc::driver::{result, sys};
 
 use crate::error::{Context, Error, Result};
@@ -50,7 +48,9 @@ impl Stats {
             return Err(Error::msg("no samples were taken"));
         }
         if let Some(bad) = samples.iter().find(|v| !v.is_finite()) {
-            return Err(Error::msg(format!("a sample is not a finite number: {bad}")));
+            return Err(Error::msg(format!(
+                "a sample is not a finite number: {bad}"
+            )));
         }
         let mut sorted = samples.clone();
         sorted.sort_by(f64::total_cmp);
@@ -101,13 +101,6 @@ pub fn interleaved(warmup: usize, reps: usize, samplers: &mut [Sampler<'_>]) -> 
         .zip(samples)
         .map(|((label, _), s)| Stats::new(s).context(label))
         .collect()
-}
-
-/// Host seconds taken by `f`.
-pub fn host_seconds(f: impl FnOnce() -> Result<()>) -> Result<f64> {
-    let start = Instant::now();
-    f()?;
-    Ok(start.elapsed().as_secs_f64())
 }
 
 /// A pair of timing events: GPU time between two points of one stream, or from a
@@ -167,11 +160,6 @@ impl Drop for GpuTimer {
     }
 }
 
-/// `bytes / seconds` in GB/s (10^9 bytes per second).
-pub fn gb_per_s(bytes: usize, seconds: f64) -> f64 {
-    bytes as f64 / seconds / 1e9
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,15 +208,17 @@ mod tests {
         ];
         let stats = interleaved(1, 3, &mut samplers).unwrap();
         drop(samplers);
-        assert_eq!(order.into_inner(), vec!['a', 'b', 'a', 'b', 'a', 'b', 'a', 'b']);
+        assert_eq!(
+            order.into_inner(),
+            vec!['a', 'b', 'a', 'b', 'a', 'b', 'a', 'b']
+        );
         assert_eq!(stats[0].samples, vec![2.0, 3.0, 4.0]);
         assert_eq!(stats[1].median, 7.0);
     }
 
     #[test]
     fn a_failing_sampler_names_itself() {
-        let mut samplers: Vec<Sampler<'_>> =
-            vec![("ours", Box::new(|| Err(Error::msg("boom"))))];
+        let mut samplers: Vec<Sampler<'_>> = vec![("ours", Box::new(|| Err(Error::msg("boom"))))];
         let e = interleaved(0, 1, &mut samplers).unwrap_err();
         assert_eq!(e.to_string(), "ours: boom");
     }

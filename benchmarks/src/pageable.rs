@@ -82,7 +82,10 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             ];
             interleaved(warmup, reps, &mut samplers)?
         };
-        let gbs: Vec<Stats> = stats.iter().map(|s| s.map(|t| bytes as f64 / t / 1e9)).collect();
+        let gbs: Vec<Stats> = stats
+            .iter()
+            .map(|s| s.map(|t| bytes as f64 / t / 1e9))
+            .collect();
         let [o, r, c, pin]: [Stats; 4] = gbs
             .try_into()
             .map_err(|_| Error::msg("pageable: expected four results"))?;
@@ -96,7 +99,10 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         rep.push(row.check_vs_raw(3.0, Source::Issue));
         let mut row = Row::new(
             "pageable",
-            format!("(ceiling) pinned host-to-device, {} MiB, host time", bytes / MIB),
+            format!(
+                "(ceiling) pinned host-to-device, {} MiB, host time",
+                bytes / MIB
+            ),
             "GB/s",
             Better::Higher,
         );
@@ -112,7 +118,8 @@ fn raw_copy(stream: sys::CUstream, dst: sys::CUdeviceptr, src: &[f32]) -> Result
     let t = std::time::Instant::now();
     // SAFETY: `dst` holds as many bytes as `src`; `src` is borrowed until the stream is
     // synchronised below.
-    let copied = unsafe { result::memcpy_htod_async(dst, src, stream) }.context("cuMemcpyHtoDAsync");
+    let copied =
+        unsafe { result::memcpy_htod_async(dst, src, stream) }.context("cuMemcpyHtoDAsync");
     // SAFETY: the stream is alive (owned by `Env`).
     unsafe { result::stream::synchronize(stream) }.context("cuStreamSynchronize")?;
     copied?;

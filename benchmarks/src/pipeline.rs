@@ -67,7 +67,10 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     // outputs poisoned so that a chunk that was never written is caught.
     let input = |i: usize| (i % 4093) as f32 * 0.25 - 500.0;
     let mut ours_in = env.dev.alloc_pinned::<f32>(shape.total)?;
-    ours_in.iter_mut().enumerate().for_each(|(i, v)| *v = input(i));
+    ours_in
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, v)| *v = input(i));
     let mut ours_out = env.dev.alloc_pinned::<f32>(shape.total)?;
     ours_out.fill(f32::NAN);
     let mut raw_in = RawPinned::new(shape.total)?;
@@ -79,15 +82,21 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let mut cu_out = Vec::with_capacity(shape.chunks());
     for c in 0..shape.chunks() {
         // SAFETY: written in full just below, before any use.
-        let mut i = unsafe { ctx2.alloc_pinned_with_flags::<f32>(shape.chunk, sys::CU_MEMHOSTALLOC_PORTABLE) }
-            .context("cudarc: alloc_pinned_with_flags")?;
+        let mut i = unsafe {
+            ctx2.alloc_pinned_with_flags::<f32>(shape.chunk, sys::CU_MEMHOSTALLOC_PORTABLE)
+        }
+        .context("cudarc: alloc_pinned_with_flags")?;
         i.as_mut_slice()
             .context("cudarc: as_mut_slice")?
             .copy_from_slice(&ours_in[c * shape.chunk..(c + 1) * shape.chunk]);
         // SAFETY: as above.
-        let mut o = unsafe { ctx2.alloc_pinned_with_flags::<f32>(shape.chunk, sys::CU_MEMHOSTALLOC_PORTABLE) }
-            .context("cudarc: alloc_pinned_with_flags")?;
-        o.as_mut_slice().context("cudarc: as_mut_slice")?.fill(f32::NAN);
+        let mut o = unsafe {
+            ctx2.alloc_pinned_with_flags::<f32>(shape.chunk, sys::CU_MEMHOSTALLOC_PORTABLE)
+        }
+        .context("cudarc: alloc_pinned_with_flags")?;
+        o.as_mut_slice()
+            .context("cudarc: as_mut_slice")?
+            .fill(f32::NAN);
         cu_in.push(i);
         cu_out.push(o);
     }
@@ -103,13 +112,37 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let (u, k, d) = (t.upload / n, t.kernel / n, t.download / n);
     let bound = t.upload.max(t.kernel).max(t.download) + (u + k + d - u.max(k).max(d));
     let serial = t.upload + t.kernel + t.download;
-    rep.figure("pipeline", format!("total {} MiB in {} chunks", total_bytes / MIB, shape.chunks()), shape.chunk as f64 * 4.0 / MIB as f64, "MiB/chunk");
-    rep.figure("pipeline", "kernel iterations per element (calibrated)", f64::from(shape.iters), "iterations");
+    rep.figure(
+        "pipeline",
+        format!(
+            "total {} MiB in {} chunks",
+            total_bytes / MIB,
+            shape.chunks()
+        ),
+        shape.chunk as f64 * 4.0 / MIB as f64,
+        "MiB/chunk",
+    );
+    rep.figure(
+        "pipeline",
+        "kernel iterations per element (calibrated)",
+        f64::from(shape.iters),
+        "iterations",
+    );
     rep.figure("pipeline", "upload alone (U)", t.upload * 1e3, "ms");
     rep.figure("pipeline", "kernel alone (K)", t.kernel * 1e3, "ms");
     rep.figure("pipeline", "download alone (D)", t.download * 1e3, "ms");
-    rep.figure("pipeline", "upload and download together, 2 streams", t.both_copies * 1e3, "ms");
-    rep.figure("pipeline", "bound max(U,K,D) + fill/drain", bound * 1e3, "ms");
+    rep.figure(
+        "pipeline",
+        "upload and download together, 2 streams",
+        t.both_copies * 1e3,
+        "ms",
+    );
+    rep.figure(
+        "pipeline",
+        "bound max(U,K,D) + fill/drain",
+        bound * 1e3,
+        "ms",
+    );
     rep.figure("pipeline", "serial U+K+D", serial * 1e3, "ms");
 
     let ours_timer = GpuTimer::new()?;
@@ -121,11 +154,23 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             let mut samplers: Vec<Sampler<'_>> = vec![
                 (
                     "ours",
-                    Box::new(|| ours_pipeline(env, lanes, &ours_in, &mut ours_out, shape, &ours_timer)),
+                    Box::new(|| {
+                        ours_pipeline(env, lanes, &ours_in, &mut ours_out, shape, &ours_timer)
+                    }),
                 ),
                 (
                     "raw",
-                    Box::new(|| raw_pipeline(env, lanes, &raw_in, &mut raw_out, shape, &raw_timer, &raw_events)),
+                    Box::new(|| {
+                        raw_pipeline(
+                            env,
+                            lanes,
+                            &raw_in,
+                            &mut raw_out,
+                            shape,
+                            &raw_timer,
+                            &raw_events,
+                        )
+                    }),
                 ),
                 (
                     "cudarc",
@@ -134,13 +179,30 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             ];
             interleaved(warmup, reps, &mut samplers)?
         };
-        let eff: Vec<Stats> = stats.iter().map(|s| s.map(|time| 100.0 * bound / time)).collect();
+        let eff: Vec<Stats> = stats
+            .iter()
+            .map(|s| s.map(|time| 100.0 * bound / time))
+            .collect();
         let [o, r, c]: [Stats; 3] = eff
             .try_into()
             .map_err(|_| Error::msg("pipeline: expected three results"))?;
-        for (who, s) in [("ours", &stats[0]), ("raw", &stats[1]), ("cudarc", &stats[2])] {
-            rep.figure("pipeline", format!("{who}, {lanes} stream(s): time"), s.median * 1e3, "ms");
-            rep.figure("pipeline", format!("{who}, {lanes} stream(s): overlap (serial / time)"), serial / s.median, "x");
+        for (who, s) in [
+            ("ours", &stats[0]),
+            ("raw", &stats[1]),
+            ("cudarc", &stats[2]),
+        ] {
+            rep.figure(
+                "pipeline",
+                format!("{who}, {lanes} stream(s): time"),
+                s.median * 1e3,
+                "ms",
+            );
+            rep.figure(
+                "pipeline",
+                format!("{who}, {lanes} stream(s): overlap (serial / time)"),
+                serial / s.median,
+                "x",
+            );
         }
         let mut row = Row::new(
             "pipeline",
@@ -244,7 +306,9 @@ fn ours_pipeline(
     let streams = &env.streams[..lanes];
     scope(&streams[0], |s| {
         timer.start(raw_stream(s))?;
-        let chunks = input.chunks(shape.chunk).zip(output.chunks_mut(shape.chunk));
+        let chunks = input
+            .chunks(shape.chunk)
+            .zip(output.chunks_mut(shape.chunk));
         with_lanes(s, &streams[1..], &[&s], |lanes| {
             for (i, (x, y)) in chunks.enumerate() {
                 lanes[i % lanes.len()].chunk(shape.iters, x, y)?;
@@ -289,12 +353,21 @@ fn raw_pipeline(
         unsafe { result::event::record(events.fork.0, s0) }.context("cuEventRecord")?;
         for &s in &streams[1..] {
             // SAFETY: as above.
-            unsafe { result::stream::wait_event(s, events.fork.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-                .context("cuStreamWaitEvent")?;
+            unsafe {
+                result::stream::wait_event(
+                    s,
+                    events.fork.0,
+                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                )
+            }
+            .context("cuStreamWaitEvent")?;
         }
         let bytes = shape.chunk * 4;
         let cfg = work_config(shape.chunk);
-        let chunks = input.as_slice().chunks(shape.chunk).zip(output.as_mut_slice().chunks_mut(shape.chunk));
+        let chunks = input
+            .as_slice()
+            .chunks(shape.chunk)
+            .zip(output.as_mut_slice().chunks_mut(shape.chunk));
         for (i, (x, y)) in chunks.enumerate() {
             let st = streams[i % lanes];
             // SAFETY: `st` is a live stream of the current context.
@@ -322,8 +395,14 @@ fn raw_pipeline(
             // SAFETY: the event and streams are alive; `s0` now waits for `s`.
             unsafe { result::event::record(join.0, s) }.context("cuEventRecord")?;
             // SAFETY: as above.
-            unsafe { result::stream::wait_event(s0, join.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-                .context("cuStreamWaitEvent")?;
+            unsafe {
+                result::stream::wait_event(
+                    s0,
+                    join.0,
+                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                )
+            }
+            .context("cuStreamWaitEvent")?;
         }
         timer.stop(s0)
     })();
@@ -414,34 +493,62 @@ impl Stages {
         })
     }
 
-    fn measure(&self, input: &RawPinned, output: &mut RawPinned, shape: Shape, reps: usize) -> Result<StageTimes> {
+    fn measure(
+        &self,
+        input: &RawPinned,
+        output: &mut RawPinned,
+        shape: Shape,
+        reps: usize,
+    ) -> Result<StageTimes> {
         let cfg = work_config(shape.chunk);
         let mut stage = |which: u8| -> Result<f64> {
             self.timer.start(self.stream)?;
-            let chunks = input.as_slice().chunks(shape.chunk).zip(output.as_mut_slice().chunks_mut(shape.chunk));
+            let chunks = input
+                .as_slice()
+                .chunks(shape.chunk)
+                .zip(output.as_mut_slice().chunks_mut(shape.chunk));
             let enqueued = chunks.into_iter().try_for_each(|(x, y)| -> Result<()> {
                 match which {
                     // SAFETY: `self.x` holds a chunk; `x` is pinned and outlives the copy
                     // (synchronised below).
-                    0 => unsafe { result::memcpy_htod_async(self.x.ptr, x, self.stream) }.context("cuMemcpyHtoDAsync"),
+                    0 => unsafe { result::memcpy_htod_async(self.x.ptr, x, self.stream) }
+                        .context("cuMemcpyHtoDAsync"),
                     1 => {
                         let (iters, len) = (shape.iters, shape.chunk);
-                        let mut args = [arg(&iters), arg(&self.x.ptr), arg(&len), arg(&self.y.ptr), arg(&len)];
+                        let mut args = [
+                            arg(&iters),
+                            arg(&self.x.ptr),
+                            arg(&len),
+                            arg(&self.y.ptr),
+                            arg(&len),
+                        ];
                         // SAFETY: `work_f32` gets two device buffers of `len` floats.
-                        unsafe { result::launch_kernel(self.function, cfg.grid, cfg.block, 0, self.stream, &mut args) }
-                            .context("cuLaunchKernel")
+                        unsafe {
+                            result::launch_kernel(
+                                self.function,
+                                cfg.grid,
+                                cfg.block,
+                                0,
+                                self.stream,
+                                &mut args,
+                            )
+                        }
+                        .context("cuLaunchKernel")
                     }
                     2 => {
                         // SAFETY: `y` has as many bytes as `self.y`; nothing reads it before
                         // the synchronisation below.
-                        unsafe { result::memcpy_dtoh_async(y, self.y.ptr, self.stream) }.context("cuMemcpyDtoHAsync")
+                        unsafe { result::memcpy_dtoh_async(y, self.y.ptr, self.stream) }
+                            .context("cuMemcpyDtoHAsync")
                     }
                     _ => {
                         // Upload on the first stream and download on the second, together.
                         // SAFETY: as for stages 0 and 2.
-                        unsafe { result::memcpy_htod_async(self.x.ptr, x, self.stream) }.context("cuMemcpyHtoDAsync")?;
+                        unsafe { result::memcpy_htod_async(self.x.ptr, x, self.stream) }
+                            .context("cuMemcpyHtoDAsync")?;
                         // SAFETY: as for stage 2 (`y2` is only read by this download).
-                        unsafe { result::memcpy_dtoh_async(y, self.y2.ptr, self.other) }.context("cuMemcpyDtoHAsync")
+                        unsafe { result::memcpy_dtoh_async(y, self.y2.ptr, self.other) }
+                            .context("cuMemcpyDtoHAsync")
                     }
                 }
             });
@@ -452,8 +559,14 @@ impl Stages {
                     .context("cuEventRecord")
                     .and_then(|()| {
                         // SAFETY: as above.
-                        unsafe { result::stream::wait_event(self.stream, self.join.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-                            .context("cuStreamWaitEvent")
+                        unsafe {
+                            result::stream::wait_event(
+                                self.stream,
+                                self.join.0,
+                                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                            )
+                        }
+                        .context("cuStreamWaitEvent")
                     })
             } else {
                 Ok(())
@@ -470,7 +583,9 @@ impl Stages {
         };
         let mut med = |which: u8| -> Result<f64> {
             stage(which)?; // warm-up
-            let samples = (0..reps).map(|_| stage(which)).collect::<Result<Vec<_>>>()?;
+            let samples = (0..reps)
+                .map(|_| stage(which))
+                .collect::<Result<Vec<_>>>()?;
             Ok(Stats::new(samples)?.median)
         };
         // The kernel's input must hold real data: upload first.

@@ -54,7 +54,8 @@ impl RawStream {
     /// A new non-blocking stream in the current context.
     pub fn new() -> Result<Self> {
         Ok(RawStream(
-            result::stream::create(result::stream::StreamKind::NonBlocking).context("cuStreamCreate")?,
+            result::stream::create(result::stream::StreamKind::NonBlocking)
+                .context("cuStreamCreate")?,
         ))
     }
 
@@ -86,7 +87,8 @@ impl RawEvent {
     /// A new event in the current context.
     pub fn new() -> Result<Self> {
         Ok(RawEvent(
-            result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).context("cuEventCreate")?,
+            result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+                .context("cuEventCreate")?,
         ))
     }
 }
@@ -149,7 +151,9 @@ impl RawPinned {
             .checked_mul(4)
             .ok_or_else(|| Error::msg("pinned allocation size overflows"))?;
         if bytes == 0 {
-            return Err(Error::msg("a pinned allocation of zero bytes was asked for"));
+            return Err(Error::msg(
+                "a pinned allocation of zero bytes was asked for",
+            ));
         }
         // SAFETY: plain allocation in the current context; the result is checked and
         // zeroed below before anyone reads it.
@@ -195,15 +199,18 @@ impl RawModule {
     pub fn load(cubin: &[u8]) -> Result<Self> {
         // SAFETY: `cubin` is an image produced by NVRTC for this device, alive for the
         // call; the context is current.
-        let module = unsafe { result::module::load_data(cubin.as_ptr().cast()) }.context("cuModuleLoadData")?;
+        let module = unsafe { result::module::load_data(cubin.as_ptr().cast()) }
+            .context("cuModuleLoadData")?;
         Ok(RawModule(module))
     }
 
     /// The kernel `name` in this module. The function is valid while `self` lives.
     pub fn function(&self, name: &str) -> Result<sys::CUfunction> {
-        let c_name = CString::new(name).map_err(|_| Error::msg("kernel name contains a NUL byte"))?;
+        let c_name =
+            CString::new(name).map_err(|_| Error::msg("kernel name contains a NUL byte"))?;
         // SAFETY: the module is loaded (owned by `self`).
-        unsafe { result::module::get_function(self.0, c_name) }.context(&format!("cuModuleGetFunction({name})"))
+        unsafe { result::module::get_function(self.0, c_name) }
+            .context(&format!("cuModuleGetFunction({name})"))
     }
 }
 

@@ -86,7 +86,12 @@ pub struct Row {
 
 impl Row {
     /// A row without figures yet.
-    pub fn new(case: &'static str, name: impl Into<String>, unit: &'static str, better: Better) -> Row {
+    pub fn new(
+        case: &'static str,
+        name: impl Into<String>,
+        unit: &'static str,
+        better: Better,
+    ) -> Row {
         Row {
             case,
             name: name.into(),
@@ -167,7 +172,13 @@ impl Report {
     }
 
     /// Records a free-standing figure and prints it.
-    pub fn figure(&mut self, case: &'static str, name: impl Into<String>, value: f64, unit: &'static str) {
+    pub fn figure(
+        &mut self,
+        case: &'static str,
+        name: impl Into<String>,
+        value: f64,
+        unit: &'static str,
+    ) {
         let name = name.into();
         println!("  {case}: {name} = {} {unit}", fmt_num(value));
         self.figures.push(Figure {
@@ -210,7 +221,8 @@ impl Report {
                     cell(&r.raw),
                     cell(&r.cudarc1),
                     cell(&r.cudarc2),
-                    r.ratio().map_or("-".to_owned(), |x| format!("{}x", fmt_ratio(x))),
+                    r.ratio()
+                        .map_or("-".to_owned(), |x| format!("{}x", fmt_ratio(x))),
                     r.check.as_ref().map_or("-".to_owned(), |c| {
                         if c.what == "ours/raw" {
                             c.target_text()
@@ -250,11 +262,14 @@ impl Report {
         for line in &lines {
             emit(line);
         }
-        let (pass, miss) = self.rows.iter().fold((0, 0), |(p, m), r| match r.verdict() {
-            "PASS" => (p + 1, m),
-            "MISS" => (p, m + 1),
-            _ => (p, m),
-        });
+        let (pass, miss) = self
+            .rows
+            .iter()
+            .fold((0, 0), |(p, m), r| match r.verdict() {
+                "PASS" => (p + 1, m),
+                "MISS" => (p, m + 1),
+                _ => (p, m),
+            });
         let _ = writeln!(out, "\n{pass} PASS, {miss} MISS; medians; \"cudarc 1s\" = its default stream (no event tracking), \"cudarc 2s\" = streams of its own (event tracking on); (goal) = the design's promise, not an issue target");
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");
@@ -274,7 +289,10 @@ impl Report {
                 ("min".into(), Json::Num(s.min)),
                 ("max".into(), Json::Num(s.max)),
                 ("n".into(), Json::Num(s.samples.len() as f64)),
-                ("samples".into(), Json::Arr(s.samples.iter().map(|&v| Json::Num(v)).collect())),
+                (
+                    "samples".into(),
+                    Json::Arr(s.samples.iter().map(|&v| Json::Num(v)).collect()),
+                ),
             ]),
         };
         let rows = self
@@ -285,12 +303,18 @@ impl Report {
                     ("case".into(), Json::Str(r.case.into())),
                     ("name".into(), Json::Str(r.name.clone())),
                     ("unit".into(), Json::Str(r.unit.into())),
-                    ("better".into(), Json::Str(format!("{:?}", r.better).to_lowercase())),
+                    (
+                        "better".into(),
+                        Json::Str(format!("{:?}", r.better).to_lowercase()),
+                    ),
                     ("ours".into(), stats(&r.ours)),
                     ("raw".into(), stats(&r.raw)),
                     ("cudarc_1_stream".into(), stats(&r.cudarc1)),
                     ("cudarc_2_streams".into(), stats(&r.cudarc2)),
-                    ("ours_over_raw".into(), r.ratio().map_or(Json::Null, Json::Num)),
+                    (
+                        "ours_over_raw".into(),
+                        r.ratio().map_or(Json::Null, Json::Num),
+                    ),
                     (
                         "check".into(),
                         r.check.as_ref().map_or(Json::Null, |c| {
@@ -298,8 +322,14 @@ impl Report {
                                 ("what".into(), Json::Str(c.what.into())),
                                 ("value".into(), Json::Num(c.value)),
                                 ("target".into(), Json::Num(c.target)),
-                                ("better".into(), Json::Str(format!("{:?}", c.better).to_lowercase())),
-                                ("source".into(), Json::Str(format!("{:?}", c.source).to_lowercase())),
+                                (
+                                    "better".into(),
+                                    Json::Str(format!("{:?}", c.better).to_lowercase()),
+                                ),
+                                (
+                                    "source".into(),
+                                    Json::Str(format!("{:?}", c.source).to_lowercase()),
+                                ),
                                 ("passed".into(), Json::Bool(c.passed())),
                             ])
                         }),
@@ -331,7 +361,10 @@ impl Report {
             ),
             ("rows".into(), Json::Arr(rows)),
             ("figures".into(), Json::Arr(figures)),
-            ("notes".into(), Json::Arr(self.notes.iter().map(|n| Json::Str(n.clone())).collect())),
+            (
+                "notes".into(),
+                Json::Arr(self.notes.iter().map(|n| Json::Str(n.clone())).collect()),
+            ),
             (
                 "errors".into(),
                 Json::Arr(
@@ -374,7 +407,13 @@ fn one_line(r: &Row) -> String {
         let _ = write!(line, "; ours/raw {}x", fmt_ratio(x));
     }
     if let Some(c) = &r.check {
-        let _ = write!(line, "; {} is {}: {}", c.target_text(), fmt_ratio(c.value), r.verdict());
+        let _ = write!(
+            line,
+            "; {} is {}: {}",
+            c.target_text(),
+            fmt_ratio(c.value),
+            r.verdict()
+        );
     }
     line
 }
@@ -526,7 +565,8 @@ mod tests {
     #[test]
     fn json_escapes_and_writes_nulls() {
         let mut rep = Report::default();
-        rep.header.push(("device".into(), "a \"quoted\"\nname".into()));
+        rep.header
+            .push(("device".into(), "a \"quoted\"\nname".into()));
         let mut r = Row::new("x", "y", "z", Better::Lower);
         r.ours = Some(Stats::new(vec![1.5, 2.5]).unwrap());
         rep.rows.push(r);
