@@ -101,17 +101,30 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         cu_out.push(o);
     }
 
-    // Stage times alone, and the kernel calibrated against the copies.
+    // Stage times alone, and the kernel calibrated against the copies: two refinements
+    // from a short kernel (whose time is partly memory traffic, so one linear step
+    // undershoots).
     let stages = Stages::new(env, shape)?;
-    let base = stages.measure(&raw_in, &mut raw_out, shape, 2)?;
-    let copies = base.upload.max(base.download);
-    let scaled = f64::from(shape.iters) * copies / base.kernel.max(1e-9);
-    shape.iters = scaled.round().clamp(1.0, 1e6) as u32;
-    let t = stages.measure(&raw_in, &mut raw_out, shape, 3)?;
+    let time =
+        |stage, shape, reps, out: &mut RawPinned| stages.time(stage, &raw_in, out, shape, reps);
+    let upload = time(Stage::Upload, shape, 3, &mut raw_out)?;
+    let download = time(Stage::Download, shape, 3, &mut raw_out)?;
+    let both_copies = time(Stage::UploadAndDownload, shape, 3, &mut raw_out)?;
+    let copies = upload.max(download);
+    for _ in 0..2 {
+        stages.once(Stage::Upload, &raw_in, &mut raw_out, shape)?; // the kernel's input: real data
+        let k = time(Stage::Kernel, shape, 1, &mut raw_out)?;
+        let scaled = f64::from(shape.iters) * copies / k.max(1e-9);
+        shape.iters = scaled.round().clamp(1.0, 1e6) as u32;
+    }
+    stages.once(Stage::Upload, &raw_in, &mut raw_out, shape)?;
+    let kernel = time(Stage::Kernel, shape, 3, &mut raw_out)?;
+    raw_out.as_mut_slice().fill(f32::NAN); // poisoned again for the pipeline's check
     let n = shape.chunks() as f64;
-    let (u, k, d) = (t.upload / n, t.kernel / n, t.download / n);
-    let bound = t.upload.max(t.kernel).max(t.download) + (u + k + d - u.max(k).max(d));
-    let serial = t.upload + t.kernel + t.download;
+    let (u, k, d) = (upload / n, kernel / n, download / n);
+    let fill_drain = u + k + d - u.max(k).max(d);
+    let bound = upload.max(kernel).max(download) + fill_drain;
+    let serial = upload + kernel + download;
     rep.figure(
         "pipeline",
         format!(
@@ -128,19 +141,25 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         f64::from(shape.iters),
         "iterations",
     );
-    rep.figure("pipeline", "upload alone (U)", t.upload * 1e3, "ms");
-    rep.figure("pipeline", "kernel alone (K)", t.kernel * 1e3, "ms");
-    rep.figure("pipeline", "download alone (D)", t.download * 1e3, "ms");
+    rep.figure("pipeline", "upload alone (U)", upload * 1e3, "ms");
+    rep.figure("pipeline", "kernel alone (K)", kernel * 1e3, "ms");
+    rep.figure("pipeline", "download alone (D)", download * 1e3, "ms");
     rep.figure(
         "pipeline",
-        "upload and download together, 2 streams",
-        t.both_copies * 1e3,
+        "upload and download at once, 2 streams",
+        both_copies * 1e3,
         "ms",
     );
     rep.figure(
         "pipeline",
-        "bound max(U,K,D) + fill/drain",
+        "bound: max(U,K,D) + fill/drain",
         bound * 1e3,
+        "ms",
+    );
+    rep.figure(
+        "pipeline",
+        "bound with the copies' measured concurrency: max(U and D at once, K) + fill/drain",
+        (both_copies.max(kernel) + fill_drain) * 1e3,
         "ms",
     );
     rep.figure("pipeline", "serial U+K+D", serial * 1e3, "ms");
@@ -466,16 +485,19 @@ struct Stages {
     y: RawDeviceMem,
     y2: RawDeviceMem,
     timer: GpuTimer,
+    fork: RawEvent,
     join: RawEvent,
     function: sys::CUfunction,
 }
 
-/// Medians of the stage times, in seconds.
-struct StageTimes {
-    upload: f64,
-    kernel: f64,
-    download: f64,
-    both_copies: f64,
+/// One stage of the pipeline, timed alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Upload,
+    Kernel,
+    Download,
+    /// Upload on one stream and download on another, at the same time.
+    UploadAndDownload,
 }
 
 impl Stages {
@@ -488,116 +510,107 @@ impl Stages {
             y: RawDeviceMem::new(bytes)?,
             y2: RawDeviceMem::new(bytes)?,
             timer: GpuTimer::new()?,
+            fork: RawEvent::new()?,
             join: RawEvent::new()?,
             function: env.raw_work.0,
         })
     }
 
-    fn measure(
+    /// Median GPU seconds of `stage` over all chunks (after one warm-up run).
+    fn time(
         &self,
+        stage: Stage,
         input: &RawPinned,
         output: &mut RawPinned,
         shape: Shape,
         reps: usize,
-    ) -> Result<StageTimes> {
-        let cfg = work_config(shape.chunk);
-        let mut stage = |which: u8| -> Result<f64> {
+    ) -> Result<f64> {
+        let mut once = || self.once(stage, input, output, shape);
+        once()?;
+        let samples = (0..reps).map(|_| once()).collect::<Result<Vec<_>>>()?;
+        Ok(Stats::new(samples)?.median)
+    }
+
+    fn once(
+        &self,
+        stage: Stage,
+        input: &RawPinned,
+        output: &mut RawPinned,
+        shape: Shape,
+    ) -> Result<f64> {
+        let both = stage == Stage::UploadAndDownload;
+        let enqueued = (|| -> Result<()> {
             self.timer.start(self.stream)?;
+            if both {
+                raw_order(self.fork.0, self.stream, self.other)?;
+            }
+            let cfg = work_config(shape.chunk);
             let chunks = input
                 .as_slice()
                 .chunks(shape.chunk)
                 .zip(output.as_mut_slice().chunks_mut(shape.chunk));
-            let enqueued = chunks.into_iter().try_for_each(|(x, y)| -> Result<()> {
-                match which {
+            for (x, y) in chunks {
+                if matches!(stage, Stage::Upload | Stage::UploadAndDownload) {
                     // SAFETY: `self.x` holds a chunk; `x` is pinned and outlives the copy
                     // (synchronised below).
-                    0 => unsafe { result::memcpy_htod_async(self.x.ptr, x, self.stream) }
-                        .context("cuMemcpyHtoDAsync"),
-                    1 => {
-                        let (iters, len) = (shape.iters, shape.chunk);
-                        let mut args = [
-                            arg(&iters),
-                            arg(&self.x.ptr),
-                            arg(&len),
-                            arg(&self.y.ptr),
-                            arg(&len),
-                        ];
-                        // SAFETY: `work_f32` gets two device buffers of `len` floats.
-                        unsafe {
-                            result::launch_kernel(
-                                self.function,
-                                cfg.grid,
-                                cfg.block,
-                                0,
-                                self.stream,
-                                &mut args,
-                            )
-                        }
-                        .context("cuLaunchKernel")
-                    }
-                    2 => {
-                        // SAFETY: `y` has as many bytes as `self.y`; nothing reads it before
-                        // the synchronisation below.
-                        unsafe { result::memcpy_dtoh_async(y, self.y.ptr, self.stream) }
-                            .context("cuMemcpyDtoHAsync")
-                    }
-                    _ => {
-                        // Upload on the first stream and download on the second, together.
-                        // SAFETY: as for stages 0 and 2.
-                        unsafe { result::memcpy_htod_async(self.x.ptr, x, self.stream) }
-                            .context("cuMemcpyHtoDAsync")?;
-                        // SAFETY: as for stage 2 (`y2` is only read by this download).
-                        unsafe { result::memcpy_dtoh_async(y, self.y2.ptr, self.other) }
-                            .context("cuMemcpyDtoHAsync")
-                    }
+                    unsafe { result::memcpy_htod_async(self.x.ptr, x, self.stream) }
+                        .context("cuMemcpyHtoDAsync")?;
                 }
-            });
-            let joined = if which == 3 {
-                // SAFETY: the event and streams are alive; the timer's stream waits for
-                // the downloads on the other.
-                unsafe { result::event::record(self.join.0, self.other) }
-                    .context("cuEventRecord")
-                    .and_then(|()| {
-                        // SAFETY: as above.
-                        unsafe {
-                            result::stream::wait_event(
-                                self.stream,
-                                self.join.0,
-                                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                            )
-                        }
-                        .context("cuStreamWaitEvent")
-                    })
-            } else {
-                Ok(())
-            };
-            let stopped = self.timer.stop(self.stream);
-            for s in [self.stream, self.other] {
-                // SAFETY: the streams are alive.
-                unsafe { result::stream::synchronize(s) }.context("cuStreamSynchronize")?;
+                if stage == Stage::Kernel {
+                    let (iters, len) = (shape.iters, shape.chunk);
+                    let mut args = [
+                        arg(&iters),
+                        arg(&self.x.ptr),
+                        arg(&len),
+                        arg(&self.y.ptr),
+                        arg(&len),
+                    ];
+                    // SAFETY: `work_f32` gets two device buffers of `len` floats.
+                    unsafe {
+                        result::launch_kernel(
+                            self.function,
+                            cfg.grid,
+                            cfg.block,
+                            0,
+                            self.stream,
+                            &mut args,
+                        )
+                    }
+                    .context("cuLaunchKernel")?;
+                }
+                if matches!(stage, Stage::Download | Stage::UploadAndDownload) {
+                    // Alone: from `y` on the timed stream; together with the uploads: from
+                    // `y2` (which nothing writes) on the other stream.
+                    let (src, st) = if both {
+                        (self.y2.ptr, self.other)
+                    } else {
+                        (self.y.ptr, self.stream)
+                    };
+                    // SAFETY: `y` has as many bytes as `src`; nothing reads it before the
+                    // synchronisation below.
+                    unsafe { result::memcpy_dtoh_async(y, src, st) }
+                        .context("cuMemcpyDtoHAsync")?;
+                }
             }
-            enqueued?;
-            joined?;
-            stopped?;
-            self.timer.seconds()
-        };
-        let mut med = |which: u8| -> Result<f64> {
-            stage(which)?; // warm-up
-            let samples = (0..reps)
-                .map(|_| stage(which))
-                .collect::<Result<Vec<_>>>()?;
-            Ok(Stats::new(samples)?.median)
-        };
-        // The kernel's input must hold real data: upload first.
-        let upload = med(0)?;
-        let kernel = med(1)?;
-        let download = med(2)?;
-        let both_copies = med(3)?;
-        Ok(StageTimes {
-            upload,
-            kernel,
-            download,
-            both_copies,
-        })
+            if both {
+                raw_order(self.join.0, self.other, self.stream)?;
+            }
+            self.timer.stop(self.stream)
+        })();
+        for s in [self.stream, self.other] {
+            // SAFETY: the streams are alive (owned by `Env`).
+            unsafe { result::stream::synchronize(s) }.context("cuStreamSynchronize")?;
+        }
+        enqueued?;
+        self.timer.seconds()
     }
+}
+
+/// Records `event` on `from` and makes `to` wait for it (on the GPU).
+fn raw_order(event: sys::CUevent, from: sys::CUstream, to: sys::CUstream) -> Result<()> {
+    // SAFETY: the event and streams are alive (owned by the caller and `Env`).
+    unsafe { result::event::record(event, from) }.context("cuEventRecord")?;
+    // SAFETY: as above.
+    unsafe { result::stream::wait_event(to, event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+        .context("cuStreamWaitEvent")
 }
