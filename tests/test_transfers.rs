@@ -1,4 +1,6 @@
-//! Transfers between host and device memory, device-to-device copies and fills.
+//! Transfers between host and device memory, and device-to-device copies (setting
+//! device memory without a transfer, `fill`, `zero` and `alloc_zeroed`, is tested in
+//! `test_fills.rs`).
 //!
 //! Every test draws fresh non-zero random data, poisons its outputs before the GPU
 //! runs, and compares the result with a CPU reference element by element (bit-exact).
@@ -32,18 +34,6 @@ gpu_tests::test_main! {
         split_at_mut_halves_uploaded_separately_download_as_the_whole,
         copy_device_copies_a_whole_buffer_even_if_the_source_is_dropped_at_once,
         copy_device_between_sub_ranges_leaves_neighbours_untouched,
-        fill_sets_every_element_and_only_the_sub_range_u8 = fill_u8,
-        fill_sets_every_element_and_only_the_sub_range_u16 = fill_u16,
-        fill_sets_every_element_and_only_the_sub_range_u32 = fill_u32,
-        fill_sets_every_element_and_only_the_sub_range_f32 = fill_f32,
-        fill_sets_every_element_and_only_the_sub_range_f64 = fill_f64,
-        fill_sets_every_element_and_only_the_sub_range_u64 = fill_u64,
-        fill_sets_every_element_and_only_the_sub_range_i64 = fill_i64,
-        fill_sets_every_element_and_only_the_sub_range_u128 = fill_u128,
-        zero_clears_every_element_and_only_the_sub_range_u8 = zero_clears_every_element_and_only_the_sub_range::<u8>,
-        zero_clears_every_element_and_only_the_sub_range_u32 = zero_clears_every_element_and_only_the_sub_range::<u32>,
-        zero_clears_every_element_and_only_the_sub_range_f64 = zero_clears_every_element_and_only_the_sub_range::<f64>,
-        alloc_zeroed_is_zero_even_over_reused_poisoned_memory,
         wait_returns_the_downloaded_data_before_the_scope_ends,
         is_ready_eventually_reports_a_finished_download,
         device_vec_is_written_and_read_across_scopes_on_two_streams,
@@ -333,142 +323,6 @@ fn copy_device_between_sub_ranges_leaves_neighbours_untouched() -> TestResult {
         &expected,
         &output,
     )
-}
-
-/// Fills a random background's sub-range `[len/3, len - len/4)` with each value (the
-/// neighbours must keep the background), and a whole poisoned buffer.
-fn fill_sets_every_element_and_only_the_sub_range<T: Element>(fixed: &[T]) -> TestResult {
-    let stream = stream()?;
-    let mut rng = Rng::new();
-    let values: Vec<T> = fixed.iter().copied().chain([rng.value()]).collect();
-    for &value in &values {
-        for len in [1, 3, 4097, (1 << 20) + 7] {
-            let range = len / 3..len - len / 4;
-            let background: Vec<T> = rng.vec(len);
-            let mut expected_part = background.clone();
-            expected_part[range.clone()].fill(value);
-            let mut part = poisoned::<T>(len);
-            let mut whole = poisoned::<T>(len);
-            scope(&stream, |s| -> TestResult {
-                let mut x = s.upload(&background)?;
-                s.fill(&mut x.slice_mut(range.clone())?, value)?;
-                let _part = s.copy_to_host(&x, &mut part)?;
-                let mut y = s.alloc::<T>(len)?;
-                s.fill(&mut y, T::POISON)?;
-                s.fill(&mut y, value)?;
-                let _whole = s.copy_to_host(&y, &mut whole)?;
-                Ok(())
-            })?;
-            let v = value.describe();
-            let what = format!("{len} elements of {} after fill({v}) of {range:?}", T::NAME);
-            check_eq(&what, &expected_part, &part)?;
-            let what = format!("{len} elements of {} after fill({v}) of all", T::NAME);
-            check_eq(&what, &vec![value; len], &whole)?;
-        }
-    }
-    Ok(())
-}
-
-fn fill_u8() -> TestResult {
-    fill_sets_every_element_and_only_the_sub_range::<u8>(&[0xA5, 0xFF])
-}
-
-fn fill_u16() -> TestResult {
-    fill_sets_every_element_and_only_the_sub_range::<u16>(&[0xA55A, 0x0102])
-}
-
-fn fill_u32() -> TestResult {
-    fill_sets_every_element_and_only_the_sub_range::<u32>(&[0x0123_4567, 0xFFFF_FFFF])
-}
-
-fn fill_f32() -> TestResult {
-    fill_sets_every_element_and_only_the_sub_range::<f32>(&[-1.5e-3, f32::MAX, -0.0])
-}
-
-fn fill_f64() -> TestResult {
-    fill_sets_every_element_and_only_the_sub_range::<f64>(&[
-        f64::from_bits(0x0123_4567_89AB_CDEF), // halves differ: one strided memset per word
-        std::f64::consts::PI,                  // 0x400921FB_54442D18
-        f64::from_bits(0x3FF0_0000_3FF0_0000), // equal halves: one 32-bit memset
-        -0.0,
-    ])
-}
-
-fn fill_u64() -> TestResult {
-    fill_sets_every_element_and_only_the_sub_range::<u64>(&[
-        0x0123_4567_89AB_CDEF,
-        0x5555_AAAA_5555_AAAA,
-        0x0000_0000_FFFF_FFFF,
-    ])
-}
-
-fn fill_i64() -> TestResult {
-    fill_sets_every_element_and_only_the_sub_range::<i64>(&[
-        -0x0123_4567_89AB_CDEF,
-        0x7766_5544_7766_5544,
-        i64::MIN,
-    ])
-}
-
-/// 16-byte values: four strided 32-bit memsets, or one when all words are equal.
-fn fill_u128() -> TestResult {
-    fill_sets_every_element_and_only_the_sub_range::<u128>(&[
-        0x0123_4567_89AB_CDEF_FEDC_BA98_7654_3210,
-        0x1111_1111_1111_1111_1111_1111_1111_1111,
-        0x2222_2222_3333_3333_2222_2222_3333_3333,
-    ])
-}
-
-/// `zero` on a sub-range of random data clears exactly that range, and on a whole
-/// buffer every element.
-fn zero_clears_every_element_and_only_the_sub_range<T: Element>() -> TestResult {
-    let stream = stream()?;
-    let mut rng = Rng::new();
-    let zero = T::ZERO;
-    for len in [1, 3, 4097, (1 << 20) + 7] {
-        let range = len / 4..len - len / 3;
-        let input: Vec<T> = rng.vec(len);
-        let mut expected = input.clone();
-        expected[range.clone()].fill(zero);
-        let mut part = poisoned::<T>(len);
-        let mut whole = poisoned::<T>(len);
-        scope(&stream, |s| -> TestResult {
-            let mut x = s.upload(&input)?;
-            s.zero(&mut x.slice_mut(range.clone())?)?;
-            s.copy_to_host(&x, &mut part)?.wait()?;
-            s.zero(&mut x)?;
-            let _whole = s.copy_to_host(&x, &mut whole)?;
-            Ok(())
-        })?;
-        check_eq(
-            &format!("{len} random {} after zero of {range:?}", T::NAME),
-            &expected,
-            &part,
-        )?;
-        check_eq(
-            &format!("{len} random {} after zero of all", T::NAME),
-            &vec![zero; len],
-            &whole,
-        )?;
-    }
-    Ok(())
-}
-
-/// `alloc_zeroed` gives zeros even where the stream-ordered pool hands back memory a
-/// freed buffer had filled with poison.
-fn alloc_zeroed_is_zero_even_over_reused_poisoned_memory() -> TestResult {
-    let stream = stream()?;
-    let n = (1 << 20) + 7;
-    let mut output = poisoned::<u32>(n);
-    scope(&stream, |s| -> TestResult {
-        let mut junk = s.alloc::<u32>(n)?;
-        s.fill(&mut junk, u32::POISON)?;
-        drop(junk);
-        let x = s.alloc_zeroed::<u32>(n)?;
-        let _download = s.copy_to_host(&x, &mut output)?;
-        Ok(())
-    })?;
-    check_eq("alloc_zeroed buffer", &vec![0u32; n], &output)
 }
 
 /// `Pending::wait` hands back host memory that already holds the downloaded data, in

@@ -12,6 +12,8 @@ assert_impl_all!(Stream: Send, Sync);
 assert_impl_all!(DeviceVec<f32>: Send, Sync);
 assert_impl_all!(PinnedBuffer<f32>: Send, Sync);
 assert_impl_all!(Error: Send, Sync, std::error::Error);
+// Memory statistics are plain numbers, copied out of the driver.
+assert_impl_all!(DeviceMemoryStats: Send, Sync, Copy, std::fmt::Debug, Default);
 
 // A scope and everything branded by it stay on the thread that opened the scope: that
 // thread has the scope's context current, and only it may issue the scope's work.

@@ -12,7 +12,7 @@ use std::ops::RangeBounds;
 use cudarc::driver::{result, sys};
 
 use crate::brand::{brand, Brand};
-use crate::error::{byte_len, is_out_of_memory, DriverResultExt, Error, Result};
+use crate::error::{byte_len, DriverResultExt, Result};
 use crate::repr::DeviceRepr;
 use crate::scope::Scope;
 use crate::view::{sealed, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, RawSlice};
@@ -56,36 +56,60 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// (any bit pattern is a valid `T`, see [`DeviceRepr`]); use
     /// [`alloc_zeroed`](Self::alloc_zeroed) for zeros. `len == 0` allocates nothing.
     ///
-    /// Returns [`Error::OutOfMemory`] when the device cannot hold it.
+    /// The memory comes from the device's memory pool, which keeps freed memory cached,
+    /// so allocating in a loop of scopes reuses the same memory (see
+    /// [`Device::memory_stats`](crate::Device::memory_stats)).
+    ///
+    /// # Out of memory: the one case in which `alloc` blocks
+    ///
+    /// When the driver reports that the device is out of memory, `alloc` releases what
+    /// it can and retries once before it returns
+    /// [`Error::OutOfMemory`](crate::Error::OutOfMemory): it **waits on the host** for
+    /// the streams on which this thread's frees may still be pending, so that the memory
+    /// they free can be reused: this scope's stream, the streams of the scopes this
+    /// thread has open around it on the same device (enclosing scopes, the parents of a
+    /// [fork](Self::fork)), and the device's housekeeping stream (where dropped
+    /// [`DeviceVec`](crate::DeviceVec)s are freed). Then it hands the pool's cached
+    /// memory back to the driver ([`Device::trim_memory`](crate::Device::trim_memory)`(0)`)
+    /// and tries again. It never waits for the whole device, and never for a stream
+    /// that no scope of this thread has open (a stream shared with another thread's
+    /// open scope is waited for as a whole, that thread's work on it included). An
+    /// allocation that succeeds at the first try does not block.
+    ///
+    /// ```no_run
+    /// # use stream_core::{scope, Error, Stream};
+    /// # fn f(stream: &Stream) -> Result<(), Error> {
+    /// scope(stream, |s| {
+    ///     match s.alloc::<f32>(1 << 40) {
+    ///         Err(Error::OutOfMemory { requested, free, .. }) => {
+    ///             println!("{requested} bytes do not fit; {free} are free");
+    ///         }
+    ///         other => { other?; }
+    ///     }
+    ///     let _x = s.alloc::<f32>(1024)?; // the scope keeps working
+    ///     Ok(())
+    /// })
+    /// # }
+    /// ```
     pub fn alloc<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>> {
         let bytes = byte_len::<T>(len)?;
         if bytes == 0 {
             return Ok(DeviceBuffer::from_raw(RawSlice::EMPTY, self.raw));
         }
-        // SAFETY: `self.raw` is the scope's live stream, its context current on this
-        // thread (bound by `scope`). The returned memory is only used through the buffer,
-        // on this stream, and `T: DeviceRepr` makes its unspecified contents valid.
-        match unsafe { result::malloc_async(self.raw, bytes) } {
-            Ok(ptr) => Ok(DeviceBuffer::from_raw(RawSlice { ptr, len }, self.raw)),
-            Err(e) if is_out_of_memory(&e) => Err(self.out_of_memory(bytes)),
-            Err(e) => Err(Error::driver("cuMemAllocAsync", e)),
-        }
+        // `self.raw` is the scope's live stream, its context current on this thread
+        // (bound by `scope`), and not capturing (refused by `scope`). The new memory is
+        // only used through the buffer, on this stream, and `T: DeviceRepr` makes its
+        // unspecified contents valid.
+        let ptr = self.device().alloc_async(self.raw, bytes)?;
+        Ok(DeviceBuffer::from_raw(RawSlice { ptr, len }, self.raw))
     }
 
-    /// Allocates `len` zeroed elements on the scope's stream.
+    /// Allocates `len` zeroed elements on the scope's stream (blocking only when out of
+    /// memory, like [`alloc`](Self::alloc)).
     pub fn alloc_zeroed<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>> {
         let mut buf = self.alloc(len)?;
         self.zero(&mut buf)?;
         Ok(buf)
-    }
-
-    fn out_of_memory(&self, requested: usize) -> Error {
-        let (free, total) = self.device().memory_info().unwrap_or((0, 0));
-        Error::OutOfMemory {
-            requested,
-            free,
-            total,
-        }
     }
 }
 
@@ -130,12 +154,12 @@ impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
         DeviceSliceMut::from_raw(self.raw)
     }
 
-    /// The elements in `range`, read-only, or [`Error::OutOfRange`].
+    /// The elements in `range`, read-only, or [`Error::OutOfRange`](crate::Error::OutOfRange).
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, 's, T>> {
         Ok(DeviceSlice::from_raw(self.raw.range::<T>(range)?))
     }
 
-    /// The elements in `range`, writable, or [`Error::OutOfRange`].
+    /// The elements in `range`, writable, or [`Error::OutOfRange`](crate::Error::OutOfRange).
     pub fn slice_mut(
         &mut self,
         range: impl RangeBounds<usize>,
@@ -144,7 +168,7 @@ impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
     }
 
     /// Two disjoint writable halves `[0, mid)` and `[mid, len)`, or
-    /// [`Error::OutOfRange`] when `mid > len`.
+    /// [`Error::OutOfRange`](crate::Error::OutOfRange) when `mid > len`.
     pub fn split_at_mut(
         &mut self,
         mid: usize,

@@ -8,6 +8,7 @@ use cudarc::driver::{result, sys};
 use crate::error::{DriverResultExt, Error, Result};
 use crate::kernel::ModuleCache;
 use crate::launch::DeviceLimits;
+use crate::memory_pool::MemoryPool;
 use crate::stream::Stream;
 
 /// One CUDA device and its primary context. Cheap to clone (reference counted), `Send`
@@ -25,8 +26,8 @@ pub struct Device {
     pub(crate) inner: Arc<DeviceInner>,
 }
 
-/// What a [`Device`] owns: the retained primary context and a private stream used by
-/// the blocking `DeviceVec` helpers.
+/// What a [`Device`] owns: the retained primary context, a private stream used by the
+/// blocking `DeviceVec` helpers, and the handle of the device's memory pool.
 pub(crate) struct DeviceInner {
     /// Unique per `Device::new` call, never reused: kernel caches key on it, so a
     /// function loaded for a device that is gone can never be launched.
@@ -37,6 +38,8 @@ pub(crate) struct DeviceInner {
     /// A non-blocking stream for `upload_vec`/`alloc_vec`/`to_host_vec`, which block
     /// on it (and only on it) before they return.
     pub(crate) housekeeping: sys::CUstream,
+    /// The device's default memory pool, which every device allocation comes from.
+    pub(crate) pool: MemoryPool,
     pub(crate) compute_capability: (i32, i32),
     /// Launch limits, read once so that validating a launch costs no driver call.
     pub(crate) limits: DeviceLimits,
@@ -44,10 +47,11 @@ pub(crate) struct DeviceInner {
     pub(crate) modules: ModuleCache,
 }
 
-// SAFETY: a `CUcontext` and a `CUstream` are opaque driver handles; the driver API is
-// thread-safe and accepts them from any thread on which the context is current, and
-// every method that uses them binds the context first (`DeviceInner::bind`). The
-// handles are only destroyed in `Drop`, when no other reference to them exists.
+// SAFETY: a `CUcontext`, a `CUstream` and a `CUmemoryPool` are opaque driver handles;
+// the driver API is thread-safe and accepts them from any thread on which the context is
+// current, and every method that uses them binds the context first
+// (`DeviceInner::bind`). The context and stream are only destroyed in `Drop`, when no
+// other reference to them exists; the default memory pool is never destroyed.
 unsafe impl Send for DeviceInner {}
 // SAFETY: shared access only reads the handles (see `Send` above); all mutation happens
 // inside the thread-safe driver.
@@ -55,6 +59,11 @@ unsafe impl Sync for DeviceInner {}
 
 impl Device {
     /// Opens device `ordinal` (0 for the first GPU) and retains its primary context.
+    ///
+    /// Device memory comes from the device's default stream-ordered memory pool, whose
+    /// release threshold this sets to `u64::MAX` so that freed memory stays cached for
+    /// reuse instead of going back to the driver at every scope's end (see
+    /// [`set_memory_release_threshold`](Self::set_memory_release_threshold)).
     ///
     /// Returns [`Error::NoDriver`] when the CUDA driver cannot be loaded and
     /// [`Error::NoDevice`] when there is no such device, never a panic.
@@ -81,6 +90,7 @@ impl Device {
             attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
         let limits = DeviceLimits::query(attribute)?;
+        let pool = MemoryPool::default_of(cu_device)?;
         let housekeeping = result::stream::create(result::stream::StreamKind::NonBlocking)
             .call("cuStreamCreate")?;
         std::mem::forget(retained);
@@ -92,6 +102,7 @@ impl Device {
                 cu_device,
                 ctx,
                 housekeeping,
+                pool,
                 compute_capability,
                 limits,
                 modules: ModuleCache::default(),
@@ -134,7 +145,9 @@ impl Device {
         unsafe { result::device::total_mem(self.inner.cu_device) }.call("cuDeviceTotalMem")
     }
 
-    /// `(free, total)` device memory in bytes, as the driver reports it now.
+    /// `(free, total)` device memory in bytes, as the driver reports it now. Memory the
+    /// pool keeps cached for reuse counts as not free (see
+    /// [`memory_stats`](Self::memory_stats) and [`trim_memory`](Self::trim_memory)).
     pub fn memory_info(&self) -> Result<(usize, usize)> {
         self.inner.bind()?;
         result::mem_get_info().call("cuMemGetInfo")
@@ -204,6 +217,9 @@ impl Drop for DeviceInner {
         // SAFETY: the last reference to the stream is going away; the driver finishes
         // any queued work before it releases the stream's resources.
         let _ = unsafe { result::stream::destroy(self.housekeeping) };
+        // Hand this handle's cached memory back; other handles of the device only lose
+        // cached (unused) memory, which the pool maps again when they need it.
+        let _ = self.pool.trim_to(0);
         drop(RetainedContext {
             cu_device: self.cu_device,
         });

@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 use cudarc::driver::result;
 
 use crate::device::Device;
-use crate::error::{byte_len, is_out_of_memory, DriverResultExt, Error, Result};
+use crate::error::{byte_len, DriverResultExt, Error, Result};
 use crate::repr::DeviceRepr;
 use crate::scope::Scope;
 use crate::view::{DeviceSlice, DeviceSliceMut, RawSlice};
@@ -49,6 +49,12 @@ unsafe impl<T: DeviceRepr> Sync for DeviceVec<T> {}
 
 impl Device {
     /// Allocates `len` zeroed elements; blocks until the memory is ready for any stream.
+    ///
+    /// Out of memory, it waits for the device's housekeeping stream (where dropped
+    /// `DeviceVec`s are freed) and the streams of the scopes this thread has open on
+    /// the device, hands the pool's cached memory back to the driver and retries once
+    /// before it returns [`Error::OutOfMemory`], like
+    /// [`Scope::alloc`](crate::Scope::alloc).
     pub fn alloc_vec<T: DeviceRepr>(&self, len: usize) -> Result<DeviceVec<T>> {
         let vec = DeviceVec::alloc(self, len)?;
         if vec.raw.len > 0 {
@@ -63,6 +69,9 @@ impl Device {
     }
 
     /// Copies `src` into new device memory; blocks until the copy is complete.
+    ///
+    /// Out of memory, it releases cached memory and retries once, like
+    /// [`alloc_vec`](Self::alloc_vec).
     pub fn upload_vec<T: DeviceRepr>(&self, src: &[T]) -> Result<DeviceVec<T>> {
         let vec = DeviceVec::alloc(self, src.len())?;
         if vec.raw.len > 0 {
@@ -79,25 +88,19 @@ impl Device {
 
 impl<T: DeviceRepr> DeviceVec<T> {
     /// Stream-ordered allocation on the housekeeping stream (not yet synchronised).
+    ///
+    /// Out of memory, it waits for the streams on which this thread's frees may be
+    /// pending, trims the pool and retries once (see `Device::alloc_async`).
     fn alloc(device: &Device, len: usize) -> Result<Self> {
         let bytes = byte_len::<T>(len)?;
         let mut raw = RawSlice::EMPTY;
         if bytes > 0 {
             device.inner.bind()?;
-            // SAFETY: the housekeeping stream is alive and its context current; the
-            // memory is only used through this `DeviceVec`, after the caller synchronises.
-            match unsafe { result::malloc_async(device.inner.housekeeping, bytes) } {
-                Ok(ptr) => raw = RawSlice { ptr, len },
-                Err(e) if is_out_of_memory(&e) => {
-                    let (free, total) = device.memory_info().unwrap_or((0, 0));
-                    return Err(Error::OutOfMemory {
-                        requested: bytes,
-                        free,
-                        total,
-                    });
-                }
-                Err(e) => return Err(Error::driver("cuMemAllocAsync", e)),
-            }
+            // The housekeeping stream is alive (as long as `device`), its context current
+            // (bound just above) and never captured; the memory is only used through this
+            // `DeviceVec`, after the caller synchronises.
+            let ptr = device.alloc_async(device.inner.housekeeping, bytes)?;
+            raw = RawSlice { ptr, len };
         }
         Ok(DeviceVec {
             raw,

@@ -36,15 +36,19 @@ pub enum Error {
         count: usize,
     },
 
-    /// A device allocation failed for lack of memory.
+    /// A device allocation failed for lack of memory, even after the pool's cached memory
+    /// was handed back to the driver and the allocation retried once.
     #[error(
-        "out of GPU memory: asked for {requested} bytes while {free} of {total} bytes are free; \
-         free buffers you no longer need or ask for less"
+        "out of GPU memory: asked for {requested} bytes while {free} of {total} bytes are free, \
+         after releasing this process's cached device memory and retrying once; drop buffers \
+         and DeviceVecs you no longer need, ask for less, or check with nvidia-smi whether \
+         another process holds the memory"
     )]
     OutOfMemory {
         /// Bytes requested.
         requested: usize,
-        /// Bytes free on the device when the allocation failed.
+        /// Bytes free on the device after the retry failed (cached memory already
+        /// released).
         free: usize,
         /// Total bytes on the device.
         total: usize,

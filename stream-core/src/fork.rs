@@ -7,34 +7,7 @@
 //! everything the child enqueued. The host never blocks, so work the closure issues on
 //! the parent and on the child runs concurrently.
 //!
-//! # Why the lifetimes make this sound
-//!
-//! The child is a [`Scope<'c, 'env>`](Scope) with a fresh brand `'c` and the *parent's*
-//! `'env`. Three facts carry the argument:
-//!
-//! 1. **Host memory and attached [`DeviceVec`](crate::DeviceVec)s are borrowed for
-//!    `'env`**, in the child as in every scope. `'env` lasts until the outermost scope
-//!    returns, which is after its final synchronisation. The join makes that
-//!    synchronisation cover the child's work (the parent's stream waits for the child,
-//!    and the outermost scope waits for its stream), so nothing the child reads or
-//!    writes on the host is released before the child's work is done, although `fork`
-//!    returns without blocking.
-//! 2. **The child's brand `'c` is fresh and invariant**, so the child's buffers cannot
-//!    be used by the parent, nor the parent's by the child, except as views lent at the
-//!    fork (ordered by the start event) or through [`Scope::hand_off`] (ordered by its
-//!    own event). The child's buffers are freed on the child's stream when the closure
-//!    ends, before the join.
-//! 3. **Lent memory is borrowed by the `fork` call itself** (see [`Lend`]): shared
-//!    (`&x`: the parent may still read it, not write or free it) or exclusively
-//!    (`&mut x`: the parent cannot touch it) until `fork` returns, after the join was
-//!    enqueued. The parent's later work on it, its free included, is therefore ordered
-//!    after the child's; its earlier work is ordered before, by the start event. A
-//!    buffer lent by value is handed off: the child frees it.
-//!
-//! Why lend at the fork rather than from inside the closure: the child's brand is a
-//! higher-ranked lifetime, and the compiler cannot bound it by a borrow of a local of
-//! the parent's closure; a borrow made by the `fork` call has an ordinary lifetime that
-//! covers the whole fork.
+//! The soundness argument is in the docs of [`Scope::fork`], where users read it.
 
 use cudarc::driver::sys;
 
@@ -51,7 +24,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// Runs `f` with a child scope on `stream` and views of the memory in `lent`,
     /// ordered after the work this scope has enqueued so far; when `f` returns (or
     /// unwinds), this scope's stream waits for the child's work. Neither step blocks
-    /// the host. See the [module docs](self) for why this is sound.
+    /// the host.
     ///
     /// `lent` is `()`, one item, or a tuple of up to six items (see [`Lend`]):
     /// `&x` lends a read-only view, `&mut x` a writable one, and a buffer moved in is
@@ -82,6 +55,35 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// * If the join cannot be enqueued, the child's stream is synchronised on the host
     ///   instead and the error is returned; if even that fails while unwinding, the
     ///   process aborts, as in [`scope`](crate::scope).
+    ///
+    /// # Why the lifetimes make this sound
+    ///
+    /// The child is a [`Scope<'c, 'env>`](Scope) with a fresh brand `'c` and the *parent's*
+    /// `'env`. Three facts carry the argument:
+    ///
+    /// 1. **Host memory and attached [`DeviceVec`](crate::DeviceVec)s are borrowed for
+    ///    `'env`**, in the child as in every scope. `'env` lasts until the outermost scope
+    ///    returns, which is after its final synchronisation. The join makes that
+    ///    synchronisation cover the child's work (the parent's stream waits for the child,
+    ///    and the outermost scope waits for its stream), so nothing the child reads or
+    ///    writes on the host is released before the child's work is done, although `fork`
+    ///    returns without blocking.
+    /// 2. **The child's brand `'c` is fresh and invariant**, so the child's buffers cannot
+    ///    be used by the parent, nor the parent's by the child, except as views lent at the
+    ///    fork (ordered by the start event) or through [`Scope::hand_off`] (ordered by its
+    ///    own event). The child's buffers are freed on the child's stream when the closure
+    ///    ends, before the join.
+    /// 3. **Lent memory is borrowed by the `fork` call itself** (see [`Lend`]): shared
+    ///    (`&x`: the parent may still read it, not write or free it) or exclusively
+    ///    (`&mut x`: the parent cannot touch it) until `fork` returns, after the join was
+    ///    enqueued. The parent's later work on it, its free included, is therefore ordered
+    ///    after the child's; its earlier work is ordered before, by the start event. A
+    ///    buffer lent by value is handed off: the child frees it.
+    ///
+    /// Why lend at the fork rather than from inside the closure: the child's brand is a
+    /// higher-ranked lifetime, and the compiler cannot bound it by a borrow of a local of
+    /// the parent's closure; a borrow made by the `fork` call has an ordinary lifetime that
+    /// covers the whole fork.
     ///
     /// The parent cannot write memory it lent until the fork ends (see
     /// `ui-tests/tests/ui/fork/parent-writes-lent-buffer.rs`):

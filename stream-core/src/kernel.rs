@@ -204,7 +204,10 @@ fn load_module(kernel: &str, source: KernelSource, device: &DeviceInner) -> Resu
     // SAFETY: `image` is a CUBIN produced by NVRTC or NUL-terminated PTX text, alive for
     // the call; the device's context is current (bound by the caller).
     match unsafe { result::module::load_data(image.as_ptr().cast()) } {
-        Ok(m) => Ok(m),
+        Ok(m) => {
+            load_every_function(m)?;
+            Ok(m)
+        }
         Err(e) if matches!(source, KernelSource::Ptx(_)) => Err(Error::KernelCompile {
             kernel: kernel.to_owned(),
             log: format!(
@@ -214,4 +217,43 @@ fn load_module(kernel: &str, source: KernelSource, device: &DeviceInner) -> Resu
         }),
         Err(e) => Err(Error::driver("cuModuleLoadData", e)),
     }
+}
+
+/// Loads every function of `module` onto the device now.
+///
+/// Under CUDA's lazy loading (the default since 12.2) a function is copied to the
+/// device at its first use, and that copy waits for the kernels running on the device,
+/// on every stream: measured, a scope on stream B waited a whole second for a kernel on
+/// stream A the first time it launched a kernel. Loading all of a module's functions
+/// when the module is loaded confines that wait to the first launch from a module on a
+/// device; warm modules up before overlapping work if even that matters. Drivers older
+/// than CUDA 12.4 (without `cuFuncLoad`) keep their default.
+fn load_every_function(module: sys::CUmodule) -> Result<()> {
+    const FUNC_LOAD_SINCE: i32 = 12040;
+    let mut version = 0;
+    // SAFETY: `version` is a valid out-pointer.
+    unsafe { sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .call("cuDriverGetVersion")?;
+    if version < FUNC_LOAD_SINCE {
+        return Ok(());
+    }
+    let mut count: std::ffi::c_uint = 0;
+    // SAFETY: `module` was just loaded in the current context; `count` is a valid
+    // out-pointer.
+    unsafe { sys::cuModuleGetFunctionCount(&mut count, module) }
+        .result()
+        .call("cuModuleGetFunctionCount")?;
+    let mut functions: Vec<sys::CUfunction> = vec![std::ptr::null_mut(); count as usize];
+    // SAFETY: `functions` has room for exactly `count` handles.
+    unsafe { sys::cuModuleEnumerateFunctions(functions.as_mut_ptr(), count, module) }
+        .result()
+        .call("cuModuleEnumerateFunctions")?;
+    for function in functions {
+        // SAFETY: `function` belongs to `module`, loaded in the current context.
+        unsafe { sys::cuFuncLoad(function) }
+            .result()
+            .call("cuFuncLoad")?;
+    }
+    Ok(())
 }

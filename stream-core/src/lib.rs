@@ -47,7 +47,9 @@
 //!    duty to free it, to another scope's stream.
 //! 7. **No hidden synchronisation, never device-wide.** Only `scope`'s exit,
 //!    [`Pending::wait`] and calls documented as blocking (creating or reading a
-//!    [`DeviceVec`]) block the host, each on one stream or event.
+//!    [`DeviceVec`], [`Device::trim_memory`], and an allocation that finds the device
+//!    out of memory, which waits for the streams of this thread's open scopes before
+//!    it retries, see [`Scope::alloc`]) block the host, each on streams or one event.
 //! 8. **Only concrete types cross the unsafe boundary.** Device memory is accepted
 //!    through the sealed [`DeviceMemory`]/[`DeviceMemoryMut`] traits, which no user
 //!    type can implement.
@@ -114,6 +116,8 @@ mod kernel;
 #[allow(unsafe_code)]
 mod launch;
 #[allow(unsafe_code)]
+mod memory_pool;
+#[allow(unsafe_code)]
 mod pending;
 #[allow(unsafe_code)]
 mod repr;
@@ -138,6 +142,7 @@ pub use error::{Error, Result};
 pub use fork::Lend;
 pub use host::PinnedBuffer;
 pub use launch::LaunchConfig;
+pub use memory_pool::DeviceMemoryStats;
 pub use pending::Pending;
 pub use repr::DeviceRepr;
 pub use scope::{scope, Scope};

@@ -14,6 +14,7 @@ use cudarc::driver::{result, sys};
 use crate::brand::{brand, Brand};
 use crate::device::Device;
 use crate::error::{DriverResultExt, Error, Result};
+use crate::memory_pool::OpenScope;
 use crate::stream::Stream;
 
 /// The handle a scope's closure receives: everything asynchronous is issued through it,
@@ -24,7 +25,7 @@ use crate::stream::Stream;
 /// enter another one. `'env` is the lifetime of the stream and of what the scope borrows
 /// from outside: host memory handed to copies and attached
 /// [`DeviceVec`](crate::DeviceVec)s stay borrowed for `'env`, until the outermost
-/// scope's final synchronisation (a [`Fork`](crate::Fork) shares its parent's `'env`).
+/// scope's final synchronisation (a [fork](Scope::fork) shares its parent's `'env`).
 /// A `Scope` is neither `Send` nor `Sync`: all work is issued from the thread that
 /// opened it, on which its CUDA context is current.
 ///
@@ -45,6 +46,9 @@ pub struct Scope<'s, 'env: 's> {
     /// Invariant in `'env`, like `std::thread::Scope`, so `'env` cannot be shrunk to
     /// the brand.
     _env: PhantomData<&'env mut &'env ()>,
+    /// Lists the stream among this thread's open scopes while the scope lives, for the
+    /// out-of-memory recovery of allocations.
+    _open: OpenScope,
 }
 
 /// Runs `f` with a fresh [`Scope`] on `stream`, then waits for the stream to finish.
@@ -118,6 +122,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             raw: stream.raw,
             _brand: brand(),
             _env: PhantomData,
+            _open: OpenScope::register(&stream.device.inner, stream.raw),
         }
     }
 

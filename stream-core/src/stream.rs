@@ -3,7 +3,7 @@
 use cudarc::driver::{result, sys};
 
 use crate::device::Device;
-use crate::error::{DriverResultExt, Result};
+use crate::error::{DriverResultExt, Error, Result};
 
 /// A non-blocking CUDA stream: work on it runs in issue order, concurrently with other
 /// streams. `Send` and `Sync`; all work is issued through [`scope`](crate::scope).
@@ -45,6 +45,20 @@ impl Stream {
     /// The device this stream belongs to.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// `Ok(true)` when all work enqueued on this stream so far has completed, without
+    /// blocking (`cuStreamQuery`). Useful to observe overlap: another stream's scope can
+    /// finish while this one is still busy.
+    pub fn is_idle(&self) -> Result<bool> {
+        self.device.inner.bind()?;
+        // SAFETY: `self.raw` is a live stream (owned by `self`) of the context just made
+        // current; a query only reads its state.
+        match unsafe { sys::cuStreamQuery(self.raw) }.result() {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => Err(Error::driver("cuStreamQuery", e)),
+        }
     }
 }
 

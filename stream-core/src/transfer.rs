@@ -5,7 +5,7 @@
 //! (readable, not writable or freeable, until the final synchronisation of the scope
 //! that owns `'env`) and a host destination `&'env mut [T]` (no host access at all
 //! until [`Pending::wait`] or that synchronisation). `'env` rather than the brand `'s`
-//! because a [forked](crate::Fork) scope's work is joined by an event, not by the host:
+//! because a [forked](Scope::fork) scope's work is joined by an event, not by the host:
 //! only the outermost scope's synchronisation covers it, and `'env` lasts until then.
 //! Device memory needs only call-length borrows, since all of a scope's device work
 //! runs in order on its one stream.

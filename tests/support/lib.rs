@@ -15,15 +15,19 @@
 //! The helpers follow the workspace's test rule (STYLE rule 15): draw fresh non-zero
 //! inputs ([`Rng`]), poison outputs before the run ([`poisoned`], [`poison`]), and
 //! compare against a CPU reference ([`check_eq`]), reporting the first mismatch.
+//! Arithmetic kernels are compared within a rounding-error bound instead: inputs from
+//! [`signed`], bounds in units of [`Real::U`], checked with [`check_close`].
 
 mod check;
 mod element;
+mod float;
 mod gpu;
 mod harness;
 mod rng;
 
 pub use check::{check_eq, check_error, expect_err, panic_message, poison, poisoned};
 pub use element::Element;
+pub use float::{accurate_sum, check_close, signed, summation_height, Real};
 pub use gpu::{device, gpu_status, require_gpu, stream, GpuStatus, REQUIRE_GPU_ENV};
 pub use harness::{run, Test, TestFn};
 pub use libtest_mimic::Failed;

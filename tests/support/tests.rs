@@ -1,6 +1,8 @@
 //! Checks of the helpers themselves (they run everywhere, no GPU needed).
 
-use crate::{check_eq, poisoned, Element, Rng};
+use crate::{
+    accurate_sum, check_close, check_eq, poisoned, summation_height, Element, Rng, TestResult,
+};
 
 fn random_values_are_fresh<T: Element>() {
     let mut rng = Rng::with_seed(1);
@@ -87,4 +89,57 @@ fn seeds_parse_in_decimal_and_hex() {
     assert_eq!(parse_seed(" 0x00ff_0001 "), Some(0xff_0001));
     assert_eq!(parse_seed("0XAB"), Some(0xab));
     assert_eq!(parse_seed("seed"), None);
+}
+
+/// `summation_height` for the sizes the reductions are checked at.
+#[test]
+fn summation_height_counts_every_level_of_the_reduction() -> TestResult {
+    for (n, expected) in [(0, 0), (1, 18), (256, 18), (257, 18), ((1 << 24) + 3, 85)] {
+        let h = summation_height(n);
+        ensure!(
+            h == expected,
+            "summation_height({n}) is {h}, expected {expected}"
+        );
+    }
+    Ok(())
+}
+
+/// `accurate_sum` recovers what plain left-to-right summation loses.
+#[test]
+fn accurate_sum_is_exact_where_plain_summation_is_not() -> TestResult {
+    let terms = [1e16, 1.0, -1e16, 3.0];
+    let plain: f64 = terms.iter().sum();
+    let accurate = accurate_sum(terms.into_iter());
+    ensure!(
+        plain != 4.0,
+        "plain summation happened to be exact: {plain}"
+    );
+    ensure!(accurate == 4.0, "accurate_sum gave {accurate}, expected 4");
+    Ok(())
+}
+
+/// `check_close` fails on a NaN and on the poison, says so, and passes within tolerance.
+#[test]
+fn check_close_rejects_nan_and_names_the_poison() -> TestResult {
+    ensure!(
+        check_close("ok", &[1.0f32, 2.0], |i| (i as f64 + 1.0, 0.0)).is_ok(),
+        "exact values were rejected"
+    );
+    ensure!(
+        check_close("ok", &[1.5f64], |_| (1.0, 0.5)).is_ok(),
+        "a value at the tolerance was rejected"
+    );
+    let nan = check_close("nan", &[1.0f32, f32::NAN], |_| (1.0, 1e9));
+    ensure!(nan.is_err(), "a NaN was accepted");
+    let message = check_close("poison", &[f64::POISON, 2.0, 5.0], |_| (2.0, 0.5))
+        .err()
+        .and_then(|f| f.message().map(str::to_owned))
+        .unwrap_or_default();
+    ensure!(
+        message.contains("index 0")
+            && message.contains("never written")
+            && message.contains("2 of 3"),
+        "the message {message:?} does not name the first index, the poison and the count"
+    );
+    Ok(())
 }

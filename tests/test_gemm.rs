@@ -1,0 +1,432 @@
+//! Matrix kernels on a real GPU: `kernels::transpose`, and SGEMM both from the
+//! `kernels` crate's tiled kernel (`kernels::sgemm_tiled`) and from cuBLAS
+//! (`Cublas::sgemm`), with their refusal of operands of the wrong size.
+//!
+//! Every test draws fresh non-zero random inputs, poisons its outputs before the GPU
+//! runs, and compares with a CPU reference: bit-exact for transpose, and for SGEMM
+//! within a stated rounding-error bound of the product computed in `f64` by
+//! `gemm_reference` (which a host test checks against a plain triple loop). Bad input
+//! is an `Err` of the right variant that leaves the outputs untouched.
+//!
+//! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
+
+use gpu_tests::{
+    check_close, check_eq, check_error, device, ensure, expect_err, poisoned, signed, stream,
+    Element, Failed, Real, Rng, TestResult,
+};
+use kernels::Cublas;
+use stream_core::{scope, DeviceMemory, DeviceMemoryMut, Error, Scope};
+
+gpu_tests::test_main! {
+    gpu: [
+        transpose_is_exact,
+        sgemm_tiled_matches_the_reference_for_beta_zero_and_half,
+        cublas_sgemm_matches_the_reference_for_beta_zero_and_half,
+        sgemm_tiled_with_k_zero_scales_c_by_beta,
+        cublas_sgemm_with_k_zero_scales_c_by_beta,
+        transpose_with_wrong_sizes_is_shape_mismatch_and_writes_nothing,
+        sgemm_with_wrong_sizes_is_shape_mismatch_naming_the_operand,
+    ],
+    host: [
+        gemm_reference_matches_a_plain_triple_loop,
+    ],
+}
+
+/// SGEMM shapes `(m, n, k)`, none a multiple of the 64x64x16 tile.
+const GEMM_SHAPES: [(usize, usize, usize); 4] =
+    [(1, 1, 1), (65, 33, 17), (129, 257, 63), (1000, 999, 513)];
+
+// ---------------------------------------------------------------------------------------
+// Transpose and SGEMM.
+
+/// `transpose` moves every element to its mirrored place, bit for bit, for shapes that
+/// are and are not multiples of its 32x32 tile, and for empty ones.
+fn transpose_is_exact() -> TestResult {
+    let stream = stream()?;
+    let mut rng = Rng::new();
+    for (rows, cols) in [(1, 1), (31, 33), (1000, 17), (4096, 4096), (0, 5), (5, 0)] {
+        let input: Vec<f32> = rng.vec(rows * cols);
+        let mut expected = vec![0f32; rows * cols];
+        for r in 0..rows {
+            for c in 0..cols {
+                expected[c * rows + r] = input[r * cols + c];
+            }
+        }
+        let mut out = poisoned::<f32>(rows * cols);
+        scope(&stream, |s| -> TestResult {
+            let x = s.upload(&input)?;
+            let mut t = s.alloc::<f32>(rows * cols)?;
+            s.fill(&mut t, f32::POISON)?;
+            kernels::transpose(s, &x, rows as u32, cols as u32, &mut t)?;
+            let _download = s.copy_to_host(&t, &mut out)?;
+            Ok(())
+        })?;
+        check_eq(&format!("transpose of {rows}x{cols}"), &expected, &out)?;
+    }
+    Ok(())
+}
+
+/// `A B` and `|A| |B|` (row-major, `m x k` times `k x n`) in `f64`, rows spread over
+/// the host's cores.
+fn gemm_reference((m, n, k): (usize, usize, usize), a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    let mut ab = vec![0f64; m * n];
+    let mut abs = vec![0f64; m * n];
+    if m == 0 || n == 0 {
+        return (ab, abs);
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let rows_per_thread = m.div_ceil(threads);
+    std::thread::scope(|t| {
+        let chunks = ab
+            .chunks_mut(rows_per_thread * n)
+            .zip(abs.chunks_mut(rows_per_thread * n));
+        for (chunk, (ab_rows, abs_rows)) in chunks.enumerate() {
+            t.spawn(move || {
+                let rows = ab_rows.chunks_mut(n).zip(abs_rows.chunks_mut(n));
+                for (r, (ab_row, abs_row)) in rows.enumerate() {
+                    let i = chunk * rows_per_thread + r;
+                    for p in 0..k {
+                        let aip = f64::from(a[i * k + p]);
+                        let b_row = &b[p * n..(p + 1) * n];
+                        for ((sum, sum_abs), &bpj) in
+                            ab_row.iter_mut().zip(abs_row.iter_mut()).zip(b_row)
+                        {
+                            let product = aip * f64::from(bpj);
+                            *sum += product;
+                            *sum_abs += product.abs();
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (ab, abs)
+}
+
+/// `c = alpha a b + beta c` for `(m, n, k)` with `Cublas::sgemm` when a handle is given,
+/// else with `kernels::sgemm_tiled`.
+#[allow(clippy::too_many_arguments)] // the BLAS signature
+fn gemm<'s>(
+    blas: Option<&mut Cublas>,
+    s: &'s Scope<'s, '_>,
+    (m, n, k): (usize, usize, usize),
+    alpha: f32,
+    a: &impl DeviceMemory<'s, f32>,
+    b: &impl DeviceMemory<'s, f32>,
+    beta: f32,
+    c: &mut impl DeviceMemoryMut<'s, f32>,
+) -> stream_core::Result<()> {
+    let (m, n, k) = (m as u32, n as u32, k as u32);
+    match blas {
+        None => kernels::sgemm_tiled(s, m, n, k, alpha, a, b, beta, c),
+        Some(h) => h.sgemm(s, m, n, k, alpha, a, b, beta, c),
+    }
+}
+
+/// Which SGEMM a test runs.
+#[derive(Clone, Copy)]
+enum Gemm {
+    Tiled,
+    Cublas,
+}
+
+/// Checks one SGEMM against the `f64` reference for every shape, with `beta = 0` and a
+/// poisoned (NaN) `C`, which must not be read, and with `beta = 0.5` and a random `C`.
+///
+/// Bound per element: `|got - (alpha (A B)_ij + beta C_ij)| <= (k + 3) u (|alpha| (|A| |B|)_ij
+/// + |beta C_ij|)`: any order of summing `k` products rounds each at most `k` times
+/// (fused or not), plus the roundings of `alpha *`, `beta *` and the final `+`. With
+/// `k = 513` that is about `3.1e-5` relative to `sum |a||b|`.
+fn sgemm_matches_the_reference(which: Gemm) -> TestResult {
+    let stream = stream()?;
+    let mut blas = match which {
+        Gemm::Cublas => Some(Cublas::new(&device()?)?),
+        Gemm::Tiled => None,
+    };
+    let mut rng = Rng::new();
+    for (m, n, k) in GEMM_SHAPES {
+        let a: Vec<f32> = signed(&mut rng, m * k);
+        let b: Vec<f32> = signed(&mut rng, k * n);
+        let (ab, abs) = gemm_reference((m, n, k), &a, &b);
+        let alpha = signed::<f32>(&mut rng, 1)[0];
+        for beta in [0.0f32, 0.5] {
+            let c: Vec<f32> = if beta == 0.0 {
+                poisoned(m * n)
+            } else {
+                signed(&mut rng, m * n)
+            };
+            let mut out = poisoned::<f32>(m * n);
+            scope(&stream, |s| -> TestResult {
+                let (da, db) = (s.upload(&a)?, s.upload(&b)?);
+                let mut dc = s.upload(&c)?;
+                gemm(blas.as_mut(), s, (m, n, k), alpha, &da, &db, beta, &mut dc)?;
+                let _download = s.copy_to_host(&dc, &mut out)?;
+                Ok(())
+            })?;
+            let name = match which {
+                Gemm::Tiled => "kernels::sgemm_tiled",
+                Gemm::Cublas => "Cublas::sgemm",
+            };
+            let (alpha, beta) = (f64::from(alpha), f64::from(beta));
+            check_close(
+                &format!("{name} {m}x{n}x{k}, alpha {alpha}, beta {beta}"),
+                &out,
+                |i| {
+                    let bc = if beta == 0.0 {
+                        0.0
+                    } else {
+                        beta * f64::from(c[i])
+                    };
+                    let bound = (k + 3) as f64 * f32::U * (alpha.abs() * abs[i] + bc.abs());
+                    (alpha * ab[i] + bc, bound)
+                },
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn sgemm_tiled_matches_the_reference_for_beta_zero_and_half() -> TestResult {
+    sgemm_matches_the_reference(Gemm::Tiled)
+}
+
+fn cublas_sgemm_matches_the_reference_for_beta_zero_and_half() -> TestResult {
+    sgemm_matches_the_reference(Gemm::Cublas)
+}
+
+/// With `k = 0`, `A B` is an empty sum: `C = beta C` exactly (BLAS semantics), zeros for
+/// `beta = 0` even over a NaN `C`.
+fn sgemm_with_k_zero_scales_c_by_beta(which: Gemm) -> TestResult {
+    let stream = stream()?;
+    let mut blas = match which {
+        Gemm::Cublas => Some(Cublas::new(&device()?)?),
+        Gemm::Tiled => None,
+    };
+    let mut rng = Rng::new();
+    let (m, n) = (37, 65);
+    for beta in [0.0f32, 0.5, 1.0] {
+        let c: Vec<f32> = if beta == 0.0 {
+            poisoned(m * n)
+        } else {
+            signed(&mut rng, m * n)
+        };
+        let expected: Vec<f32> = c
+            .iter()
+            .map(|&v| if beta == 0.0 { 0.0 } else { beta * v })
+            .collect();
+        let mut out = poisoned::<f32>(m * n);
+        scope(&stream, |s| -> TestResult {
+            let (da, db) = (s.alloc::<f32>(0)?, s.alloc::<f32>(0)?);
+            let mut dc = s.upload(&c)?;
+            gemm(blas.as_mut(), s, (m, n, 0), 1.5, &da, &db, beta, &mut dc)?;
+            let _download = s.copy_to_host(&dc, &mut out)?;
+            Ok(())
+        })?;
+        check_close(&format!("sgemm {m}x{n}x0 with beta {beta}"), &out, |i| {
+            (f64::from(expected[i]), 0.0)
+        })?;
+    }
+    Ok(())
+}
+
+fn sgemm_tiled_with_k_zero_scales_c_by_beta() -> TestResult {
+    sgemm_with_k_zero_scales_c_by_beta(Gemm::Tiled)
+}
+
+fn cublas_sgemm_with_k_zero_scales_c_by_beta() -> TestResult {
+    sgemm_with_k_zero_scales_c_by_beta(Gemm::Cublas)
+}
+
+// ---------------------------------------------------------------------------------------
+// Bad input.
+
+/// `transpose` of a 3x4 matrix from 11 or 13 elements, or into 11 or 13, is
+/// `ShapeMismatch` naming the operand; the output keeps its poison.
+fn transpose_with_wrong_sizes_is_shape_mismatch_and_writes_nothing() -> TestResult {
+    let stream = stream()?;
+    let mut rng = Rng::new();
+    let (x11, x12, x13): (Vec<f32>, Vec<f32>, Vec<f32>) = (rng.vec(11), rng.vec(12), rng.vec(13));
+    let mut out = poisoned::<f32>(12);
+    scope(&stream, |s| -> TestResult {
+        let (d11, d12, d13) = (s.upload(&x11)?, s.upload(&x12)?, s.upload(&x13)?);
+        let mut o12 = s.alloc::<f32>(12)?;
+        s.fill(&mut o12, f32::POISON)?;
+        let mut o11 = s.alloc::<f32>(11)?;
+        let mut o13 = s.alloc::<f32>(13)?;
+        let input = "transpose: input (rows * cols)";
+        let output = "transpose: output (rows * cols)";
+        let cases = [
+            (
+                "input of 11",
+                kernels::transpose(s, &d11, 3, 4, &mut o12),
+                input,
+                11,
+            ),
+            (
+                "input of 13",
+                kernels::transpose(s, &d13, 3, 4, &mut o12),
+                input,
+                13,
+            ),
+            (
+                "output of 11",
+                kernels::transpose(s, &d12, 3, 4, &mut o11),
+                output,
+                11,
+            ),
+            (
+                "output of 13",
+                kernels::transpose(s, &d12, 3, 4, &mut o13),
+                output,
+                13,
+            ),
+        ];
+        for (what, result, operand, actual) in cases {
+            let e = expect_err(what, result)?;
+            let expected = Error::ShapeMismatch {
+                what: operand,
+                expected: 12,
+                actual,
+            };
+            check_error(what, &e, &expected, &[operand, "12", &actual.to_string()])?;
+        }
+        let _out = s.copy_to_host(&o12, &mut out)?;
+        Ok(())
+    })?;
+    check_eq(
+        "transpose output after refused launches",
+        &poisoned::<f32>(12),
+        &out,
+    )
+}
+
+/// `sgemm_tiled` and `Cublas::sgemm` with `a`, `b` or `c` one element short of
+/// `m*k`, `k*n`, `m*n` (for `m, n, k = 4, 3, 2`) are `ShapeMismatch` naming that
+/// operand; `c` is left as it was.
+fn sgemm_with_wrong_sizes_is_shape_mismatch_naming_the_operand() -> TestResult {
+    let stream = stream()?;
+    let mut blas = Cublas::new(&device()?)?;
+    let mut rng = Rng::new();
+    let (a, b, c): (Vec<f32>, Vec<f32>, Vec<f32>) = (
+        signed(&mut rng, 8),
+        signed(&mut rng, 6),
+        signed(&mut rng, 12),
+    );
+    let mut out = poisoned::<f32>(12);
+    scope(&stream, |s| -> TestResult {
+        let (da, db, mut dc) = (s.upload(&a)?, s.upload(&b)?, s.upload(&c)?);
+        let (short_a, short_b) = (da.slice(..7)?, db.slice(..5)?);
+        for name in ["sgemm_tiled", "cublas sgemm"] {
+            let cublas = name == "cublas sgemm";
+            let shape = (4, 3, 2);
+            let results = [
+                (
+                    "a (m * k)",
+                    gemm(
+                        cublas.then_some(&mut blas),
+                        s,
+                        shape,
+                        1.0,
+                        &short_a,
+                        &db,
+                        0.5,
+                        &mut dc,
+                    ),
+                    8,
+                    7,
+                ),
+                (
+                    "b (k * n)",
+                    gemm(
+                        cublas.then_some(&mut blas),
+                        s,
+                        shape,
+                        1.0,
+                        &da,
+                        &short_b,
+                        0.5,
+                        &mut dc,
+                    ),
+                    6,
+                    5,
+                ),
+                (
+                    "c (m * n)",
+                    gemm(
+                        cublas.then_some(&mut blas),
+                        s,
+                        shape,
+                        1.0,
+                        &da,
+                        &db,
+                        0.5,
+                        &mut dc.slice_mut(..11)?,
+                    ),
+                    12,
+                    11,
+                ),
+            ];
+            for (operand, result, expected, actual) in results {
+                let what = format!("{name} with {operand} of {actual}");
+                let e = expect_err(&what, result)?;
+                let Error::ShapeMismatch {
+                    what: label,
+                    expected: e_expected,
+                    actual: e_actual,
+                } = &e
+                else {
+                    return Err(Failed::from(format!(
+                        "{what}: got {e:?}, expected ShapeMismatch"
+                    )));
+                };
+                ensure!(
+                    label.starts_with(name) && label.ends_with(operand),
+                    "{what}: the error names {label:?}, not {name}'s {operand}"
+                );
+                ensure!(
+                    (*e_expected, *e_actual) == (expected, actual),
+                    "{what}: got expected {e_expected}, actual {e_actual}; wanted {expected}, {actual}"
+                );
+                let message = e.to_string();
+                ensure!(
+                    message.contains(operand) && message.contains(&actual.to_string()),
+                    "{what}: the message {message:?} does not name both the operand and its size"
+                );
+            }
+        }
+        let _out = s.copy_to_host(&dc, &mut out)?;
+        Ok(())
+    })?;
+    check_eq("c after refused SGEMMs", &c, &out)
+}
+
+// ---------------------------------------------------------------------------------------
+// Host test of this file's reference (it runs without a GPU).
+
+/// The threaded `gemm_reference` equals a plain triple loop, including shapes with
+/// fewer rows than threads and an empty `k`.
+fn gemm_reference_matches_a_plain_triple_loop() -> TestResult {
+    let mut rng = Rng::new();
+    for (m, n, k) in [(1, 1, 1), (3, 5, 7), (65, 33, 17), (5, 7, 0), (0, 3, 2)] {
+        let a: Vec<f32> = signed(&mut rng, m * k);
+        let b: Vec<f32> = signed(&mut rng, k * n);
+        let (ab, abs) = gemm_reference((m, n, k), &a, &b);
+        ensure!(
+            ab.len() == m * n && abs.len() == m * n,
+            "{m}x{n}x{k}: wrong sizes"
+        );
+        for i in 0..m {
+            for j in 0..n {
+                let products = (0..k).map(|p| f64::from(a[i * k + p]) * f64::from(b[p * n + j]));
+                let (sum, sum_abs) = products.fold((0.0, 0.0), |(s, t), x| (s + x, t + x.abs()));
+                ensure!(
+                    ab[i * n + j] == sum && abs[i * n + j] == sum_abs,
+                    "{m}x{n}x{k} at ({i}, {j}): got ({}, {}), expected ({sum}, {sum_abs})",
+                    ab[i * n + j],
+                    abs[i * n + j]
+                );
+            }
+        }
+    }
+    Ok(())
+}
