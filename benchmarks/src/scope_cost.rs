@@ -260,5 +260,8 @@ fn allocations(env: &Env, rep: &mut Report, warmup: usize, reps: usize) -> Resul
     );
     (row.ours, row.raw) = (Some(o), Some(sync));
     rep.push(row);
+    rep.note(
+        "scope: ours, raw cuMemAllocAsync and cudarc all allocate from the device's default memory pool, which stream_core::Device::new configures (release threshold u64::MAX, no internal cross-stream dependencies) for all of them",
+    );
     Ok(())
 }
