@@ -28,7 +28,7 @@ use stream_core::{scope, PinnedBuffer, Scope, Stream};
 use crate::cuda::{self, work_config, work_reference};
 use crate::error::{Context, Error, Result};
 use crate::measure::{interleaved, GpuTimer, Sampler, Stats};
-use crate::raw::{arg, RawDeviceMem, RawEvent, RawPinned};
+use crate::raw::{self, arg, RawDeviceMem, RawEvent, RawPinned};
 use crate::report::{Better, Check, Report, Row, Source};
 use crate::Env;
 
@@ -542,7 +542,7 @@ impl Stages {
         let enqueued = (|| -> Result<()> {
             self.timer.start(self.stream)?;
             if both {
-                raw_order(self.fork.0, self.stream, self.other)?;
+                raw::order(self.fork.0, self.stream, self.other)?;
             }
             let cfg = work_config(shape.chunk);
             let chunks = input
@@ -593,7 +593,7 @@ impl Stages {
                 }
             }
             if both {
-                raw_order(self.join.0, self.other, self.stream)?;
+                raw::order(self.join.0, self.other, self.stream)?;
             }
             self.timer.stop(self.stream)
         })();
@@ -604,13 +604,4 @@ impl Stages {
         enqueued?;
         self.timer.seconds()
     }
-}
-
-/// Records `event` on `from` and makes `to` wait for it (on the GPU).
-fn raw_order(event: sys::CUevent, from: sys::CUstream, to: sys::CUstream) -> Result<()> {
-    // SAFETY: the event and streams are alive (owned by the caller and `Env`).
-    unsafe { result::event::record(event, from) }.context("cuEventRecord")?;
-    // SAFETY: as above.
-    unsafe { result::stream::wait_event(to, event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-        .context("cuStreamWaitEvent")
 }

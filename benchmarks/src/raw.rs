@@ -232,6 +232,17 @@ unsafe impl Send for RawFunction {}
 // SAFETY: see `Send`; the handle is only read.
 unsafe impl Sync for RawFunction {}
 
+/// Records `event` on `from` and makes `to` wait for it, on the GPU: `to`'s later work
+/// runs after `from`'s work so far. The host does not block.
+pub fn order(event: sys::CUevent, from: sys::CUstream, to: sys::CUstream) -> Result<()> {
+    // SAFETY: callers pass an event and streams of the current context that they keep
+    // alive for the call.
+    unsafe { result::event::record(event, from) }.context("cuEventRecord")?;
+    // SAFETY: as above; the wait captures the event's state now.
+    unsafe { result::stream::wait_event(to, event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+        .context("cuStreamWaitEvent")
+}
+
 /// The pointer a kernel argument array holds for `value`.
 #[inline(always)]
 pub fn arg<T>(value: &T) -> *mut c_void {

@@ -15,12 +15,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{result, sys, CudaStream};
+use cudarc::driver::{result, CudaStream};
 use stream_core::scope;
 
 use crate::error::{Context, Error, Result};
 use crate::measure::{interleaved, Sampler, Stats};
-use crate::raw::RawEvent;
+use crate::raw::{order as raw_order, RawEvent};
 use crate::report::{Better, Report, Row, Source};
 use crate::Env;
 
@@ -161,15 +161,6 @@ fn forks(env: &Env, rep: &mut Report, warmup: usize, reps: usize) -> Result<()> 
     (row.ours, row.raw, row.cudarc2) = (Some(o), Some(r), Some(c2));
     rep.push(row.check_vs_raw(1.03, Source::Goal));
     Ok(())
-}
-
-/// Records `event` on `from` and makes `to` wait for it.
-fn raw_order(event: sys::CUevent, from: sys::CUstream, to: sys::CUstream) -> Result<()> {
-    // SAFETY: the event and streams are alive (owned by the caller and `Env`).
-    unsafe { result::event::record(event, from) }.context("cuEventRecord")?;
-    // SAFETY: as above.
-    unsafe { result::stream::wait_event(to, event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-        .context("cuStreamWaitEvent")
 }
 
 fn allocations(env: &Env, rep: &mut Report, warmup: usize, reps: usize) -> Result<()> {
