@@ -2,7 +2,7 @@
 //! measured side by side in one run on one GPU (issue 6).
 //!
 //! ```text
-//! bench [--quick] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--list]
+//! bench [--quick] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--kernel-ratio R] [--list]
 //! ```
 //!
 //! Every case runs each implementation interleaved with the others, after a warm-up,
@@ -221,23 +221,26 @@ impl Env {
 /// Parsed command line.
 struct Args {
     quick: bool,
+    kernel_ratio: f64,
     cases: Vec<&'static Case>,
     json: String,
     device: usize,
 }
 
 const USAGE: &str =
-    "usage: bench [--quick] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--list]
+    "usage: bench [--quick] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--kernel-ratio R] [--list]
 
   --quick        small sizes and few repetitions (a smoke run of a few seconds)
   --case NAMES   run only these cases (repeatable, or comma-separated); see --list
   --json PATH    where to write every figure (default bench.json)
   --device N     CUDA device ordinal (default 0)
+  --kernel-ratio R  pipeline: kernel time / slower copy direction's time (default 1.0)
   --list         list the cases and exit";
 
 fn parse_args() -> std::result::Result<Option<Args>, String> {
     let mut args = Args {
         quick: false,
+        kernel_ratio: 1.0,
         cases: Vec::new(),
         json: "bench.json".to_owned(),
         device: 0,
@@ -251,6 +254,16 @@ fn parse_args() -> std::result::Result<Option<Args>, String> {
         match a.as_str() {
             "--quick" => args.quick = true,
             "--json" => args.json = value("--json")?,
+            "--kernel-ratio" => {
+                let v = value("--kernel-ratio")?;
+                args.kernel_ratio = v
+                    .parse()
+                    .ok()
+                    .filter(|r: &f64| r.is_finite() && *r > 0.0 && *r <= 100.0)
+                    .ok_or_else(|| {
+                        format!("--kernel-ratio takes a number in (0, 100], not `{v}`")
+                    })?;
+            }
             "--device" => {
                 let v = value("--device")?;
                 args.device = v
@@ -299,7 +312,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let cfg = Config { quick: args.quick };
+    let cfg = Config {
+        quick: args.quick,
+        kernel_ratio: args.kernel_ratio,
+    };
     let (env, header) = match Env::open(args.device, cfg) {
         Ok(v) => v,
         Err(e) => {

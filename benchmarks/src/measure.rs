@@ -15,6 +15,9 @@ use crate::error::{Context, Error, Result};
 pub struct Config {
     /// `--quick`: small sizes and few repetitions.
     pub quick: bool,
+    /// `--kernel-ratio`: the pipeline's kernel time as a fraction of its slower copy
+    /// direction (1.0: all three stages equally long).
+    pub kernel_ratio: f64,
 }
 
 impl Config {

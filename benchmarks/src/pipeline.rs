@@ -10,7 +10,8 @@
 //! timing): `U`, `K`, `D`, and per chunk `u`, `k`, `d`. No schedule beats
 //! `max(U, K, D)` plus one chunk of the other stages to fill and drain the pipeline:
 //! `bound = max(U, K, D) + (u + k + d - max(u, k, d))`. The kernel's work per element is
-//! calibrated so that `K` is about `max(U, D)`: all three engines busy, the hardest case.
+//! calibrated so that `K` is about `max(U, D)` (times `--kernel-ratio`, default 1): all
+//! three engines busy, the hardest case.
 //!
 //! * ours: one scope on the first stream, one nested `fork` per further stream, all
 //!   lanes alive together; each chunk is `upload`, `alloc`, `work_f32`, `copy_to_host`.
@@ -110,11 +111,11 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let upload = time(Stage::Upload, shape, 3, &mut raw_out)?;
     let download = time(Stage::Download, shape, 3, &mut raw_out)?;
     let both_copies = time(Stage::UploadAndDownload, shape, 3, &mut raw_out)?;
-    let copies = upload.max(download);
+    let target = cfg.kernel_ratio * upload.max(download);
     for _ in 0..2 {
         stages.once(Stage::Upload, &raw_in, &mut raw_out, shape)?; // the kernel's input: real data
         let k = time(Stage::Kernel, shape, 1, &mut raw_out)?;
-        let scaled = f64::from(shape.iters) * copies / k.max(1e-9);
+        let scaled = f64::from(shape.iters) * target / k.max(1e-9);
         shape.iters = scaled.round().clamp(1.0, 1e6) as u32;
     }
     stages.once(Stage::Upload, &raw_in, &mut raw_out, shape)?;
