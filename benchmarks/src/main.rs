@@ -22,6 +22,7 @@
 mod bandwidth;
 mod cuda;
 mod error;
+mod json;
 mod launch;
 mod measure;
 mod pageable;
