@@ -1,0 +1,369 @@
+//! `bench`: this library vs raw `cudarc::driver::result` calls vs cudarc's safe API,
+//! measured side by side in one run on one GPU (issue 6).
+//!
+//! ```text
+//! bench [--quick] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--kernel-ratio R] [--list]
+//! ```
+//!
+//! Every case runs each implementation interleaved with the others, after a warm-up,
+//! and reports medians: GPU time from CUDA events where the GPU does the work, host time
+//! where the cost of enqueuing is the point. The table gives ours/raw and PASS/MISS
+//! against the issue's targets; the JSON file holds every sample.
+//!
+//! The three implementations:
+//! * **ours**: `stream_core` scopes, forks, kernel wrappers, pinned buffers.
+//! * **raw**: `cudarc::driver::result` calls in the same pattern (events for
+//!   cross-stream ordering, stream-ordered allocation), no safety bookkeeping.
+//! * **cudarc**: cudarc's safe API (`CudaStream`, `CudaSlice`, `launch_builder`), on its
+//!   default stream ("1s": a context object with no streams of its own, so no event
+//!   tracking) and on streams of its own ("2s": a second context object with
+//!   `new_stream`s, so every argument is tracked with events).
+
+mod bandwidth;
+mod cuda;
+mod error;
+mod json;
+mod launch;
+mod measure;
+mod pageable;
+mod pipeline;
+mod raw;
+mod report;
+mod scope_cost;
+mod sgemm;
+mod threads;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
+use cudarc::nvrtc::Ptx;
+use stream_core::{Device, Stream};
+
+use crate::error::{Context, Error, Result};
+use crate::measure::Config;
+use crate::raw::{RawContext, RawFunction, RawModule, RawStream};
+use crate::report::Report;
+
+/// A case: its name on the command line, what it measures, and its entry point.
+struct Case {
+    name: &'static str,
+    what: &'static str,
+    run: fn(&Env, &mut Report) -> Result<()>,
+}
+
+const CASES: [Case; 7] = [
+    Case {
+        name: "launch",
+        what: "1. launch enqueue cost of a tiny kernel (host time)",
+        run: launch::run,
+    },
+    Case {
+        name: "bandwidth",
+        what: "2. pinned host-to-device and device-to-host bandwidth (GPU time)",
+        run: bandwidth::run,
+    },
+    Case {
+        name: "pageable",
+        what: "3. pageable host-to-device: the library's path vs the driver's (host time)",
+        run: pageable::run,
+    },
+    Case {
+        name: "pipeline",
+        what:
+            "4. chunked upload/kernel/download on 1, 2, 4 streams vs the overlap bound (GPU time)",
+        run: pipeline::run,
+    },
+    Case {
+        name: "threads",
+        what: "5. four threads with a stream each vs one thread (host time)",
+        run: threads::run,
+    },
+    Case {
+        name: "scope",
+        what: "6. scope enter/exit, fork/join, allocation+free (host time)",
+        run: scope_cost::run,
+    },
+    Case {
+        name: "sgemm",
+        what: "7. tiled and cuBLAS SGEMM GFLOP/s (GPU time)",
+        run: sgemm::run,
+    },
+];
+
+/// Everything the cases share: the device, streams of each implementation, and the
+/// benchmark kernels loaded for each.
+pub struct Env {
+    /// Sizes and repetitions.
+    pub cfg: Config,
+    /// Raw baseline: the context (bound on worker threads).
+    pub raw_ctx: RawContext,
+    /// Raw baseline: four non-blocking streams.
+    pub raw_streams: Vec<RawStream>,
+    /// Raw baseline: `tiny_u32`.
+    pub raw_tiny: RawFunction,
+    /// Raw baseline: `work_f32`.
+    pub raw_work: RawFunction,
+    /// Keeps the raw module loaded while `raw_tiny`/`raw_work` are in use.
+    _raw_module: RawModule,
+    /// cudarc, one stream: its default stream, on a context object without streams of
+    /// its own (so event tracking never engages).
+    pub cu1: Arc<CudaStream>,
+    /// cudarc, one stream: `tiny_u32`.
+    pub cu1_tiny: CudaFunction,
+    /// cudarc, one stream: `work_f32`.
+    pub cu1_work: CudaFunction,
+    /// cudarc, several streams: four `new_stream`s of a second context object (event
+    /// tracking on).
+    pub cu2: Vec<Arc<CudaStream>>,
+    /// cudarc, several streams: `tiny_u32`.
+    pub cu2_tiny: CudaFunction,
+    /// cudarc, several streams: `work_f32`.
+    pub cu2_work: CudaFunction,
+    /// Ours: four streams.
+    pub streams: Vec<Stream>,
+    /// Ours: the device (dropped last: it holds the primary context).
+    pub dev: Device,
+}
+
+impl Env {
+    fn open(ordinal: usize, cfg: Config) -> Result<(Env, Vec<(String, String)>)> {
+        // The library's `Device::new` first: it turns a missing driver or GPU into an
+        // error, where cudarc's lazy loader would panic.
+        let dev = Device::new(ordinal)?;
+        let streams = (0..4)
+            .map(|_| dev.new_stream())
+            .collect::<stream_core::Result<Vec<_>>>()?;
+        let raw_ctx = RawContext::current()?;
+        let cubin = cuda::compile_cubin(cuda::SOURCE, dev.compute_capability())
+            .context("compiling the benchmark kernels for the raw and cudarc baselines")?;
+        let raw_module = RawModule::load(&cubin)?;
+        let raw_tiny = RawFunction(raw_module.function("tiny_u32")?);
+        let raw_work = RawFunction(raw_module.function("work_f32")?);
+        let raw_streams = (0..4)
+            .map(|_| RawStream::new())
+            .collect::<Result<Vec<_>>>()?;
+
+        let ctx1 = CudaContext::new(ordinal).context("cudarc: CudaContext::new")?;
+        let cu1 = ctx1.default_stream();
+        let m1 = ctx1
+            .load_module(Ptx::from_binary(cubin.clone()))
+            .context("cudarc: load_module")?;
+        let ctx2 = CudaContext::new(ordinal).context("cudarc: CudaContext::new")?;
+        let cu2 = (0..4)
+            .map(|_| ctx2.new_stream())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .context("cudarc: new_stream")?;
+        let m2 = ctx2
+            .load_module(Ptx::from_binary(cubin))
+            .context("cudarc: load_module")?;
+        if ctx1.is_managing_stream_synchronization() || !ctx2.is_managing_stream_synchronization() {
+            return Err(Error::msg(
+                "cudarc's event tracking is not in the expected state (off on its default-stream context, on with streams of its own)",
+            ));
+        }
+        let load = |m: &Arc<cudarc::driver::CudaModule>, name: &str| {
+            m.load_function(name)
+                .context(&format!("cudarc: load_function({name})"))
+        };
+        let header = vec![
+            ("device".to_owned(), dev.name()?),
+            ("ordinal".to_owned(), ordinal.to_string()),
+            (
+                "compute_capability".to_owned(),
+                format!(
+                    "{}.{}",
+                    dev.compute_capability().0,
+                    dev.compute_capability().1
+                ),
+            ),
+            (
+                "memory_mib".to_owned(),
+                (dev.total_memory()? >> 20).to_string(),
+            ),
+            ("driver".to_owned(), raw::driver_version()?),
+            ("date_utc".to_owned(), report::utc_now()),
+            (
+                "mode".to_owned(),
+                if cfg.quick { "quick" } else { "full" }.to_owned(),
+            ),
+            (
+                "host_cpus".to_owned(),
+                std::thread::available_parallelism()
+                    .map_or(0, |n| n.get())
+                    .to_string(),
+            ),
+            (
+                "benchmarks_version".to_owned(),
+                env!("CARGO_PKG_VERSION").to_owned(),
+            ),
+        ];
+        Ok((
+            Env {
+                cfg,
+                raw_ctx,
+                raw_streams,
+                raw_tiny,
+                raw_work,
+                _raw_module: raw_module,
+                cu1_tiny: load(&m1, "tiny_u32")?,
+                cu1_work: load(&m1, "work_f32")?,
+                cu1,
+                cu2_tiny: load(&m2, "tiny_u32")?,
+                cu2_work: load(&m2, "work_f32")?,
+                cu2,
+                streams,
+                dev,
+            },
+            header,
+        ))
+    }
+}
+
+/// Parsed command line.
+struct Args {
+    quick: bool,
+    kernel_ratio: f64,
+    cases: Vec<&'static Case>,
+    json: String,
+    device: usize,
+}
+
+const USAGE: &str =
+    "usage: bench [--quick] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--kernel-ratio R] [--list]
+
+  --quick        small sizes and few repetitions (a smoke run of a few seconds)
+  --case NAMES   run only these cases (repeatable, or comma-separated); see --list
+  --json PATH    where to write every figure (default bench.json)
+  --device N     CUDA device ordinal (default 0)
+  --kernel-ratio R  pipeline: kernel time / slower copy direction's time (default 1.0)
+  --list         list the cases and exit";
+
+fn parse_args() -> std::result::Result<Option<Args>, String> {
+    let mut args = Args {
+        quick: false,
+        kernel_ratio: 1.0,
+        cases: Vec::new(),
+        json: "bench.json".to_owned(),
+        device: 0,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = |flag: &str| {
+            it.next()
+                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+        };
+        match a.as_str() {
+            "--quick" => args.quick = true,
+            "--json" => args.json = value("--json")?,
+            "--kernel-ratio" => {
+                let v = value("--kernel-ratio")?;
+                args.kernel_ratio = v
+                    .parse()
+                    .ok()
+                    .filter(|r: &f64| r.is_finite() && *r > 0.0 && *r <= 100.0)
+                    .ok_or_else(|| {
+                        format!("--kernel-ratio takes a number in (0, 100], not `{v}`")
+                    })?;
+            }
+            "--device" => {
+                let v = value("--device")?;
+                args.device = v
+                    .parse()
+                    .map_err(|_| format!("--device takes a number, not `{v}`"))?;
+            }
+            "--case" => {
+                for name in value("--case")?.split(',').filter(|n| !n.is_empty()) {
+                    let case = CASES.iter().find(|c| c.name == name).ok_or_else(|| {
+                        let names: Vec<_> = CASES.iter().map(|c| c.name).collect();
+                        format!("unknown case `{name}`; the cases are: {}", names.join(", "))
+                    })?;
+                    if !args.cases.iter().any(|c| c.name == case.name) {
+                        args.cases.push(case);
+                    }
+                }
+            }
+            "--list" => {
+                for c in &CASES {
+                    println!("{:<10} {}", c.name, c.what);
+                }
+                return Ok(None);
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(None);
+            }
+            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+        }
+    }
+    if args.cases.is_empty() {
+        args.cases = CASES.iter().collect();
+    }
+    // Run in the table's order whatever order they were named in.
+    args.cases
+        .sort_by_key(|c| CASES.iter().position(|k| k.name == c.name));
+    Ok(Some(args))
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(Some(a)) => a,
+        Ok(None) => return,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let cfg = Config {
+        quick: args.quick,
+        kernel_ratio: args.kernel_ratio,
+    };
+    let (env, header) = match Env::open(args.device, cfg) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            if e.is_no_gpu() {
+                eprintln!(
+                    "bench: the benchmark needs an NVIDIA GPU and its driver; none was found."
+                );
+            }
+            std::process::exit(1);
+        }
+    };
+    let mut report = Report {
+        header,
+        ..Report::default()
+    };
+    for (k, v) in &report.header {
+        println!("{k}: {v}");
+    }
+    let start = std::time::Instant::now();
+    for case in &args.cases {
+        println!(
+            "\n== {} ({:.1} s)",
+            case.what,
+            start.elapsed().as_secs_f64()
+        );
+        if let Err(e) = (case.run)(&env, &mut report) {
+            eprintln!("bench: case {} failed: {e}", case.name);
+            report.errors.push((case.name.to_owned(), e.to_string()));
+        }
+    }
+    let total = start.elapsed().as_secs_f64();
+    report
+        .header
+        .push(("run_seconds".to_owned(), format!("{total:.1}")));
+    println!("\n{}", report.table());
+    println!("total {total:.1} s");
+    let mut failed = !report.errors.is_empty();
+    match std::fs::write(&args.json, report.json()) {
+        Ok(()) => println!("figures written to {}", args.json),
+        Err(e) => {
+            eprintln!("bench: could not write {}: {e}", args.json);
+            failed = true;
+        }
+    }
+    drop(env);
+    if failed {
+        std::process::exit(1);
+    }
+}
