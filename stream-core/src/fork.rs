@@ -9,9 +9,12 @@
 //!
 //! The soundness argument is in the docs of [`Scope::fork`], where users read it.
 
+use std::sync::Arc;
+
 use cudarc::driver::sys;
 
 use crate::buffer::DeviceBuffer;
+use crate::device::DeviceInner;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::repr::DeviceRepr;
@@ -114,8 +117,9 @@ impl<'s, 'env> Scope<'s, 'env> {
             }));
         }
         scope::refuse_capturing(stream.raw).map_err(E::from)?;
-        Event::order(self.raw, stream.raw).map_err(E::from)?;
+        Event::order(&stream.device.inner, self.raw, stream.raw).map_err(E::from)?;
         let join = JoinOnExit {
+            device: &stream.device.inner,
             child: stream.raw,
             parent: self.raw,
         };
@@ -235,12 +239,13 @@ lend_tuple!(A, B, C, D, E, F);
 /// user's reach.
 ///
 /// [`finish`]: JoinOnExit::finish
-struct JoinOnExit {
+struct JoinOnExit<'d> {
+    device: &'d Arc<DeviceInner>,
     child: sys::CUstream,
     parent: sys::CUstream,
 }
 
-impl JoinOnExit {
+impl JoinOnExit<'_> {
     fn finish(self) -> Result<()> {
         let joined = self.join();
         std::mem::forget(self);
@@ -253,7 +258,7 @@ impl JoinOnExit {
     /// Enqueues the join; if that fails, waits for the child's stream on the host
     /// instead, so that the outermost scope's synchronisation still covers the child.
     fn join(&self) -> Joined {
-        let Err(error) = Event::order(self.child, self.parent) else {
+        let Err(error) = Event::order(self.device, self.child, self.parent) else {
             return Joined::ByEvent;
         };
         match scope::synchronize(self.child) {
@@ -273,7 +278,7 @@ enum Joined {
     Failed(Error),
 }
 
-impl Drop for JoinOnExit {
+impl Drop for JoinOnExit<'_> {
     /// Runs only while unwinding out of the closure (the normal path forgets `self`).
     fn drop(&mut self) {
         if let Joined::Failed(e) = self.join() {

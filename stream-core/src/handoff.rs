@@ -68,7 +68,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             return Ok(DeviceBuffer::from_raw(raw, to.raw));
         }
         // On error `buffer` is dropped here, freed on its own stream after its own work.
-        Event::order(self.raw, to.raw)?;
+        Event::order(&self.stream.device.inner, self.raw, to.raw)?;
         let (raw, _old_stream) = buffer.into_raw();
         // The invariant of `from_raw`: every earlier use of `raw` was enqueued on this
         // scope's stream (its brand keeps it there), and `to`'s stream now waits for it.

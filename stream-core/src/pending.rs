@@ -2,7 +2,10 @@
 
 use cudarc::driver::sys;
 
+use std::sync::Arc;
+
 use crate::brand::{brand, Brand};
+use crate::device::DeviceInner;
 use crate::error::Result;
 use crate::event::Event;
 
@@ -52,8 +55,12 @@ pub struct Pending<'s, V> {
 
 impl<'s, V> Pending<'s, V> {
     /// Records an event on `stream` after the work that writes `value`.
-    pub(crate) fn record(stream: sys::CUstream, value: V) -> Result<Self> {
-        let event = Event::new()?;
+    pub(crate) fn record(
+        device: &Arc<DeviceInner>,
+        stream: sys::CUstream,
+        value: V,
+    ) -> Result<Self> {
+        let event = Event::cached(device)?;
         event.record(stream)?;
         Ok(Pending {
             value,

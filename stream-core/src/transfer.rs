@@ -98,7 +98,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         // which is ordered after this copy (directly, or through fork joins). Any bytes the
         // DMA writes are a valid `T` (`T: DeviceRepr`).
         unsafe { result::memcpy_dtoh_async(dst, src.ptr, self.raw) }.call("cuMemcpyDtoHAsync")?;
-        Pending::record(self.raw, dst)
+        Pending::record(&self.stream.device.inner, self.raw, dst)
     }
 
     /// Copies device memory to device memory of the same length, asynchronously.
