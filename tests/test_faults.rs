@@ -22,10 +22,9 @@
 //! compute-sanitizer would report these faults (they are the point), so
 //! `scripts/sanitize.sh` skips this binary.
 
-use std::io::Read;
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use gpu_tests::child::{run_self, ChildOutput};
 use gpu_tests::{ensure, poison, poisoned, Element, Failed, Rng, Test, TestFn, TestResult};
 use stream_core::{kernel, scope, Device, Error, LaunchConfig, Scope, Stream};
 
@@ -122,13 +121,13 @@ const SPIN_CYCLES: u64 = 40_000_000;
 /// second scope, a new stream, `DeviceVec` calls, and opening and using the device
 /// again all return errors; dropping everything returns.
 fn trapping_kernel_fails_its_scope_and_every_later_call_without_hanging() -> TestResult {
-    let run = ChildRun::of("trap")?;
+    let run = run_scenario("trap")?;
     check_same_stream_fault(&run, TRAP_ERRORS)
 }
 
 /// A store to an unmapped address: as the trap, with `CUDA_ERROR_ILLEGAL_ADDRESS`.
 fn illegal_address_write_fails_its_scope_and_every_later_call_without_hanging() -> TestResult {
-    let run = ChildRun::of("illegal_address")?;
+    let run = run_scenario("illegal_address")?;
     check_same_stream_fault(&run, ILLEGAL_ADDRESS_ERRORS)
 }
 
@@ -137,17 +136,17 @@ fn illegal_address_write_fails_its_scope_and_every_later_call_without_hanging() 
 /// enqueued before the fork is complete, its download after the fork (ordered after the
 /// child by the join) is untouched, and later calls fail.
 fn trap_in_a_forked_child_fails_the_fork_or_its_parent_scope() -> TestResult {
-    let run = ChildRun::of("fork_trap")?;
-    run.exited_normally()?;
-    run.fault_error("scope", TRAP_ERRORS)?;
+    let run = run_scenario("fork_trap")?;
+    exited_normally(&run)?;
+    fault_error(&run, "scope", TRAP_ERRORS)?;
     let fork = run.value("fork")?;
     if fork != "ok" {
-        run.fault_error("fork", TRAP_ERRORS)?;
+        fault_error(&run, "fork", TRAP_ERRORS)?;
     }
     run.expect("before", "complete")?;
     run.expect("after_pinned", "untouched")?;
     for key in ["scope_again", "upload_vec", "device_new_and_use"] {
-        run.any_error(key)?;
+        any_error(&run, key)?;
     }
     run.expect("dropped", "ok")
 }
@@ -156,10 +155,10 @@ fn trap_in_a_forked_child_fails_the_fork_or_its_parent_scope() -> TestResult {
 /// idle while unwinding, so the process aborts (SIGABRT) with the documented message
 /// instead of returning from `catch_unwind` with DMA possibly still running.
 fn panic_in_a_scope_whose_kernel_faulted_aborts_the_process() -> TestResult {
-    let run = ChildRun::of("panic_after_fault")?;
+    let run = run_scenario("panic_after_fault")?;
     run.expect("panicking", "now")?;
     ensure!(
-        run.lines.iter().all(|(key, _)| key != "returned"),
+        !run.has("returned"),
         "catch_unwind returned after the faulted scope panicked; it must abort.\n{run}"
     );
     ensure!(
@@ -184,14 +183,14 @@ fn panic_in_a_scope_whose_kernel_faulted_aborts_the_process() -> TestResult {
 }
 
 /// The checks shared by the same-stream scenarios.
-fn check_same_stream_fault(run: &ChildRun, names: &[&str]) -> TestResult {
-    run.exited_normally()?;
-    run.fault_error("scope", names)?;
+fn check_same_stream_fault(run: &ChildOutput, names: &[&str]) -> TestResult {
+    exited_normally(run)?;
+    fault_error(run, "scope", names)?;
     run.expect("before", "complete")?;
     run.expect("after_pinned", "untouched")?;
     run.expect("after_pageable", "untouched")?;
     if run.value("wait_after_pinned")? != "not enqueued" {
-        run.any_error("wait_after_pinned")?;
+        any_error(run, "wait_after_pinned")?;
     }
     for key in [
         "scope_again",
@@ -201,152 +200,61 @@ fn check_same_stream_fault(run: &ChildRun, names: &[&str]) -> TestResult {
         "to_host_vec",
         "device_new_and_use",
     ] {
-        run.any_error(key)?;
+        any_error(run, key)?;
     }
     run.expect("dropped", "ok")
 }
 
-/// A finished child: its exit status, output, and `key = value` lines.
-struct ChildRun {
-    scenario: String,
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-    lines: Vec<(String, String)>,
+/// Runs this binary as a child for `scenario`; kills it and fails past [`CHILD_LIMIT`].
+fn run_scenario(scenario: &str) -> TestResult<ChildOutput> {
+    run_self(
+        &format!("fault scenario {scenario}"),
+        &[(SCENARIO_ENV, Some(scenario))],
+        CHILD_LIMIT,
+    )
 }
 
-impl ChildRun {
-    /// Runs this binary as a child for `scenario`; kills it and fails past [`CHILD_LIMIT`].
-    fn of(scenario: &str) -> TestResult<ChildRun> {
-        let exe = std::env::current_exe()
-            .map_err(|e| Failed::from(format!("cannot find this test binary: {e}")))?;
-        let mut child = Command::new(exe)
-            .env(SCENARIO_ENV, scenario)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Failed::from(format!("cannot start the child for {scenario}: {e}")))?;
-        let stdout = read_in_background(child.stdout.take());
-        let stderr = read_in_background(child.stderr.take());
-        let deadline = Instant::now() + CHILD_LIMIT;
-        let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Failed::from(format!(
-                    "the child for scenario {scenario} ran past {CHILD_LIMIT:?} and was killed: \
-                     a call hung after the fault.\n--- stdout:\n{}\n--- stderr:\n{}",
-                    stdout.join().unwrap_or_default(),
-                    stderr.join().unwrap_or_default()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let stdout = stdout.join().unwrap_or_default();
-        let stderr = stderr.join().unwrap_or_default();
-        let lines = stdout
-            .lines()
-            .filter_map(|line| line.split_once(" = "))
-            .map(|(key, value)| (key.trim().to_owned(), value.trim().to_owned()))
-            .collect();
-        Ok(ChildRun {
-            scenario: scenario.to_owned(),
-            status,
-            stdout,
-            stderr,
-            lines,
-        })
-    }
-
-    /// The value of the last line with `key`.
-    fn value(&self, key: &str) -> TestResult<&str> {
-        self.lines
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-            .ok_or_else(|| Failed::from(format!("the child printed no `{key} = ...` line.\n{self}")))
-    }
-
-    /// `Ok` when `key` has exactly the value `expected`.
-    fn expect(&self, key: &str, expected: &str) -> TestResult {
-        let value = self.value(key)?;
-        ensure!(
-            value == expected,
-            "`{key}` is `{value}`, expected `{expected}`.\n{self}"
-        );
-        Ok(())
-    }
-
-    /// `Ok` when `key` reports an error (any).
-    fn any_error(&self, key: &str) -> TestResult {
-        let value = self.value(key)?;
-        ensure!(
-            value.starts_with("err "),
-            "`{key}` is `{value}`: after a kernel fault it must return an error.\n{self}"
-        );
-        Ok(())
-    }
-
-    /// `Ok` when `key` reports a driver error named one of `names`, whose message names
-    /// it and says that the context is unusable and the process must restart.
-    fn fault_error(&self, key: &str, names: &[&str]) -> TestResult {
-        let value = self.value(key)?;
-        let Some(rest) = value.strip_prefix("err ") else {
-            return Err(Failed::from(format!(
-                "`{key}` is `{value}`, expected one of the errors {names:?}.\n{self}"
-            )));
-        };
-        let (name, message) = rest.split_once(" | ").unwrap_or((rest, ""));
-        ensure!(
-            names.contains(&name),
-            "`{key}` failed with {name}, expected one of {names:?}.\n{self}"
-        );
-        for part in [name, "unusable", "restart the process"] {
-            ensure!(
-                message.contains(part),
-                "the message of `{key}` does not contain {part:?}: {message:?}.\n{self}"
-            );
-        }
-        Ok(())
-    }
-
-    /// `Ok` when the child exited with status 0 after printing `done = ok`.
-    fn exited_normally(&self) -> TestResult {
-        ensure!(
-            self.status.success() && self.value("done").ok() == Some("ok"),
-            "the child did not finish normally ({}).\n{self}",
-            self.status
-        );
-        Ok(())
-    }
+/// `Ok` when `key` reports an error (any).
+fn any_error(run: &ChildOutput, key: &str) -> TestResult {
+    let value = run.value(key)?;
+    ensure!(
+        value.starts_with("err "),
+        "`{key}` is `{value}`: after a kernel fault it must return an error.\n{run}"
+    );
+    Ok(())
 }
 
-impl std::fmt::Display for ChildRun {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "--- child for scenario {} ({}), stdout:\n{}\n--- stderr:\n{}",
-            self.scenario, self.status, self.stdout, self.stderr
-        )
+/// `Ok` when `key` reports a driver error named one of `names`, whose message names it
+/// and says that the context is unusable and the process must restart.
+fn fault_error(run: &ChildOutput, key: &str, names: &[&str]) -> TestResult {
+    let value = run.value(key)?;
+    let Some(rest) = value.strip_prefix("err ") else {
+        return Err(Failed::from(format!(
+            "`{key}` is `{value}`, expected one of the errors {names:?}.\n{run}"
+        )));
+    };
+    let (name, message) = rest.split_once(" | ").unwrap_or((rest, ""));
+    ensure!(
+        names.contains(&name),
+        "`{key}` failed with {name}, expected one of {names:?}.\n{run}"
+    );
+    for part in [name, "unusable", "restart the process"] {
+        ensure!(
+            message.contains(part),
+            "the message of `{key}` does not contain {part:?}: {message:?}.\n{run}"
+        );
     }
+    Ok(())
 }
 
-/// Reads a child's pipe to its end on a thread, so that a full pipe never blocks it.
-fn read_in_background<R: Read + Send + 'static>(
-    pipe: Option<R>,
-) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut bytes);
-        }
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
+/// `Ok` when the child exited with status 0 after printing `done = ok`.
+fn exited_normally(run: &ChildOutput) -> TestResult {
+    ensure!(
+        run.status.success() && run.value("done").ok() == Some("ok"),
+        "the child did not finish normally ({}).\n{run}",
+        run.status
+    );
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 //! compare against a CPU reference ([`check_eq`]), reporting the first mismatch.
 
 mod check;
+pub mod child;
 mod element;
 mod gpu;
 mod harness;
