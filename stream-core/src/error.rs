@@ -160,7 +160,10 @@ pub enum Error {
     },
 
     /// A launch configuration exceeds a limit of the device or the kernel.
-    #[error("invalid launch of `{kernel}`: {what} is {value}, but the limit is {limit} ({source_of_limit})")]
+    #[error(
+        "invalid launch of `{kernel}`: {what} is {value}, but the limit is {limit} \
+         ({source_of_limit}); pass a LaunchConfig within the device's and the kernel's limits"
+    )]
     InvalidLaunch {
         /// The kernel.
         kernel: &'static str,
