@@ -145,7 +145,7 @@ fn trap_in_a_forked_child_fails_the_fork_or_its_parent_scope() -> TestResult {
     }
     run.expect("before", "complete")?;
     run.expect("after_pinned", "untouched")?;
-    for key in ["scope_again", "upload_vec", "device_new_and_use"] {
+    for key in ["scope_again", "upload_vec", "device_new", "device_new_and_use"] {
         any_error(&run, key)?;
     }
     run.expect("dropped", "ok")
@@ -197,7 +197,9 @@ fn check_same_stream_fault(run: &ChildOutput, names: &[&str]) -> TestResult {
         "scope_on_new_stream",
         "upload_vec",
         "alloc_vec",
+        "alloc_pinned",
         "to_host_vec",
+        "device_new",
         "device_new_and_use",
     ] {
         any_error(run, key)?;
@@ -371,6 +373,7 @@ mod child {
         report("upload_vec", &dev.upload_vec(&[1u32; 16]).map(drop));
         report("alloc_vec", &dev.alloc_vec::<u32>(16).map(drop));
         report("to_host_vec", &kept.to_host_vec().map(drop));
+        report("alloc_pinned", &dev.alloc_pinned::<u32>(16).map(drop));
         report("device_new", &Device::new(0).map(drop));
         report(
             "device_new_and_use",

@@ -51,7 +51,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// Runs `f` with a child scope on `stream` and views of the memory in `lent`,
     /// ordered after the work this scope has enqueued so far; when `f` returns (or
     /// unwinds), this scope's stream waits for the child's work. Neither step blocks
-    /// the host. See the [module docs](self) for why this is sound.
+    /// the host. See the crate's [safety model](crate#safety-model) for why this is sound.
     ///
     /// `lent` is `()`, one item, or a tuple of up to six items (see [`Lend`]):
     /// `&x` lends a read-only view, `&mut x` a writable one, and a buffer moved in is

@@ -24,7 +24,7 @@ use crate::stream::Stream;
 /// enter another one. `'env` is the lifetime of the stream and of what the scope borrows
 /// from outside: host memory handed to copies and attached
 /// [`DeviceVec`](crate::DeviceVec)s stay borrowed for `'env`, until the outermost
-/// scope's final synchronisation (a [`Fork`](crate::Fork) shares its parent's `'env`).
+/// scope's final synchronisation (a [forked](Scope::fork) child shares its parent's `'env`).
 /// A `Scope` is neither `Send` nor `Sync`: all work is issued from the thread that
 /// opened it, on which its CUDA context is current.
 ///
