@@ -194,7 +194,11 @@ fn launch_shapes_from_the_helpers_beyond_the_limits_are_invalid_launch() -> Test
         s.copy_to_host(&y, &mut out)?.wait()?;
         Ok(())
     })?;
-    check_eq("a valid fill after the refused launches", &[7u32; 1000], &out)
+    check_eq(
+        "a valid fill after the refused launches",
+        &[7u32; 1000],
+        &out,
+    )
 }
 
 /// Views are taken in elements, never bytes, so a view always starts at an element
@@ -259,7 +263,10 @@ fn odd_offsets<T: Element>() -> TestResult {
 fn no_visible_device_is_no_device_with_count_zero() -> TestResult {
     let run = run_self(
         "Device::new with CUDA_VISIBLE_DEVICES=-1",
-        &[(CHILD_ENV, Some("no_device")), ("CUDA_VISIBLE_DEVICES", Some("-1"))],
+        &[
+            (CHILD_ENV, Some("no_device")),
+            ("CUDA_VISIBLE_DEVICES", Some("-1")),
+        ],
         Duration::from_secs(60),
     )?;
     ensure!(run.status.success(), "the child failed.\n{run}");
@@ -286,13 +293,23 @@ fn memory_and_streams_of_another_device_are_device_mismatch() -> TestResult {
     let input: Vec<u32> = Rng::new().vec(4097);
     let mut out = poisoned::<u32>(input.len());
     scope(&s0, |s| -> TestResult {
-        let e = expect_err("attach_ref of device 1's DeviceVec", s.attach_ref(&other_vec).map(drop))?;
-        check_error("attach_ref", &e, &mismatch(1, 0), &["device mismatch", "1", "0"])?;
+        let e = expect_err(
+            "attach_ref of device 1's DeviceVec",
+            s.attach_ref(&other_vec).map(drop),
+        )?;
+        check_error(
+            "attach_ref",
+            &e,
+            &mismatch(1, 0),
+            &["device mismatch", "1", "0"],
+        )?;
         let forked = s.fork(&s1, (), |_, ()| Ok::<_, Error>(()));
         let e = expect_err("fork onto device 1's stream", forked)?;
         check_error("fork", &e, &mismatch(0, 1), &[])?;
+        // Allocated before the inner scope binds device 1's context: only the hand-off
+        // (which fails before any driver call) happens inside it.
+        let x = s.alloc::<u32>(16)?;
         scope(&s1, |t| -> TestResult {
-            let x = s.alloc::<u32>(16)?;
             let e = expect_err("hand_off to device 1's scope", s.hand_off(x, t).map(drop))?;
             check_error("hand_off", &e, &mismatch(0, 1), &[])?;
             Ok(())
@@ -369,7 +386,11 @@ fn messages_of_errors_no_single_gpu_test_provokes_say_what_to_do() -> TestResult
                 memory: 1,
                 stream: 0,
             },
-            &["device 1", "device 0", "make the memory on the stream's device"],
+            &[
+                "device 1",
+                "device 0",
+                "make the memory on the stream's device",
+            ],
         ),
         (
             Error::InvalidLaunch {
@@ -379,7 +400,13 @@ fn messages_of_errors_no_single_gpu_test_provokes_say_what_to_do() -> TestResult
                 limit: 1024,
                 source_of_limit: "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X",
             },
-            &["`k`", "block.x is 2048", "1024", "MAX_BLOCK_DIM_X", "LaunchConfig"],
+            &[
+                "`k`",
+                "block.x is 2048",
+                "1024",
+                "MAX_BLOCK_DIM_X",
+                "LaunchConfig",
+            ],
         ),
         (
             Error::KernelCompile {

@@ -145,7 +145,12 @@ fn trap_in_a_forked_child_fails_the_fork_or_its_parent_scope() -> TestResult {
     }
     run.expect("before", "complete")?;
     run.expect("after_pinned", "untouched")?;
-    for key in ["scope_again", "upload_vec", "device_new", "device_new_and_use"] {
+    for key in [
+        "scope_again",
+        "upload_vec",
+        "device_new",
+        "device_new_and_use",
+    ] {
         any_error(&run, key)?;
     }
     run.expect("dropped", "ok")

@@ -23,9 +23,7 @@ use gpu_tests::{
     check_eq, ensure, panic_message, poison, poisoned, stream, Element, Failed, Rng, TestResult,
     BIG_BYTES,
 };
-use stream_core::{
-    gpu_scope, scope, DeviceMemoryMut, LaunchConfig, PinnedBuffer, Scope, Stream,
-};
+use stream_core::{gpu_scope, scope, DeviceMemoryMut, LaunchConfig, PinnedBuffer, Scope, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -54,7 +52,11 @@ const SPIN_CYCLES: u64 = 400_000_000;
 
 /// Enqueues the long kernel: after [`SPIN_CYCLES`] it writes `marker` to `y[0]`. Work
 /// enqueued after it on the same stream (or joined after it) waits for it.
-fn spin<'s>(s: &'s Scope<'s, '_>, y: &mut impl DeviceMemoryMut<'s, u32>, marker: u32) -> TestResult {
+fn spin<'s>(
+    s: &'s Scope<'s, '_>,
+    y: &mut impl DeviceMemoryMut<'s, u32>,
+    marker: u32,
+) -> TestResult {
     kernels::declarations::spin_then_write_u32(
         s,
         LaunchConfig::for_elements(1, 32),
@@ -178,7 +180,12 @@ fn panic_after_a_pinned_download_behind_a_spinning_kernel_leaves_it_complete() -
     let (input, marker) = fresh(&mut Rng::new());
     let mut host = pinned(&stream)?;
     let was_ready = spin_download_then_panic(&stream, &input, marker, &mut host)?;
-    check_download("pinned download pending at the panic", &input, marker, &host)?;
+    check_download(
+        "pinned download pending at the panic",
+        &input,
+        marker,
+        &host,
+    )?;
     expect_in_flight("pinned download", was_ready)?;
     streams_still_work(&[&stream])
 }
@@ -312,7 +319,12 @@ fn panic_in_a_forked_child_completes_the_childs_and_the_parents_downloads() -> T
         })
     }));
     expect_deliberate_panic(caught)?;
-    check_download("forked child's download", &child_in, child_marker, &child_host)?;
+    check_download(
+        "forked child's download",
+        &child_in,
+        child_marker,
+        &child_host,
+    )?;
     check_download("parent's download", &parent_in, parent_marker, &parent_host)?;
     expect_in_flight("parent's download", parent_ready.get())?;
     expect_in_flight("forked child's download", child_ready.get())?;

@@ -81,10 +81,13 @@ impl Config {
                 "--seconds" => config.duration = Duration::from_secs_f64(number(&flag)?),
                 "--threads" => config.threads = (number(&flag)? as usize).max(1),
                 "--seed" => {
-                    config.seed = parse_seed(&value)
-                        .ok_or_else(|| format!("--seed {value:?}: write a decimal or 0x hex number"))?
+                    config.seed = parse_seed(&value).ok_or_else(|| {
+                        format!("--seed {value:?}: write a decimal or 0x hex number")
+                    })?
                 }
-                "--max-mib" => config.max_bytes = ((number(&flag)? * 1048576.0) as usize).max(1 << 20),
+                "--max-mib" => {
+                    config.max_bytes = ((number(&flag)? * 1048576.0) as usize).max(1 << 20)
+                }
                 "--progress-secs" => {
                     config.progress = Duration::from_secs_f64(number(&flag)?.max(1.0))
                 }
@@ -236,8 +239,9 @@ fn run(config: &Config) -> Result<bool, Failed> {
         let stats = Stats::new();
         let mut worker = new_worker(&dev, config, &shared, usize::MAX)?;
         for (i, (name, op)) in OPS.iter().enumerate() {
-            let moved = op(&mut worker)
-                .map_err(|f| Failed::from(format!("warm-up {name}: {}", f.message().unwrap_or(""))))?;
+            let moved = op(&mut worker).map_err(|f| {
+                Failed::from(format!("warm-up {name}: {}", f.message().unwrap_or("")))
+            })?;
             stats.done(i, moved);
         }
     }

@@ -177,7 +177,11 @@ fn axpy_scale_fill(w: &mut Worker<'_>) -> OpResult {
     let n = random_len(&mut w.rng, max_n);
     let rng = &mut w.rng;
     let (x, y) = (ints_f32(rng, n, 100), ints_f32(rng, n, 100));
-    let (a, b, v) = (int(rng, 4) as f32, int(rng, 4) as f32, int(rng, 1000) as f32);
+    let (a, b, v) = (
+        int(rng, 4) as f32,
+        int(rng, 4) as f32,
+        int(rng, 1000) as f32,
+    );
     let r = random_range(rng, n);
     let expected_y: Vec<f32> = x.iter().zip(&y).map(|(x, y)| a * x + y).collect();
     let mut expected_z: Vec<f32> = expected_y.iter().map(|y| b * y).collect();
@@ -211,7 +215,10 @@ fn reduce_and_dot(w: &mut Worker<'_>) -> OpResult {
     let n = random_len(&mut w.rng, max_n);
     let rng = &mut w.rng;
     let (x, y) = (ints_f64(rng, n, 100), ints_f64(rng, n, 100));
-    let expected = [x.iter().sum::<f64>(), x.iter().zip(&y).map(|(x, y)| x * y).sum()];
+    let expected = [
+        x.iter().sum::<f64>(),
+        x.iter().zip(&y).map(|(x, y)| x * y).sum(),
+    ];
     let mut out = [f64::POISON; 2];
     let stream = &w.streams[rng.below(3)];
     scope(stream, |s| -> Result<(), Failed> {
@@ -250,7 +257,9 @@ fn transpose(w: &mut Worker<'_>) -> OpResult {
         Ok(())
     })?;
     check_eq(&format!("transpose of {rows} x {cols}"), &expected, &out)?;
-    Ok(Moved::default().up::<f32>(rows * cols).down::<f32>(rows * cols))
+    Ok(Moved::default()
+        .up::<f32>(rows * cols)
+        .down::<f32>(rows * cols))
 }
 
 /// `kernels::sgemm_tiled` of integer matrices (exact in `f32`), with `beta` 0 on
@@ -295,13 +304,36 @@ fn sgemm(w: &mut Worker<'_>) -> OpResult {
 
 /// One step of [`pipeline`], planned on the CPU first.
 enum Step {
-    Upload { at: usize, data: Vec<f64> },
-    Fill { range: std::ops::Range<usize>, value: f64, kernel: bool },
-    Zero { range: std::ops::Range<usize> },
-    Scale { a: f64 },
-    Axpy { a: f64, data: Vec<f64> },
-    Copy { from: usize, to: usize, len: usize, mid: usize, up: bool },
-    Check { range: std::ops::Range<usize>, expected: Vec<f64> },
+    Upload {
+        at: usize,
+        data: Vec<f64>,
+    },
+    Fill {
+        range: std::ops::Range<usize>,
+        value: f64,
+        kernel: bool,
+    },
+    Zero {
+        range: std::ops::Range<usize>,
+    },
+    Scale {
+        a: f64,
+    },
+    Axpy {
+        a: f64,
+        data: Vec<f64>,
+    },
+    Copy {
+        from: usize,
+        to: usize,
+        len: usize,
+        mid: usize,
+        up: bool,
+    },
+    Check {
+        range: std::ops::Range<usize>,
+        expected: Vec<f64>,
+    },
 }
 
 /// Three to ten random steps on one device buffer of `f64` integers in one scope
@@ -523,7 +555,11 @@ fn fork_join(w: &mut Worker<'_>) -> OpResult {
         &child_data,
         &child_out,
     )?;
-    let mut moved = Moved::default().up::<f32>(n).down::<f32>(n).up::<u32>(m).down::<u32>(m);
+    let mut moved = Moved::default()
+        .up::<f32>(n)
+        .down::<f32>(n)
+        .up::<u32>(m)
+        .down::<u32>(m);
     if give {
         check_eq(
             &format!("fork/join: a buffer of {m} u32 given to a fork"),
@@ -559,11 +595,7 @@ fn hand_off(w: &mut Worker<'_>) -> OpResult {
         let _download = s.copy_to_host(&returned, &mut back_out[..])?;
         Ok(())
     })?;
-    check_eq(
-        &format!("{n} u32 handed to a fork"),
-        &there,
-        &there_out,
-    )?;
+    check_eq(&format!("{n} u32 handed to a fork"), &there, &there_out)?;
     check_eq(
         &format!("{n} u32 handed back from a fork"),
         &back,
@@ -615,7 +647,9 @@ fn device_vec(w: &mut Worker<'_>) -> OpResult {
             }
             _ => kernels::fill(s, &mut v.slice_mut(range.clone())?, value)?,
         }
-        let got = s.copy_to_host(&v.slice(check.clone())?, &mut out[..])?.wait()?;
+        let got = s
+            .copy_to_host(&v.slice(check.clone())?, &mut out[..])?
+            .wait()?;
         check_eq(
             &format!("DeviceVec of {len} f64: range {check:?} after action {action}"),
             &expected,
@@ -670,7 +704,11 @@ fn churn(w: &mut Worker<'_>) -> OpResult {
         .map(|i| {
             let len = random_len(rng, max / 4);
             let value = if rng.below(3) == 0 { 0 } else { rng.value() };
-            let drop_one = if rng.below(3) == 0 { Some(rng.below(i + 1)) } else { None };
+            let drop_one = if rng.below(3) == 0 {
+                Some(rng.below(i + 1))
+            } else {
+                None
+            };
             (len, value, rng.below(2) == 0, drop_one)
         })
         .collect();

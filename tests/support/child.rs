@@ -94,7 +94,9 @@ impl ChildOutput {
             .rev()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
-            .ok_or_else(|| Failed::from(format!("the child printed no `{key} = ...` line.\n{self}")))
+            .ok_or_else(|| {
+                Failed::from(format!("the child printed no `{key} = ...` line.\n{self}"))
+            })
     }
 
     /// `true` when the child printed a `key = ...` line.
