@@ -70,11 +70,13 @@ fn spin<'s>(
 /// Fresh data for one transfer and a marker distinct from its first element.
 fn fresh(rng: &mut Rng) -> (Vec<u32>, u32) {
     let input: Vec<u32> = rng.vec(LEN);
-    let mut marker: u32 = rng.value();
-    if marker == input[0] {
-        marker = marker.wrapping_add(1).max(1);
+    loop {
+        // Never the poison (see `Rng::value`), and never what the upload wrote there.
+        let marker: u32 = rng.value();
+        if marker != input[0] {
+            return (input, marker);
+        }
     }
-    (input, marker)
 }
 
 /// `Ok` when `host` is `input` with its first element replaced by `marker`: the
