@@ -38,7 +38,8 @@ const CHILD_LIMIT: Duration = Duration::from_secs(90);
 /// The abort message of `scope` when its stream cannot be synchronised while unwinding.
 const ABORT_MESSAGE: &str = "stream_core: aborting: a scope is unwinding from a panic";
 
-/// What `__trap()` is reported as (the driver's name depends on the GPU generation).
+/// What `__trap()` is reported as: `CUDA_ERROR_LAUNCH_FAILED` on an H200 with driver 580;
+/// the name has depended on the GPU generation.
 const TRAP_ERRORS: &[&str] = &["CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION"];
 
 /// What a store to an unmapped address is reported as.
