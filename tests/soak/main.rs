@@ -18,6 +18,7 @@
 //! interleaving of the threads on the GPU differs from run to run).
 
 mod host;
+mod kernel_ops;
 mod ops;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
