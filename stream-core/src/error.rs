@@ -164,7 +164,10 @@ pub enum Error {
     },
 
     /// A launch configuration exceeds a limit of the device or the kernel.
-    #[error("invalid launch of `{kernel}`: {what} is {value}, but the limit is {limit} ({source_of_limit})")]
+    #[error(
+        "invalid launch of `{kernel}`: {what} is {value}, but the limit is {limit} \
+         ({source_of_limit}); pass a LaunchConfig within the device's and the kernel's limits"
+    )]
     InvalidLaunch {
         /// The kernel.
         kernel: &'static str,
@@ -187,11 +190,12 @@ pub enum Error {
         message: String,
     },
 
-    /// A CUDA driver call failed.
+    /// A CUDA driver call failed. When `code` is a kernel fault (an illegal address or
+    /// instruction, a trap, a failed launch), the context is unusable from then on and
+    /// the message says so.
     #[error(
-        "CUDA driver call {call} failed with {name}: {description}; check the call's arguments, \
-         and note that a fault in earlier asynchronous work (a kernel reading an illegal \
-         address) makes every later call on the device fail until the process restarts"
+        "CUDA driver call {call} failed with {name}: {description}; {}",
+        driver_advice(*.code)
     )]
     Driver {
         /// The driver function, e.g. `cuStreamSynchronize`.
@@ -203,6 +207,33 @@ pub enum Error {
         /// The driver's description of it.
         description: String,
     },
+}
+
+/// What to do about a failed driver call with `code`: a kernel fault poisons the context
+/// for the rest of the process (the driver reports it from whichever call comes next),
+/// anything else is most likely this call's own arguments.
+fn driver_advice(code: u32) -> &'static str {
+    use sys::CUresult::*;
+    let sticky = [
+        CUDA_ERROR_ILLEGAL_ADDRESS,
+        CUDA_ERROR_LAUNCH_TIMEOUT,
+        CUDA_ERROR_ASSERT,
+        CUDA_ERROR_HARDWARE_STACK_ERROR,
+        CUDA_ERROR_ILLEGAL_INSTRUCTION,
+        CUDA_ERROR_MISALIGNED_ADDRESS,
+        CUDA_ERROR_INVALID_ADDRESS_SPACE,
+        CUDA_ERROR_INVALID_PC,
+        CUDA_ERROR_LAUNCH_FAILED,
+    ];
+    if sticky.iter().any(|&c| c as u32 == code) {
+        "a kernel faulted on the GPU (this call only reported it), and the CUDA context is \
+         unusable from now on: every later call on this device fails with this error, so \
+         restart the process (run it under compute-sanitizer to find the faulting kernel)"
+    } else {
+        "check the call's arguments, and note that a fault in earlier asynchronous work \
+         (a kernel reading an illegal address) makes every later call on the device fail \
+         until the process restarts"
+    }
 }
 
 /// `Result<T, stream_core::Error>`.

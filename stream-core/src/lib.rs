@@ -117,6 +117,8 @@
 //! })
 //! # }
 //! ```
+//!
+#![doc = include_str!("errors_doc.md")]
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]

@@ -19,6 +19,7 @@
 //! [`signed`], bounds in units of [`Real::U`], checked with [`check_close`].
 
 mod check;
+pub mod child;
 mod element;
 mod float;
 mod gpu;

@@ -7,6 +7,8 @@ mod expand;
 mod parse;
 
 #[cfg(test)]
+mod never_panics;
+#[cfg(test)]
 mod tests;
 
 use proc_macro2::TokenStream;

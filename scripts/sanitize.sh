@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# sanitize.sh: the packed GPU test binaries and programs under compute-sanitizer's
+# memcheck, racecheck, synccheck and initcheck; fails on any reported error.
+#
+# Runs ON the GPU machine, from the repository root, after `../shared/tools/gpu-pack`
+# has packed the binaries into .gpu/ here (the device call carries [".gpu"]):
+#
+#   bash scripts/sanitize.sh                         # all four tools, every target
+#   bash scripts/sanitize.sh memcheck                # one tool (what fits one device call)
+#   bash scripts/sanitize.sh racecheck,synccheck --only test_kernels --filter sgemm
+#   bash scripts/sanitize.sh initcheck --budget 540  # stop starting runs after 9 minutes
+#
+# Arguments:
+#   TOOLS               comma-separated subset of memcheck,racecheck,synccheck,initcheck
+#                       (default: all four, one after the other)
+#   --only REGEX        run only the targets whose name matches (extended regex)
+#   --skip REGEX        also skip the targets whose name matches
+#   --filter TEXT       test-name filter passed to every test binary
+#   --no-tests          programs only;  --no-programs: test binaries only
+#   --timeout SECONDS   limit of one run (one tool on one target; default 300)
+#   --budget SECONDS    start no run after this many seconds; runs left out make the
+#                       result INCOMPLETE (exit 1)
+#   --log-dir DIR       where the logs go (default: $OUT/sanitize when $OUT is set,
+#                       else .gpu/sanitize)
+#   --api-errors MODE   compute-sanitizer's --report-api-errors (default: no; see below)
+#
+# Targets: every test binary of .gpu/test-list (run with --include-ignored and
+# STREAM_CORE_REQUIRE_GPU=1, as .gpu/run.sh does) and every program in .gpu/bin.
+# Target names are the test binary's name without its hash (test_kernels, stream_core,
+# ...) and the program's name (quickstart, kernels, soak, ...).
+#
+# Skipped by default, and why:
+#   test_faults   its kernels fault on purpose (`__trap()`, a store to an unmapped
+#                 address), which every tool reports; it runs each fault in a child
+#                 process and checks the library's behaviour itself (bash .gpu/run.sh).
+#   bench*        benchmark programs: long timing loops, nothing they check.
+# Run in a short mode: soak (--seconds 20 --threads 2 --max-mib 8).
+#
+# CUDA API calls that return an error are not counted (--report-api-errors no): the
+# tests provoke them on purpose (out of memory, a missing kernel, malformed PTX, no
+# visible device, an event polled before it completes), and the library turns every
+# one into an `Err` that the tests check. What the tools count is what only they can
+# see: device memory errors and leaks, shared-memory races, barrier misuse, and reads
+# of uninitialised device memory. `--api-errors explicit` lists the API errors too
+# (for reading, not for a verdict: the deliberate ones make it fail).
+#
+# Durations. One device call runs at most 10 minutes: run one tool per call, and use
+# --budget (e.g. 540) so that the script reports what it could not run instead of being
+# killed. Measured on an H200 (compute-sanitizer 2025.3.1) with an earlier build of the
+# tests: memcheck took 2 to 4 s for each of test_transfers, test_scopes, test_errors and
+# test_kernels; initcheck did not finish test_kernels in 200 s (it stalled in
+# scale_is_exactly_the_rounded_product_f64, 2^24 + 3 doubles, with no error reported):
+# run initcheck with --skip test_kernels, then test_kernels alone with a --filter.
+#
+# Each run's compute-sanitizer report is $LOG_DIR/<tool>/<target>.<pid>.log (one per
+# process) and the target's own output $LOG_DIR/<tool>/<target>.out. Per run the script
+# prints the tool's summary line; at the end one line per tool, and PASS or FAIL.
+#
+# Exit status: 0 when every run reported "ERROR SUMMARY: 0 errors" (racecheck also "0
+# hazards") and every target itself succeeded; 1 otherwise (errors, a failing target,
+# a timeout, a run without a report, or runs left out by --budget); 2 on a usage error
+# or when compute-sanitizer cannot be found.
+set -u
+
+all_tools=(memcheck racecheck synccheck initcheck)
+tools=()
+only=""
+skip='^(test_faults|bench.*)$'
+filter=()
+want_tests=1
+want_programs=1
+run_timeout=300
+budget=0
+log_dir=""
+api_errors=no
+
+usage() { sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+
+while (($#)); do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --only) only="$2"; shift 2 ;;
+    --skip) skip="$skip|$2"; shift 2 ;;
+    --filter) filter=("$2"); shift 2 ;;
+    --no-tests) want_tests=0; shift ;;
+    --no-programs) want_programs=0; shift ;;
+    --timeout) run_timeout="$2"; shift 2 ;;
+    --budget) budget="$2"; shift 2 ;;
+    --log-dir) log_dir="$2"; shift 2 ;;
+    --api-errors) api_errors="$2"; shift 2 ;;
+    -*) echo "sanitize: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *)
+      IFS=, read -r -a named <<< "$1"
+      for t in "${named[@]}"; do
+        case "$t" in
+          memcheck|racecheck|synccheck|initcheck) tools+=("$t") ;;
+          *) echo "sanitize: unknown tool '$t': use memcheck, racecheck, synccheck, initcheck" >&2; exit 2 ;;
+        esac
+      done
+      shift ;;
+  esac
+done
+((${#tools[@]})) || tools=("${all_tools[@]}")
+
+find_sanitizer() {
+  local c
+  for c in "${COMPUTE_SANITIZER:-}" "$(command -v compute-sanitizer 2>/dev/null)" \
+           /usr/local/cuda/bin/compute-sanitizer \
+           $(ls -d /usr/local/cuda-*/bin/compute-sanitizer 2>/dev/null | sort -V -r) \
+           /usr/local/cuda/compute-sanitizer/compute-sanitizer \
+           /opt/nvidia/compute-sanitizer/compute-sanitizer; do
+    [[ -n "$c" && -x "$c" ]] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+sanitizer=$(find_sanitizer) || {
+  echo "sanitize: compute-sanitizer not found (looked on PATH, in /usr/local/cuda*/bin and" \
+       "/opt/nvidia); set COMPUTE_SANITIZER=/path/to/compute-sanitizer" >&2
+  exit 2
+}
+[[ -f .gpu/test-list ]] || {
+  echo "sanitize: .gpu/test-list not found: run ../shared/tools/gpu-pack on the build machine" \
+       "first and carry .gpu to this one (run from the repository root)" >&2
+  exit 2
+}
+log_dir=${log_dir:-${OUT:+$OUT/sanitize}}
+log_dir=${log_dir:-.gpu/sanitize}
+mkdir -p "$log_dir"
+echo "sanitize: $("$sanitizer" --version 2>/dev/null | grep -m1 -i version || echo "$sanitizer")"
+budget_note=""; ((budget > 0)) && budget_note=", budget ${budget}s"
+echo "sanitize: tools ${tools[*]}; logs in $log_dir; limit ${run_timeout}s per run$budget_note"
+
+# Targets: "name<TAB>path<TAB>kind".
+targets=()
+if ((want_tests)); then
+  while read -r path; do
+    [[ -n "$path" ]] || continue
+    base=$(basename "$path"); base=${base#test-}; name=${base%-*}
+    targets+=("$name"$'\t'"$path"$'\t'test)
+  done < .gpu/test-list
+fi
+if ((want_programs)); then
+  for path in .gpu/bin/*; do
+    name=$(basename "$path")
+    [[ "$name" == test-* || ! -x "$path" ]] && continue
+    targets+=("$name"$'\t'"$path"$'\t'program)
+  done
+fi
+
+program_args() { # extra arguments of a program under the sanitizer
+  case "$1" in
+    soak) echo "--seconds 20 --threads 2 --max-mib 8 --progress-secs 10" ;;
+    *) echo "" ;;
+  esac
+}
+
+# Sums the numbers of the summary lines in the given reports.
+count() { # $1 = regex with one number group (sed -E), files...
+  local re="$1"; shift
+  (($#)) || { echo 0; return; }
+  sed -nE "s/.*$re.*/\1/p" "$@" 2>/dev/null | awk '{s += $1} END {print s + 0}'
+}
+
+start=$(date +%s)
+failures=()
+declare -A tool_errors tool_runs tool_hazards tool_leaks
+for tool in "${tools[@]}"; do
+  tool_errors[$tool]=0; tool_runs[$tool]=0; tool_hazards[$tool]=0; tool_leaks[$tool]=0
+  mkdir -p "$log_dir/$tool"
+  case "$tool" in
+    memcheck) flags=(--leak-check full) ;;
+    racecheck) flags=(--racecheck-report all) ;;
+    *) flags=() ;;
+  esac
+  echo "=== $tool"
+  for entry in "${targets[@]}"; do
+    IFS=$'\t' read -r name path kind <<< "$entry"
+    [[ -n "$only" && ! "$name" =~ $only ]] && continue
+    if [[ "$name" =~ $skip ]]; then
+      echo "    $(printf '%-22s' "$name") skipped (see the header of scripts/sanitize.sh)"
+      continue
+    fi
+    if ((budget > 0 && $(date +%s) - start >= budget)); then
+      failures+=("$tool $name: not run (--budget ${budget}s spent)")
+      echo "    $(printf '%-22s' "$name") NOT RUN: budget spent"
+      continue
+    fi
+    if [[ $kind == test ]]; then
+      args=(--include-ignored "${filter[@]}")
+    else
+      read -r -a args <<< "$(program_args "$name")"
+    fi
+    rm -f "$log_dir/$tool/$name".*.log
+    t0=$(date +%s)
+    STREAM_CORE_REQUIRE_GPU=1 RUST_BACKTRACE=1 \
+      timeout --kill-after=30 "$run_timeout" \
+      "$sanitizer" --tool "$tool" "${flags[@]}" --error-exitcode 86 \
+        --report-api-errors "$api_errors" --require-cuda-init no \
+        --target-processes all --print-limit 200 \
+        --log-file "$log_dir/$tool/$name.%p.log" \
+        "$path" "${args[@]}" > "$log_dir/$tool/$name.out" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - t0 ))
+    reports=("$log_dir/$tool/$name".*.log)
+    [[ -e "${reports[0]}" ]] || reports=()
+    errors=$(count 'ERROR SUMMARY: ([0-9]+) error' "${reports[@]}")
+    summary="ERROR SUMMARY: $errors errors"
+    if [[ $tool == racecheck ]]; then
+      hazards=$(count 'RACECHECK SUMMARY: ([0-9]+) hazard' "${reports[@]}")
+      race_errors=$(count 'hazards? displayed \(([0-9]+) error' "${reports[@]}")
+      race_warnings=$(count 'error[s]?, ([0-9]+) warning' "${reports[@]}")
+      tool_hazards[$tool]=$(( ${tool_hazards[$tool]} + hazards ))
+      summary="RACECHECK SUMMARY: $hazards hazards displayed ($race_errors errors, $race_warnings warnings); $summary"
+      errors=$(( errors + hazards ))
+    fi
+    if [[ $tool == memcheck ]]; then
+      leaked=$(count 'LEAK SUMMARY: ([0-9]+) bytes leaked' "${reports[@]}")
+      tool_leaks[$tool]=$(( ${tool_leaks[$tool]} + leaked ))
+      summary="$summary; LEAK SUMMARY: $leaked bytes leaked"
+      errors=$(( errors + (leaked > 0) ))
+    fi
+    tool_errors[$tool]=$(( ${tool_errors[$tool]} + errors ))
+    tool_runs[$tool]=$(( ${tool_runs[$tool]} + 1 ))
+    verdict=ok
+    if ((rc == 124 || rc == 137)); then
+      verdict="TIMEOUT after ${run_timeout}s"
+    elif ((${#reports[@]} == 0)); then
+      verdict="NO REPORT (exit $rc)"
+    elif ((errors > 0)); then
+      verdict="ERRORS"
+    elif ((rc != 0)); then
+      verdict="TARGET FAILED (exit $rc; see $log_dir/$tool/$name.out)"
+    fi
+    [[ $verdict == ok ]] || failures+=("$tool $name: $verdict ($summary)")
+    printf '    %-22s %-8s %4ss  %s\n' "$name" "$([[ $verdict == ok ]] && echo ok || echo FAIL)" "$secs" "$summary"
+    [[ $verdict == ok ]] || echo "    $(printf '%-22s' '') -> $verdict"
+  done
+done
+
+echo "=== summary"
+for tool in "${tools[@]}"; do
+  line="ERROR SUMMARY: ${tool_errors[$tool]} errors over ${tool_runs[$tool]} runs"
+  [[ $tool == racecheck ]] && line="RACECHECK SUMMARY: ${tool_hazards[$tool]} hazards; $line"
+  [[ $tool == memcheck ]] && line="$line; LEAK SUMMARY: ${tool_leaks[$tool]} bytes leaked"
+  echo "$tool: $line"
+done
+if ((${#failures[@]})); then
+  echo "sanitize: FAIL"
+  printf '  %s\n' "${failures[@]}"
+  exit 1
+fi
+echo "sanitize: PASS (zero errors from every tool, every target succeeded)"

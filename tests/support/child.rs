@@ -1,0 +1,137 @@
+//! Running the current test binary again as a child process, for scenarios that must
+//! not happen in the test process itself (a kernel fault poisons the CUDA context for
+//! the rest of the process; hiding the GPUs must happen before the driver loads).
+//!
+//! The child is selected by an environment variable that the binary's `main` checks
+//! before it starts the harness; it reports by printing `key = value` lines.
+
+use std::fmt;
+use std::io::Read;
+use std::process::{Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::Failed;
+
+/// What a finished child did: its exit status, its output, and its `key = value` lines.
+#[derive(Debug)]
+pub struct ChildOutput {
+    /// What the child was started for (for messages).
+    pub what: String,
+    /// How it ended.
+    pub status: ExitStatus,
+    /// All it printed to stdout.
+    pub stdout: String,
+    /// All it printed to stderr.
+    pub stderr: String,
+    /// Its stdout lines of the form `key = value`, trimmed, in order.
+    pub lines: Vec<(String, String)>,
+}
+
+/// Runs this test binary again with the environment variables `env` added (a value of
+/// `None` removes the variable), no arguments, and stdout and stderr captured. A child
+/// still running after `limit` is killed, and that is a failure ("a call hung").
+pub fn run_self(
+    what: &str,
+    env: &[(&str, Option<&str>)],
+    limit: Duration,
+) -> Result<ChildOutput, Failed> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Failed::from(format!("{what}: cannot find this test binary: {e}")))?;
+    let mut command = Command::new(exe);
+    for (key, value) in env {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Failed::from(format!("{what}: cannot start the child process: {e}")))?;
+    let stdout = read_in_background(child.stdout.take());
+    let stderr = read_in_background(child.stderr.take());
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Failed::from(format!(
+                "{what}: the child process ran past {limit:?} and was killed: a call hung.\n\
+                 --- stdout:\n{}\n--- stderr:\n{}",
+                stdout.join().unwrap_or_default(),
+                stderr.join().unwrap_or_default()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    let lines = stdout
+        .lines()
+        .filter_map(|line| line.split_once(" = "))
+        .map(|(key, value)| (key.trim().to_owned(), value.trim().to_owned()))
+        .collect();
+    Ok(ChildOutput {
+        what: what.to_owned(),
+        status,
+        stdout,
+        stderr,
+        lines,
+    })
+}
+
+impl ChildOutput {
+    /// The value of the last `key = ...` line, or a failure showing the child's output.
+    pub fn value(&self, key: &str) -> Result<&str, Failed> {
+        self.lines
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .ok_or_else(|| {
+                Failed::from(format!("the child printed no `{key} = ...` line.\n{self}"))
+            })
+    }
+
+    /// `true` when the child printed a `key = ...` line.
+    pub fn has(&self, key: &str) -> bool {
+        self.lines.iter().any(|(k, _)| k == key)
+    }
+
+    /// `Ok` when `key`'s value is exactly `expected`.
+    pub fn expect(&self, key: &str, expected: &str) -> Result<(), Failed> {
+        let value = self.value(key)?;
+        crate::ensure!(
+            value == expected,
+            "`{key}` is `{value}`, expected `{expected}`.\n{self}"
+        );
+        Ok(())
+    }
+}
+
+impl fmt::Display for ChildOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "--- child process for {} ({}), stdout:\n{}\n--- stderr:\n{}",
+            self.what, self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Reads a child's pipe to its end on a thread, so that a full pipe never blocks it.
+fn read_in_background<R: Read + Send + 'static>(pipe: Option<R>) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
