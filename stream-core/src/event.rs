@@ -68,7 +68,10 @@ impl Event {
         let reused = SPARES
             .try_with(|spares| {
                 let mut spares = spares.borrow_mut();
-                let index = spares.0.iter().rposition(|(owner, _)| owner.id == device.id)?;
+                let index = spares
+                    .0
+                    .iter()
+                    .rposition(|(owner, _)| owner.id == device.id)?;
                 Some(spares.0.swap_remove(index))
             })
             .ok()

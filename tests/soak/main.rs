@@ -197,19 +197,26 @@ fn mib(bytes: i128) -> f64 {
     bytes as f64 / f64::from(1u32 << 20)
 }
 
-/// Device memory in use (total - free) as the driver reports it now, after a
-/// synchronisation that lets the stream-ordered allocator return freed memory.
+/// Device memory in use (bytes of the pool allocated and not freed), after a
+/// synchronisation of the housekeeping stream, where dropped `DeviceVec`s are freed.
 fn device_used(dev: &Device) -> Result<usize, Failed> {
     drop(dev.alloc_vec::<u8>(0)?); // synchronises the device's housekeeping stream
-    let (free, total) = dev.memory_info()?;
-    Ok(total - free)
+    Ok(dev.memory_stats()?.in_use_bytes)
 }
 
-// MEMORY_STATS: when `Device::memory_stats()` (the stream-ordered pool's bytes in use
-// and reserved) and the pinned-pool statistics land, print them here next to
-// `device_used` and make the end-of-run check exact (in use back to its start value).
-fn library_memory_stats(_dev: &Device) -> Option<String> {
-    None
+/// The device pool's and the pinned pool's statistics, for the report.
+fn library_memory_stats(dev: &Device) -> Option<String> {
+    let device = dev.memory_stats().ok()?;
+    let pinned = dev.pinned_memory_stats();
+    Some(format!(
+        "device pool: {:.1} MiB in use, {:.1} MiB cached, peak {:.1} MiB; pinned pool: {:.1} MiB in use, {:.1} MiB cached, peak {:.1} MiB",
+        mib(device.in_use_bytes as i128),
+        mib(device.cached_bytes as i128),
+        mib(device.peak_in_use_bytes as i128),
+        mib(pinned.in_use_bytes as i128),
+        mib(pinned.cached_bytes as i128),
+        mib(pinned.peak_in_use_bytes as i128),
+    ))
 }
 
 /// Runs the soak; `Ok(true)` when there were no errors and no memory was left in use.
@@ -311,7 +318,7 @@ fn run(config: &Config) -> Result<bool, Failed> {
     println!("soak: errors: {errors}");
     let growth = used_after as i128 - used_before as i128;
     println!(
-        "soak: device memory in use (total - free): before {:.1} MiB, after {:.1} MiB \
+        "soak: device memory in use (pool): before {:.1} MiB, after {:.1} MiB \
          ({:+.1} MiB; tolerance {:.1} MiB)",
         mib(used_before as i128),
         mib(used_after as i128),
