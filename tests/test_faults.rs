@@ -214,7 +214,15 @@ fn check_same_stream_fault(run: &ChildOutput, names: &[&str]) -> TestResult {
 }
 
 /// Runs this binary as a child for `scenario`; kills it and fails past [`CHILD_LIMIT`].
+///
+/// One child at a time: measured on an H200, a trapping child sometimes hung when the
+/// other scenarios' children faulted the GPU at the same moment, and ran in a second
+/// alone. The tests are about one process's context, so they do not overlap.
 fn run_scenario(scenario: &str) -> TestResult<ChildOutput> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     run_self(
         &format!("fault scenario {scenario}"),
         &[(SCENARIO_ENV, Some(scenario))],

@@ -27,8 +27,15 @@
 //! the driver may report plain pageable memory as `HOST` under HMM. The lookups cost
 //! about a microsecond, only for copies above the threshold.
 //!
-//! The threshold was estimated, not measured (this code was written on a machine
-//! without a GPU): at 1 MiB the driver's pageable path takes ~120 us at 8.4 GB/s, a
+//! Chunk size, ring depth and thread count were chosen by the benchmark's sweep
+//! (`BENCH_STAGING_SWEEP=1 bench --case pageable`) on an H200 host (16 cores), 64 MiB
+//! copies, GB/s host-to-device / device-to-host: 4 MiB chunks, a ring of 4 and 2
+//! threads gave 11 / 10; 4 threads 21 / 23; 8 threads 31 / 42 (the best of 24
+//! settings, 2 to 16 MiB chunks, rings of 4 and 8; larger chunks and deeper rings did
+//! not help). So 4 MiB, 4 blocks, 8 threads (at most the machine's parallelism). The
+//! driver's own pageable path moved 7 to 9 GB/s in the same runs.
+//!
+//! The threshold was estimated, not measured: at 1 MiB the driver's pageable path takes ~120 us at 8.4 GB/s, a
 //! staged copy ~60 us (a 4-thread memcpy of 1 MiB, ~35 us, then a 20 us DMA), and the
 //! fixed costs of staging (two pointer lookups, a pool lookup, waking the memcpy
 //! workers: ~10 us) stop mattering. Below ~256 KiB the two paths should be even. The
@@ -39,7 +46,7 @@
 //!
 //! * **Host to device**: for each chunk ([`DEFAULT_CHUNK`], 4 MiB), take the next block
 //!   of a ring of [`DEFAULT_RING`] (4) pool blocks, wait until the DMA that last read it
-//!   has completed (its event), memcpy the chunk into it on [`DEFAULT_THREADS`] (4)
+//!   has completed (its event), memcpy the chunk into it on [`DEFAULT_THREADS`] (8)
 //!   threads, enqueue `cuMemcpyHtoDAsync` from it on the scope's stream and record the
 //!   block's event. The call returns once every chunk has been copied out of the
 //!   source, as the driver's pageable path does; the last DMAs may still be running,
@@ -86,7 +93,7 @@ pub const DEFAULT_CHUNK: usize = 4 << 20;
 /// Staging blocks per copy.
 pub const DEFAULT_RING: usize = 4;
 /// Threads of the host memcpy (the caller included), at most the machine's.
-pub const DEFAULT_THREADS: usize = 4;
+pub const DEFAULT_THREADS: usize = 8;
 /// Pending staging blocks per size class and stream beyond which a staged copy waits
 /// for the oldest of its stream's instead of page-locking more, as a multiple of the
 /// ring.
