@@ -48,10 +48,20 @@ pub fn require_gpu() -> bool {
     std::env::var_os(REQUIRE_GPU_ENV).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
+/// The shared device of [`device`], dropped by [`release_device`].
+static DEVICE: Mutex<Option<Device>> = Mutex::new(None);
+
+/// Drops the shared device once every test has run, so that its memory pools hand
+/// their cached device and pinned memory back before the process exits (which is what
+/// compute-sanitizer's leak check looks at). Tests still holding a clone keep it alive.
+pub fn release_device() {
+    let device = DEVICE.lock().unwrap_or_else(PoisonError::into_inner).take();
+    drop(device);
+}
+
 /// Device 0, opened once per process and shared by all tests (a [`Device`] is a
 /// reference-counted handle, `Send + Sync`).
 pub fn device() -> Result<Device, Failed> {
-    static DEVICE: Mutex<Option<Device>> = Mutex::new(None);
     let mut slot = DEVICE.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(dev) = slot.as_ref() {
         return Ok(dev.clone());

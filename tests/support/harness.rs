@@ -53,7 +53,9 @@ pub fn run(gpu: &[Test], host: &[Test]) -> ! {
                 .map(|&(name, test)| Trial::test(name, move || run_one(test, false))),
         )
         .collect();
-    libtest_mimic::run(&args, trials).exit()
+    let conclusion = libtest_mimic::run(&args, trials);
+    crate::gpu::release_device();
+    conclusion.exit()
 }
 
 /// Runs one test on the current thread: refuses GPU tests without a GPU, turns a panic
