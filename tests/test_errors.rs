@@ -8,9 +8,10 @@
 use std::hint::black_box;
 
 use gpu_tests::{
-    check_eq, check_error, device, ensure, expect_err, poisoned, stream, Failed, Rng, TestResult,
+    check_eq, check_error, device, ensure, expect_err, poisoned, round_trip_in, stream, Failed,
+    Rng, TestResult,
 };
-use stream_core::{scope, Device, Error, Scope};
+use stream_core::{scope, Device, Error};
 
 gpu_tests::test_main! {
     gpu: [
@@ -23,18 +24,6 @@ gpu_tests::test_main! {
         zero_length_alloc_upload_and_download_succeed,
         every_error_message_says_what_happened_and_what_to_do,
     ],
-}
-
-/// A round trip of fresh data inside an open scope: proves the scope still works.
-fn round_trip_in<'s, 'env>(
-    s: &'s Scope<'s, 'env>,
-    input: &'env [f32],
-    out: &'env mut [f32],
-    what: &str,
-) -> TestResult {
-    let x = s.upload(input)?;
-    let host = s.copy_to_host(&x, out)?.wait()?;
-    check_eq(what, input, host)
 }
 
 /// `copy_to_device`, `copy_to_host` and `copy_device` between memory of different

@@ -13,8 +13,10 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use gpu_tests::{check_eq, device, ensure, expect_err, poisoned, Failed, Rng, TestResult};
-use stream_core::{scope, Device, DeviceMemoryStats, Error, LaunchConfig, Scope};
+use gpu_tests::{
+    check_eq, device, ensure, expect_err, poisoned, round_trip_in, spin, Failed, Rng, TestResult,
+};
+use stream_core::{scope, Device, DeviceMemoryStats, Error};
 
 gpu_tests::test_main! {
     gpu: [
@@ -40,18 +42,6 @@ const PROBE: usize = MIB;
 /// About 200 ms of spinning on an H100/H200 (clocks near 2 GHz): the host issues the
 /// next calls long before it ends.
 const SPIN: u64 = 400_000_000;
-
-/// Queues a kernel that busy-waits about `cycles` clock cycles on `s`'s stream.
-fn spin<'s>(s: &'s Scope<'s, '_>, cycles: u64) -> Result<(), Error> {
-    let mut flag = s.alloc::<u32>(1)?;
-    kernels::declarations::spin_then_write_u32(
-        s,
-        LaunchConfig::for_elements(1, 32),
-        cycles,
-        1,
-        &mut flag,
-    )
-}
 
 /// Takes this binary's lock (the tests share one pool), and starts from the state
 /// `Device::new` leaves: release threshold `u64::MAX`, nothing cached.
@@ -116,18 +106,6 @@ fn check_out_of_memory(what: &str, e: Error, request: usize, total: usize) -> Te
         );
     }
     Ok(())
-}
-
-/// Uploads `input` and downloads it again inside `s`: proves the scope still works.
-fn round_trip_in<'s, 'env>(
-    s: &'s Scope<'s, 'env>,
-    input: &'env [u32],
-    out: &'env mut [u32],
-    what: &str,
-) -> TestResult {
-    let x = s.upload(input)?;
-    let host = s.copy_to_host(&x, out)?.wait()?;
-    check_eq(what, input, host)
 }
 
 /// Asking for twice the card's memory is `OutOfMemory` (after the retry) from

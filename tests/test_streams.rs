@@ -12,9 +12,9 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use gpu_tests::{
-    check_eq, ensure, panic_message, poisoned, stream, Element, Failed, Rng, TestResult,
+    check_eq, ensure, panic_message, poisoned, spin, stream, Element, Failed, Rng, TestResult,
 };
-use stream_core::{scope, Error, LaunchConfig, Scope};
+use stream_core::scope;
 
 gpu_tests::test_main! {
     gpu: [
@@ -42,18 +42,6 @@ const SPIN: u64 = 100_000_000;
 
 /// About one second of spinning: long enough to observe a stream still busy.
 const LONG_SPIN: u64 = 2_000_000_000;
-
-/// Queues a kernel that busy-waits about `cycles` clock cycles on `s`'s stream.
-fn spin<'s>(s: &'s Scope<'s, '_>, cycles: u64) -> Result<(), Error> {
-    let mut flag = s.alloc::<u32>(1)?;
-    kernels::declarations::spin_then_write_u32(
-        s,
-        LaunchConfig::for_elements(1, 32),
-        cycles,
-        1,
-        &mut flag,
-    )
-}
 
 fn times(input: &[f32], factor: f32) -> Vec<f32> {
     input.iter().map(|v| v * factor).collect()

@@ -23,6 +23,7 @@ pub mod child;
 mod element;
 mod float;
 mod gpu;
+mod gpu_work;
 mod harness;
 mod rng;
 
@@ -30,6 +31,7 @@ pub use check::{check_eq, check_error, expect_err, panic_message, poison, poison
 pub use element::Element;
 pub use float::{accurate_sum, check_close, signed, summation_height, Real};
 pub use gpu::{device, gpu_status, require_gpu, stream, GpuStatus, REQUIRE_GPU_ENV};
+pub use gpu_work::{round_trip_in, spin};
 pub use harness::{run, Test, TestFn};
 pub use libtest_mimic::Failed;
 pub use rng::{Rng, SEED_ENV};
