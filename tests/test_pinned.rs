@@ -43,6 +43,18 @@ gpu_tests::test_main! {
     ],
 }
 
+/// Held by the tests that free page-locked memory (`cuMemFreeHost`, through a trim or
+/// a dropped `Device`'s pool) and by the tests that need a long kernel to keep running
+/// while they work. Measured on an H200: `cuMemFreeHost` waits until the device is
+/// idle and stalls other threads' driver calls meanwhile, so run in parallel it ended
+/// those tests' long kernels before they could observe them.
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static EXCLUSIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    EXCLUSIVE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Element counts just below, at and just above `bytes`, for `T`.
 fn around<T>(bytes: usize) -> [usize; 3] {
     let n = bytes / std::mem::size_of::<T>();
@@ -268,6 +280,7 @@ const LONG_SPIN_CYCLES: u64 = 2_000_000_000;
 /// larger than its ring must wait for its own blocks (behind the kernel): its data too
 /// must be exact.
 fn staging_block_is_not_reused_while_a_long_kernel_delays_its_copy() -> TestResult {
+    let _exclusive = exclusive();
     let chunk = 1 << 20;
     let config = StagingConfig {
         upload_threshold: 0,
@@ -362,6 +375,7 @@ fn staging_block_is_not_reused_while_a_long_kernel_delays_its_copy() -> TestResu
 /// pending blocks once a few rings' worth are pending, so the pinned memory of this
 /// device stays within 16 chunks. Every upload is exact.
 fn staged_uploads_behind_a_long_kernel_keep_pinned_memory_bounded() -> TestResult {
+    let _exclusive = exclusive();
     let chunk = 1 << 20;
     let config = StagingConfig {
         upload_threshold: 0,
@@ -413,6 +427,7 @@ fn staged_uploads_behind_a_long_kernel_keep_pinned_memory_bounded() -> TestResul
 /// for B rather than wait for A's (a hidden cross-stream synchronisation), so B's
 /// scope ends while A's kernel still runs.
 fn staged_copies_on_another_stream_never_wait_for_pending_staging_blocks() -> TestResult {
+    let _exclusive = exclusive();
     let chunk = 1 << 20;
     let config = StagingConfig {
         upload_threshold: 0,
@@ -556,6 +571,7 @@ fn stats_are(dev: &Device, what: &str, in_use: usize, cached: usize, peak: usize
 /// largest cached blocks down to what it is asked to keep, and the peak records the
 /// most in use at once until it is reset.
 fn pool_statistics_track_in_use_cached_peak_and_trim() -> TestResult {
+    let _exclusive = exclusive();
     with_staging_config(StagingConfig::DEFAULT, || {
         const MIB: usize = 1 << 20;
         let dev = Device::new(0)?;
@@ -663,6 +679,7 @@ fn reused_pinned_block_is_zeroed_again() -> TestResult {
 /// `alloc_pinned` of more elements than fit in `usize` bytes is `SizeOverflow`, and of
 /// a petabyte `HostOutOfMemory` (after the pool freed its idle blocks and retried).
 fn alloc_pinned_reports_size_overflow_and_host_out_of_memory() -> TestResult {
+    let _exclusive = exclusive();
     let dev = Device::new(0)?;
     let overflow = expect_err(
         "alloc_pinned::<u64>(usize::MAX / 4)",
