@@ -4,8 +4,8 @@
 //! the time to "data on the device" is comparable).
 //!
 //! * ours: `s.copy_to_device(&vec, &mut buf)` in a scope; the library's path for
-//!   pageable memory (staged through pinned buffers above a threshold, once that lands;
-//!   until then the driver's direct path, so the ratio is about 1x).
+//!   pageable memory (staged through pinned blocks above a threshold, see
+//!   `stream-core/src/staging.rs`).
 //! * raw: `cuMemcpyHtoDAsync` from the same kind of `Vec`, and the same from pinned
 //!   memory as the ceiling (a row of its own).
 //! * cudarc: `memcpy_htod` from a `Vec` on its default stream.
