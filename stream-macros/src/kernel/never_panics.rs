@@ -8,6 +8,7 @@ use std::panic;
 use proc_macro2::TokenStream;
 
 use super::kernel;
+use crate::tests::fuzz::{self, cuts, deletions};
 
 /// Declarations `#[kernel]` accepts, mutated below.
 const GOOD: &[&str] = &[
@@ -38,67 +39,18 @@ fn check(args: &str, item: &str) -> Result<(), String> {
     });
     match outcome {
         Ok(result) => result,
-        Err(payload) => Err(payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_else(|| "a panic".to_owned())),
+        Err(payload) => Err(fuzz::panic_text(payload.as_ref(), "a panic")),
     }
 }
 
-/// Every prefix and suffix of `source` cut at a character boundary.
-fn cuts(source: &str) -> impl Iterator<Item = &str> {
-    source
-        .char_indices()
-        .map(|(index, _)| index)
-        .flat_map(move |index| [&source[..index], &source[index..]])
-}
-
-/// `source` with one top-level token tree removed, for every token tree.
-fn deletions(source: &str) -> Vec<String> {
-    let Ok(tokens) = source.parse::<TokenStream>() else {
-        return Vec::new();
-    };
-    let trees: Vec<_> = tokens.into_iter().collect();
-    (0..trees.len())
-        .map(|skip| {
-            let kept = trees
-                .iter()
-                .enumerate()
-                .filter(|(index, _)| *index != skip)
-                .map(|(_, tree)| tree.clone());
-            kept.collect::<TokenStream>().to_string()
-        })
-        .collect()
-}
-
-/// Deterministic token soup from the tokens the parser looks at (xorshift, so that
-/// failures reproduce).
+/// Deterministic token soup from the tokens the parser looks at.
 fn soup(count: usize) -> Vec<String> {
     const WORDS: &[&str] = &[
         "unsafe", "fn", "k", "(", ")", "[", "]", "&", "mut", "f32", "u64", "bool", ":", ",", ";",
         "=", "cuda", "ptx", "name", "crate", "\"n\"", "SRC", "->", "<", ">", "'a", "*", "const",
         "async", "extern", "\"C\"", "self", "s", "config", "{", "}", "#", "pub", "_",
     ];
-    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    (0..count)
-        .map(|_| {
-            let len = next() % 14;
-            (0..len)
-                .filter_map(|_| {
-                    let pick = usize::try_from(next() % WORDS.len() as u64).ok()?;
-                    WORDS.get(pick).copied()
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect()
+    fuzz::soup(WORDS, 0x2545_f491_4f6c_dd1d, 14, count)
 }
 
 #[test]

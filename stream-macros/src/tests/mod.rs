@@ -5,6 +5,7 @@
 //! came from, so a test can read back the source text an error points at.
 
 mod accepted;
+pub(crate) mod fuzz;
 mod never_panics;
 mod rejected;
 

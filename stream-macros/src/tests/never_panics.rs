@@ -5,6 +5,7 @@ use std::panic;
 
 use proc_macro2::TokenStream;
 
+use super::fuzz::{self, cuts, deletions};
 use super::{assert_well_formed, rejected::CASES};
 use crate::expand;
 
@@ -35,68 +36,18 @@ fn check(args: &str, item: &str) -> Result<(), String> {
             assert!(output.starts_with(&item.to_string()), "item lost: {output}");
         }
     })
-    .map_err(|payload| {
-        payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_default()
-    })
-}
-
-/// Every prefix and suffix of `source` cut at a character boundary.
-fn cuts(source: &str) -> impl Iterator<Item = &str> {
-    source
-        .char_indices()
-        .map(|(index, _)| index)
-        .flat_map(move |index| [&source[..index], &source[index..]])
-}
-
-/// `source` with one top-level token tree removed, for every token tree.
-fn deletions(source: &str) -> Vec<String> {
-    let Ok(tokens) = source.parse::<TokenStream>() else {
-        return Vec::new();
-    };
-    let trees: Vec<_> = tokens.into_iter().collect();
-    (0..trees.len())
-        .map(|skip| {
-            let kept = trees
-                .iter()
-                .enumerate()
-                .filter(|(index, _)| *index != skip)
-                .map(|(_, tree)| tree.clone());
-            kept.collect::<TokenStream>().to_string()
-        })
-        .collect()
+    .map_err(|payload| fuzz::panic_text(payload.as_ref(), ""))
 }
 
 /// Deterministic token soup from a vocabulary of the tokens the parser
-/// looks at (xorshift, so that failures reproduce).
+/// looks at.
 fn soup(count: usize) -> Vec<String> {
     const WORDS: &[&str] = &[
         "fn", "f", "(", ")", "{", "}", "<", ">", "&", "mut", "self", "Scope", "Result", "->", ":",
         ",", ";", "=", "crate", "async", "const", "unsafe", "extern", "\"C\"", "...", "_", "'a",
         "impl", "struct", "pub", "#", "[", "]", "!", "where", "::", "1", "|", "move",
     ];
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    (0..count)
-        .map(|_| {
-            let len = next() % 16;
-            (0..len)
-                .filter_map(|_| {
-                    let pick = usize::try_from(next() % WORDS.len() as u64).ok()?;
-                    WORDS.get(pick).copied()
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect()
+    fuzz::soup(WORDS, 0x9e37_79b9_7f4a_7c15, 16, count)
 }
 
 #[test]
