@@ -677,10 +677,14 @@ fn reused_pinned_block_is_zeroed_again() -> TestResult {
 }
 
 /// `alloc_pinned` of more elements than fit in `usize` bytes is `SizeOverflow`, and of
-/// a petabyte `HostOutOfMemory` (after the pool freed its idle blocks and retried).
+/// a petabyte `HostOutOfMemory`, whose message points to `trim_pinned_memory`. The pool
+/// frees none of its cached blocks on its own to retry (`cuMemFreeHost` waits for the
+/// whole device): a cached block is still cached after the failure.
 fn alloc_pinned_reports_size_overflow_and_host_out_of_memory() -> TestResult {
     let _exclusive = exclusive();
     let dev = Device::new(0)?;
+    drop(dev.alloc_pinned::<u8>(4096)?);
+    stats_are(&dev, "after one 4 KiB buffer was dropped", 0, 4096, 4096)?;
     let overflow = expect_err(
         "alloc_pinned::<u64>(usize::MAX / 4)",
         dev.alloc_pinned::<u64>(usize::MAX / 4).map(drop),
@@ -703,9 +707,13 @@ fn alloc_pinned_reports_size_overflow_and_host_out_of_memory() -> TestResult {
         "alloc_pinned::<u8>(1 PiB)",
         &oom,
         &Error::HostOutOfMemory { requested: huge },
-        &["out of pinned host memory", "ulimit -l"],
+        &[
+            "out of pinned host memory",
+            "trim_pinned_memory",
+            "ulimit -l",
+        ],
     )?;
-    stats_are(&dev, "after the failed allocations", 0, 0, 0)?;
+    stats_are(&dev, "after the failed allocations", 0, 4096, 4096)?;
     // The pool still works afterwards.
     let small = dev.alloc_pinned::<u8>(10)?;
     ensure!(

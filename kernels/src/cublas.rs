@@ -1,18 +1,49 @@
 //! SGEMM through cuBLAS, bound to the scope's stream so it orders with the scope's
 //! other work like any kernel.
 //!
+//! # One handle, several streams
+//!
+//! A cuBLAS handle owns one default workspace, which every stream it is used on would
+//! share: two GEMMs issued through one handle on two unordered streams (a scope and a
+//! fork's child, say) could then write the same scratch memory at once. So every call
+//! gives cuBLAS a workspace of its own: device memory of the calling scope, allocated
+//! stream-ordered on the scope's stream for the call and freed, stream-ordered, right
+//! after it (`cublasSetStream`, which resets the workspace to the default, then
+//! `cublasSetWorkspace`). Work on one stream runs in order, so a workspace is never used
+//! by two GEMMs at once; the allocations come from the device's pool, which keeps freed
+//! memory cached, so a call costs one pool allocation and one stream-ordered free.
+//!
+//! # Handles are never destroyed inside a scope
+//!
+//! `cublasDestroy` waits for the whole device. A dropped [`Cublas`] gives its handle to
+//! the device's list of idle handles, which the next [`Cublas::new`] on that device
+//! takes; the handles are destroyed when the device's last handle is dropped, a point
+//! the user chose.
+//!
 //! This module calls cuBLAS's raw layer and so holds `unsafe`; every block carries its
 //! proof.
 #![allow(unsafe_code)]
 
 use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::cublas::{result as blas, sys as blas_sys};
-use stream_core::__private::{raw_stream, read_parts, write_parts};
+use stream_core::interop::{self, device_ptr, device_ptr_mut, raw_stream};
 use stream_core::{DeviceMemory, DeviceMemoryMut, Error, Result, Scope};
 
+/// The workspace cuBLAS asks for: 32 MiB on Hopper and later, 4 MiB before (the
+/// cuBLAS documentation of `cublasSetWorkspace`).
+fn workspace_bytes(compute_capability: (i32, i32)) -> usize {
+    if compute_capability.0 >= 9 {
+        32 << 20
+    } else {
+        4 << 20
+    }
+}
+
 /// A cuBLAS handle for one device. `Send`, not `Sync`: a handle's stream is state, so
-/// one thread at a time uses it.
+/// one thread at a time uses it. Any number of scopes and streams may use one handle;
+/// each call gets a workspace of its own (see the [module docs](self)).
 ///
 /// ```no_run
 /// use stream_core::{scope, Device, Error};
@@ -34,7 +65,10 @@ use stream_core::{DeviceMemory, DeviceMemoryMut, Error, Result, Scope};
 /// ```
 pub struct Cublas {
     handle: blas_sys::cublasHandle_t,
+    /// Where the handle goes when this value is dropped.
+    idle: Arc<IdleHandles>,
     device: stream_core::Device,
+    workspace_bytes: usize,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -42,8 +76,36 @@ pub struct Cublas {
 // ensures that); every call binds the device's context first.
 unsafe impl Send for Cublas {}
 
+/// The idle cuBLAS handles of one device (an `interop::device_extension`), destroyed
+/// when the device is dropped.
+#[derive(Default)]
+struct IdleHandles(Mutex<Vec<RawHandle>>);
+
+/// A handle no [`Cublas`] uses.
+struct RawHandle(blas_sys::cublasHandle_t);
+
+// SAFETY: an idle handle is only moved between threads (under the mutex), never used
+// by two at once; whoever takes it out binds the device's context before using it.
+unsafe impl Send for RawHandle {}
+
+impl Drop for IdleHandles {
+    /// Runs when the device's last handle is dropped, with its context bound (see
+    /// `interop::device_extension`).
+    fn drop(&mut self) {
+        let handles = std::mem::take(self.0.get_mut().unwrap_or_else(PoisonError::into_inner));
+        for RawHandle(handle) in handles {
+            // DEVICE-WIDE SYNC: cublasDestroy, reached only when the device is dropped.
+            // SAFETY: created by `cublasCreate` in this device's context (bound by the
+            // device's drop), destroyed once: idle handles are owned by this list alone.
+            // Its work ran inside scopes, which all ended (each holds the device).
+            let _ = unsafe { blas::destroy_handle(handle) };
+        }
+    }
+}
+
 impl Cublas {
-    /// Creates a handle on `device`. Returns an error when the cuBLAS library is missing.
+    /// A handle on `device`: an idle one of the device's, or a new one. Returns an error
+    /// when the cuBLAS library is missing.
     pub fn new(device: &stream_core::Device) -> Result<Self> {
         // SAFETY: only `dlopen`s the library by its well-known names, so that a missing
         // cuBLAS is an `Err` rather than the panic of cudarc's lazy loader.
@@ -53,12 +115,21 @@ impl Cublas {
                 "the cuBLAS library (libcublas) could not be loaded",
             ));
         }
-        stream_core::__private::bind(device)?;
-        let handle =
-            blas::create_handle().map_err(|e| cublas_error("cublasCreate", &format!("{e:?}")))?;
+        let idle = interop::device_extension(device, IdleHandles::default);
+        let reused = idle.0.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let handle = match reused {
+            Some(RawHandle(handle)) => handle,
+            None => {
+                let _bound = interop::bind(device)?;
+                blas::create_handle()
+                    .map_err(|e| cublas_error("cublasCreate", &format!("{e:?}")))?
+            }
+        };
         Ok(Cublas {
             handle,
+            idle,
             device: device.clone(),
+            workspace_bytes: workspace_bytes(device.compute_capability()),
             _not_sync: PhantomData,
         })
     }
@@ -105,17 +176,34 @@ impl Cublas {
                 .map_err(|_| cublas_error("cublasSgemm", "a dimension exceeds i32::MAX"))
         };
         let (m, n, k) = (to_i32(m)?, to_i32(n)?, to_i32(k)?);
-        let (a, b, c) = (read_parts(a)[0], read_parts(b)[0], write_parts(c)[0]);
-        // SAFETY: the handle belongs to this device (checked above) and the scope's
-        // stream is live with the device's context current (bound by the scope).
+        let (a, b, c) = (device_ptr(a), device_ptr(b), device_ptr_mut(c));
+        // This call's own workspace: memory of this scope on its stream, freed (stream-
+        // ordered, after the GEMM) when `workspace` drops at the end of this call.
+        let mut workspace = s.alloc::<u8>(self.workspace_bytes)?;
+        let _bound = interop::bind(&self.device)?;
+        // SAFETY: the handle belongs to this device (checked above), whose context is
+        // bound; the scope's stream is live for the whole scope.
         unsafe { blas::set_stream(self.handle, raw_stream(s) as _) }
             .map_err(|e| cublas_error("cublasSetStream", &format!("{e:?}")))?;
+        // SAFETY: after `cublasSetStream` (which resets the workspace to the default), the
+        // handle's calls on this stream use `workspace`: `workspace_bytes` of device
+        // memory of this scope, allocated on the same stream and freed on it only after
+        // the GEMM below, so no other work uses it meanwhile.
+        unsafe {
+            blas_sys::cublasSetWorkspace_v2(
+                self.handle,
+                device_ptr_mut(&mut workspace) as *mut std::ffi::c_void,
+                self.workspace_bytes,
+            )
+        }
+        .result()
+        .map_err(|e| cublas_error("cublasSetWorkspace", &format!("{e:?}")))?;
         // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
         // SAFETY: `a`, `b`, `c` are device memory of this scope holding exactly k*m, n*k
         // and n*m floats (checked above), borrowed for the call (`c` mutably, so it
         // aliases neither input) and freed, if at all, stream-ordered after this call;
         // `alpha` and `beta` are host scalars alive for the call, read before it returns
-        // (the handle's default host pointer mode).
+        // (the handle's default host pointer mode); the workspace is this call's own.
         unsafe {
             blas::sgemm(
                 self.handle,
@@ -139,11 +227,14 @@ impl Cublas {
 }
 
 impl Drop for Cublas {
+    /// Gives the handle to the device's idle list (no driver call: `cublasDestroy` would
+    /// wait for the whole device; see the [module docs](self)).
     fn drop(&mut self) {
-        let _ = stream_core::__private::bind(&self.device);
-        // SAFETY: created in `new`, destroyed once; a handle has no pending work of its
-        // own (its launches are on scopes' streams, which synchronise before they end).
-        let _ = unsafe { blas::destroy_handle(self.handle) };
+        self.idle
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(RawHandle(self.handle));
     }
 }
 

@@ -42,8 +42,3 @@ pub fn scalar<T: DeviceRepr>(value: T) -> T {
 pub fn raw_stream(scope: &Scope<'_, '_>) -> cudarc::driver::sys::CUstream {
     scope.raw
 }
-
-/// Makes the device's context current on this thread.
-pub fn bind(device: &crate::Device) -> Result<()> {
-    device.inner.bind()
-}

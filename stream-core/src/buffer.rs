@@ -96,10 +96,10 @@ impl<'s, 'env> Scope<'s, 'env> {
         if bytes == 0 {
             return Ok(DeviceBuffer::from_raw(RawSlice::EMPTY, self.raw));
         }
-        // `self.raw` is the scope's live stream, its context current on this thread
-        // (bound by `scope`), and not capturing (refused by `scope`). The new memory is
-        // only used through the buffer, on this stream, and `T: DeviceRepr` makes its
-        // unspecified contents valid.
+        // `self.raw` is the scope's live stream (borrowed for `'env`), of this device,
+        // and not capturing (refused by `scope`). The new memory is only used through
+        // the buffer, on this stream, and `T: DeviceRepr` makes its unspecified contents
+        // valid.
         let ptr = self.device().alloc_async(self.raw, bytes)?;
         Ok(DeviceBuffer::from_raw(RawSlice { ptr, len }, self.raw))
     }
@@ -192,7 +192,8 @@ impl<T: DeviceRepr> Drop for DeviceBuffer<'_, T> {
             // SAFETY: `ptr` came from `cuMemAllocAsync` on `stream` and is freed once,
             // here. Every use of it was enqueued on the same stream (the brand keeps it
             // in its scope, and views borrow the buffer), so the free is ordered after
-            // all of them; the stream outlives the buffer (the scope borrows it).
+            // all of them; the stream outlives the buffer (the scope borrows it). The
+            // free names its stream, so it does not depend on the current context.
             let freed = unsafe { result::free_async(self.raw.ptr, self.stream) };
             // A failed free cannot be reported from `drop`; it leaks the allocation.
             let _ = freed.call("cuMemFreeAsync");

@@ -1,10 +1,13 @@
 //! [`Device`]: one GPU, its primary CUDA context, and memory made outside scopes.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::{result, sys};
 
+use crate::driver::context::{Bound, PrimaryContext};
 use crate::error::{DriverResultExt, Error, Result};
 use crate::kernel::ModuleCache;
 use crate::launch::DeviceLimits;
@@ -35,7 +38,8 @@ pub(crate) struct DeviceInner {
     pub(crate) id: u64,
     pub(crate) ordinal: usize,
     pub(crate) cu_device: sys::CUdevice,
-    pub(crate) ctx: sys::CUcontext,
+    /// The retained primary context (released last, when this value drops).
+    pub(crate) context: PrimaryContext,
     /// A non-blocking stream for `upload_vec`/`alloc_vec`/`to_host_vec`, which block
     /// on it (and only on it) before they return.
     pub(crate) housekeeping: sys::CUstream,
@@ -48,13 +52,16 @@ pub(crate) struct DeviceInner {
     pub(crate) modules: ModuleCache,
     /// Page-locked host blocks for `PinnedBuffer`s and staged copies.
     pub(crate) pinned: PinnedPool,
+    /// State other crates keep per device (see `interop::device_extension`), dropped
+    /// when the device is, with its context bound, before the context is released.
+    pub(crate) extensions: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
-// SAFETY: a `CUcontext`, a `CUstream` and a `CUmemoryPool` are opaque driver handles;
-// the driver API is thread-safe and accepts them from any thread on which the context is
-// current, and every method that uses them binds the context first
-// (`DeviceInner::bind`). The context and stream are only destroyed in `Drop`, when no
-// other reference to them exists; the default memory pool is never destroyed.
+// SAFETY: a `CUstream` and a `CUmemoryPool` are opaque driver handles; the driver API is
+// thread-safe and accepts them from any thread, and every method that needs the
+// device's context current binds it first (`DeviceInner::bind`). The stream is only
+// destroyed in `Drop`, when no other reference to it exists; the default memory pool is
+// never destroyed. The other fields are `Send` themselves.
 unsafe impl Send for DeviceInner {}
 // SAFETY: shared access only reads the handles (see `Send` above); all mutation happens
 // inside the thread-safe driver.
@@ -76,13 +83,8 @@ impl Device {
             return Err(Error::NoDevice { ordinal, count });
         }
         let cu_device = result::device::get(ordinal as i32).call("cuDeviceGet")?;
-        // SAFETY: `cu_device` was returned by `cuDeviceGet` just above.
-        let ctx =
-            unsafe { result::primary_ctx::retain(cu_device) }.call("cuDevicePrimaryCtxRetain")?;
-        let retained = RetainedContext { cu_device };
-        // SAFETY: `ctx` is the primary context retained just above; it stays alive until
-        // `DeviceInner` (which takes over `retained`) releases it.
-        unsafe { result::ctx::set_current(ctx) }.call("cuCtxSetCurrent")?;
+        let context = PrimaryContext::retain(cu_device)?;
+        let bound = context.bind()?;
         let attribute = |attr| {
             // SAFETY: `cu_device` came from `cuDeviceGet`; `attr` is a valid enum value.
             unsafe { result::device::get_attribute(cu_device, attr) }.call("cuDeviceGetAttribute")
@@ -96,20 +98,21 @@ impl Device {
         let pool = MemoryPool::default_of(cu_device)?;
         let housekeeping = result::stream::create(result::stream::StreamKind::NonBlocking)
             .call("cuStreamCreate")?;
-        std::mem::forget(retained);
+        drop(bound);
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Device {
             inner: Arc::new(DeviceInner {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 ordinal,
                 cu_device,
-                ctx,
+                context,
                 housekeeping,
                 pool,
                 compute_capability,
                 limits,
                 modules: ModuleCache::default(),
                 pinned: PinnedPool::new(),
+                extensions: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -153,7 +156,7 @@ impl Device {
     /// pool keeps cached for reuse counts as not free (see
     /// [`memory_stats`](Self::memory_stats) and [`trim_memory`](Self::trim_memory)).
     pub fn memory_info(&self) -> Result<(usize, usize)> {
-        self.inner.bind()?;
+        let _bound = self.inner.bind()?;
         result::mem_get_info().call("cuMemGetInfo")
     }
 
@@ -193,30 +196,74 @@ impl std::fmt::Debug for Device {
 }
 
 impl DeviceInner {
-    /// Makes this device's context current on the calling thread, if it is not already.
+    /// Makes this device's context current on the calling thread until the guard drops,
+    /// and then gives the thread its previous context back (see
+    /// [`driver::context`](crate::driver::context)).
     #[inline]
-    pub(crate) fn bind(&self) -> Result<()> {
-        let current = result::ctx::get_current().call("cuCtxGetCurrent")?;
-        if current != Some(self.ctx) {
-            // SAFETY: `self.ctx` is the primary context this `DeviceInner` retains, so it
-            // is alive for as long as `self` is.
-            unsafe { result::ctx::set_current(self.ctx) }.call("cuCtxSetCurrent")?;
-        }
-        Ok(())
+    pub(crate) fn bind(&self) -> Result<Bound<'_>> {
+        self.context.bind()
+    }
+
+    /// The device's context handle.
+    #[inline(always)]
+    pub(crate) fn ctx(&self) -> sys::CUcontext {
+        self.context.raw()
     }
 
     /// Blocks until the housekeeping stream is idle.
     pub(crate) fn sync_housekeeping(&self) -> Result<()> {
+        let _bound = self.bind()?;
         // SAFETY: `housekeeping` was created in `Device::new` and is destroyed only in
-        // `Drop`, which cannot run while `self` is borrowed.
+        // `Drop`, which cannot run while `self` is borrowed; its context is bound.
         unsafe { result::stream::synchronize(self.housekeeping) }.call("cuStreamSynchronize")
+    }
+
+    /// [`sync_housekeeping`](Self::sync_housekeeping) before host memory that a copy on
+    /// the housekeeping stream uses is released: a failure is returned only when it is
+    /// sticky (the context has stopped), any other aborts the process, as
+    /// [`Stream::synchronize_before_release`](crate::Stream) does for scopes.
+    pub(crate) fn sync_housekeeping_before_release(&self, what: &str) -> Result<()> {
+        match self.sync_housekeeping() {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_sticky() => Err(e),
+            Err(e) => crate::scope::abort_unreleasable(what, &e),
+        }
+    }
+
+    /// The extension of type `T`, made by `init` the first time it is asked for.
+    pub(crate) fn extension<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
+        let mut map = self
+            .extensions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(existing) = map.get(&TypeId::of::<T>()) {
+            // Always `Ok`: the map is keyed by the value's own `TypeId`.
+            if let Ok(extension) = Arc::clone(existing).downcast::<T>() {
+                return extension;
+            }
+        }
+        let extension = Arc::new(init());
+        map.insert(TypeId::of::<T>(), extension.clone());
+        extension
     }
 }
 
 impl Drop for DeviceInner {
+    /// The one place where a device's driver objects go, and where calls that may wait
+    /// for the whole device are allowed: the user chose this point by dropping the last
+    /// handle of the device (DESIGN: no hidden device-wide synchronisation).
     fn drop(&mut self) {
         // Errors cannot be reported from `drop`; failing here only leaks driver objects.
-        let _ = self.bind();
+        let bound = self.bind();
+        // Other crates' per-device state first: it may hold library handles of this
+        // context (cuBLAS), whose destruction needs the context bound.
+        let extensions = std::mem::take(
+            &mut *self
+                .extensions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        drop(extensions);
         self.modules.unload_all();
         // No buffer holds a block (each holds the device) and no scope is open (each
         // borrows a stream, which holds the device): free the cached blocks while the
@@ -228,22 +275,11 @@ impl Drop for DeviceInner {
         // Hand this handle's cached memory back; other handles of the device only lose
         // cached (unused) memory, which the pool maps again when they need it.
         let _ = self.pool.trim_to(0);
-        drop(RetainedContext {
-            cu_device: self.cu_device,
-        });
-    }
-}
-
-/// Releases a retained primary context when dropped (also on the error paths of
-/// `Device::new`).
-struct RetainedContext {
-    cu_device: sys::CUdevice,
-}
-
-impl Drop for RetainedContext {
-    fn drop(&mut self) {
-        // SAFETY: constructed only after a successful `cuDevicePrimaryCtxRetain` on this
-        // device, and released exactly once (here).
-        let _ = unsafe { result::primary_ctx::release(self.cu_device) };
+        // The context is released after this body, when the `context` field drops; give
+        // the thread its previous context back first, and leave no thread that had none
+        // with a context that may be destroyed now.
+        if let Ok(bound) = bound {
+            bound.unbind_if_set();
+        }
     }
 }

@@ -59,8 +59,11 @@ impl Device {
         let vec = DeviceVec::alloc(self, len)?;
         if vec.raw.len > 0 {
             let bytes = byte_len::<T>(vec.raw.len)?;
+            let _bound = self.inner.bind()?;
             // SAFETY: `vec.raw` is `bytes` bytes just allocated on the housekeeping stream,
-            // whose context is current (bound in `alloc`); zero bytes are a valid `T`.
+            // a live stream of this device, whose context is bound; zero bytes are a
+            // valid `T`. On error `vec` is dropped, and its free is stream-ordered after
+            // the memset on the same stream.
             unsafe { result::memset_d8_async(vec.raw.ptr, 0, bytes, self.inner.housekeeping) }
                 .call("cuMemsetD8Async")?;
         }
@@ -75,13 +78,21 @@ impl Device {
     pub fn upload_vec<T: DeviceRepr>(&self, src: &[T]) -> Result<DeviceVec<T>> {
         let vec = DeviceVec::alloc(self, src.len())?;
         if vec.raw.len > 0 {
-            // SAFETY: `vec.raw` holds `src.len()` elements, allocated on the housekeeping
-            // stream of the current context. `src` is borrowed until this function
-            // returns, which is after the synchronisation below.
-            unsafe { result::memcpy_htod_async(vec.raw.ptr, src, self.inner.housekeeping) }
-                .call("cuMemcpyHtoDAsync")?;
+            let enqueued = {
+                let _bound = self.inner.bind()?;
+                // SAFETY: `vec.raw` holds `src.len()` elements, allocated on the
+                // housekeeping stream, a live stream of this device whose context is
+                // bound. `src` is borrowed until this function returns, and it returns
+                // only after the synchronisation below, which runs whether or not the
+                // enqueue reported an error (a failed call may still have started the
+                // DMA) and aborts rather than return while the DMA may read `src`.
+                unsafe { result::memcpy_htod_async(vec.raw.ptr, src, self.inner.housekeeping) }
+                    .call("cuMemcpyHtoDAsync")
+            };
+            let synced = self.inner.sync_housekeeping_before_release("upload_vec");
+            enqueued?;
+            synced?;
         }
-        self.inner.sync_housekeeping()?;
         Ok(vec)
     }
 }
@@ -95,10 +106,9 @@ impl<T: DeviceRepr> DeviceVec<T> {
         let bytes = byte_len::<T>(len)?;
         let mut raw = RawSlice::EMPTY;
         if bytes > 0 {
-            device.inner.bind()?;
-            // The housekeeping stream is alive (as long as `device`), its context current
-            // (bound just above) and never captured; the memory is only used through this
-            // `DeviceVec`, after the caller synchronises.
+            // The housekeeping stream is alive (as long as `device`) and never captured;
+            // the memory is only used through this `DeviceVec`, after the caller
+            // synchronises.
             let ptr = device.alloc_async(device.inner.housekeeping, bytes)?;
             raw = RawSlice { ptr, len };
         }
@@ -128,23 +138,36 @@ impl<T: DeviceRepr> DeviceVec<T> {
     pub fn to_host_vec(&self) -> Result<Vec<T>> {
         let mut host = Vec::with_capacity(self.raw.len);
         if self.raw.len > 0 {
-            self.device.inner.bind()?;
-            let spare = &mut host.spare_capacity_mut()[..self.raw.len];
-            // SAFETY: `spare` is `len` writable (uninitialised) `T`s; the DMA writes all of
-            // them, and `T: DeviceRepr` accepts any bytes. No scope can be writing `self`
-            // (that needs `&mut self`) and every scope that wrote it has synchronised.
-            let copied = unsafe {
-                cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
-                    spare.as_mut_ptr().cast(),
-                    self.raw.ptr,
-                    byte_len::<T>(self.raw.len)?,
-                    self.device.inner.housekeeping,
-                )
+            let bytes = byte_len::<T>(self.raw.len)?;
+            let enqueued = {
+                let _bound = self.device.inner.bind()?;
+                let spare = &mut host.spare_capacity_mut()[..self.raw.len];
+                // SAFETY: `spare` is `len` writable (uninitialised) `T`s; the DMA writes all
+                // of them, and `T: DeviceRepr` accepts any bytes. No scope can be writing
+                // `self` (that needs `&mut self`) and every scope that wrote it has
+                // synchronised. The housekeeping stream is live and its context bound.
+                // `host` is neither read nor freed before the synchronisation below, which
+                // runs even when the enqueue reports an error and aborts rather than let
+                // `host` go while the DMA may write it.
+                unsafe {
+                    cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
+                        spare.as_mut_ptr().cast(),
+                        self.raw.ptr,
+                        bytes,
+                        self.device.inner.housekeeping,
+                    )
+                }
+                .result()
+                .call("cuMemcpyDtoHAsync")
             };
-            copied.result().call("cuMemcpyDtoHAsync")?;
-            self.device.inner.sync_housekeeping()?;
+            let synced = self
+                .device
+                .inner
+                .sync_housekeeping_before_release("to_host_vec");
+            enqueued?;
+            synced?;
             // SAFETY: the copy above initialised the first `len` elements and has
-            // completed (the housekeeping stream was synchronised).
+            // completed (the housekeeping stream was synchronised without error).
             unsafe { host.set_len(self.raw.len) };
         }
         Ok(host)
@@ -154,11 +177,13 @@ impl<T: DeviceRepr> DeviceVec<T> {
 impl<T: DeviceRepr> Drop for DeviceVec<T> {
     fn drop(&mut self) {
         if self.raw.ptr != 0 {
-            let _ = self.device.inner.bind();
-            // SAFETY: allocated by `cuMemAllocAsync`, freed once. Every scope that used it
+            let _bound = self.device.inner.bind();
+            // SAFETY: allocated by `cuMemAllocAsync`, freed once, on the housekeeping
+            // stream (alive as long as the device `self` holds). Every scope that used it
             // borrowed it for its whole duration and synchronised its stream before the
-            // borrow ended, so no GPU work on it remains; the blocking helpers synchronised
-            // the housekeeping stream before returning.
+            // borrow ended (or stopped with a sticky error: no more work runs), so no GPU
+            // work on it remains; the blocking helpers synchronised the housekeeping
+            // stream before returning.
             let _ = unsafe { result::free_async(self.raw.ptr, self.device.inner.housekeeping) };
         }
     }

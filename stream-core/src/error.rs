@@ -56,8 +56,10 @@ pub enum Error {
 
     /// Page-locked host memory could not be allocated.
     #[error(
-        "out of pinned host memory: could not page-lock {requested} bytes; \
-         ask for less or raise the locked-memory limit (ulimit -l)"
+        "out of pinned host memory: could not page-lock {requested} bytes; ask for less, \
+         free pinned buffers you no longer need (between scopes, Device::trim_pinned_memory \
+         gives the pool's cached blocks back to the system), or raise the locked-memory \
+         limit (ulimit -l)"
     )]
     HostOutOfMemory {
         /// Bytes requested.
@@ -209,12 +211,19 @@ pub enum Error {
     },
 }
 
-/// What to do about a failed driver call with `code`: a kernel fault poisons the context
-/// for the rest of the process (the driver reports it from whichever call comes next),
-/// anything else is most likely this call's own arguments.
-fn driver_advice(code: u32) -> &'static str {
+/// The driver's *sticky* errors: the ones the CUDA driver API documents as ending the
+/// context. For all but `CUDA_ERROR_ASSERT` its wording is: "This leaves the process in
+/// an inconsistent state and any further CUDA work will return the same error. To
+/// continue using CUDA, the process must be terminated and relaunched."; for
+/// `CUDA_ERROR_ASSERT`: "The context cannot be used anymore, and must be destroyed."
+///
+/// The safety model rests on this wording: a synchronisation that fails with one of
+/// these proves that the context runs no more work, so no DMA into host memory can
+/// continue, and only then may a failed synchronisation release host borrows. Any
+/// other failure of a synchronisation proves nothing and aborts the process.
+pub(crate) const STICKY: [sys::CUresult; 10] = {
     use sys::CUresult::*;
-    let sticky = [
+    [
         CUDA_ERROR_ILLEGAL_ADDRESS,
         CUDA_ERROR_LAUNCH_TIMEOUT,
         CUDA_ERROR_ASSERT,
@@ -224,8 +233,20 @@ fn driver_advice(code: u32) -> &'static str {
         CUDA_ERROR_INVALID_ADDRESS_SPACE,
         CUDA_ERROR_INVALID_PC,
         CUDA_ERROR_LAUNCH_FAILED,
-    ];
-    if sticky.iter().any(|&c| c as u32 == code) {
+        CUDA_ERROR_EXTERNAL_DEVICE,
+    ]
+};
+
+/// `true` when `code` (a `CUresult`) is one of the [`STICKY`] errors.
+pub(crate) fn is_sticky_code(code: u32) -> bool {
+    STICKY.iter().any(|&c| c as u32 == code)
+}
+
+/// What to do about a failed driver call with `code`: a kernel fault poisons the context
+/// for the rest of the process (the driver reports it from whichever call comes next),
+/// anything else is most likely this call's own arguments.
+fn driver_advice(code: u32) -> &'static str {
+    if is_sticky_code(code) {
         "a kernel faulted on the GPU (this call only reported it), and the CUDA context is \
          unusable from now on: every later call on this device fails with this error, so \
          restart the process (run it under compute-sanitizer to find the faulting kernel)"
@@ -260,6 +281,19 @@ impl Error {
             Error::Driver { code, .. } => Some(*code),
             _ => None,
         }
+    }
+
+    /// `true` for a *sticky* driver error: a kernel faulted (illegal address, trap,
+    /// failed launch, ...) and the CUDA context has stopped for good. Every later call on
+    /// the device fails with the same error; only a new process can use the GPU again.
+    ///
+    /// ```
+    /// use stream_core::Error;
+    /// let e = Error::LengthMismatch { what: "copy_to_host", source_len: 3, destination_len: 4 };
+    /// assert!(!e.is_sticky());
+    /// ```
+    pub fn is_sticky(&self) -> bool {
+        self.driver_code().is_some_and(is_sticky_code)
     }
 }
 

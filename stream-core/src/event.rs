@@ -11,23 +11,24 @@ use crate::error::{DriverResultExt, Error, Result};
 
 /// An owned CUDA event without timing (the cheapest kind).
 ///
-/// Created in the context current on the calling thread; every use below happens while
-/// a scope of that context is open on this thread. A [`cached`](Event::cached) event
-/// goes back to this thread's spare list when dropped, instead of being destroyed.
+/// Created in its device's context, which it binds for the creation; recorded only on
+/// streams of that context. A [`cached`](Event::cached) event goes back to this
+/// thread's spare list when dropped, instead of being destroyed.
 pub(crate) struct Event {
     raw: sys::CUevent,
-    /// The device whose context the event belongs to, for cached events.
+    /// The context the event belongs to, for cached events.
     owner: Option<Owner>,
 }
 
-/// Which device a cached event belongs to: its id (to match), and a weak handle that
-/// tells whether its context is still alive when the event is finally destroyed.
+/// Which context a cached event belongs to: its handle (to match), and a weak handle of
+/// the device that retained it when the event was made, which tells whether that
+/// context is certainly still alive when the spare is reused or finally destroyed.
 struct Owner {
-    id: u64,
+    context: sys::CUcontext,
     device: Weak<DeviceInner>,
 }
 
-/// Spare events of this thread, each with its device, at most [`SPARE_EVENTS`].
+/// Spare events of this thread, each with its context, at most [`SPARE_EVENTS`].
 struct Spares(Vec<(Owner, sys::CUevent)>);
 
 /// Enough for the events a thread has in flight in a deep pipeline; beyond that, an
@@ -55,23 +56,37 @@ impl Drop for Spares {
     }
 }
 
+/// Creates an event without timing in `device`'s context, bound for the call.
+fn create(device: &DeviceInner) -> Result<sys::CUevent> {
+    let _bound = device.bind()?;
+    result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).call("cuEventCreate")
+}
+
 impl Event {
-    pub(crate) fn new() -> Result<Self> {
-        let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-            .call("cuEventCreate")?;
-        Ok(Event { raw, owner: None })
+    /// A new event of `device`'s context (bound for the creation).
+    pub(crate) fn new(device: &DeviceInner) -> Result<Self> {
+        Ok(Event {
+            raw: create(device)?,
+            owner: None,
+        })
     }
 
-    /// An event of `device`'s context (which must be current), reused from this
-    /// thread's spares when one is available.
+    /// An event of `device`'s context, reused from this thread's spares of that context
+    /// when one is available, else created with the context bound.
     pub(crate) fn cached(device: &Arc<DeviceInner>) -> Result<Self> {
+        let context = device.ctx();
         let reused = SPARES
             .try_with(|spares| {
                 let mut spares = spares.borrow_mut();
+                // A spare whose device handle is gone may belong to a context that was
+                // destroyed (and whose handle value was reused): never reuse it.
+                spares
+                    .0
+                    .retain(|(owner, _)| owner.device.strong_count() > 0);
                 let index = spares
                     .0
                     .iter()
-                    .rposition(|(owner, _)| owner.id == device.id)?;
+                    .rposition(|(owner, _)| owner.context == context)?;
                 Some(spares.0.swap_remove(index))
             })
             .ok()
@@ -79,13 +94,11 @@ impl Event {
         let (owner, raw) = match reused {
             Some(spare) => spare,
             None => {
-                let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-                    .call("cuEventCreate")?;
                 let owner = Owner {
-                    id: device.id,
+                    context,
                     device: Arc::downgrade(device),
                 };
-                (owner, raw)
+                (owner, create(device)?)
             }
         };
         Ok(Event {
@@ -97,7 +110,8 @@ impl Event {
     /// Captures the work enqueued on `stream` so far.
     pub(crate) fn record(&self, stream: sys::CUstream) -> Result<()> {
         // SAFETY: the event is alive (owned by `self`); the caller passes a live stream
-        // of the current context, the one the event was created in.
+        // of the context the event was created in. (Which context is current does not
+        // matter: the driver records on the stream named.)
         unsafe { result::event::record(self.raw, stream) }.call("cuEventRecord")
     }
 
@@ -117,7 +131,7 @@ impl Event {
     }
 
     /// Makes `waiter` wait on the GPU for everything enqueued on `source` so far
-    /// (both streams of `device`, whose context is current).
+    /// (both live streams of `device`'s context).
     pub(crate) fn order(
         device: &Arc<DeviceInner>,
         source: sys::CUstream,

@@ -9,12 +9,9 @@
 //!
 //! The soundness argument is in the docs of [`Scope::fork`], where users read it.
 
-use std::sync::Arc;
-
 use cudarc::driver::sys;
 
 use crate::buffer::DeviceBuffer;
-use crate::device::DeviceInner;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::repr::DeviceRepr;
@@ -56,8 +53,10 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// * `stream` must belong to this scope's device ([`Error::DeviceMismatch`]) and not
     ///   be capturing a graph ([`Error::StreamCapturing`]).
     /// * If the join cannot be enqueued, the child's stream is synchronised on the host
-    ///   instead and the error is returned; if even that fails while unwinding, the
-    ///   process aborts, as in [`scope`](crate::scope).
+    ///   instead and the error is returned. If even that fails, the error is returned
+    ///   only when it is sticky ([`Error::is_sticky`]: the context has stopped, so the
+    ///   child's work has too); any other failure, and any failure while unwinding,
+    ///   aborts the process, as in [`scope`](crate::scope).
     ///
     /// # Why the lifetimes make this sound
     ///
@@ -116,11 +115,10 @@ impl<'s, 'env> Scope<'s, 'env> {
                 stream: stream.device.ordinal(),
             }));
         }
-        scope::refuse_capturing(stream.raw).map_err(E::from)?;
+        scope::refuse_capturing(stream).map_err(E::from)?;
         Event::order(&stream.device.inner, self.raw, stream.raw).map_err(E::from)?;
         let join = JoinOnExit {
-            device: &stream.device.inner,
-            child: stream.raw,
+            child: stream,
             parent: self.raw,
         };
         let child = Scope::branded(stream);
@@ -239,29 +237,36 @@ lend_tuple!(A, B, C, D, E, F);
 /// user's reach.
 ///
 /// [`finish`]: JoinOnExit::finish
-struct JoinOnExit<'d> {
-    device: &'d Arc<DeviceInner>,
-    child: sys::CUstream,
+struct JoinOnExit<'env> {
+    child: &'env Stream,
+    /// The parent scope's stream, borrowed by the parent scope for longer than the fork.
     parent: sys::CUstream,
 }
 
 impl JoinOnExit<'_> {
+    /// Normal return. If neither the event join nor the host fallback worked, the
+    /// child's work may still be running while the parent goes on to free or reuse
+    /// what it lent: only a sticky error, which proves the context stopped, may be
+    /// returned; any other failure aborts.
     fn finish(self) -> Result<()> {
         let joined = self.join();
         std::mem::forget(self);
         match joined {
             Joined::ByEvent => Ok(()),
-            Joined::ByHost(e) | Joined::Failed(e) => Err(e),
+            Joined::ByHost(e) => Err(e),
+            Joined::Failed(e) if e.is_sticky() => Err(e),
+            Joined::Failed(e) => scope::abort_unreleasable("joining a fork", &e),
         }
     }
 
     /// Enqueues the join; if that fails, waits for the child's stream on the host
-    /// instead, so that the outermost scope's synchronisation still covers the child.
+    /// instead (with the child's context bound), so that the outermost scope's
+    /// synchronisation still covers the child.
     fn join(&self) -> Joined {
-        let Err(error) = Event::order(self.device, self.child, self.parent) else {
+        let Err(error) = Event::order(&self.child.device.inner, self.child.raw, self.parent) else {
             return Joined::ByEvent;
         };
-        match scope::synchronize(self.child) {
+        match self.child.synchronize() {
             Ok(()) => Joined::ByHost(error),
             Err(sync_error) => Joined::Failed(sync_error),
         }

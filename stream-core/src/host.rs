@@ -55,8 +55,10 @@ impl Device {
     /// The memory comes from a cached block when one of the size class is free (see
     /// [`pinned_memory_stats`](Device::pinned_memory_stats)), else from
     /// `cuMemHostAlloc`; it is zeroed either way. `len == 0` allocates nothing.
-    /// Returns [`Error::HostOutOfMemory`] when the memory cannot be page-locked (after
-    /// freeing the pool's idle cached blocks and trying again) and
+    /// Returns [`Error::HostOutOfMemory`] when the memory cannot be page-locked (the
+    /// pool frees none of its cached blocks on its own, since `cuMemFreeHost` waits for
+    /// the whole device: [`trim_pinned_memory`](Device::trim_pinned_memory) does, when
+    /// you call it) and
     /// [`Error::SizeOverflow`] when `len * size_of::<T>()` overflows.
     pub fn alloc_pinned<T: DeviceRepr>(&self, len: usize) -> Result<PinnedBuffer<T>> {
         PinnedBuffer::new(self, len, HostKind::Normal)
@@ -99,7 +101,7 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
                 device: device.clone(),
             });
         }
-        device.inner.bind()?;
+        let _bound = device.inner.bind()?;
         let block = device.inner.pinned.take(bytes, kind)?;
         let ptr = block.ptr().cast::<T>();
         if !ptr.as_ptr().is_aligned() || block.size() < bytes {

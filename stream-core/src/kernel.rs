@@ -113,7 +113,7 @@ impl ModuleCache {
         if let Some(k) = cache.functions.get(&kernel_key) {
             return Ok(*k);
         }
-        device.bind()?;
+        let _bound = device.bind()?;
         let source_key = match kernel.source {
             KernelSource::Cuda(text) | KernelSource::Ptx(text) => {
                 (text.as_ptr() as usize, text.len())
@@ -178,6 +178,11 @@ impl ModuleCache {
     }
 
     /// Unloads every module; called by the device's `Drop` with its context bound.
+    ///
+    /// No kernel of these modules can still be running: kernels are launched only inside
+    /// scopes, every scope synchronises its stream before it ends (a fork's stream is
+    /// joined into its parent's) or has seen the context stop with a sticky error, and no
+    /// scope is open, since each one borrows a stream that holds the device.
     pub(crate) fn unload_all(&self) {
         let mut cache = self
             .inner
@@ -185,8 +190,10 @@ impl ModuleCache {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         cache.functions.clear();
         for (_, module) in cache.modules.drain() {
-            // SAFETY: loaded by `load_module`, unloaded once; the device is going away, so
-            // no scope (which would hold a `Device` clone) can still launch from it.
+            // DEVICE-WIDE SYNC: cuModuleUnload, reached only from the device's drop.
+            // SAFETY: loaded by `load_module` in this device's context (bound by the
+            // caller), unloaded once; no kernel of it can run or be launched any more
+            // (see above), and the cache forgets its functions first.
             let _ = unsafe { result::module::unload(module) };
         }
     }

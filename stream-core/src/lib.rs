@@ -55,9 +55,21 @@
 //!    through the sealed [`DeviceMemory`]/[`DeviceMemoryMut`] traits, which no user
 //!    type can implement.
 //!
-//! The assumption the model rests on: when the driver reports that synchronising a
-//! stream failed, the context is in an error state in which it runs no more work, so
-//! no DMA into host memory continues after `scope` returns its error.
+//! Every synchronisation (a scope's end, a fork's join, [`Pending::wait`], the blocking
+//! [`DeviceVec`] calls) first binds its own device's context on the calling thread,
+//! whatever context the thread has current then, and every call of this crate that
+//! binds a context gives the thread its previous one back ([`interop::bind`] is the
+//! same guard).
+//!
+//! The assumption the model rests on is the CUDA driver API's wording for its *sticky*
+//! errors (`CUDA_ERROR_ILLEGAL_ADDRESS`, `CUDA_ERROR_LAUNCH_FAILED` and the other kernel
+//! faults): "This leaves the process in an inconsistent state and any further CUDA work
+//! will return the same error. To continue using CUDA, the process must be terminated
+//! and relaunched." (for `CUDA_ERROR_ASSERT`: "The context cannot be used anymore, and
+//! must be destroyed."). So a synchronisation that fails with a sticky error
+//! ([`Error::is_sticky`]) proves that no DMA into host memory continues, and a scope
+//! may return that error and release its borrows. A synchronisation that fails with any
+//! other error proves nothing, so the process aborts instead.
 //!
 //! # Pinned and pageable host memory
 //!
@@ -131,6 +143,8 @@ mod compile;
 mod device;
 #[allow(unsafe_code)]
 mod device_vec;
+#[allow(unsafe_code)]
+mod driver;
 mod error;
 #[allow(unsafe_code)]
 mod event;
@@ -164,6 +178,7 @@ mod view;
 
 #[doc(hidden)]
 pub mod __private;
+pub mod interop;
 
 #[cfg(test)]
 mod auto_traits;

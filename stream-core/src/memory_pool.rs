@@ -32,7 +32,6 @@ use cudarc::driver::{result, sys};
 
 use crate::device::{Device, DeviceInner};
 use crate::error::{is_out_of_memory, DriverResultExt, Error, Result};
-use crate::scope;
 
 /// The release threshold [`Device::new`] sets: never hand cached memory back on a
 /// synchronisation (see the [module docs](self)).
@@ -202,9 +201,10 @@ impl MemoryPool {
         stream: sys::CUstream,
         bytes: usize,
     ) -> std::result::Result<sys::CUdeviceptr, result::DriverError> {
-        // SAFETY: `self.0` is a live pool of the stream's device, and the caller of
-        // `Device::alloc_async` passes a live stream of the current context. The memory
-        // is uninitialised; its owner only hands it out for `T: DeviceRepr`, for which any
+        // SAFETY: `self.0` is the default pool of the stream's device, and the caller of
+        // `Device::alloc_async` passes a live stream of that device (the allocation names
+        // both, so it does not depend on the current context). The memory is
+        // uninitialised; its owner only hands it out for `T: DeviceRepr`, for which any
         // bytes are valid.
         unsafe { result::mem_pool::alloc_async(self.0, bytes, stream) }
     }
@@ -320,10 +320,10 @@ impl Device {
     /// trim. It never waits for the whole device, nor for a stream no scope of this
     /// thread has open (besides the device's own housekeeping stream).
     ///
-    /// The caller guarantees that the device's context is current on this thread and
-    /// that `stream` is a live stream of it that no graph capture is recording (a scope
-    /// refuses capturing streams when it opens; the housekeeping stream is never
-    /// captured).
+    /// The caller guarantees that `stream` is a live stream of this device that no graph
+    /// capture is recording (a scope refuses capturing streams when it opens; the
+    /// housekeeping stream is never captured). Which context is current does not matter
+    /// for the allocation itself: it names its pool and stream.
     pub(crate) fn alloc_async(
         &self,
         stream: sys::CUstream,
@@ -335,8 +335,15 @@ impl Device {
             Err(e) if is_out_of_memory(&e) => {}
             Err(e) => return Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }
-        for pending in OpenScope::pending_free_streams(&self.inner, stream) {
-            scope::synchronize(pending)?;
+        {
+            let _bound = self.inner.bind()?;
+            for pending in OpenScope::pending_free_streams(&self.inner, stream) {
+                // SAFETY: every handle is a live stream of this device: `stream` (the
+                // caller's), the housekeeping stream (alive as long as `self`), or the
+                // stream of a scope open on this thread, which borrows it for longer
+                // than it is registered. The device's context is bound.
+                unsafe { result::stream::synchronize(pending) }.call("cuStreamSynchronize")?;
+            }
         }
         pool.trim_to(0)?;
         match pool.try_alloc(stream, bytes) {
@@ -379,14 +386,14 @@ impl Device {
     /// # Ok(()) }
     /// ```
     pub fn set_memory_release_threshold(&self, bytes: u64) -> Result<()> {
-        self.inner.bind()?;
+        let _bound = self.inner.bind()?;
         self.inner.pool.set_release_threshold(bytes)
     }
 
     /// The release threshold of the device's pool, in bytes (see
     /// [`set_memory_release_threshold`](Self::set_memory_release_threshold)).
     pub fn memory_release_threshold(&self) -> Result<u64> {
-        self.inner.bind()?;
+        let _bound = self.inner.bind()?;
         self.inner.pool.release_threshold()
     }
 
@@ -414,7 +421,7 @@ impl Device {
     /// # Ok(()) }
     /// ```
     pub fn trim_memory(&self, keep_bytes: usize) -> Result<()> {
-        self.inner.bind()?;
+        let _bound = self.inner.bind()?;
         self.inner.sync_housekeeping()?;
         self.inner.pool.trim_to(keep_bytes)
     }
@@ -423,7 +430,7 @@ impl Device {
     /// peaks since the last [`reset_peak_memory_stats`](Self::reset_peak_memory_stats).
     /// See [`DeviceMemoryStats`] for an example. Does not block.
     pub fn memory_stats(&self) -> Result<DeviceMemoryStats> {
-        self.inner.bind()?;
+        let _bound = self.inner.bind()?;
         self.inner.pool.stats()
     }
 
@@ -440,7 +447,7 @@ impl Device {
     /// # Ok(()) }
     /// ```
     pub fn reset_peak_memory_stats(&self) -> Result<()> {
-        self.inner.bind()?;
+        let _bound = self.inner.bind()?;
         self.inner.pool.reset_peaks()
     }
 }

@@ -22,7 +22,7 @@ use crate::event::Event;
 /// let mut out = vec![0u32; 256];
 /// scope(stream, |s| {
 ///     let x = s.alloc_zeroed::<u32>(256)?;
-///     let pending = s.copy_to_host(&x, &mut out)?;  // Pending<'s, &'s mut [u32]>
+///     let pending = s.copy_to_host(&x, &mut out)?;  // Pending<'s, &'env mut [u32]>
 ///     let host: &mut [u32] = pending.wait()?;        // one event synchronisation
 ///     host[0] += 1;
 ///     Ok(())
@@ -49,14 +49,16 @@ use crate::event::Event;
 #[must_use = "the host memory stays locked until the scope ends unless you call `.wait()`"]
 pub struct Pending<'s, V> {
     value: V,
-    event: Option<Event>,
+    /// The event recorded after the copy, and the device whose context it belongs to;
+    /// `None` when nothing was enqueued.
+    event: Option<(Event, &'s DeviceInner)>,
     _brand: Brand<'s>,
 }
 
 impl<'s, V> Pending<'s, V> {
     /// Records an event on `stream` after the work that writes `value`.
     pub(crate) fn record(
-        device: &Arc<DeviceInner>,
+        device: &'s Arc<DeviceInner>,
         stream: sys::CUstream,
         value: V,
     ) -> Result<Self> {
@@ -64,7 +66,7 @@ impl<'s, V> Pending<'s, V> {
         event.record(stream)?;
         Ok(Pending {
             value,
-            event: Some(event),
+            event: Some((event, device)),
             _brand: brand(),
         })
     }
@@ -83,7 +85,9 @@ impl<'s, V> Pending<'s, V> {
     /// An `Err` (the copy or earlier work on the stream failed) leaves the memory
     /// borrowed until the scope ends.
     pub fn wait(self) -> Result<V> {
-        if let Some(event) = &self.event {
+        if let Some((event, device)) = &self.event {
+            // The scope's own context, whatever the thread has current now.
+            let _bound = device.bind()?;
             event.synchronize()?;
         }
         Ok(self.value)
@@ -92,7 +96,7 @@ impl<'s, V> Pending<'s, V> {
     /// `Ok(true)` once the copy is complete, without blocking.
     pub fn is_ready(&self) -> Result<bool> {
         match &self.event {
-            Some(event) => event.is_complete(),
+            Some((event, _)) => event.is_complete(),
             None => Ok(true),
         }
     }

@@ -40,7 +40,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cudarc::driver::{result, sys};
 
-use crate::device::Device;
+use crate::device::{Device, DeviceInner};
 use crate::error::{is_out_of_memory, Error, Result};
 use crate::event::Event;
 
@@ -204,15 +204,16 @@ impl Block {
         Ok(())
     }
 
-    /// Records the block's event on `stream` after the DMA just enqueued there, so the
-    /// block is reused only once that DMA has completed. On `Err` the DMA is not
-    /// covered by any event: the caller must [abandon](PinnedPool::abandon) the block.
-    pub(crate) fn arm(&mut self, stream: sys::CUstream) -> Result<()> {
+    /// Records the block's event on `stream` (a live stream of `device`, whose pool the
+    /// block belongs to) after the DMA just enqueued there, so the block is reused only
+    /// once that DMA has completed. On `Err` the DMA is not covered by any event: the
+    /// caller must [abandon](PinnedPool::abandon) the block.
+    pub(crate) fn arm(&mut self, device: &DeviceInner, stream: sys::CUstream) -> Result<()> {
         self.armed = true;
         self.armed_on = stream;
         let event = match &self.event {
             Some(event) => event,
-            None => self.event.insert(Event::new()?),
+            None => self.event.insert(Event::new(device)?),
         };
         // On `Err` the block may be armed with no event or a stale one: the caller
         // abandons it, so it never reaches the pool again.
@@ -265,8 +266,8 @@ impl PinnedPool {
     }
 
     /// An idle block of at least `bytes` (`bytes > 0`): a cached one whose copies have
-    /// all completed, else a new allocation. Never waits for the GPU. The device's
-    /// context must be current.
+    /// all completed, else a new allocation. Never waits for the GPU, and never frees
+    /// memory (see [`allocate`](Self::allocate)). The device's context must be current.
     pub(crate) fn take(&self, bytes: usize, kind: HostKind) -> Result<Block> {
         let size = block_size(bytes).ok_or(Error::HostOutOfMemory { requested: bytes })?;
         match self.take_cached(size, kind, None) {
@@ -353,17 +354,15 @@ impl PinnedPool {
         }
     }
 
-    /// Page-locks a new block of `size` bytes. On out-of-memory, frees the idle cached
-    /// blocks and tries once more.
+    /// Page-locks a new block of `size` bytes. The device's context must be current
+    /// (the block belongs to it).
+    ///
+    /// Out of page-lockable memory it returns [`Error::HostOutOfMemory`] and frees
+    /// nothing: freeing a cached block (`cuMemFreeHost`) waits for the whole device, which
+    /// this crate does only where the user asked for it
+    /// ([`Device::trim_pinned_memory`], dropping the device).
     fn allocate(&self, size: usize, kind: HostKind) -> Result<Block> {
         let raw = match host_alloc(size, kind) {
-            Err(e) if is_out_of_memory(&e) => {
-                self.release_cached(false, 0);
-                host_alloc(size, kind)
-            }
-            other => other,
-        };
-        let raw = match raw {
             Ok(raw) => raw,
             Err(e) if is_out_of_memory(&e) => {
                 return Err(Error::HostOutOfMemory { requested: size })
@@ -466,8 +465,12 @@ fn host_alloc(
     unsafe { result::malloc_host(size, kind.flags()) }
 }
 
-/// Frees an idle block's memory.
+/// Frees an idle block's memory. `cuMemFreeHost` waits for the whole device: reached
+/// only from [`Device::trim_pinned_memory`] and the device's drop, the two points where
+/// the user asked for it.
 fn free_block(block: Block) {
+    // DEVICE-WIDE SYNC: cuMemFreeHost, reached only from trim_pinned_memory and the
+    // device's drop.
     // SAFETY: the block's memory came from `cuMemHostAlloc` and is freed once, here;
     // it is idle (no DMA pending: its event completed or it never had one), it is not
     // in any list, and no `PinnedBuffer` holds it (buffers hold their blocks).
@@ -517,7 +520,7 @@ impl Device {
     /// # Ok(()) }
     /// ```
     pub fn trim_pinned_memory(&self, keep_bytes: usize) -> Result<usize> {
-        self.inner.bind()?;
+        let _bound = self.inner.bind()?;
         Ok(self.inner.pinned.release_cached(true, keep_bytes))
     }
 }

@@ -100,6 +100,9 @@ where
     F: for<'s> FnOnce(&'s Scope<'s, 'env>) -> std::result::Result<T, E>,
     E: From<Error>,
 {
+    // The scope's context, bound for the scope's whole life (declared first, so it is
+    // given back last, after the final synchronisation).
+    let _bound = stream.device.inner.bind().map_err(E::from)?;
     let exit = ScopeExit::enter(stream).map_err(E::from)?;
     let scope = Scope::branded(stream);
     let out = f(&scope);
@@ -148,92 +151,50 @@ impl std::fmt::Debug for Scope<'_, '_> {
 /// Synchronises the scope's stream when the scope ends: [`ScopeExit::finish`] on
 /// normal return, `Drop` while unwinding. It lives in `scope`'s own frame, out of the
 /// user's reach, so it cannot be forgotten.
-struct ScopeExit {
-    raw: sys::CUstream,
-    /// The context that was current before the scope bound its own, restored on exit so
-    /// that an enclosing scope on another device keeps working.
-    restore: Option<sys::CUcontext>,
+struct ScopeExit<'env> {
+    stream: &'env Stream,
 }
 
-impl ScopeExit {
-    fn enter(stream: &Stream) -> Result<Self> {
-        let ctx = stream.device.inner.ctx;
-        let previous = result::ctx::get_current().call("cuCtxGetCurrent")?;
-        let restore = match previous {
-            Some(p) if p == ctx => None,
-            other => {
-                // SAFETY: `ctx` is the primary context retained by the stream's device,
-                // alive for as long as the borrowed stream is.
-                unsafe { result::ctx::set_current(ctx) }.call("cuCtxSetCurrent")?;
-                other
-            }
-        };
-        let refusal = refuse_capturing(stream.raw).err();
-        // Build the guard only once the scope will really run: its `Drop` is the
-        // unwinding path and must never see a stream it was not allowed to use.
-        let exit = ScopeExit {
-            raw: stream.raw,
-            restore,
-        };
-        match refusal {
-            None => Ok(exit),
-            Some(e) => {
-                exit.restore_context();
-                std::mem::forget(exit);
-                Err(e)
-            }
-        }
+impl<'env> ScopeExit<'env> {
+    /// The guard of a scope on `stream`, or `Err(StreamCapturing)`. Built only once the
+    /// scope will really run: its `Drop` is the unwinding path and must never see a
+    /// stream it was not allowed to use.
+    fn enter(stream: &'env Stream) -> Result<Self> {
+        refuse_capturing(stream)?;
+        Ok(ScopeExit { stream })
     }
 
-    /// Normal exit: wait for the stream, report a failure as an error.
+    /// Normal exit: wait for the stream. A failure is reported only when it proves the
+    /// context has stopped (a sticky error); any other failure aborts the process (see
+    /// [`Stream::synchronize_before_release`]).
     fn finish(self) -> Result<()> {
-        let synced = self.synchronize();
-        self.restore_context();
+        let synced = self
+            .stream
+            .synchronize_before_release("a scope's final synchronisation");
         std::mem::forget(self);
         synced
     }
-
-    fn synchronize(&self) -> Result<()> {
-        synchronize(self.raw)
-    }
-
-    fn restore_context(&self) {
-        if let Some(previous) = self.restore {
-            // SAFETY: `previous` was current when the scope opened and belongs to an
-            // enclosing scope's device or to the caller; restoring a handle the driver
-            // gave us is valid, and failure only leaves our own context current.
-            let _ = unsafe { result::ctx::set_current(previous) };
-        }
-    }
 }
 
-impl Drop for ScopeExit {
+impl Drop for ScopeExit<'_> {
     /// Runs only while unwinding out of the closure (the normal path forgets `self`).
     fn drop(&mut self) {
-        if let Err(e) = self.synchronize() {
+        if let Err(e) = self.stream.synchronize() {
             abort_unwinding("a scope is unwinding from a panic", &e);
         }
-        self.restore_context();
     }
 }
 
 /// `Err(StreamCapturing)` when `stream` is being captured into a CUDA graph: work
 /// issued to it would be recorded, not run, and no synchronisation would cover it.
-pub(crate) fn refuse_capturing(stream: sys::CUstream) -> Result<()> {
-    // SAFETY: callers pass a live stream (borrowed by a scope or fork) of the current
-    // context.
-    let capture = unsafe { result::stream::is_capturing(stream) };
+pub(crate) fn refuse_capturing(stream: &Stream) -> Result<()> {
+    let _bound = stream.device.inner.bind()?;
+    // SAFETY: `stream` is borrowed, so its handle is live; its context is bound.
+    let capture = unsafe { result::stream::is_capturing(stream.raw) };
     match capture.call("cuStreamIsCapturing")? {
         sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => Ok(()),
         _ => Err(Error::StreamCapturing),
     }
-}
-
-/// Blocks until all work on `stream` is complete.
-pub(crate) fn synchronize(stream: sys::CUstream) -> Result<()> {
-    // SAFETY: callers pass a live stream, borrowed by the scope or fork that
-    // synchronises it, of the current context.
-    unsafe { result::stream::synchronize(stream) }.call("cuStreamSynchronize")
 }
 
 /// Aborts: while unwinding, a stream could not be proven idle, so DMA into host memory
@@ -242,6 +203,16 @@ pub(crate) fn abort_unwinding(what: &str, error: &Error) -> ! {
     eprintln!(
         "stream_core: aborting: {what} and its stream could not be synchronised ({error}); \
          DMA into borrowed host memory may still be running"
+    );
+    std::process::abort();
+}
+
+/// Aborts: a synchronisation that would release host borrows failed with an error that
+/// does not prove the context has stopped, so DMA into that memory may still be running.
+pub(crate) fn abort_unreleasable(what: &str, error: &Error) -> ! {
+    eprintln!(
+        "stream_core: aborting: {what} failed ({error}), and that error does not prove the GPU \
+         stopped; DMA into host memory whose borrow would now end may still be running"
     );
     std::process::abort();
 }

@@ -79,10 +79,10 @@ use std::sync::OnceLock;
 
 use cudarc::driver::sys;
 
-use crate::device::Device;
+use crate::device::{Device, DeviceInner};
 use crate::error::{DriverResultExt, Error, Result};
 use crate::host_copy;
-use crate::pinned_pool::{Block, PinnedPool};
+use crate::pinned_pool::Block;
 use crate::repr::DeviceRepr;
 
 /// Copies of at least this many bytes of pageable memory are staged (default of both
@@ -219,7 +219,7 @@ pub fn staged_copy_counts() -> (u64, u64) {
 /// or managed memory: copies of it take the direct path at any size. Binds the
 /// device's context on this thread.
 pub fn host_memory_is_pinned<T: DeviceRepr>(device: &Device, host: &[T]) -> Result<bool> {
-    device.inner.bind()?;
+    let _bound = device.inner.bind()?;
     Ok(!is_pageable(as_bytes(host)))
 }
 
@@ -295,19 +295,23 @@ fn memory_type(byte: &u8) -> Option<u32> {
 /// the memory call for it; `Ok(false)` when the caller should copy directly.
 ///
 /// The caller guarantees: `dst` is device memory of `src.len()` bytes valid on `stream`
-/// for this copy (any later use or free stream-ordered after it), `stream` is a live
-/// stream of the current context, and `pool` is that context's device's pool.
+/// for this copy (any later use or free stream-ordered after it), and `stream` is a
+/// live stream of `device`. The device's context is bound for the call.
 pub(crate) fn try_upload(
     stream: sys::CUstream,
-    pool: &PinnedPool,
+    device: &DeviceInner,
     src: &[u8],
     dst: sys::CUdeviceptr,
 ) -> Result<bool> {
     let config = staging_config();
-    if src.len() < config.upload_threshold.max(1) || !is_pageable(src) {
+    if src.len() < config.upload_threshold.max(1) {
         return Ok(false);
     }
-    let Some((mut ring, config)) = CudaRing::new(stream, pool, dst, src.len(), config)? else {
+    let _bound = device.bind()?;
+    if !is_pageable(src) {
+        return Ok(false);
+    }
+    let Some((mut ring, config)) = CudaRing::new(stream, device, dst, src.len(), config)? else {
         return Ok(false);
     };
     upload_pipeline(&mut ring, src, config)?;
@@ -320,19 +324,23 @@ pub(crate) fn try_upload(
 /// `Ok(true)` every byte of `dst` has been written.
 ///
 /// The caller guarantees: `src` is device memory of `dst.len()` bytes valid on
-/// `stream` for this copy, `stream` is a live stream of the current context, and
-/// `pool` is that context's device's pool.
+/// `stream` for this copy, and `stream` is a live stream of `device`. The device's
+/// context is bound for the call.
 pub(crate) fn try_download(
     stream: sys::CUstream,
-    pool: &PinnedPool,
+    device: &DeviceInner,
     src: sys::CUdeviceptr,
     dst: &mut [u8],
 ) -> Result<bool> {
     let config = staging_config();
-    if dst.len() < config.download_threshold.max(1) || !is_pageable(dst) {
+    if dst.len() < config.download_threshold.max(1) {
         return Ok(false);
     }
-    let Some((mut ring, config)) = CudaRing::new(stream, pool, src, dst.len(), config)? else {
+    let _bound = device.bind()?;
+    if !is_pageable(dst) {
+        return Ok(false);
+    }
+    let Some((mut ring, config)) = CudaRing::new(stream, device, src, dst.len(), config)? else {
         return Ok(false);
     };
     download_pipeline(&mut ring, dst, config)?;
@@ -407,7 +415,8 @@ pub(crate) fn download_pipeline(
 /// events of their last DMA.
 struct CudaRing<'p> {
     stream: sys::CUstream,
-    pool: &'p PinnedPool,
+    /// The device whose pinned pool the blocks come from (its context is bound).
+    owner: &'p DeviceInner,
     device: sys::CUdeviceptr,
     device_len: usize,
     /// `None` for a slot whose block was abandoned after a failure.
@@ -421,7 +430,7 @@ impl<'p> CudaRing<'p> {
     /// the caller then copies directly, which needs no pinned memory of ours.
     fn new(
         stream: sys::CUstream,
-        pool: &'p PinnedPool,
+        owner: &'p DeviceInner,
         device: sys::CUdeviceptr,
         device_len: usize,
         config: StagingConfig,
@@ -431,9 +440,10 @@ impl<'p> CudaRing<'p> {
             .div_ceil(config.chunk_bytes)
             .min(config.ring_blocks);
         let cap = config.ring_blocks * PENDING_CAP_RINGS;
+        let pool = &owner.pinned;
         let mut ring = CudaRing {
             stream,
-            pool,
+            owner,
             device,
             device_len,
             blocks: Vec::with_capacity(wanted),
@@ -483,12 +493,12 @@ impl<'p> CudaRing<'p> {
     /// Records block `slot`'s event after the DMA `enqueued` reports on, or abandons
     /// the block when the DMA's completion cannot be tracked.
     fn arm(&mut self, slot: usize, enqueued: Result<()>) -> Result<()> {
-        let stream = self.stream;
-        let armed = enqueued.and_then(|()| self.block(slot)?.arm(stream));
+        let (stream, owner) = (self.stream, self.owner);
+        let armed = enqueued.and_then(|()| self.block(slot)?.arm(owner, stream));
         if armed.is_err() {
             // A DMA may have been enqueued that no event covers: never reuse the block.
             if let Some(block) = self.blocks.get_mut(slot).and_then(Option::take) {
-                self.pool.abandon(block);
+                owner.pinned.abandon(block);
             }
         }
         armed
@@ -500,7 +510,7 @@ impl Dma for CudaRing<'_> {
         let waited = self.block(slot)?.wait_idle();
         if let Err(e) = waited {
             if let Some(block) = self.blocks.get_mut(slot).and_then(Option::take) {
-                self.pool.abandon(block);
+                self.owner.pinned.abandon(block);
             }
             return Err(e);
         }
@@ -543,7 +553,7 @@ impl Dma for CudaRing<'_> {
 impl Drop for CudaRing<'_> {
     fn drop(&mut self) {
         for block in self.blocks.drain(..).flatten() {
-            self.pool.give_back(block);
+            self.owner.pinned.give_back(block);
         }
     }
 }

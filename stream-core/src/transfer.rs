@@ -52,8 +52,12 @@ impl<'s, 'env> Scope<'s, 'env> {
         if dst.len == 0 {
             return Ok(());
         }
-        let pool = &self.device().inner.pinned;
-        if staging::try_upload(self.raw, pool, staging::as_bytes(src), dst.ptr)? {
+        if staging::try_upload(
+            self.raw,
+            &self.device().inner,
+            staging::as_bytes(src),
+            dst.ptr,
+        )? {
             return Ok(());
         }
         // SAFETY: `dst` is device memory of `src.len()` elements of `T` valid on this
@@ -86,8 +90,8 @@ impl<'s, 'env> Scope<'s, 'env> {
         if src.len == 0 {
             return Ok(Pending::ready(dst));
         }
-        let pool = &self.device().inner.pinned;
-        if staging::try_download(self.raw, pool, src.ptr, staging::as_bytes_mut(dst))? {
+        let device = &self.device().inner;
+        if staging::try_download(self.raw, device, src.ptr, staging::as_bytes_mut(dst))? {
             // Every byte of `dst` is written: the copy is complete.
             return Ok(Pending::ready(dst));
         }

@@ -19,6 +19,43 @@ const DEVICE_WIDE: &[&str] = &[
     "CudaContext",
 ];
 
+/// Calls that wait for the whole device *implicitly* (the driver's and cuBLAS's
+/// documented behaviour, or measured: `cuMemFreeHost` stalled behind a kernel on another
+/// thread's stream). The safety model allows them only where the user chose such a
+/// point: trimming the pinned pool, dropping a device. Each may appear only in the file
+/// named beside it, on a line right after a `// DEVICE-WIDE SYNC:` comment that says
+/// where it is reached from.
+const IMPLICIT_DEVICE_SYNC: &[(&str, &str)] = &[
+    ("free_host", "stream-core/src/pinned_pool.rs"),
+    ("cuMemFreeHost", "stream-core/src/pinned_pool.rs"),
+    ("module::unload", "stream-core/src/kernel.rs"),
+    ("cuModuleUnload", "stream-core/src/kernel.rs"),
+    ("destroy_handle", "kernels/src/cublas.rs"),
+    ("cublasDestroy", "kernels/src/cublas.rs"),
+    ("free_sync", ""),
+    ("memory_free", ""),
+    ("cuMemFree_v2", ""),
+    ("cuMemFree(", ""),
+    ("cuMemHostUnregister", ""),
+];
+
+/// The functions that wrap those calls, and the only files that may call them: the
+/// pinned pool's release (from `Device::trim_pinned_memory` in the same file, and the
+/// device's drop) and the module cache's unload (from the device's drop).
+const REACHED_ONLY_FROM: &[(&str, &[&str])] = &[
+    (
+        "release_cached(",
+        &[
+            "stream-core/src/pinned_pool.rs",
+            "stream-core/src/device.rs",
+        ],
+    ),
+    (
+        "unload_all(",
+        &["stream-core/src/kernel.rs", "stream-core/src/device.rs"],
+    ),
+];
+
 /// The library's source folders, relative to the workspace root.
 const LIBRARY_SOURCES: &[&str] = &[
     "stream-core/src",
@@ -75,6 +112,90 @@ fn library_never_synchronises_the_whole_device() {
         "the library must never synchronise or reset the whole device (synchronise one \
          stream or event instead); found:\n{}",
         found.join("\n")
+    );
+}
+
+#[test]
+fn implicit_device_wide_waits_happen_only_where_the_user_chose_them() {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for dir in LIBRARY_SOURCES {
+        source_files(&root.join(dir), &mut files);
+    }
+    let mut found = Vec::new();
+    for file in &files {
+        let relative = file
+            .strip_prefix(&root)
+            .unwrap_or(file)
+            .to_string_lossy()
+            .replace('\\', "/");
+        let text = fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+        found.extend(misplaced_implicit_waits(&relative, &text));
+    }
+    assert!(
+        found.is_empty(),
+        "calls that wait for the whole device may appear only where the user chose such a \
+         point (trim_pinned_memory, dropping the device), each after a `// DEVICE-WIDE SYNC:` \
+         comment; found:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The violations in `source` (the file at `relative`): an implicit device-wide call
+/// outside its file or without its marker comment, or a wrapper of one called from a
+/// file not allowed to.
+fn misplaced_implicit_waits(relative: &str, source: &str) -> Vec<String> {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut found = Vec::new();
+    for (index, line) in lines.iter().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        for (call, allowed_file) in IMPLICIT_DEVICE_SYNC {
+            if !code.contains(call) {
+                continue;
+            }
+            let marked = lines[index.saturating_sub(6)..index]
+                .iter()
+                .any(|l| l.trim_start().starts_with("// DEVICE-WIDE SYNC:"));
+            if relative != *allowed_file || !marked {
+                found.push(format!("{relative}:{}: {}", index + 1, line.trim()));
+            }
+        }
+        for (wrapper, allowed_files) in REACHED_ONLY_FROM {
+            if code.contains(wrapper) && !allowed_files.contains(&relative) {
+                found.push(format!("{relative}:{}: {}", index + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+/// The check flags an implicit device-wide call without its marker or in another file,
+/// and accepts a marked one in its own file.
+#[test]
+fn the_implicit_wait_check_detects_unmarked_and_misplaced_calls() {
+    let marked = "fn f() {\n    // DEVICE-WIDE SYNC: from the device's drop.\n    // SAFETY: ...\n    unsafe { result::free_host(p) };\n}\n";
+    let unmarked = "fn f() {\n    unsafe { result::free_host(p) };\n}\n";
+    assert!(misplaced_implicit_waits("stream-core/src/pinned_pool.rs", marked).is_empty());
+    assert_eq!(
+        misplaced_implicit_waits("stream-core/src/pinned_pool.rs", unmarked).len(),
+        1
+    );
+    assert_eq!(
+        misplaced_implicit_waits("stream-core/src/staging.rs", marked).len(),
+        1
+    );
+    assert_eq!(
+        misplaced_implicit_waits(
+            "stream-core/src/scope.rs",
+            "let x = pool.release_cached(false, 0);"
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        misplaced_implicit_waits("kernels/src/cublas.rs", "unsafe { cuMemFree_v2(p) };").len(),
+        1
     );
 }
 

@@ -1,0 +1,156 @@
+//! CUDA contexts: the retained primary context of a device, and binding a context to
+//! the calling thread for as long as a guard lives.
+//!
+//! Every call of this crate that needs a particular context current makes it current
+//! through [`PrimaryContext::bind`] (or [`bind_raw`]) and gets a [`Bound`] guard, which
+//! gives the thread back the context it had before when it is dropped. So no call of
+//! this crate leaves another context current than the one the caller had, and code
+//! that runs inside a scope on one device keeps that device's context however many
+//! other devices' handles it touches.
+//!
+//! What "gives back" means:
+//! * the context was already current: nothing is changed, nothing is restored (the
+//!   common case inside a scope, and the only cost is `cuCtxGetCurrent`);
+//! * another context was current: ours is pushed on the thread's context stack
+//!   (`cuCtxPushCurrent`) and popped when the guard drops (`cuCtxPopCurrent`), which
+//!   "makes that context current to the CPU thread again" (CUDA driver API, on
+//!   `cuCtxPopCurrent`). The driver keeps the displaced context on its stack, so even a
+//!   context destroyed meanwhile is handed back as the driver's own state;
+//! * no context was current: ours is made current and left there. Nothing was displaced,
+//!   and leaving it saves the next scope on this thread two driver calls. (A thread left
+//!   with a context that is later destroyed gets `CUDA_ERROR_CONTEXT_IS_DESTROYED` from
+//!   calls that rely on the current context, as the driver documents for `cuCtxDestroy`;
+//!   this crate binds its own before every such call.)
+
+use std::marker::PhantomData;
+
+use cudarc::driver::{result, sys};
+
+use crate::error::{DriverResultExt, Result};
+
+/// A device's primary context, retained for as long as this value lives.
+pub(crate) struct PrimaryContext {
+    device: sys::CUdevice,
+    raw: sys::CUcontext,
+}
+
+// SAFETY: a `CUcontext` is an opaque handle that the driver accepts from any thread
+// (binding it to a thread is what `bind` does); this value only reads it, and releases
+// the retain once, in `Drop`.
+unsafe impl Send for PrimaryContext {}
+// SAFETY: see `Send`: shared access only copies the handle.
+unsafe impl Sync for PrimaryContext {}
+
+impl PrimaryContext {
+    /// Retains the primary context of `device` (a handle from `cuDeviceGet`).
+    pub(crate) fn retain(device: sys::CUdevice) -> Result<Self> {
+        // SAFETY: `device` came from `cuDeviceGet` (the caller's duty, and the only way
+        // this crate obtains a `CUdevice`); retaining has no other precondition.
+        let raw =
+            unsafe { result::primary_ctx::retain(device) }.call("cuDevicePrimaryCtxRetain")?;
+        Ok(PrimaryContext { device, raw })
+    }
+
+    /// The context handle.
+    #[inline(always)]
+    pub(crate) fn raw(&self) -> sys::CUcontext {
+        self.raw
+    }
+
+    /// Makes this context current on the calling thread until the guard drops.
+    #[inline]
+    pub(crate) fn bind(&self) -> Result<Bound<'_>> {
+        // SAFETY: `self` retains the context, and the guard borrows `self`, so the
+        // context is alive for the guard's whole life.
+        unsafe { bind_raw(self.raw) }
+    }
+}
+
+impl Drop for PrimaryContext {
+    fn drop(&mut self) {
+        // SAFETY: `retain` succeeded for this device, and this is the one matching
+        // release. Failure only leaks the retain; it cannot be reported from `drop`.
+        let _ = unsafe { result::primary_ctx::release(self.device) };
+    }
+}
+
+/// A context made current on this thread by [`bind_raw`] or [`PrimaryContext::bind`];
+/// dropping it gives the thread its previous context back (see the module docs). Not
+/// `Send`: a context stack belongs to one thread.
+#[must_use = "the context is only bound while the guard lives"]
+pub(crate) struct Bound<'c> {
+    restore: Restore,
+    _context: PhantomData<&'c PrimaryContext>,
+    _thread_bound: PhantomData<*const ()>,
+}
+
+/// What a [`Bound`] guard does when it drops.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Restore {
+    /// The context was current already: nothing.
+    Nothing,
+    /// It displaced another context: pop it off the thread's stack.
+    Pop,
+    /// No context was current: leave it (see the module docs), unless
+    /// [`Bound::unbind_if_set`] asks otherwise.
+    LeftBound,
+}
+
+impl Bound<'_> {
+    /// Drops the guard, and if no context was current before it, makes none current
+    /// again: for the one caller that is about to release the context it bound, so
+    /// that no thread is left with a context this crate destroyed.
+    pub(crate) fn unbind_if_set(self) {
+        if self.restore == Restore::LeftBound {
+            // SAFETY: a null context is always accepted: it unbinds the current one.
+            let _ = unsafe { result::ctx::set_current(std::ptr::null_mut()) };
+        }
+    }
+}
+
+/// Makes `ctx` current on the calling thread until the returned guard drops.
+///
+/// # Safety
+///
+/// `ctx` must be a live context for as long as the returned guard lives (the caller
+/// picks `'c` accordingly): for example the context of a scope's stream, used within
+/// that scope, which keeps its device, hence the retained context, alive.
+#[inline]
+pub(crate) unsafe fn bind_raw<'c>(ctx: sys::CUcontext) -> Result<Bound<'c>> {
+    let current = result::ctx::get_current().call("cuCtxGetCurrent")?;
+    let restore = match current {
+        Some(now) if now == ctx => Restore::Nothing,
+        None => {
+            // SAFETY: `ctx` is live (the caller's duty); with no context current,
+            // binding it displaces nothing.
+            unsafe { result::ctx::set_current(ctx) }.call("cuCtxSetCurrent")?;
+            Restore::LeftBound
+        }
+        Some(_) => {
+            // SAFETY: `ctx` is live (the caller's duty). Pushing keeps the displaced
+            // context on the driver's stack, from which the guard's drop pops ours.
+            unsafe { sys::cuCtxPushCurrent_v2(ctx) }
+                .result()
+                .call("cuCtxPushCurrent")?;
+            Restore::Pop
+        }
+    };
+    Ok(Bound {
+        restore,
+        _context: PhantomData,
+        _thread_bound: PhantomData,
+    })
+}
+
+impl Drop for Bound<'_> {
+    fn drop(&mut self) {
+        if self.restore == Restore::Pop {
+            let mut popped: sys::CUcontext = std::ptr::null_mut();
+            // SAFETY: this guard pushed a context on this thread's stack (the guard is not
+            // `Send`), so the stack is not empty; the driver writes the popped handle to
+            // `popped`, a live local. A failure leaves our context current, which every
+            // later call of this crate corrects by binding its own.
+            let _ = unsafe { sys::cuCtxPopCurrent_v2(&raw mut popped) };
+        }
+    }
+}

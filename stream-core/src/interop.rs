@@ -1,0 +1,104 @@
+//! Raw handles for code outside this crate that calls CUDA libraries itself (a cuBLAS
+//! wrapper, a benchmark against raw driver calls), and per-device state for such
+//! libraries.
+//!
+//! Reading a handle is safe: a `CUstream` or a device address does nothing on its own,
+//! and every use of one goes through an `unsafe` driver or library call, whose caller
+//! then proves what the safety model needs: work on [`raw_stream`] is ordered like the
+//! scope's own work and covered by its final synchronisation; memory from
+//! [`device_ptr`] is only read and memory from [`device_ptr_mut`] only written through
+//! that handle for the duration of the borrow, on the scope's stream.
+//!
+//! ```no_run
+//! use stream_core::{interop, scope, Device, Error};
+//! # fn main() -> stream_core::Result<()> {
+//! let dev = Device::new(0)?;
+//! let stream = dev.new_stream()?;
+//! scope(&stream, |s| {
+//!     let mut x = s.alloc_zeroed::<f32>(256)?;
+//!     let raw_stream = interop::raw_stream(s);       // for a library's `set_stream`
+//!     let ptr = interop::device_ptr_mut(&mut x);     // for its output argument
+//!     println!("{raw_stream:?} {ptr:#x}");
+//!     Ok::<_, Error>(())
+//! })?;
+//! # Ok(()) }
+//! ```
+
+use std::any::Any;
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+
+use crate::device::Device;
+use crate::driver::context::Bound;
+use crate::error::Result;
+use crate::repr::DeviceRepr;
+use crate::scope::Scope;
+use crate::view::{sealed, DeviceMemory, DeviceMemoryMut};
+
+/// A device's context made current on this thread while this value lives; dropping it
+/// gives the thread its previous context back. Not `Send`.
+#[must_use = "the context is only bound while the binding lives"]
+pub struct ContextBinding<'d> {
+    _bound: Bound<'d>,
+}
+
+impl std::fmt::Debug for ContextBinding<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ContextBinding")
+    }
+}
+
+/// Makes `device`'s primary context current until the returned binding drops, for
+/// library calls that act on the current context (creating a library handle, say).
+pub fn bind(device: &Device) -> Result<ContextBinding<'_>> {
+    Ok(ContextBinding {
+        _bound: device.inner.bind()?,
+    })
+}
+
+/// The scope's stream: a library call issued on it is ordered after the scope's work
+/// so far, before its later work, and covered by its final synchronisation.
+#[inline(always)]
+pub fn raw_stream(scope: &Scope<'_, '_>) -> sys::CUstream {
+    scope.raw
+}
+
+/// The device address of memory a library call will only read.
+#[inline(always)]
+pub fn device_ptr<'s, T: DeviceRepr>(memory: &impl DeviceMemory<'s, T>) -> sys::CUdeviceptr {
+    memory.raw(sealed::TOKEN).ptr
+}
+
+/// The device address of memory a library call may write (taking `&mut` is what proves
+/// that no other argument of the call aliases it).
+#[inline(always)]
+pub fn device_ptr_mut<'s, T: DeviceRepr>(
+    memory: &mut impl DeviceMemoryMut<'s, T>,
+) -> sys::CUdeviceptr {
+    memory.raw(sealed::TOKEN).ptr
+}
+
+/// Per-device state of another crate (a pool of library handles, say): the value of
+/// type `T` for `device`, made by `init` the first time it is asked for and shared by
+/// every handle of this [`Device`] (clones included) afterwards.
+///
+/// The device keeps it until its last handle is dropped, and drops it then, with the
+/// device's context bound and before the context is released, so `T`'s `Drop` may
+/// destroy library handles of that context (and may wait for the device: dropping the
+/// device is a point the user chose). A clone of the `Arc` kept past that point is
+/// dropped wherever it is dropped, without that guarantee.
+///
+/// ```no_run
+/// use std::sync::Mutex;
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = stream_core::Device::new(0)?;
+/// #[derive(Default)]
+/// struct Counter(Mutex<u64>);
+/// let counter = stream_core::interop::device_extension(&dev, Counter::default);
+/// *counter.0.lock().unwrap() += 1;
+/// # Ok(()) }
+/// ```
+pub fn device_extension<T: Any + Send + Sync>(device: &Device, init: impl FnOnce() -> T) -> Arc<T> {
+    device.inner.extension(init)
+}
