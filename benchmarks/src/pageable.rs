@@ -83,7 +83,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         buffers.check()?;
     }
     rep.note(format!(
-        "pageable: ours is the library's staged path (`copy_to_device` from / `copy_to_host` into a `Vec`); \"raw\" is named in each row: the driver's pageable path, pinned DMA (host time), or a host memcpy between pageable and pinned memory on {} threads (this machine has {parallelism}), timed from the first thread's start to the last one's end",
+        "pageable: ours is the library's staged path (`copy_to_device` from / `copy_to_host` into a `Vec`), host time to the data's arrival; raw is what the row names: the driver's pageable path (cudarc 1s: cudarc's), pinned DMA (`cuMemcpy*Async` with pinned memory, host time), or a host memcpy from pageable into pinned memory (uploads) or back (downloads) on {} threads (this machine has {parallelism}), timed from the first thread's start to the last one's end",
         threads
             .iter()
             .map(usize::to_string)
@@ -310,11 +310,11 @@ fn measure(
         row
     };
 
-    let mut row = staged_row(format!("{what}: staged vs the driver's path"));
+    let mut row = staged_row(format!("{what}: vs the driver's path"));
     (row.raw, row.cudarc1) = (Some(driver.clone()), Some(cudarc.clone()));
     rep.push(row);
 
-    let mut row = staged_row(format!("{what}: staged vs pinned DMA (raw: pinned)"));
+    let mut row = staged_row(format!("{what}: vs pinned DMA"));
     row.raw = Some(pinned.clone());
     rep.push(row.check_vs_raw_with_worst(
         STAGED_OVER_PINNED_MEDIAN,
@@ -322,15 +322,8 @@ fn measure(
         Source::Issue,
     ));
 
-    let sides = if up {
-        "pageable to pinned"
-    } else {
-        "pinned to pageable"
-    };
     for (t, memcpy) in threads.iter().zip(memcpys) {
-        let mut row = staged_row(format!(
-            "{what}: staged vs host memcpy (raw: {sides}, {t} threads)"
-        ));
+        let mut row = staged_row(format!("{what}: vs host memcpy, {t} threads"));
         row.raw = Some(memcpy.clone());
         rep.push(row);
     }

@@ -30,6 +30,14 @@ const HEAD: [&str; 12] = [
 /// The columns that hold numbers (aligned right).
 const NUMBERS: std::ops::Range<usize> = 3..10;
 
+/// What the columns and verdicts mean, under the summary line.
+const LEGEND: [&str; 4] = [
+    "figures: the median over the rounds of each round's median; ours/raw: taken per round from that round's figures, min, median and max over the rounds",
+    "PASS: the median and the worst round (the one furthest on the wrong side) both meet the target; MISS (median|worst) says which did not",
+    "\"cudarc 1s\" = its default stream (no event tracking), \"cudarc 2s\" = streams of its own (event tracking on)",
+    "(goal) = the design's promise, not an issue target",
+];
+
 /// The whole table, with its summary line, the notes and the errors.
 pub(super) fn render(report: &Report) -> String {
     let lines: Vec<[String; 12]> = report.rows.iter().map(cells).collect();
@@ -68,14 +76,10 @@ pub(super) fn render(report: &Report) -> String {
         .filter(|r| r.verdict().starts_with("MISS"))
         .count();
     let rounds = report.rows.iter().map(Row::rounds).max().unwrap_or(0);
-    let _ = writeln!(
-        out,
-        "\n{pass} PASS, {miss} MISS over {rounds} round(s). Figures: the median over the rounds of each round's median. \
-         ours/raw: taken per round from that round's figures; min, median and max over the rounds. \
-         PASS: the median and the worst round both meet the target (worst = furthest on the wrong side); MISS says which did not. \
-         \"cudarc 1s\" = its default stream (no event tracking), \"cudarc 2s\" = streams of its own (event tracking on); \
-         (goal) = the design's promise, not an issue target"
-    );
+    let _ = writeln!(out, "\n{pass} PASS, {miss} MISS over {rounds} round(s)");
+    for line in LEGEND {
+        let _ = writeln!(out, "{line}");
+    }
     for n in &report.notes {
         let _ = writeln!(out, "note: {n}");
     }
