@@ -14,9 +14,10 @@ use stream_core::__private::raw_stream;
 use stream_core::{scope, DeviceVec, PinnedBuffer, Stream};
 
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, GpuTimer, Sampler, Stats};
+use crate::measure::{interleaved, GpuTimer, Sampler};
 use crate::raw::{RawDeviceMem, RawPinned};
 use crate::report::{Better, Report, Row, Source};
+use crate::rounds::Rounds;
 use crate::Env;
 
 const MIB: usize = 1 << 20;
@@ -43,9 +44,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                     ("cudarc, default stream", Box::new(|| cu1.copy(up))),
                     ("cudarc, own stream", Box::new(|| cu2.copy(up))),
                 ];
-                interleaved(warmup, reps, &mut samplers)?
+                interleaved(env.cfg.plan(warmup, reps), &mut samplers)?
             };
-            let gbs: Vec<Stats> = stats
+            let gbs: Vec<Rounds> = stats
                 .iter()
                 .map(|s| s.map(|t| bytes as f64 / t / 1e9))
                 .collect();
@@ -60,7 +61,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                 "GB/s",
                 Better::Higher,
             );
-            let [o, r, c1, c2]: [Stats; 4] = gbs
+            let [o, r, c1, c2]: [Rounds; 4] = gbs
                 .try_into()
                 .map_err(|_| Error::msg("bandwidth: expected four results"))?;
             (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r), Some(c1), Some(c2));

@@ -62,13 +62,13 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                     Box::new(|| cu1_tracked.sample(launches, sync)),
                 ),
             ];
-            let one = interleaved(warmup, reps, &mut one)?;
+            let one = interleaved(cfg.plan(warmup, reps), &mut one)?;
             let mut two: Vec<Sampler<'_>> = vec![
                 ("ours, 2 streams", Box::new(|| ours2.sample(launches, sync))),
                 ("raw, 2 streams", Box::new(|| raw2.sample(launches, sync))),
                 ("cudarc, 2 streams", Box::new(|| cu2.sample(launches, sync))),
             ];
-            (one, interleaved(warmup, reps, &mut two)?)
+            (one, interleaved(cfg.plan(warmup, reps), &mut two)?)
         };
         let label = if sync {
             format!("{what}: {launches} launches + 1 sync")

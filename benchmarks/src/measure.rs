@@ -1,14 +1,18 @@
-//! Warm-up, repetition, medians, and the two clocks: GPU time from a pair of CUDA
-//! events (where the GPU does the work) and host time from `Instant` (where the cost of
-//! enqueuing is the point).
+//! Warm-up, rounds, repetition, medians, and the two clocks: GPU time from a pair of
+//! CUDA events (where the GPU does the work) and host time from `Instant` (where the
+//! cost of enqueuing is the point).
 //!
 //! Implementations of one measurement run interleaved, round-robin (a sample of each,
 //! then the next sample of each, ...), so that clock and temperature drift during the
-//! run affects them all alike.
+//! run affects them all alike. The measurement is taken `--repeat` times in rounds, one
+//! after the other: round 1 of every implementation, then round 2, ...; each round's
+//! median is that round's figure (see [`Rounds`]), so the spread of the figures over
+//! the rounds shows how much of a difference is noise.
 
 use cudarc::driver::{result, sys};
 
 use crate::error::{Context, Error, Result};
+use crate::rounds::Rounds;
 
 /// Repetition counts and problem sizes: full run or `--quick` smoke run.
 #[derive(Debug, Clone, Copy)]
@@ -18,6 +22,8 @@ pub struct Config {
     /// `--kernel-ratio`: the pipeline's kernel time as a fraction of its slower copy
     /// direction (1.0: all three stages equally long).
     pub kernel_ratio: f64,
+    /// `--repeat`: rounds of every measurement (at least 1).
+    pub repeat: usize,
 }
 
 impl Config {
@@ -29,6 +35,27 @@ impl Config {
             full
         }
     }
+
+    /// `warmup` samples, then `--repeat` rounds of `samples` samples each.
+    pub fn plan(&self, warmup: usize, samples: usize) -> Plan {
+        Plan {
+            warmup,
+            samples,
+            rounds: self.repeat,
+        }
+    }
+}
+
+/// How one measurement is taken: unrecorded warm-up samples of each implementation,
+/// then `rounds` rounds of `samples` recorded samples of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Unrecorded samples of each implementation, before the first round.
+    pub warmup: usize,
+    /// Recorded samples of each implementation per round.
+    pub samples: usize,
+    /// Rounds.
+    pub rounds: usize,
 }
 
 /// The samples of one measurement and their summary.
@@ -87,22 +114,44 @@ impl Stats {
 /// One implementation of a measurement: a label and a closure that takes one sample.
 pub type Sampler<'a> = (&'static str, Box<dyn FnMut() -> Result<f64> + 'a>);
 
-/// Takes `warmup` unrecorded samples and then `reps` recorded ones of each sampler,
-/// interleaved round-robin; returns one [`Stats`] per sampler, in order.
-pub fn interleaved(warmup: usize, reps: usize, samplers: &mut [Sampler<'_>]) -> Result<Vec<Stats>> {
-    let mut samples: Vec<Vec<f64>> = samplers.iter().map(|_| Vec::with_capacity(reps)).collect();
-    for round in 0..warmup + reps {
-        for ((label, sample), out) in samplers.iter_mut().zip(samples.iter_mut()) {
-            let value = sample().context(label)?;
-            if round >= warmup {
-                out.push(value);
+/// Takes `plan.warmup` unrecorded samples of each sampler, then `plan.rounds` rounds of
+/// `plan.samples` recorded samples of each, interleaved round-robin within a round (a
+/// round ends before the next begins); returns one [`Rounds`] per sampler, in order.
+pub fn interleaved(plan: Plan, samplers: &mut [Sampler<'_>]) -> Result<Vec<Rounds>> {
+    if plan.samples == 0 || plan.rounds == 0 {
+        return Err(Error::msg(format!(
+            "a measurement needs at least one round of one sample (asked for {} rounds of {})",
+            plan.rounds, plan.samples
+        )));
+    }
+    for _ in 0..plan.warmup {
+        for (label, sample) in samplers.iter_mut() {
+            sample().context(label)?;
+        }
+    }
+    // rounds[sampler][round]: that round's samples of that sampler.
+    let mut rounds: Vec<Vec<Stats>> = samplers
+        .iter()
+        .map(|_| Vec::with_capacity(plan.rounds))
+        .collect();
+    for round in 1..=plan.rounds {
+        let mut samples: Vec<Vec<f64>> = samplers
+            .iter()
+            .map(|_| Vec::with_capacity(plan.samples))
+            .collect();
+        for _ in 0..plan.samples {
+            for ((label, sample), out) in samplers.iter_mut().zip(samples.iter_mut()) {
+                out.push(sample().context(label)?);
             }
+        }
+        for ((label, _), (s, out)) in samplers.iter().zip(samples.into_iter().zip(&mut rounds)) {
+            out.push(Stats::new(s).context(&format!("{label}, round {round}"))?);
         }
     }
     samplers
         .iter()
-        .zip(samples)
-        .map(|((label, _), s)| Stats::new(s).context(label))
+        .zip(rounds)
+        .map(|((label, _), r)| Rounds::new(r).context(label))
         .collect()
 }
 
@@ -188,6 +237,14 @@ mod tests {
         assert_eq!((s.median, s.min, s.max), (4.0, 2.0, 8.0));
     }
 
+    fn plan(warmup: usize, samples: usize, rounds: usize) -> Plan {
+        Plan {
+            warmup,
+            samples,
+            rounds,
+        }
+    }
+
     #[test]
     fn interleaved_runs_round_robin_and_drops_warmup() {
         let order = std::cell::RefCell::new(Vec::new());
@@ -209,20 +266,58 @@ mod tests {
                 }),
             ),
         ];
-        let stats = interleaved(1, 3, &mut samplers).unwrap();
+        let rounds = interleaved(plan(1, 3, 1), &mut samplers).unwrap();
         drop(samplers);
         assert_eq!(
             order.into_inner(),
             vec!['a', 'b', 'a', 'b', 'a', 'b', 'a', 'b']
         );
-        assert_eq!(stats[0].samples, vec![2.0, 3.0, 4.0]);
-        assert_eq!(stats[1].median, 7.0);
+        assert_eq!(rounds[0].each()[0].samples, vec![2.0, 3.0, 4.0]);
+        assert_eq!(rounds[1].median(), 7.0);
+    }
+
+    #[test]
+    fn rounds_follow_each_other_and_each_has_its_own_samples() {
+        let order = std::cell::RefCell::new(Vec::new());
+        let mut n = 0.0;
+        let mut samplers: Vec<Sampler<'_>> = vec![
+            (
+                "a",
+                Box::new(|| {
+                    order.borrow_mut().push('a');
+                    n += 1.0;
+                    Ok(n)
+                }),
+            ),
+            (
+                "b",
+                Box::new(|| {
+                    order.borrow_mut().push('b');
+                    Ok(7.0)
+                }),
+            ),
+        ];
+        let rounds = interleaved(plan(1, 2, 3), &mut samplers).unwrap();
+        drop(samplers);
+        // One warm-up pair, then three rounds of two pairs: always a, b alternating.
+        assert_eq!(order.into_inner().len(), 2 * (1 + 2 * 3));
+        let a: Vec<Vec<f64>> = rounds[0].each().iter().map(|s| s.samples.clone()).collect();
+        assert_eq!(a, vec![vec![2.0, 3.0], vec![4.0, 5.0], vec![6.0, 7.0]]);
+        assert_eq!(rounds[0].figures(), vec![2.5, 4.5, 6.5]);
+        assert_eq!(rounds[1].figures(), vec![7.0, 7.0, 7.0]);
+    }
+
+    #[test]
+    fn a_plan_without_rounds_or_samples_is_an_error() {
+        let mut samplers: Vec<Sampler<'_>> = vec![("a", Box::new(|| Ok(1.0)))];
+        assert!(interleaved(plan(0, 0, 3), &mut samplers).is_err());
+        assert!(interleaved(plan(0, 3, 0), &mut samplers).is_err());
     }
 
     #[test]
     fn a_failing_sampler_names_itself() {
         let mut samplers: Vec<Sampler<'_>> = vec![("ours", Box::new(|| Err(Error::msg("boom"))))];
-        let e = interleaved(0, 1, &mut samplers).unwrap_err();
+        let e = interleaved(plan(0, 1, 1), &mut samplers).unwrap_err();
         assert_eq!(e.to_string(), "ours: boom");
     }
 }

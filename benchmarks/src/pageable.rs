@@ -1,178 +1,357 @@
-//! Case 3: host-to-device copies from ordinary (pageable) `Vec` memory, host time from
-//! the call to the end of the stream synchronisation that follows it (the driver may
-//! return from a pageable copy before the data has landed, or block until it has: only
-//! the time to "data on the device" is comparable).
+//! Case 3: copies of ordinary (pageable) `Vec` memory in both directions, host time
+//! from the call to the end of the stream synchronisation that follows it (the driver
+//! may return from a pageable copy before the data has landed, or block until it has:
+//! only the time to "data on the device" or "data in the `Vec`" is comparable).
 //!
-//! * ours: `s.copy_to_device(&vec, &mut buf)` in a scope; the library's path for
-//!   pageable memory (staged through pinned blocks above a threshold, see
-//!   `stream-core/src/staging.rs`).
-//! * raw: `cuMemcpyHtoDAsync` from the same kind of `Vec`, and the same from pinned
-//!   memory as the ceiling (a row of its own).
-//! * cudarc: `memcpy_htod` from a `Vec` on its default stream.
+//! Measured in the same rounds, for each size (64 MiB and 1 GiB; 64 MiB with `--quick`)
+//! and direction:
+//! * **staged** (ours): `s.copy_to_device(&vec, &mut buf)` and
+//!   `s.copy_to_host(&buf, &mut vec)?.wait()` in a scope: the library's path for
+//!   pageable memory, staged through pinned blocks above its threshold (see
+//!   `stream-core/src/staging.rs`). The case checks that every one of these copies
+//!   took the staged path (`staged_copy_counts`) and says so under the table otherwise.
+//! * **the driver's pageable path** (raw): `cuMemcpyHtoDAsync`/`cuMemcpyDtoHAsync` with
+//!   the same kind of `Vec`; and cudarc's `memcpy_htod`/`memcpy_dtoh` with a `Vec` on its
+//!   default stream.
+//! * **pinned DMA**: the same raw calls with page-locked memory: what the DMA engine
+//!   moves, the GPU side's ceiling of a staged copy.
+//! * **host memcpy**: pageable into pinned memory (uploads) or pinned into pageable
+//!   (downloads) on the machine's parallelism and on 8 threads: the host side's ceiling
+//!   (see [`host_memcpy`]).
+//!
+//! Rows, per size and direction, each with the staged copy as "ours": against the
+//! driver's path (raw, and cudarc); against pinned DMA (raw), held to issue 13's target
+//! (at least 0.8x in the median over the rounds and 0.6x in the worst round); and
+//! against each host memcpy (raw). Every buffer is checked afterwards: what came back
+//! from the device must be what went up.
 #![allow(unsafe_code)]
 
+mod host_memcpy;
+mod sweep;
+
+use std::cell::RefCell;
+use std::time::Instant;
+
 use cudarc::driver::{result, sys, CudaSlice};
+use stream_core::__private::staged_copy_counts;
 use stream_core::{scope, DeviceVec};
 
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, Sampler, Stats};
+use crate::measure::{interleaved, Plan, Sampler};
 use crate::raw::{RawDeviceMem, RawPinned};
 use crate::report::{Better, Report, Row, Source};
+use crate::rounds::Rounds;
 use crate::Env;
 
 const MIB: usize = 1 << 20;
+
+/// Issue 13: staged bandwidth / pinned DMA bandwidth, median over the rounds.
+const STAGED_OVER_PINNED_MEDIAN: f64 = 0.8;
+/// Issue 13: staged bandwidth / pinned DMA bandwidth, worst round.
+const STAGED_OVER_PINNED_WORST: f64 = 0.6;
+
+/// The value at element `i` of every buffer that goes up (and must come back).
+fn pattern(i: usize) -> f32 {
+    (i % 8191) as f32 * 0.5 - 1000.0
+}
 
 /// Runs case 3.
 pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let sizes: &[(usize, usize, usize)] = if env.cfg.quick {
         &[(64 * MIB, 1, 3)]
     } else {
+        // (bytes, warm-up samples, samples per round)
         &[(64 * MIB, 2, 15), (1024 * MIB, 1, 5)]
     };
+    let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = host_memcpy::thread_counts(parallelism);
     for &(bytes, warmup, reps) in sizes {
-        let n = bytes / 4;
-        // Distinct vectors, each written in full so that no page fault is timed.
-        let ours_src: Vec<f32> = vec![1.0; n];
-        let raw_src: Vec<f32> = vec![1.0; n];
-        let cu_src: Vec<f32> = vec![1.0; n];
-        let mut pinned = RawPinned::new(n)?;
-        pinned.as_mut_slice().fill(1.0);
-
-        let mut ours_dst: DeviceVec<f32> = env.dev.alloc_vec(n)?;
-        let raw_dst = RawDeviceMem::new(bytes)?;
-        let raw_pinned_dst = RawDeviceMem::new(bytes)?;
-        let cu = &env.cu1;
-        let mut cu_dst: CudaSlice<f32> = cu.alloc_zeros(n).context("cudarc: alloc_zeros")?;
-        cu.synchronize().context("cudarc: synchronize")?;
-        let ours_stream = &env.streams[0];
-        let raw_stream = env.raw_streams[0].0;
-
-        let stats = {
-            let mut samplers: Vec<Sampler<'_>> = vec![
-                (
-                    "ours, pageable",
-                    Box::new(|| {
-                        let t = std::time::Instant::now();
-                        scope(ours_stream, |s| {
-                            let mut d = s.attach(&mut ours_dst)?;
-                            s.copy_to_device(&ours_src, &mut d)?;
-                            Ok::<_, Error>(())
-                        })?;
-                        Ok(t.elapsed().as_secs_f64())
-                    }),
-                ),
-                (
-                    "raw, pageable",
-                    Box::new(|| raw_copy(raw_stream, raw_dst.ptr, &raw_src)),
-                ),
-                (
-                    "cudarc, pageable",
-                    Box::new(|| {
-                        let t = std::time::Instant::now();
-                        cu.memcpy_htod(&cu_src, &mut cu_dst)
-                            .context("cudarc: memcpy_htod")?;
-                        cu.synchronize().context("cudarc: synchronize")?;
-                        Ok(t.elapsed().as_secs_f64())
-                    }),
-                ),
-                (
-                    "raw, pinned",
-                    Box::new(|| raw_copy(raw_stream, raw_pinned_dst.ptr, pinned.as_slice())),
-                ),
-            ];
-            interleaved(warmup, reps, &mut samplers)?
-        };
-        let gbs: Vec<Stats> = stats
-            .iter()
-            .map(|s| s.map(|t| bytes as f64 / t / 1e9))
-            .collect();
-        let [o, r, c, pin]: [Stats; 4] = gbs
-            .try_into()
-            .map_err(|_| Error::msg("pageable: expected four results"))?;
-        let mut row = Row::new(
-            "pageable",
-            format!("pageable host-to-device, {} MiB", bytes / MIB),
-            "GB/s",
-            Better::Higher,
-        );
-        (row.ours, row.raw, row.cudarc1) = (Some(o), Some(r), Some(c));
-        rep.push(row.check_vs_raw(3.0, Source::Issue));
-        let mut row = Row::new(
-            "pageable",
-            format!(
-                "(ceiling) pinned host-to-device, {} MiB, host time",
-                bytes / MIB
-            ),
-            "GB/s",
-            Better::Higher,
-        );
-        row.raw = Some(pin);
-        rep.push(row);
+        let mut buffers = Buffers::new(env, bytes)?;
+        for up in [true, false] {
+            if !up {
+                buffers.poison_host();
+            }
+            measure(
+                env,
+                rep,
+                &mut buffers,
+                up,
+                &threads,
+                env.cfg.plan(warmup, reps),
+            )?;
+        }
+        buffers.check()?;
     }
-    rep.note("pageable: ours is `copy_to_device` from a `Vec`, staged through pinned blocks above the library's threshold");
+    rep.note(format!(
+        "pageable: ours is the library's staged path (`copy_to_device` from / `copy_to_host` into a `Vec`), host time to the data's arrival; raw is what the row names: the driver's pageable path (cudarc 1s: cudarc's), pinned DMA (`cuMemcpy*Async` with pinned memory, host time), or a host memcpy from pageable into pinned memory (uploads) or back (downloads) on {} threads (this machine has {parallelism}), timed from the first thread's start to the last one's end",
+        threads
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(" or ")
+    ));
     if std::env::var_os("BENCH_STAGING_SWEEP").is_some() {
-        sweep(env)?;
+        sweep::run(env)?;
     }
     Ok(())
 }
 
-/// With `BENCH_STAGING_SWEEP` set: the staged path's bandwidth, both directions, at
-/// 64 MiB, for a grid of chunk sizes, ring depths and thread counts (printed only; used
-/// to choose the library's defaults).
-fn sweep(env: &Env) -> Result<()> {
-    use stream_core::__private::{with_staging_config, StagingConfig};
-    let bytes = 64 * MIB;
-    let n = bytes / 4;
-    let src: Vec<f32> = vec![1.0; n];
-    let mut dst: Vec<f32> = vec![0.0; n];
-    let mut dev_buf: DeviceVec<f32> = env.dev.alloc_vec(n)?;
-    let stream = &env.streams[0];
-    println!("  staging sweep, 64 MiB: chunk MiB, ring, threads -> host-to-device GB/s, device-to-host GB/s");
-    for chunk_mib in [2usize, 4, 8, 16] {
-        for ring in [4usize, 8] {
-            for threads in [2usize, 4, 8] {
-                let cfg = StagingConfig {
-                    chunk_bytes: chunk_mib * MIB,
-                    ring_blocks: ring,
-                    threads,
-                    ..StagingConfig::DEFAULT
-                };
-                let mut time = |upload: bool| -> Result<f64> {
-                    let mut best = Vec::new();
-                    for _ in 0..6 {
-                        let t = std::time::Instant::now();
-                        with_staging_config(cfg, || {
-                            scope(stream, |s| {
-                                let mut d = s.attach(&mut dev_buf)?;
-                                if upload {
-                                    s.copy_to_device(&src, &mut d)?;
-                                } else {
-                                    s.copy_to_host(&d, &mut dst)?.wait()?;
-                                }
-                                Ok::<_, Error>(())
-                            })
-                        })?;
-                        best.push(t.elapsed().as_secs_f64());
-                    }
-                    best.sort_by(f64::total_cmp);
-                    Ok(bytes as f64 / best[best.len() / 2] / 1e9)
-                };
-                let up = time(true)?;
-                let down = time(false)?;
-                println!("  staging sweep: {chunk_mib:>2} {ring} {threads} -> {up:6.2} {down:6.2}");
-            }
+/// The memory of one size: for each implementation a pageable `Vec` and device memory,
+/// and the pinned buffers of the two ceilings.
+struct Buffers {
+    bytes: usize,
+    ours_host: Vec<f32>,
+    ours_device: DeviceVec<f32>,
+    raw_host: Vec<f32>,
+    raw_device: RawDeviceMem,
+    cudarc_host: Vec<f32>,
+    cudarc_device: CudaSlice<f32>,
+    pinned_host: RawPinned,
+    pinned_device: RawDeviceMem,
+    memcpy: RefCell<MemcpyBuffers>,
+}
+
+/// The two sides of the host memcpy ceiling.
+struct MemcpyBuffers {
+    pageable: Vec<f32>,
+    pinned: RawPinned,
+}
+
+impl MemcpyBuffers {
+    /// Host seconds of a memcpy on `threads` threads: pageable into pinned when `up`,
+    /// pinned into pageable otherwise.
+    fn copy(&mut self, up: bool, threads: usize) -> Result<f64> {
+        if up {
+            host_memcpy::parallel_copy(self.pinned.as_mut_slice(), &self.pageable, threads)
+        } else {
+            host_memcpy::parallel_copy(&mut self.pageable, self.pinned.as_slice(), threads)
         }
     }
+}
+
+impl Buffers {
+    /// Host buffers written in full with [`pattern`] (so that no page fault is timed),
+    /// the memcpy's pinned side poisoned.
+    fn new(env: &Env, bytes: usize) -> Result<Self> {
+        let n = bytes / 4;
+        let filled = || -> Vec<f32> { (0..n).map(pattern).collect() };
+        let mut pinned_host = RawPinned::new(n)?;
+        pinned_host
+            .as_mut_slice()
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = pattern(i));
+        let mut memcpy_pinned = RawPinned::new(n)?;
+        memcpy_pinned.as_mut_slice().fill(f32::NAN);
+        let cu = &env.cu1;
+        let cudarc_device = cu.alloc_zeros(n).context("cudarc: alloc_zeros")?;
+        cu.synchronize().context("cudarc: synchronize")?;
+        Ok(Buffers {
+            bytes,
+            ours_host: filled(),
+            ours_device: env.dev.alloc_vec(n)?,
+            raw_host: filled(),
+            raw_device: RawDeviceMem::new(bytes)?,
+            cudarc_host: filled(),
+            cudarc_device,
+            pinned_host,
+            pinned_device: RawDeviceMem::new(bytes)?,
+            memcpy: RefCell::new(MemcpyBuffers {
+                pageable: filled(),
+                pinned: memcpy_pinned,
+            }),
+        })
+    }
+
+    /// Every host buffer a download writes set to NaN, so that a download that did not
+    /// happen is caught by [`check`](Self::check).
+    fn poison_host(&mut self) {
+        self.ours_host.fill(f32::NAN);
+        self.raw_host.fill(f32::NAN);
+        self.cudarc_host.fill(f32::NAN);
+        self.pinned_host.as_mut_slice().fill(f32::NAN);
+        self.memcpy.get_mut().pageable.fill(f32::NAN);
+    }
+
+    /// After an upload and a download: every host buffer holds [`pattern`] again
+    /// (checked at every 4099th element and the last).
+    fn check(&mut self) -> Result<()> {
+        let memcpy = self.memcpy.get_mut();
+        for (who, host) in [
+            ("ours", &self.ours_host[..]),
+            ("raw", &self.raw_host[..]),
+            ("cudarc", &self.cudarc_host[..]),
+            ("raw, pinned", self.pinned_host.as_slice()),
+            ("host memcpy", &memcpy.pageable[..]),
+        ] {
+            let last = host.len().saturating_sub(1);
+            for i in (0..host.len()).step_by(4099).chain([last]) {
+                if host[i].to_bits() != pattern(i).to_bits() {
+                    return Err(Error::msg(format!(
+                        "pageable, {} MiB, {who}: element {i} came back as {} instead of {}",
+                        self.bytes / MIB,
+                        host[i],
+                        pattern(i)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One size and direction: every implementation and ceiling in the same rounds, then
+/// the rows.
+fn measure(
+    env: &Env,
+    rep: &mut Report,
+    b: &mut Buffers,
+    up: bool,
+    threads: &[usize],
+    plan: Plan,
+) -> Result<()> {
+    let bytes = b.bytes;
+    let ours_stream = &env.streams[0];
+    let raw_stream = env.raw_streams[0].0;
+    let cu = &env.cu1;
+    let staged_before = staged_copy_counts();
+    let times = {
+        let Buffers {
+            ours_host,
+            ours_device,
+            raw_host,
+            raw_device,
+            cudarc_host,
+            cudarc_device,
+            pinned_host,
+            pinned_device,
+            memcpy,
+            ..
+        } = b;
+        let mut samplers: Vec<Sampler<'_>> = vec![
+            (
+                "ours, staged",
+                Box::new(|| {
+                    let t = Instant::now();
+                    scope(ours_stream, |s| {
+                        let mut d = s.attach(&mut *ours_device)?;
+                        if up {
+                            s.copy_to_device(&*ours_host, &mut d)?;
+                        } else {
+                            s.copy_to_host(&d, &mut *ours_host)?.wait()?;
+                        }
+                        Ok::<_, Error>(())
+                    })?;
+                    Ok(t.elapsed().as_secs_f64())
+                }),
+            ),
+            (
+                "raw, pageable",
+                Box::new(|| raw_copy(raw_stream, up, raw_device, raw_host)),
+            ),
+            (
+                "cudarc, pageable",
+                Box::new(|| {
+                    let t = Instant::now();
+                    if up {
+                        cu.memcpy_htod(&*cudarc_host, &mut *cudarc_device)
+                            .context("cudarc: memcpy_htod")?;
+                    } else {
+                        cu.memcpy_dtoh(&*cudarc_device, &mut *cudarc_host)
+                            .context("cudarc: memcpy_dtoh")?;
+                    }
+                    cu.synchronize().context("cudarc: synchronize")?;
+                    Ok(t.elapsed().as_secs_f64())
+                }),
+            ),
+            (
+                "raw, pinned",
+                Box::new(|| raw_copy(raw_stream, up, pinned_device, pinned_host.as_mut_slice())),
+            ),
+        ];
+        let memcpy = &*memcpy;
+        for &t in threads {
+            samplers.push((
+                "host memcpy",
+                Box::new(move || memcpy.borrow_mut().copy(up, t)),
+            ));
+        }
+        interleaved(plan, &mut samplers)?
+    };
+    let staged_after = staged_copy_counts();
+    let staged = if up {
+        staged_after.0 - staged_before.0
+    } else {
+        staged_after.1 - staged_before.1
+    };
+    let ours_copies = (plan.warmup + plan.rounds * plan.samples) as u64;
+
+    let gbs: Vec<Rounds> = times
+        .iter()
+        .map(|t| t.map(|s| bytes as f64 / s / 1e9))
+        .collect();
+    let [ours, driver, cudarc, pinned, memcpys @ ..] = &gbs[..] else {
+        return Err(Error::msg("pageable: expected at least four results"));
+    };
+    let dir = if up {
+        "host-to-device"
+    } else {
+        "device-to-host"
+    };
+    let what = format!("pageable {dir}, {} MiB", bytes / MIB);
+    if staged < ours_copies {
+        rep.note(format!(
+            "pageable: WARNING: {what}: only {staged} of ours' {ours_copies} copies took the staged path; its rows measure a mix with the driver's path"
+        ));
+    }
+    let staged_row = |name: String| {
+        let mut row = Row::new("pageable", name, "GB/s", Better::Higher);
+        row.ours = Some(ours.clone());
+        row
+    };
+
+    let mut row = staged_row(format!("{what}: vs the driver's path"));
+    (row.raw, row.cudarc1) = (Some(driver.clone()), Some(cudarc.clone()));
+    rep.push(row);
+
+    let mut row = staged_row(format!("{what}: vs pinned DMA"));
+    row.raw = Some(pinned.clone());
+    rep.push(row.check_vs_raw_with_worst(
+        STAGED_OVER_PINNED_MEDIAN,
+        STAGED_OVER_PINNED_WORST,
+        Source::Issue,
+    ));
+
+    for (t, memcpy) in threads.iter().zip(memcpys) {
+        let mut row = staged_row(format!("{what}: vs host memcpy, {t} threads"));
+        row.raw = Some(memcpy.clone());
+        rep.push(row);
+    }
     Ok(())
 }
 
-/// Host seconds of one `cuMemcpyHtoDAsync` of `src` and the synchronisation after it.
-fn raw_copy(stream: sys::CUstream, dst: sys::CUdeviceptr, src: &[f32]) -> Result<f64> {
-    let t = std::time::Instant::now();
-    // SAFETY: `dst` holds as many bytes as `src`; `src` is borrowed until the stream is
-    // synchronised below.
-    let copied =
-        unsafe { result::memcpy_htod_async(dst, src, stream) }.context("cuMemcpyHtoDAsync");
+/// Host seconds of one `cuMemcpyHtoDAsync` from `host` (when `up`) or
+/// `cuMemcpyDtoHAsync` into it, and the synchronisation after it.
+fn raw_copy(
+    stream: sys::CUstream,
+    up: bool,
+    device: &RawDeviceMem,
+    host: &mut [f32],
+) -> Result<f64> {
+    if device.bytes != std::mem::size_of_val(host) {
+        return Err(Error::msg("raw copy: host and device sizes differ"));
+    }
+    let t = Instant::now();
+    let copied = if up {
+        // SAFETY: `device` holds as many bytes as `host`; `host` is borrowed until the
+        // stream is synchronised below.
+        unsafe { result::memcpy_htod_async(device.ptr, &*host, stream) }
+            .context("cuMemcpyHtoDAsync")
+    } else {
+        // SAFETY: as above; `host` is borrowed exclusively, so nothing reads it before
+        // the synchronisation below.
+        unsafe { result::memcpy_dtoh_async(host, device.ptr, stream) }.context("cuMemcpyDtoHAsync")
+    };
     // SAFETY: the stream is alive (owned by `Env`).
     unsafe { result::stream::synchronize(stream) }.context("cuStreamSynchronize")?;
     copied?;

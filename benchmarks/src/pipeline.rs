@@ -1,5 +1,5 @@
 //! Case 4: a copy/compute pipeline over 1 GiB of pinned host memory in chunks (upload,
-//! kernel, download), on 1, 2 and 4 streams, against the overlap bound.
+//! kernel, download), on 1, 2 and 4 streams, against the overlap bounds.
 //!
 //! Chunk `i` goes to stream `i % streams`, issued in order (upload, kernel, download,
 //! then the next chunk); device memory is allocated and freed per chunk, stream-ordered.
@@ -12,6 +12,16 @@
 //! `bound = max(U, K, D) + (u + k + d - max(u, k, d))`. The kernel's work per element is
 //! calibrated so that `K` is about `max(U, D)` (times `--kernel-ratio`, default 1): all
 //! three engines busy, the hardest case.
+//!
+//! That bound assumes uploads and downloads both run at full speed at once, which the
+//! hardware does not reach (on an H200, a 64 MiB upload and download together took
+//! 22.8 ms against 19.4 ms each alone). So the 4-stream measurement also times, in each
+//! of its rounds, all uploads on one stream and all downloads on another at once (`UD`),
+//! and builds the bound the hardware allows from it:
+//! `bound(UD) = max(UD, K) + (u + k + d - max(u, k, d))`. Issue 13's target: on 4 streams
+//! ours reaches 95 % of `bound(UD)` and 0.98x raw, in the median and in every round. The
+//! full-speed bound's row stays for comparison; 1 and 2 streams cannot overlap all three
+//! stages, so they are compared with raw only.
 //!
 //! * ours: one scope on the first stream, one nested `fork` per further stream, all
 //!   lanes alive together; each chunk is `upload`, `alloc`, `work_f32`, `copy_to_host`.
@@ -28,9 +38,10 @@ use stream_core::{scope, PinnedBuffer, Scope, Stream};
 
 use crate::cuda::{self, work_config, work_reference};
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, GpuTimer, Sampler, Stats};
+use crate::measure::{interleaved, GpuTimer, Sampler};
 use crate::raw::{arg, RawEvent, RawPinned};
 use crate::report::{Better, Check, Report, Row, Source};
+use crate::rounds::Rounds;
 use crate::Env;
 
 mod stages;
@@ -108,23 +119,23 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
 
     // Stage times alone, and the kernel calibrated against the copies: two refinements
     // from a short kernel (whose time is partly memory traffic, so one linear step
-    // undershoots).
+    // undershoots). The stages download into `scratch`, never into an implementation's
+    // output.
     let stages = Stages::new(env, shape)?;
+    let mut scratch = RawPinned::new(shape.total)?;
     let time =
         |stage, shape, reps, out: &mut RawPinned| stages.time(stage, &raw_in, out, shape, reps);
-    let upload = time(Stage::Upload, shape, 3, &mut raw_out)?;
-    let download = time(Stage::Download, shape, 3, &mut raw_out)?;
-    let both_copies = time(Stage::UploadAndDownload, shape, 3, &mut raw_out)?;
+    let upload = time(Stage::Upload, shape, 3, &mut scratch)?;
+    let download = time(Stage::Download, shape, 3, &mut scratch)?;
     let target = cfg.kernel_ratio * upload.max(download);
     for _ in 0..2 {
-        stages.once(Stage::Upload, &raw_in, &mut raw_out, shape)?; // the kernel's input: real data
-        let k = time(Stage::Kernel, shape, 1, &mut raw_out)?;
+        stages.once(Stage::Upload, &raw_in, &mut scratch, shape)?; // the kernel's input: real data
+        let k = time(Stage::Kernel, shape, 1, &mut scratch)?;
         let scaled = f64::from(shape.iters) * target / k.max(1e-9);
         shape.iters = scaled.round().clamp(1.0, 1e6) as u32;
     }
-    stages.once(Stage::Upload, &raw_in, &mut raw_out, shape)?;
-    let kernel = time(Stage::Kernel, shape, 3, &mut raw_out)?;
-    raw_out.as_mut_slice().fill(f32::NAN); // poisoned again for the pipeline's check
+    stages.once(Stage::Upload, &raw_in, &mut scratch, shape)?;
+    let kernel = time(Stage::Kernel, shape, 3, &mut scratch)?;
     let n = shape.chunks() as f64;
     let (u, k, d) = (upload / n, kernel / n, download / n);
     let fill_drain = u + k + d - u.max(k).max(d);
@@ -151,20 +162,8 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     rep.figure("pipeline", "download alone (D)", download * 1e3, "ms");
     rep.figure(
         "pipeline",
-        "upload and download at once, 2 streams",
-        both_copies * 1e3,
-        "ms",
-    );
-    rep.figure(
-        "pipeline",
-        "bound: max(U,K,D) + fill/drain",
+        "bound at full speed both ways: max(U,K,D) + fill/drain",
         bound * 1e3,
-        "ms",
-    );
-    rep.figure(
-        "pipeline",
-        "bound with the copies' measured concurrency: max(U and D at once, K) + fill/drain",
-        (both_copies.max(kernel) + fill_drain) * 1e3,
         "ms",
     );
     rep.figure("pipeline", "serial U+K+D", serial * 1e3, "ms");
@@ -173,8 +172,12 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let raw_timer = GpuTimer::new()?;
     let cu_timer = GpuTimer::new()?;
     let raw_events = RawEvents::new()?;
+    let plan = cfg.plan(warmup, reps);
     for lanes in [1usize, 2, 4] {
-        let stats = {
+        // On 4 streams the rounds also time the uploads and downloads at once, for that
+        // round's bound(UD).
+        let with_copies_at_once = lanes == 4;
+        let mut times = {
             let mut samplers: Vec<Sampler<'_>> = vec![
                 (
                     "ours",
@@ -201,56 +204,89 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                     Box::new(|| cudarc_pipeline(env, lanes, &cu_in, &mut cu_out, shape, &cu_timer)),
                 ),
             ];
-            interleaved(warmup, reps, &mut samplers)?
+            if with_copies_at_once {
+                samplers.push((
+                    "upload and download at once",
+                    Box::new(|| {
+                        stages.once(Stage::UploadAndDownload, &raw_in, &mut scratch, shape)
+                    }),
+                ));
+            }
+            interleaved(plan, &mut samplers)?
         };
-        let eff: Vec<Stats> = stats
-            .iter()
-            .map(|s| s.map(|time| 100.0 * bound / time))
-            .collect();
-        let [o, r, c]: [Stats; 3] = eff
+        let copies_at_once = if with_copies_at_once {
+            times.pop()
+        } else {
+            None
+        };
+        let [o, r, c]: [Rounds; 3] = times
             .try_into()
             .map_err(|_| Error::msg("pipeline: expected three results"))?;
-        for (who, s) in [
-            ("ours", &stats[0]),
-            ("raw", &stats[1]),
-            ("cudarc", &stats[2]),
-        ] {
-            rep.figure(
+        for (who, t) in [("ours", &o), ("raw", &r), ("cudarc", &c)] {
+            let figures = t.figures();
+            rep.figure_per_round(
                 "pipeline",
                 format!("{who}, {lanes} stream(s): time"),
-                s.median * 1e3,
+                figures.iter().map(|s| s * 1e3).collect(),
                 "ms",
             );
-            rep.figure(
+            rep.figure_per_round(
                 "pipeline",
                 format!("{who}, {lanes} stream(s): overlap (serial / time)"),
-                serial / s.median,
+                figures.iter().map(|s| serial / s).collect(),
                 "x",
             );
         }
+        let name = format!("{lanes} stream(s), {} MiB", total_bytes / MIB);
+        let mut row = Row::new("pipeline", name.clone(), "% of bound", Better::Higher);
+        let of_bound = |t: &Rounds| Some(t.map(|time| 100.0 * bound / time));
+        (row.ours, row.raw, row.cudarc2) = (of_bound(&o), of_bound(&r), of_bound(&c));
+        let Some(copies_at_once) = copies_at_once else {
+            rep.push(row.check_vs_raw(0.98, Source::Goal));
+            continue;
+        };
+        // Shown for comparison: no schedule reaches the full-speed bound.
+        rep.push(row);
+        let at_once = copies_at_once.figures();
+        let bound_ud: Vec<f64> = at_once
+            .iter()
+            .map(|&ud| ud.max(kernel) + fill_drain)
+            .collect();
+        rep.figure_per_round(
+            "pipeline",
+            "upload and download at once, 2 streams (UD)",
+            at_once.iter().map(|s| s * 1e3).collect(),
+            "ms",
+        );
+        rep.figure_per_round(
+            "pipeline",
+            "bound(UD) with the copies' measured concurrency: max(UD, K) + fill/drain",
+            bound_ud.iter().map(|s| s * 1e3).collect(),
+            "ms",
+        );
+        let of_bound_ud = |t: &Rounds| Some(t.map_each_round(|r, time| 100.0 * bound_ud[r] / time));
         let mut row = Row::new(
             "pipeline",
-            format!("{lanes} stream(s), {} MiB", total_bytes / MIB),
-            "% of bound",
+            format!("{name}, vs bound(UD)"),
+            "% of bound(UD)",
             Better::Higher,
         );
-        let ours_eff = o.median / 100.0;
-        (row.ours, row.raw, row.cudarc2) = (Some(o), Some(r), Some(c));
-        let row = if lanes == 4 {
-            Row {
-                check: Some(Check {
-                    what: "ours/bound",
-                    value: ours_eff,
-                    target: 0.95,
-                    better: Better::Higher,
-                    source: Source::Issue,
-                }),
-                ..row
-            }
-        } else {
-            row.check_vs_raw(0.98, Source::Goal)
-        };
-        rep.push(row);
+        (row.ours, row.raw, row.cudarc2) = (of_bound_ud(&o), of_bound_ud(&r), of_bound_ud(&c));
+        let ours_over_bound: Vec<f64> = row
+            .ours
+            .as_ref()
+            .map(|p| p.figures().iter().map(|p| p / 100.0).collect())
+            .unwrap_or_default();
+        rep.push(
+            row.check_vs_raw(0.98, Source::Issue)
+                .with_check(Check::same_target(
+                    "ours/bound(UD)",
+                    ours_over_bound,
+                    0.95,
+                    Better::Higher,
+                    Source::Issue,
+                )),
+        );
     }
     check_outputs("ours", &ours_out, shape)?;
     check_outputs("raw", raw_out.as_slice(), shape)?;
@@ -258,7 +294,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         let got = o.as_slice().context("cudarc: as_slice")?;
         check_chunk("cudarc", got, c * shape.chunk, shape.iters)?;
     }
-    rep.note("pipeline: with 1 or 2 streams the three stages cannot all overlap, so only 4 streams is held to the bound; 1 and 2 are compared with raw");
+    rep.note("pipeline: \"% of bound\" is of max(U,K,D) + fill/drain, which assumes uploads and downloads at full speed at once (unreachable: shown for comparison); 4 streams is held to bound(UD) = max(UD, K) + fill/drain, UD = all uploads and all downloads at once, measured in each round; 1 and 2 streams cannot overlap all three stages and are compared with raw only");
     Ok(())
 }
 

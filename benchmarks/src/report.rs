@@ -1,68 +1,20 @@
-//! The results: a table of medians and ratios on stdout, and every figure (all samples
-//! included) in a JSON file written by hand (no serde: the format is small and flat).
+//! The results: a table of figures and per-round ratios on stdout (see [`table`]), and
+//! every sample of every round in a JSON file written by hand (see [`json_file`]; no
+//! serde: the format is small and flat).
+
+mod check;
+mod json_file;
+mod table;
+
+pub use check::{Better, Check, Source};
 
 use std::fmt::Write as _;
 
-use crate::json::Json;
-use crate::measure::Stats;
+use crate::rounds::{per_round_ratio, Rounds, Spread};
+use check::fmt_ratio;
 
-/// Which direction of a figure is good.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Better {
-    /// Times and costs.
-    Lower,
-    /// Bandwidths, throughputs, efficiencies.
-    Higher,
-}
-
-/// Where a target comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// Stated in issue 6.
-    Issue,
-    /// The design's promise ("correct use costs what the raw calls cost") with the
-    /// tolerance of the nearest issue target; proposed by the benchmark, not the issue.
-    Goal,
-}
-
-/// A pass/fail criterion on one row: `value` compared with `target`.
-#[derive(Debug, Clone)]
-pub struct Check {
-    /// What is compared, e.g. `ours/raw` or `ours/bound`.
-    pub what: &'static str,
-    /// The measured value of `what`.
-    pub value: f64,
-    /// The threshold.
-    pub target: f64,
-    /// `Lower`: pass when `value <= target`; `Higher`: when `value >= target`.
-    pub better: Better,
-    /// Where the target comes from.
-    pub source: Source,
-}
-
-impl Check {
-    /// `true` when the criterion is met.
-    pub fn passed(&self) -> bool {
-        match self.better {
-            Better::Lower => self.value <= self.target,
-            Better::Higher => self.value >= self.target,
-        }
-    }
-
-    fn target_text(&self) -> String {
-        let op = match self.better {
-            Better::Lower => "<=",
-            Better::Higher => ">=",
-        };
-        let tag = match self.source {
-            Source::Issue => "",
-            Source::Goal => " (goal)",
-        };
-        format!("{} {op} {}{tag}", self.what, fmt_ratio(self.target))
-    }
-}
-
-/// One line of the table: the same measurement for each implementation.
+/// One line of the table: the same measurement for each implementation, each over the
+/// rounds.
 #[derive(Debug, Clone)]
 pub struct Row {
     /// The case, e.g. `launch`.
@@ -74,15 +26,15 @@ pub struct Row {
     /// Which direction is good.
     pub better: Better,
     /// This library.
-    pub ours: Option<Stats>,
-    /// Raw `cudarc::driver::result` calls.
-    pub raw: Option<Stats>,
+    pub ours: Option<Rounds>,
+    /// Raw `cudarc::driver::result` calls (or the row's named baseline).
+    pub raw: Option<Rounds>,
     /// cudarc's safe API on one stream (its default stream: no event tracking).
-    pub cudarc1: Option<Stats>,
+    pub cudarc1: Option<Rounds>,
     /// cudarc's safe API with streams of its own (event tracking on).
-    pub cudarc2: Option<Stats>,
-    /// Pass/fail criterion, if the row has one.
-    pub check: Option<Check>,
+    pub cudarc2: Option<Rounds>,
+    /// Pass/fail criteria; the row passes when all of them pass.
+    pub checks: Vec<Check>,
 }
 
 impl Row {
@@ -102,25 +54,54 @@ impl Row {
             raw: None,
             cudarc1: None,
             cudarc2: None,
-            check: None,
+            checks: Vec::new(),
         }
     }
 
-    /// ours / raw of the medians, when both exist.
-    pub fn ratio(&self) -> Option<f64> {
+    /// ours / raw in each round, from that round's figures, when both exist.
+    pub fn ratio(&self) -> Option<Vec<f64>> {
         match (&self.ours, &self.raw) {
-            (Some(o), Some(r)) if r.median != 0.0 => Some(o.median / r.median),
+            (Some(o), Some(r)) => per_round_ratio(&o.figures(), &r.figures()),
             _ => None,
         }
     }
 
-    /// Adds the criterion `ours/raw` against `target` (direction from the row).
-    pub fn check_vs_raw(mut self, target: f64, source: Source) -> Row {
-        if let Some(value) = self.ratio() {
-            self.check = Some(Check {
+    /// The smallest, median and largest ours / raw over the rounds.
+    pub fn ratio_spread(&self) -> Option<Spread> {
+        self.ratio().as_deref().and_then(Spread::of)
+    }
+
+    /// The most rounds any implementation of the row has.
+    pub fn rounds(&self) -> usize {
+        [&self.ours, &self.raw, &self.cudarc1, &self.cudarc2]
+            .into_iter()
+            .flatten()
+            .map(Rounds::count)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Adds the criterion `ours/raw` against `target`, in the median over the rounds
+    /// and in the worst round (direction from the row).
+    pub fn check_vs_raw(self, target: f64, source: Source) -> Row {
+        self.check_vs_raw_with_worst(target, target, source)
+    }
+
+    /// Adds the criterion `ours/raw` against `median_target` in the median over the
+    /// rounds and against `worst_target` in the worst round (direction from the row).
+    /// Nothing is added when ours or raw is missing.
+    pub fn check_vs_raw_with_worst(
+        mut self,
+        median_target: f64,
+        worst_target: f64,
+        source: Source,
+    ) -> Row {
+        if let Some(per_round) = self.ratio() {
+            self.checks.push(Check {
                 what: "ours/raw",
-                value,
-                target,
+                per_round,
+                median_target,
+                worst_target,
                 better: self.better,
                 source,
             });
@@ -128,26 +109,62 @@ impl Row {
         self
     }
 
-    fn verdict(&self) -> &'static str {
-        match &self.check {
-            Some(c) if c.passed() => "PASS",
-            Some(_) => "MISS",
-            None => "-",
+    /// Adds a criterion of another kind (e.g. ours against a bound).
+    pub fn with_check(mut self, check: Check) -> Row {
+        self.checks.push(check);
+        self
+    }
+
+    /// `true` when the row has criteria and all of them passed.
+    pub fn passed(&self) -> bool {
+        !self.checks.is_empty() && self.checks.iter().all(Check::passed)
+    }
+
+    /// `-` without criteria, `PASS`, or `MISS` and what missed: `MISS (worst)`, or with
+    /// several criteria `MISS (ours/bound(UD): median, worst)`.
+    pub fn verdict(&self) -> String {
+        if self.checks.is_empty() {
+            return "-".to_owned();
         }
+        if self.passed() {
+            return "PASS".to_owned();
+        }
+        let missed: Vec<String> = self
+            .checks
+            .iter()
+            .filter(|c| !c.passed())
+            .map(|c| {
+                let parts = c.outcome().missed();
+                if self.checks.len() == 1 {
+                    parts
+                } else {
+                    format!("{}: {parts}", c.what)
+                }
+            })
+            .collect();
+        format!("MISS ({})", missed.join("; "))
     }
 }
 
-/// A free-standing figure (a stage time, a calibration, a bound).
+/// A free-standing figure (a stage time, a calibration, a bound), measured once or
+/// once per round.
 #[derive(Debug, Clone)]
 pub struct Figure {
     /// The case it belongs to.
     pub case: &'static str,
     /// Its name.
     pub name: String,
-    /// Its value.
-    pub value: f64,
+    /// Its value, or its value in each round, in order.
+    pub values: Vec<f64>,
     /// Its unit.
     pub unit: &'static str,
+}
+
+impl Figure {
+    /// The value, or the median of the rounds' values.
+    pub fn value(&self) -> f64 {
+        crate::rounds::median(&self.values)
+    }
 }
 
 /// Everything a run produced.
@@ -172,7 +189,7 @@ impl Report {
         self.rows.push(row);
     }
 
-    /// Records a free-standing figure and prints it.
+    /// Records a figure measured once and prints it.
     pub fn figure(
         &mut self,
         case: &'static str,
@@ -180,14 +197,35 @@ impl Report {
         value: f64,
         unit: &'static str,
     ) {
-        let name = name.into();
-        println!("  {case}: {name} = {} {unit}", fmt_num(value));
-        self.figures.push(Figure {
+        self.figure_per_round(case, name, vec![value], unit);
+    }
+
+    /// Records a figure with a value per round and prints its median and spread.
+    pub fn figure_per_round(
+        &mut self,
+        case: &'static str,
+        name: impl Into<String>,
+        values: Vec<f64>,
+        unit: &'static str,
+    ) {
+        let f = Figure {
             case,
-            name,
-            value,
+            name: name.into(),
+            values,
             unit,
-        });
+        };
+        let mut line = format!("  {case}: {} = {} {unit}", f.name, fmt_num(f.value()));
+        if let (Some(s), true) = (Spread::of(&f.values), f.values.len() > 1) {
+            let _ = write!(
+                line,
+                " (median of {} rounds, {} to {})",
+                f.values.len(),
+                fmt_num(s.min),
+                fmt_num(s.max)
+            );
+        }
+        println!("{line}");
+        self.figures.push(f);
     }
 
     /// Records a remark for under the table.
@@ -195,203 +233,22 @@ impl Report {
         self.notes.push(text.into());
     }
 
-    /// The table of medians and ratios.
+    /// The table of figures, per-round ratios and verdicts, with the notes and errors.
     pub fn table(&self) -> String {
-        let head = [
-            "case",
-            "measurement",
-            "unit",
-            "ours",
-            "raw",
-            "cudarc 1s",
-            "cudarc 2s",
-            "ours/raw",
-            "target",
-            "verdict",
-        ];
-        let cell = |s: &Option<Stats>| s.as_ref().map_or("-".to_owned(), |s| fmt_num(s.median));
-        let lines: Vec<[String; 10]> = self
-            .rows
-            .iter()
-            .map(|r| {
-                [
-                    r.case.to_owned(),
-                    r.name.clone(),
-                    r.unit.to_owned(),
-                    cell(&r.ours),
-                    cell(&r.raw),
-                    cell(&r.cudarc1),
-                    cell(&r.cudarc2),
-                    r.ratio()
-                        .map_or("-".to_owned(), |x| format!("{}x", fmt_ratio(x))),
-                    r.check.as_ref().map_or("-".to_owned(), |c| {
-                        if c.what == "ours/raw" {
-                            c.target_text()
-                        } else {
-                            format!("{} (now {})", c.target_text(), fmt_ratio(c.value))
-                        }
-                    }),
-                    r.verdict().to_owned(),
-                ]
-            })
-            .collect();
-        let mut width = head.map(str::len);
-        for line in &lines {
-            for (w, c) in width.iter_mut().zip(line) {
-                *w = (*w).max(c.chars().count());
-            }
-        }
-        let mut out = String::new();
-        let mut emit = |cells: &[String]| {
-            let mut s = String::new();
-            for (i, (c, w)) in cells.iter().zip(width).enumerate() {
-                let pad = w - c.chars().count();
-                if (3..8).contains(&i) {
-                    s.push_str(&" ".repeat(pad));
-                    s.push_str(c);
-                } else {
-                    s.push_str(c);
-                    s.push_str(&" ".repeat(pad));
-                }
-                s.push_str("  ");
-            }
-            out.push_str(s.trim_end());
-            out.push('\n');
-        };
-        emit(&head.map(str::to_owned));
-        emit(&width.map(|w| "-".repeat(w)));
-        for line in &lines {
-            emit(line);
-        }
-        let (pass, miss) = self
-            .rows
-            .iter()
-            .fold((0, 0), |(p, m), r| match r.verdict() {
-                "PASS" => (p + 1, m),
-                "MISS" => (p, m + 1),
-                _ => (p, m),
-            });
-        let _ = writeln!(out, "\n{pass} PASS, {miss} MISS; medians; \"cudarc 1s\" = its default stream (no event tracking), \"cudarc 2s\" = streams of its own (event tracking on); (goal) = the design's promise, not an issue target");
-        for n in &self.notes {
-            let _ = writeln!(out, "note: {n}");
-        }
-        for (case, e) in &self.errors {
-            let _ = writeln!(out, "ERROR in case {case}: {e}");
-        }
-        out
+        table::render(self)
     }
 
-    /// The whole report as JSON.
+    /// The whole report as JSON, every sample of every round included.
     pub fn json(&self) -> String {
-        let stats = |s: &Option<Stats>| match s {
-            None => Json::Null,
-            Some(s) => Json::Obj(vec![
-                ("median".into(), Json::Num(s.median)),
-                ("min".into(), Json::Num(s.min)),
-                ("max".into(), Json::Num(s.max)),
-                ("n".into(), Json::Num(s.samples.len() as f64)),
-                (
-                    "samples".into(),
-                    Json::Arr(s.samples.iter().map(|&v| Json::Num(v)).collect()),
-                ),
-            ]),
-        };
-        let rows = self
-            .rows
-            .iter()
-            .map(|r| {
-                Json::Obj(vec![
-                    ("case".into(), Json::Str(r.case.into())),
-                    ("name".into(), Json::Str(r.name.clone())),
-                    ("unit".into(), Json::Str(r.unit.into())),
-                    (
-                        "better".into(),
-                        Json::Str(format!("{:?}", r.better).to_lowercase()),
-                    ),
-                    ("ours".into(), stats(&r.ours)),
-                    ("raw".into(), stats(&r.raw)),
-                    ("cudarc_1_stream".into(), stats(&r.cudarc1)),
-                    ("cudarc_2_streams".into(), stats(&r.cudarc2)),
-                    (
-                        "ours_over_raw".into(),
-                        r.ratio().map_or(Json::Null, Json::Num),
-                    ),
-                    (
-                        "check".into(),
-                        r.check.as_ref().map_or(Json::Null, |c| {
-                            Json::Obj(vec![
-                                ("what".into(), Json::Str(c.what.into())),
-                                ("value".into(), Json::Num(c.value)),
-                                ("target".into(), Json::Num(c.target)),
-                                (
-                                    "better".into(),
-                                    Json::Str(format!("{:?}", c.better).to_lowercase()),
-                                ),
-                                (
-                                    "source".into(),
-                                    Json::Str(format!("{:?}", c.source).to_lowercase()),
-                                ),
-                                ("passed".into(), Json::Bool(c.passed())),
-                            ])
-                        }),
-                    ),
-                ])
-            })
-            .collect();
-        let figures = self
-            .figures
-            .iter()
-            .map(|f| {
-                Json::Obj(vec![
-                    ("case".into(), Json::Str(f.case.into())),
-                    ("name".into(), Json::Str(f.name.clone())),
-                    ("value".into(), Json::Num(f.value)),
-                    ("unit".into(), Json::Str(f.unit.into())),
-                ])
-            })
-            .collect();
-        let doc = Json::Obj(vec![
-            (
-                "header".into(),
-                Json::Obj(
-                    self.header
-                        .iter()
-                        .map(|(k, v)| (k.clone(), Json::Str(v.clone())))
-                        .collect(),
-                ),
-            ),
-            ("rows".into(), Json::Arr(rows)),
-            ("figures".into(), Json::Arr(figures)),
-            (
-                "notes".into(),
-                Json::Arr(self.notes.iter().map(|n| Json::Str(n.clone())).collect()),
-            ),
-            (
-                "errors".into(),
-                Json::Arr(
-                    self.errors
-                        .iter()
-                        .map(|(c, e)| {
-                            Json::Obj(vec![
-                                ("case".into(), Json::Str(c.clone())),
-                                ("error".into(), Json::Str(e.clone())),
-                            ])
-                        })
-                        .collect(),
-                ),
-            ),
-        ]);
-        let mut out = String::new();
-        doc.write(&mut out, 0);
-        out.push('\n');
-        out
+        json_file::render(self)
     }
 }
 
+/// A row on one line, printed as it is measured.
 fn one_line(r: &Row) -> String {
-    let cell = |label: &str, s: &Option<Stats>| {
+    let cell = |label: &str, s: &Option<Rounds>| {
         s.as_ref()
-            .map(|s| format!(" {label} {}", fmt_num(s.median)))
+            .map(|s| format!(" {label} {}", fmt_num(s.median())))
             .unwrap_or_default()
     };
     let mut line = format!(
@@ -404,17 +261,21 @@ fn one_line(r: &Row) -> String {
         cell("cudarc-1s", &r.cudarc1),
         cell("cudarc-2s", &r.cudarc2)
     );
-    if let Some(x) = r.ratio() {
-        let _ = write!(line, "; ours/raw {}x", fmt_ratio(x));
-    }
-    if let Some(c) = &r.check {
+    if let Some(s) = r.ratio_spread() {
         let _ = write!(
             line,
-            "; {} is {}: {}",
-            c.target_text(),
-            fmt_ratio(c.value),
-            r.verdict()
+            "; ours/raw {}x (min {}, max {} over {} rounds)",
+            fmt_ratio(s.median),
+            fmt_ratio(s.min),
+            fmt_ratio(s.max),
+            r.rounds()
         );
+    }
+    for c in &r.checks {
+        let _ = write!(line, "; {} is {}", c.target_text(), c.values_text());
+    }
+    if !r.checks.is_empty() {
+        let _ = write!(line, ": {}", r.verdict());
     }
     line
 }
@@ -431,10 +292,6 @@ pub fn fmt_num(v: f64) -> String {
     } else {
         format!("{v:.3}")
     }
-}
-
-fn fmt_ratio(v: f64) -> String {
-    format!("{v:.3}")
 }
 
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (no time-zone database needed).
@@ -464,57 +321,71 @@ pub fn utc_now() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::Stats;
 
-    fn stats(v: f64) -> Option<Stats> {
-        Some(Stats::new(vec![v]).unwrap())
+    /// Rounds of one sample each, with these figures.
+    pub(super) fn rounds(figures: &[f64]) -> Option<Rounds> {
+        Some(
+            Rounds::new(
+                figures
+                    .iter()
+                    .map(|&v| Stats::new(vec![v]).unwrap())
+                    .collect(),
+            )
+            .unwrap(),
+        )
     }
 
     #[test]
-    fn ratio_and_verdict_follow_the_direction() {
+    fn ratio_is_taken_per_round_and_judged_on_median_and_worst() {
         let mut r = Row::new("launch", "enqueue", "ns", Better::Lower);
-        r.ours = stats(103.0);
-        r.raw = stats(100.0);
+        r.ours = rounds(&[103.0, 200.0, 101.0]);
+        r.raw = rounds(&[100.0, 200.0, 100.0]);
         let r = r.check_vs_raw(1.03, Source::Issue);
-        assert!((r.ratio().unwrap() - 1.03).abs() < 1e-12);
+        let ratio = r.ratio().unwrap();
+        assert!((ratio[0] - 1.03).abs() < 1e-12 && ratio[1] == 1.0);
+        let s = r.ratio_spread().unwrap();
+        assert_eq!((s.min, s.median), (1.0, 1.01));
         assert_eq!(r.verdict(), "PASS");
+
         let mut r = Row::new("bandwidth", "h2d", "GB/s", Better::Higher);
-        r.ours = stats(97.0);
-        r.raw = stats(100.0);
-        assert_eq!(r.check_vs_raw(0.98, Source::Issue).verdict(), "MISS");
+        r.ours = rounds(&[99.0, 97.0, 99.0]);
+        r.raw = rounds(&[100.0, 100.0, 100.0]);
+        assert_eq!(
+            r.check_vs_raw(0.98, Source::Issue).verdict(),
+            "MISS (worst)"
+        );
     }
 
     #[test]
-    fn json_escapes_and_writes_nulls() {
-        let mut rep = Report::default();
-        rep.header
-            .push(("device".into(), "a \"quoted\"\nname".into()));
+    fn a_row_with_several_checks_names_the_one_that_missed() {
+        let mut r = Row::new("pipeline", "4 streams", "%", Better::Higher);
+        r.ours = rounds(&[90.0, 91.0]);
+        r.raw = rounds(&[90.0, 90.0]);
+        let r = r
+            .check_vs_raw(0.98, Source::Issue)
+            .with_check(Check::same_target(
+                "ours/bound(UD)",
+                vec![0.90, 0.91],
+                0.95,
+                Better::Higher,
+                Source::Issue,
+            ));
+        assert!(!r.passed());
+        assert_eq!(r.verdict(), "MISS (ours/bound(UD): median, worst)");
+        assert_eq!(Row::new("x", "y", "z", Better::Lower).verdict(), "-");
+    }
+
+    #[test]
+    fn a_ratio_needs_both_sides_and_equal_round_counts() {
         let mut r = Row::new("x", "y", "z", Better::Lower);
-        r.ours = Some(Stats::new(vec![1.5, 2.5]).unwrap());
-        rep.rows.push(r);
-        rep.figures.push(Figure {
-            case: "x",
-            name: "inf".into(),
-            value: f64::INFINITY,
-            unit: "s",
-        });
-        let j = rep.json();
-        assert!(j.contains(r#""device": "a \"quoted\"\nname""#));
-        assert!(j.contains(r#""samples": [1.5, 2.5]"#));
-        assert!(j.contains(r#""raw": null"#));
-        assert!(j.contains(r#""value": null"#));
-    }
-
-    #[test]
-    fn table_lists_every_row_and_the_summary() {
-        let mut rep = Report::default();
-        let mut r = Row::new("launch", "enqueue, 1 stream", "ns/launch", Better::Lower);
-        r.ours = stats(2000.0);
-        r.raw = stats(1990.0);
-        rep.rows.push(r.check_vs_raw(1.03, Source::Issue));
-        let t = rep.table();
-        assert!(t.contains("enqueue, 1 stream"));
-        assert!(t.contains("PASS"));
-        assert!(t.contains("1 PASS, 0 MISS"));
+        r.ours = rounds(&[1.0, 2.0]);
+        assert!(r.ratio().is_none());
+        r.raw = rounds(&[1.0]);
+        assert!(r.ratio().is_none());
+        let r = r.check_vs_raw(1.03, Source::Goal);
+        assert!(r.checks.is_empty());
+        assert_eq!(r.rounds(), 2);
     }
 
     #[test]

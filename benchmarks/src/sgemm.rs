@@ -16,9 +16,10 @@ use stream_core::{scope, DeviceVec, LaunchConfig, Stream};
 
 use crate::cuda::{self, SGEMM_SOURCE};
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, GpuTimer, Sampler, Stats};
+use crate::measure::{interleaved, GpuTimer, Sampler};
 use crate::raw::{arg, RawDeviceMem, RawModule};
 use crate::report::{Better, Report, Row, Source};
+use crate::rounds::Rounds;
 use crate::Env;
 
 /// Runs case 7.
@@ -38,7 +39,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let mut cu1 = Cudarc::new(env.cu1.clone(), &cubin, &a, &b, have_cublas)?;
     let mut cu2 = Cudarc::new(env.cu2[0].clone(), &cubin, &a, &b, have_cublas)?;
     let flops = 2.0 * (size as f64).powi(3);
-    let to_gflops = |s: &Stats| s.map(|t| flops / t / 1e9);
+    let to_gflops = |s: &Rounds| s.map(|t| flops / t / 1e9);
 
     let kinds: &[bool] = if have_cublas {
         &[false, true]
@@ -57,13 +58,13 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                 ),
                 ("cudarc, own stream", Box::new(|| cu2.sgemm(size, use_blas))),
             ];
-            interleaved(warmup, reps, &mut samplers)?
+            interleaved(env.cfg.plan(warmup, reps), &mut samplers)?
         };
-        let g: Vec<Stats> = stats.iter().map(to_gflops).collect();
-        let [o, r, c1, c2]: [Stats; 4] = g
+        let g: Vec<Rounds> = stats.iter().map(to_gflops).collect();
+        let [o, r, c1, c2]: [Rounds; 4] = g
             .try_into()
             .map_err(|_| Error::msg("sgemm: expected four results"))?;
-        medians.push(o.median);
+        medians.push(o.median());
         let what = if use_blas { "cuBLAS" } else { "tiled" };
         let mut row = Row::new(
             "sgemm",

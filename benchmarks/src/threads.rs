@@ -16,9 +16,10 @@ use stream_core::{scope, PinnedBuffer, Stream};
 
 use crate::cuda::{self, work_config, work_reference};
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, Sampler, Stats};
+use crate::measure::{interleaved, Sampler};
 use crate::raw::{arg, RawContext, RawFunction, RawPinned};
 use crate::report::{Better, Report, Row, Source};
+use crate::rounds::{per_round_ratio, Rounds};
 use crate::Env;
 
 /// Threads in the threaded variant.
@@ -75,31 +76,28 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                 Box::new(|| cu2.borrow_mut().threads(per_thread)),
             ),
         ];
-        interleaved(warmup, reps, &mut samplers)?
+        interleaved(env.cfg.plan(warmup, reps), &mut samplers)?
     };
-    let rps: Vec<Stats> = stats.iter().map(|s| s.map(|t| total as f64 / t)).collect();
-    let [o1, r1, c1, c2, o4, r4, c4]: [Stats; 7] = rps
+    let rps: Vec<Rounds> = stats.iter().map(|s| s.map(|t| total as f64 / t)).collect();
+    let [o1, r1, c1, c2, o4, r4, c4]: [Rounds; 7] = rps
         .try_into()
         .map_err(|_| Error::msg("threads: expected seven results"))?;
-    let speedup = |four: &Stats, one: &Stats| four.median / one.median;
-    rep.figure(
-        "threads",
-        "ours: 4 threads / 1 thread",
-        speedup(&o4, &o1),
-        "x",
-    );
-    rep.figure(
-        "threads",
-        "raw: 4 threads / 1 thread",
-        speedup(&r4, &r1),
-        "x",
-    );
-    rep.figure(
-        "threads",
-        "cudarc (own streams): 4 threads / 1 thread",
-        speedup(&c4, &c2),
-        "x",
-    );
+    // Per round, from that round's figures.
+    let speedup = |four: &Rounds, one: &Rounds| {
+        per_round_ratio(&four.figures(), &one.figures()).unwrap_or_default()
+    };
+    for (who, four, one) in [
+        ("ours", &o4, &o1),
+        ("raw", &r4, &r1),
+        ("cudarc (own streams)", &c4, &c2),
+    ] {
+        rep.figure_per_round(
+            "threads",
+            format!("{who}: 4 threads / 1 thread"),
+            speedup(four, one),
+            "x",
+        );
+    }
     let mut row = Row::new(
         "threads",
         format!("1 thread, 1 stream, {total} requests of 1 MiB"),

@@ -1,0 +1,58 @@
+//! The staging sweep of the pageable case, with `BENCH_STAGING_SWEEP` set: printed only,
+//! used to choose the library's staging defaults.
+
+use stream_core::__private::{with_staging_config, StagingConfig};
+use stream_core::{scope, DeviceVec};
+
+use super::MIB;
+use crate::error::{Error, Result};
+use crate::Env;
+
+/// With `BENCH_STAGING_SWEEP` set: the staged path's bandwidth, both directions, at
+/// 64 MiB, for a grid of chunk sizes, ring depths and thread counts (printed only; used
+/// to choose the library's defaults).
+pub(super) fn run(env: &Env) -> Result<()> {
+    let bytes = 64 * MIB;
+    let n = bytes / 4;
+    let src: Vec<f32> = vec![1.0; n];
+    let mut dst: Vec<f32> = vec![0.0; n];
+    let mut dev_buf: DeviceVec<f32> = env.dev.alloc_vec(n)?;
+    let stream = &env.streams[0];
+    println!("  staging sweep, 64 MiB: chunk MiB, ring, threads -> host-to-device GB/s, device-to-host GB/s");
+    for chunk_mib in [2usize, 4, 8, 16] {
+        for ring in [4usize, 8] {
+            for threads in [2usize, 4, 8] {
+                let cfg = StagingConfig {
+                    chunk_bytes: chunk_mib * MIB,
+                    ring_blocks: ring,
+                    threads,
+                    ..StagingConfig::DEFAULT
+                };
+                let mut time = |upload: bool| -> Result<f64> {
+                    let mut best = Vec::new();
+                    for _ in 0..6 {
+                        let t = std::time::Instant::now();
+                        with_staging_config(cfg, || {
+                            scope(stream, |s| {
+                                let mut d = s.attach(&mut dev_buf)?;
+                                if upload {
+                                    s.copy_to_device(&src, &mut d)?;
+                                } else {
+                                    s.copy_to_host(&d, &mut dst)?.wait()?;
+                                }
+                                Ok::<_, Error>(())
+                            })
+                        })?;
+                        best.push(t.elapsed().as_secs_f64());
+                    }
+                    best.sort_by(f64::total_cmp);
+                    Ok(bytes as f64 / best[best.len() / 2] / 1e9)
+                };
+                let up = time(true)?;
+                let down = time(false)?;
+                println!("  staging sweep: {chunk_mib:>2} {ring} {threads} -> {up:6.2} {down:6.2}");
+            }
+        }
+    }
+    Ok(())
+}
