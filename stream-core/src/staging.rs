@@ -266,7 +266,8 @@ fn host_alloc_flags(byte: &u8) -> Option<u32> {
     let mut flags: std::ffi::c_uint = 0;
     // SAFETY: the call only looks the address up in the driver's tables (it does not
     // access the memory) and writes one `unsigned int` to `flags`, a live `c_uint`; a
-    // context is current (callers run inside a scope or bound it).
+    // context is current (`try_upload`, `try_download` and `host_memory_is_pinned` bind
+    // the device's context first).
     let status = unsafe {
         sys::cuMemHostGetFlags(&raw mut flags, std::ptr::from_ref(byte).cast_mut().cast())
     };
@@ -280,7 +281,8 @@ fn memory_type(byte: &u8) -> Option<u32> {
     // SAFETY: the call only looks the address up in the driver's tables (it does not
     // dereference it) and writes one `CUmemorytype`, a 32-bit C enum, to `memory_type`,
     // a live `u32` (read as a plain integer, never as the Rust enum); a context is
-    // current (callers run inside a scope or bound it).
+    // current (`try_upload`, `try_download` and `host_memory_is_pinned` bind the device's
+    // context first).
     let status = unsafe {
         sys::cuPointerGetAttribute(
             (&raw mut memory_type).cast(),
