@@ -23,16 +23,24 @@
 //!   this crate binds its own before every such call.)
 
 use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use cudarc::driver::{result, sys};
 
+use super::device::DeviceId;
 use crate::error::{DriverResultExt, Result};
 
-/// A device's primary context, retained for as long as this value lives.
+/// A device's primary context, retained for as long as this value lives. One per device
+/// at a time in the process ([`PrimaryContext::of`]), shared by every `Device` handle of
+/// that GPU, so that "this context is still alive" is a question a `Weak` answers.
 pub(crate) struct PrimaryContext {
-    device: sys::CUdevice,
+    device: DeviceId,
     raw: sys::CUcontext,
 }
+
+/// The primary contexts this process holds, by device; an entry whose last `Arc` is gone
+/// has been released.
+static RETAINED: Mutex<Vec<(DeviceId, Weak<PrimaryContext>)>> = Mutex::new(Vec::new());
 
 // SAFETY: a `CUcontext` is an opaque handle that the driver accepts from any thread
 // (binding it to a thread is what `bind` does); this value only reads it, and releases
@@ -42,13 +50,25 @@ unsafe impl Send for PrimaryContext {}
 unsafe impl Sync for PrimaryContext {}
 
 impl PrimaryContext {
-    /// Retains the primary context of `device` (a handle from `cuDeviceGet`).
-    pub(crate) fn retain(device: sys::CUdevice) -> Result<Self> {
-        // SAFETY: `device` came from `cuDeviceGet` (the caller's duty, and the only way
-        // this crate obtains a `CUdevice`); retaining has no other precondition.
+    /// The primary context of `device`: the one this process holds already, or a newly
+    /// retained one.
+    pub(crate) fn of(device: DeviceId) -> Result<Arc<Self>> {
+        let mut retained = RETAINED.lock().unwrap_or_else(PoisonError::into_inner);
+        retained.retain(|(_, context)| context.strong_count() > 0);
+        if let Some(context) = retained
+            .iter()
+            .find(|(d, _)| *d == device)
+            .and_then(|(_, context)| context.upgrade())
+        {
+            return Ok(context);
+        }
+        // SAFETY: `device` came from `cuDeviceGet` (`DeviceId` is made no other way);
+        // retaining has no other precondition.
         let raw =
-            unsafe { result::primary_ctx::retain(device) }.call("cuDevicePrimaryCtxRetain")?;
-        Ok(PrimaryContext { device, raw })
+            unsafe { result::primary_ctx::retain(device.raw()) }.call("cuDevicePrimaryCtxRetain")?;
+        let context = Arc::new(PrimaryContext { device, raw });
+        retained.push((device, Arc::downgrade(&context)));
+        Ok(context)
     }
 
     /// The context handle.
@@ -68,9 +88,10 @@ impl PrimaryContext {
 
 impl Drop for PrimaryContext {
     fn drop(&mut self) {
-        // SAFETY: `retain` succeeded for this device, and this is the one matching
-        // release. Failure only leaks the retain; it cannot be reported from `drop`.
-        let _ = unsafe { result::primary_ctx::release(self.device) };
+        // SAFETY: `of` retained the context of this device once for this value, and this
+        // is the one matching release. Failure only leaks the retain; it cannot be
+        // reported from `drop`.
+        let _ = unsafe { result::primary_ctx::release(self.device.raw()) };
     }
 }
 

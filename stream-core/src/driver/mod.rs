@@ -1,4 +1,33 @@
-//! The driver layer: the only code that calls cudarc's `result`/`sys` layers directly
-//! (being completed by the restructuring of issue 12; today it holds context binding).
+//! The driver layer: the only code of this crate that calls cudarc's `result` and `sys`
+//! layers (the CUDA driver API, and NVRTC).
+//!
+//! It follows cudarc's own layering (`sys` -> `result` -> safe) without cudarc's
+//! per-slice event tracking, and offers two kinds of items:
+//!
+//! * **RAII handles**, safe to use: a retained primary context and the guard that binds
+//!   it ([`context`]), a stream ([`stream`]), an event ([`event`]), a device's memory
+//!   pool ([`pool`]), a loaded module and its functions ([`module`]), an NVRTC program
+//!   ([`nvrtc`]), device queries ([`device`]), and a page-locked host allocation
+//!   ([`pinned`]). Each owns or names a driver object that stays valid as long as the
+//!   handle; what their methods do cannot break memory safety (the driver reports a
+//!   mismatch as an error).
+//! * **Raw operations** as `unsafe fn`, each with a `# Safety` section: copies and
+//!   memsets ([`memory`]), frees, kernel launches ([`launch`]), and freeing pinned memory
+//!   or unloading a module, which wait for the whole device. Their callers, above this
+//!   layer, prove what only they can know: that the memory is valid and no DMA or kernel
+//!   still uses it.
+//!
+//! Nothing above this folder names `cudarc::driver::result`, `cudarc::driver::sys`
+//! functions or `cudarc::nvrtc`; the handle *types* of `sys` (`CUstream`, `CUdeviceptr`,
+//! ...) appear above it as plain values.
 
 pub(crate) mod context;
+pub(crate) mod device;
+pub(crate) mod event;
+pub(crate) mod launch;
+pub(crate) mod memory;
+pub(crate) mod module;
+pub(crate) mod nvrtc;
+pub(crate) mod pinned;
+pub(crate) mod pool;
+pub(crate) mod stream;

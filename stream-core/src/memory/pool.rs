@@ -26,21 +26,18 @@
 //! [`Scope::alloc`](crate::Scope::alloc)).
 
 use std::cell::RefCell;
-use std::ffi::c_void;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 
 use crate::device::{Device, DeviceInner};
-use crate::error::{is_out_of_memory, DriverResultExt, Error, Result};
+use crate::driver::device::DeviceId;
+use crate::driver::pool::{MemPool, U64Attribute};
+use crate::driver::stream::RawStream;
+use crate::error::{is_out_of_memory, Error, Result};
 
 /// The release threshold [`Device::new`] sets: never hand cached memory back on a
 /// synchronisation (see the [module docs](self)).
 pub(crate) const KEEP_ALL_CACHED: u64 = u64::MAX;
-
-/// A device's default memory pool (`cuDeviceGetDefaultMemPool`). The driver owns it for
-/// the life of the process; it is never destroyed here.
-#[derive(Clone, Copy)]
-pub(crate) struct MemoryPool(sys::CUmemoryPool);
 
 /// Device memory statistics of one GPU's memory pool, like `torch.cuda.memory_stats`:
 /// what allocations hold, what the pool keeps cached for reuse, and the peaks since the
@@ -92,122 +89,44 @@ pub struct DeviceMemoryStats {
     pub peak_reserved_bytes: usize,
 }
 
-impl MemoryPool {
-    /// The default pool of `cu_device`, configured to keep freed memory cached
-    /// ([`KEEP_ALL_CACHED`]) and never to make one stream wait for another
-    /// ([`forbid_hidden_stream_dependencies`](Self::forbid_hidden_stream_dependencies)).
-    /// `cu_device` must come from `cuDeviceGet`, with a context of it current.
-    pub(crate) fn default_of(cu_device: sys::CUdevice) -> Result<Self> {
-        // SAFETY: the caller passes a device handle returned by `cuDeviceGet`.
-        let raw = unsafe { result::device::get_default_mem_pool(cu_device) }
-            .call("cuDeviceGetDefaultMemPool")?;
-        let pool = MemoryPool(raw);
-        pool.forbid_hidden_stream_dependencies()?;
-        pool.set_release_threshold(KEEP_ALL_CACHED)?;
-        Ok(pool)
-    }
+/// Configures `device`'s default pool as this crate uses it: freed memory stays cached
+/// ([`KEEP_ALL_CACHED`]), and one stream never waits for another to reuse memory (see
+/// [`forbid_hidden_stream_dependencies`]).
+pub(crate) fn configure_pool(device: DeviceId) -> Result<MemPool> {
+    let pool = MemPool::default_of(device)?;
+    forbid_hidden_stream_dependencies(pool)?;
+    pool.set(U64Attribute::ReleaseThreshold, KEEP_ALL_CACHED)?;
+    Ok(pool)
+}
 
-    /// Stops `cuMemAllocAsync` from making one stream wait for another.
-    ///
-    /// By default the driver may hand an allocation on stream B memory whose free was
-    /// queued on stream A, after inserting a wait of B on A: a hidden cross-stream
-    /// synchronisation (measured: a scope on B waited a whole second for a kernel on A).
-    /// Every free in this library is stream-ordered on the stream that used the memory
-    /// last, so the pool may still reuse memory on that stream, or once its free has
-    /// completed, but never by making an unrelated stream wait. (Out of memory, the one
-    /// recovery in [`Device::alloc_async`] waits for this thread's streams on the host
-    /// instead, so that such frees complete.)
-    fn forbid_hidden_stream_dependencies(self) -> Result<()> {
-        let mut disabled: i32 = 0;
-        // SAFETY: `self.0` is the device's default pool, alive as long as the device;
-        // this attribute takes an `int` (CUDA driver API, `CUmemPool_attribute`), read
-        // from a live `i32`.
-        let written = unsafe {
-            result::mem_pool::set_attribute(
-                self.0,
-                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
-                (&raw mut disabled).cast::<c_void>(),
-            )
-        };
-        written.call("cuMemPoolSetAttribute")
-    }
+/// Stops `cuMemAllocAsync` from making one stream wait for another.
+///
+/// By default the driver may hand an allocation on stream B memory whose free was
+/// queued on stream A, after inserting a wait of B on A: a hidden cross-stream
+/// synchronisation (measured: a scope on B waited a whole second for a kernel on A).
+/// Every free in this library is stream-ordered on the stream that used the memory
+/// last, so the pool may still reuse memory on that stream, or once its free has
+/// completed, but never by making an unrelated stream wait. (Out of memory, the one
+/// recovery in [`DeviceInner::alloc_async`] waits for this thread's streams on the host
+/// instead, so that such frees complete.)
+fn forbid_hidden_stream_dependencies(pool: MemPool) -> Result<()> {
+    pool.allow_internal_dependencies(false)
+}
 
-    fn get(self, attr: U64Attribute) -> Result<u64> {
-        let mut value: u64 = 0;
-        // SAFETY: `self.0` is a device's default pool, which the driver keeps alive. Every
-        // `U64Attribute` is a `cuuint64_t` attribute, and `value` is a `u64` that lives
-        // across the call.
-        let read = unsafe {
-            result::mem_pool::get_attribute(self.0, attr.raw(), (&raw mut value).cast::<c_void>())
-        };
-        read.call("cuMemPoolGetAttribute")?;
-        Ok(value)
-    }
-
-    fn set(self, attr: U64Attribute, mut value: u64) -> Result<()> {
-        // SAFETY: as in `get`: a live pool and a `cuuint64_t` attribute, read from a `u64`
-        // that lives across the call.
-        let written = unsafe {
-            result::mem_pool::set_attribute(self.0, attr.raw(), (&raw mut value).cast::<c_void>())
-        };
-        written.call("cuMemPoolSetAttribute")
-    }
-
-    pub(crate) fn set_release_threshold(self, bytes: u64) -> Result<()> {
-        self.set(U64Attribute::ReleaseThreshold, bytes)
-    }
-
-    fn release_threshold(self) -> Result<u64> {
-        self.get(U64Attribute::ReleaseThreshold)
-    }
-
-    /// Hands cached memory whose frees have completed back to the driver, keeping at
-    /// least `keep_bytes` reserved when the pool holds more than that.
-    pub(crate) fn trim_to(self, keep_bytes: usize) -> Result<()> {
-        // SAFETY: `self.0` is a device's default pool, kept alive by the driver. Trimming
-        // only releases memory no allocation holds (the driver keeps every block backing
-        // a live allocation or a free it has not seen complete), so no address in use is
-        // unmapped.
-        unsafe { result::mem_pool::trim_to(self.0, keep_bytes) }.call("cuMemPoolTrimTo")
-    }
-
-    fn stats(self) -> Result<DeviceMemoryStats> {
-        let get = |attr| {
-            self.get(attr)
-                .map(|v| usize::try_from(v).unwrap_or(usize::MAX))
-        };
-        let in_use_bytes = get(U64Attribute::UsedCurrent)?;
-        let reserved_bytes = get(U64Attribute::ReservedCurrent)?;
-        // The four reads are not one snapshot (another thread may allocate in between),
-        // and a high-water mark just reset may read below the current value: clamp both.
-        Ok(DeviceMemoryStats {
-            in_use_bytes,
-            cached_bytes: reserved_bytes.saturating_sub(in_use_bytes),
-            reserved_bytes,
-            peak_in_use_bytes: get(U64Attribute::UsedHigh)?.max(in_use_bytes),
-            peak_reserved_bytes: get(U64Attribute::ReservedHigh)?.max(reserved_bytes),
-        })
-    }
-
-    fn reset_peaks(self) -> Result<()> {
-        // The driver accepts only zero for the high-water marks: it restarts them.
-        self.set(U64Attribute::UsedHigh, 0)?;
-        self.set(U64Attribute::ReservedHigh, 0)
-    }
-
-    /// One `cuMemAllocFromPoolAsync` of `bytes` on `stream`.
-    fn try_alloc(
-        self,
-        stream: sys::CUstream,
-        bytes: usize,
-    ) -> std::result::Result<sys::CUdeviceptr, result::DriverError> {
-        // SAFETY: `self.0` is the default pool of the stream's device, and the caller of
-        // `Device::alloc_async` passes a live stream of that device (the allocation names
-        // both, so it does not depend on the current context). The memory is
-        // uninitialised; its owner only hands it out for `T: DeviceRepr`, for which any
-        // bytes are valid.
-        unsafe { result::mem_pool::alloc_async(self.0, bytes, stream) }
-    }
+/// The statistics of `pool` now.
+fn stats(pool: MemPool) -> Result<DeviceMemoryStats> {
+    let get = |attr| pool.get(attr).map(|v| usize::try_from(v).unwrap_or(usize::MAX));
+    let in_use_bytes = get(U64Attribute::UsedCurrent)?;
+    let reserved_bytes = get(U64Attribute::ReservedCurrent)?;
+    // The four reads are not one snapshot (another thread may allocate in between),
+    // and a high-water mark just reset may read below the current value: clamp both.
+    Ok(DeviceMemoryStats {
+        in_use_bytes,
+        cached_bytes: reserved_bytes.saturating_sub(in_use_bytes),
+        reserved_bytes,
+        peak_in_use_bytes: get(U64Attribute::UsedHigh)?.max(in_use_bytes),
+        peak_reserved_bytes: get(U64Attribute::ReservedHigh)?.max(reserved_bytes),
+    })
 }
 
 thread_local! {
@@ -215,13 +134,13 @@ thread_local! {
     /// each with its device. Every `Device` handle of one GPU shares that GPU's primary
     /// context and default pool, so the device is the driver's `CUdevice`, not the
     /// handle.
-    static OPEN_SCOPES: RefCell<Vec<(sys::CUdevice, sys::CUstream)>> = const { RefCell::new(Vec::new()) };
+    static OPEN_SCOPES: RefCell<Vec<(DeviceId, sys::CUstream)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Registers a scope's stream, for as long as the scope lives, as one on which this
 /// thread may have queued frees: buffers dropped in the scope are freed on its stream,
 /// and those frees complete only when the stream's earlier work has run. Out of memory,
-/// [`Device::alloc_async`] waits for these streams so that the frees complete and the
+/// [`DeviceInner::alloc_async`] waits for these streams so that the frees complete and the
 /// memory can be reused or released.
 ///
 /// A field of [`Scope`](crate::Scope): a scope lives in the frame of `scope` or `fork`,
@@ -231,18 +150,28 @@ thread_local! {
 /// Registered on one thread's list, it must be dropped on that thread: the raw stream
 /// handle keeps it (and `Scope`) neither `Send` nor `Sync`.
 pub(crate) struct OpenScope {
-    device: sys::CUdevice,
+    device: DeviceId,
     stream: sys::CUstream,
 }
 
 impl OpenScope {
-    pub(crate) fn register(device: &DeviceInner, stream: sys::CUstream) -> Self {
+    /// Lists `stream` (a stream of `device`) among this thread's open scopes until the
+    /// returned value drops.
+    ///
+    /// # Safety
+    ///
+    /// `stream` must stay alive until the returned value is dropped, on this thread (the
+    /// out-of-memory recovery synchronises every listed stream): the caller keeps it in
+    /// a scope that borrows the stream for longer, out of the user's reach, so that it
+    /// can be neither forgotten nor moved to another thread.
+    pub(crate) unsafe fn register(device: &DeviceInner, stream: &RawStream) -> Self {
+        let entry = (device.device, stream.raw());
         // Fails only while the thread is being torn down; the scope then just goes
         // unregistered (out of memory, its frees are not waited for).
-        let _ = OPEN_SCOPES.try_with(|open| open.borrow_mut().push((device.cu_device, stream)));
+        let _ = OPEN_SCOPES.try_with(|open| open.borrow_mut().push(entry));
         OpenScope {
-            device: device.cu_device,
-            stream,
+            device: entry.0,
+            stream: entry.1,
         }
     }
 
@@ -252,12 +181,13 @@ impl OpenScope {
     /// device, each once.
     fn pending_free_streams(device: &DeviceInner, allocating: sys::CUstream) -> Vec<sys::CUstream> {
         let mut streams = vec![allocating];
-        if device.housekeeping != allocating {
-            streams.push(device.housekeeping);
+        let housekeeping = device.housekeeping.raw();
+        if housekeeping != allocating {
+            streams.push(housekeeping);
         }
         let _ = OPEN_SCOPES.try_with(|open| {
-            for &(cu_device, stream) in open.borrow().iter().rev() {
-                if cu_device == device.cu_device && !streams.contains(&stream) {
+            for &(id, stream) in open.borrow().iter().rev() {
+                if id == device.device && !streams.contains(&stream) {
                     streams.push(stream);
                 }
             }
@@ -279,38 +209,10 @@ impl Drop for OpenScope {
     }
 }
 
-/// The pool attributes this module reads or writes: exactly those whose value is a
-/// `cuuint64_t`, which is what makes passing a `u64` to the driver sound.
-#[derive(Clone, Copy)]
-enum U64Attribute {
-    /// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`.
-    ReleaseThreshold,
-    /// `CU_MEMPOOL_ATTR_USED_MEM_CURRENT`.
-    UsedCurrent,
-    /// `CU_MEMPOOL_ATTR_USED_MEM_HIGH` (writable: only zero, which restarts it).
-    UsedHigh,
-    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`.
-    ReservedCurrent,
-    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH` (writable: only zero, which restarts it).
-    ReservedHigh,
-}
-
-impl U64Attribute {
-    fn raw(self) -> sys::CUmemPool_attribute {
-        use sys::CUmemPool_attribute::*;
-        match self {
-            U64Attribute::ReleaseThreshold => CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-            U64Attribute::UsedCurrent => CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
-            U64Attribute::UsedHigh => CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-            U64Attribute::ReservedCurrent => CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-            U64Attribute::ReservedHigh => CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
-        }
-    }
-}
-
-impl Device {
-    /// Allocates `bytes` (non-zero) stream-ordered on `stream` from the device's pool.
-    /// The one place device memory is allocated, and the one out-of-memory recovery:
+impl DeviceInner {
+    /// Allocates `bytes` (non-zero) stream-ordered on `stream` (a stream of this device)
+    /// from the device's pool. The one place device memory is allocated, and the one
+    /// out-of-memory recovery:
     ///
     /// when the driver reports `CUDA_ERROR_OUT_OF_MEMORY`, waits on the host for the
     /// streams on which this thread's frees may still be pending (see
@@ -320,40 +222,35 @@ impl Device {
     /// trim. It never waits for the whole device, nor for a stream no scope of this
     /// thread has open (besides the device's own housekeeping stream).
     ///
-    /// The caller guarantees that `stream` is a live stream of this device that no graph
-    /// capture is recording (a scope refuses capturing streams when it opens; the
-    /// housekeeping stream is never captured). Which context is current does not matter
-    /// for the allocation itself: it names its pool and stream.
-    pub(crate) fn alloc_async(
-        &self,
-        stream: sys::CUstream,
-        bytes: usize,
-    ) -> Result<sys::CUdeviceptr> {
-        let pool = self.inner.pool;
-        match pool.try_alloc(stream, bytes) {
+    /// Allocating is safe (using the memory is what needs care); the allocation names
+    /// its pool and stream, so it does not depend on the current context. A stream being
+    /// captured into a graph would record the allocation instead of running it: scopes
+    /// refuse capturing streams, and the housekeeping stream is never captured.
+    pub(crate) fn alloc_async(&self, stream: &RawStream, bytes: usize) -> Result<sys::CUdeviceptr> {
+        match self.pool.alloc(bytes, stream) {
             Ok(ptr) => return Ok(ptr),
             Err(e) if is_out_of_memory(&e) => {}
             Err(e) => return Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }
-        {
-            let _bound = self.inner.bind()?;
-            for pending in OpenScope::pending_free_streams(&self.inner, stream) {
-                // SAFETY: every handle is a live stream of this device: `stream` (the
-                // caller's), the housekeeping stream (alive as long as `self`), or the
-                // stream of a scope open on this thread, which borrows it for longer
-                // than it is registered. The device's context is bound.
-                unsafe { result::stream::synchronize(pending) }.call("cuStreamSynchronize")?;
-            }
+        for pending in OpenScope::pending_free_streams(self, stream.raw()) {
+            // SAFETY: every handle is a live stream of this device: `stream` (borrowed),
+            // the housekeeping stream (alive as long as `self`), or the stream of a scope
+            // open on this thread, which is registered only while that scope borrows it
+            // (`OpenScope::register`'s contract).
+            unsafe { crate::driver::stream::synchronize_handle(&self.context, pending) }?;
         }
-        pool.trim_to(0)?;
-        match pool.try_alloc(stream, bytes) {
+        self.pool.trim_to(0)?;
+        match self.pool.alloc(bytes, stream) {
             Ok(ptr) => Ok(ptr),
             Err(e) if is_out_of_memory(&e) => {
                 // A failed allocation can leave the pool holding the memory it mapped
                 // while trying (measured on an H200: 142 GiB after a request of twice
                 // the card): hand it back, so the error leaves the device as it was.
-                pool.trim_to(0)?;
-                let (free, total) = self.memory_info().unwrap_or((0, 0));
+                self.pool.trim_to(0)?;
+                let (free, total) = self
+                    .bind()
+                    .and_then(|bound| crate::driver::device::memory_info(&bound))
+                    .unwrap_or((0, 0));
                 Err(Error::OutOfMemory {
                     requested: bytes,
                     free,
@@ -363,7 +260,9 @@ impl Device {
             Err(e) => Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }
     }
+}
 
+impl Device {
     /// Sets how many bytes of freed device memory the device's pool keeps cached before
     /// it hands memory back to the driver at a synchronisation
     /// (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`).
@@ -386,15 +285,13 @@ impl Device {
     /// # Ok(()) }
     /// ```
     pub fn set_memory_release_threshold(&self, bytes: u64) -> Result<()> {
-        let _bound = self.inner.bind()?;
-        self.inner.pool.set_release_threshold(bytes)
+        self.inner.pool.set(U64Attribute::ReleaseThreshold, bytes)
     }
 
     /// The release threshold of the device's pool, in bytes (see
     /// [`set_memory_release_threshold`](Self::set_memory_release_threshold)).
     pub fn memory_release_threshold(&self) -> Result<u64> {
-        let _bound = self.inner.bind()?;
-        self.inner.pool.release_threshold()
+        self.inner.pool.get(U64Attribute::ReleaseThreshold)
     }
 
     /// Hands cached device memory back to the driver (`cuMemPoolTrimTo`), until the
@@ -421,7 +318,6 @@ impl Device {
     /// # Ok(()) }
     /// ```
     pub fn trim_memory(&self, keep_bytes: usize) -> Result<()> {
-        let _bound = self.inner.bind()?;
         self.inner.sync_housekeeping()?;
         self.inner.pool.trim_to(keep_bytes)
     }
@@ -430,8 +326,7 @@ impl Device {
     /// peaks since the last [`reset_peak_memory_stats`](Self::reset_peak_memory_stats).
     /// See [`DeviceMemoryStats`] for an example. Does not block.
     pub fn memory_stats(&self) -> Result<DeviceMemoryStats> {
-        let _bound = self.inner.bind()?;
-        self.inner.pool.stats()
+        stats(self.inner.pool)
     }
 
     /// Restarts the peaks of [`memory_stats`](Self::memory_stats)
@@ -447,7 +342,8 @@ impl Device {
     /// # Ok(()) }
     /// ```
     pub fn reset_peak_memory_stats(&self) -> Result<()> {
-        let _bound = self.inner.bind()?;
-        self.inner.pool.reset_peaks()
+        // The driver accepts only zero for the high-water marks: it restarts them.
+        self.inner.pool.set(U64Attribute::UsedHigh, 0)?;
+        self.inner.pool.set(U64Attribute::ReservedHigh, 0)
     }
 }

@@ -1,19 +1,31 @@
-//! [`Device`]: one GPU, its primary CUDA context, and memory made outside scopes.
+//! The handles every other layer builds on: a [`Device`] (one GPU: its primary context,
+//! its memory pool, a private stream), a [`Stream`], and the per-thread cache of events
+//! that orders streams.
+//!
+//! Owns: `Device`, `DeviceInner`, `Stream`, the launch limits read when a device is
+//! opened, per-device extensions (state that `host/`, `kernel/` and other crates keep
+//! per device). Uses: `driver/` and `error` only.
+
+mod events;
+mod limits;
+mod stream;
+
+pub(crate) use events::Event;
+pub(crate) use limits::DeviceLimits;
+pub use stream::Stream;
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys::CUdevice_attribute;
 
 use crate::driver::context::{Bound, PrimaryContext};
-use crate::error::{DriverResultExt, Error, Result};
-use crate::kernel::ModuleCache;
-use crate::launch::DeviceLimits;
-use crate::memory_pool::MemoryPool;
-use crate::pinned_pool::PinnedPool;
-use crate::stream::Stream;
+use crate::driver::device::{self as raw_device, DeviceId};
+use crate::driver::pool::MemPool;
+use crate::driver::stream::RawStream;
+use crate::error::{Error, Result};
 
 /// One CUDA device and its primary context. Cheap to clone (reference counted), `Send`
 /// and `Sync`.
@@ -30,42 +42,33 @@ pub struct Device {
     pub(crate) inner: Arc<DeviceInner>,
 }
 
-/// What a [`Device`] owns: the retained primary context, a private stream used by the
-/// blocking `DeviceVec` helpers, and the handle of the device's memory pool.
+/// What a [`Device`] owns. Every field is `Send` and `Sync` by itself (the driver-layer
+/// handles are), so the device is too, without an `unsafe impl`.
 pub(crate) struct DeviceInner {
     /// Unique per `Device::new` call, never reused: kernel caches key on it, so a
     /// function loaded for a device that is gone can never be launched.
     pub(crate) id: u64,
     pub(crate) ordinal: usize,
-    pub(crate) cu_device: sys::CUdevice,
-    /// The retained primary context (released last, when this value drops).
-    pub(crate) context: PrimaryContext,
+    pub(crate) device: DeviceId,
     /// A non-blocking stream for `upload_vec`/`alloc_vec`/`to_host_vec`, which block
-    /// on it (and only on it) before they return.
-    pub(crate) housekeeping: sys::CUstream,
+    /// on it (and only on it) before they return, and on which dropped `DeviceVec`s are
+    /// freed.
+    pub(crate) housekeeping: RawStream,
     /// The device's default memory pool, which every device allocation comes from.
-    pub(crate) pool: MemoryPool,
+    pub(crate) pool: MemPool,
     pub(crate) compute_capability: (i32, i32),
     /// Launch limits, read once so that validating a launch costs no driver call.
     pub(crate) limits: DeviceLimits,
     /// Kernel modules loaded on this device.
-    pub(crate) modules: ModuleCache,
-    /// Page-locked host blocks for `PinnedBuffer`s and staged copies.
-    pub(crate) pinned: PinnedPool,
-    /// State other crates keep per device (see `interop::device_extension`), dropped
-    /// when the device is, with its context bound, before the context is released.
-    pub(crate) extensions: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    pub(crate) modules: crate::kernel::ModuleCache,
+    /// State kept per device by this crate's upper layers (the pinned pool, the module
+    /// cache) and by other crates (see `interop::device_extension`), dropped when the
+    /// device is, with its context bound, before the context is released.
+    extensions: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    /// The retained primary context, shared by every handle of this GPU; declared last,
+    /// so it is released after everything above.
+    pub(crate) context: Arc<PrimaryContext>,
 }
-
-// SAFETY: a `CUstream` and a `CUmemoryPool` are opaque driver handles; the driver API is
-// thread-safe and accepts them from any thread, and every method that needs the
-// device's context current binds it first (`DeviceInner::bind`). The stream is only
-// destroyed in `Drop`, when no other reference to it exists; the default memory pool is
-// never destroyed. The other fields are `Send` themselves.
-unsafe impl Send for DeviceInner {}
-// SAFETY: shared access only reads the handles (see `Send` above); all mutation happens
-// inside the thread-safe driver.
-unsafe impl Sync for DeviceInner {}
 
 impl Device {
     /// Opens device `ordinal` (0 for the first GPU) and retains its primary context.
@@ -82,37 +85,29 @@ impl Device {
         if ordinal >= count {
             return Err(Error::NoDevice { ordinal, count });
         }
-        let cu_device = result::device::get(ordinal as i32).call("cuDeviceGet")?;
-        let context = PrimaryContext::retain(cu_device)?;
-        let bound = context.bind()?;
-        let attribute = |attr| {
-            // SAFETY: `cu_device` came from `cuDeviceGet`; `attr` is a valid enum value.
-            unsafe { result::device::get_attribute(cu_device, attr) }.call("cuDeviceGetAttribute")
-        };
-        use sys::CUdevice_attribute::*;
+        let device = DeviceId::get(ordinal)?;
+        let context = PrimaryContext::of(device)?;
+        use CUdevice_attribute::*;
         let compute_capability = (
-            attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
-            attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+            device.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            device.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
-        let limits = DeviceLimits::query(attribute)?;
-        let pool = MemoryPool::default_of(cu_device)?;
-        let housekeeping = result::stream::create(result::stream::StreamKind::NonBlocking)
-            .call("cuStreamCreate")?;
-        drop(bound);
+        let limits = DeviceLimits::query(device)?;
+        let pool = crate::memory::configure_pool(device)?;
+        let housekeeping = RawStream::new(&context)?;
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Device {
             inner: Arc::new(DeviceInner {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 ordinal,
-                cu_device,
-                context,
+                device,
                 housekeeping,
                 pool,
                 compute_capability,
                 limits,
-                modules: ModuleCache::default(),
-                pinned: PinnedPool::new(),
+                modules: Default::default(),
                 extensions: Mutex::new(HashMap::new()),
+                context,
             }),
         })
     }
@@ -120,20 +115,7 @@ impl Device {
     /// How many CUDA devices the driver reports: `Ok(0)` when the driver loads but sees
     /// no GPU, [`Error::NoDriver`] when there is no driver at all.
     pub fn count() -> Result<usize> {
-        // SAFETY: `is_culib_present` only tries to `dlopen` the driver library by its
-        // well-known names and closes it again; it runs no library code besides the
-        // loader's. Checking first is what turns "no driver" into an `Err` instead of
-        // the panic cudarc's lazy loader would raise.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(Error::NoDriver);
-        }
-        match result::init() {
-            Ok(()) => {}
-            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => return Ok(0),
-            Err(e) => return Err(Error::driver("cuInit", e)),
-        }
-        let count = result::device::get_count().call("cuDeviceGetCount")?;
-        Ok(usize::try_from(count).unwrap_or(0))
+        raw_device::count()
     }
 
     /// The ordinal this device was opened with.
@@ -143,21 +125,20 @@ impl Device {
 
     /// The device's marketing name, e.g. `NVIDIA H100 80GB HBM3`.
     pub fn name(&self) -> Result<String> {
-        result::device::get_name(self.inner.cu_device).call("cuDeviceGetName")
+        self.inner.device.name()
     }
 
     /// Total device memory in bytes.
     pub fn total_memory(&self) -> Result<usize> {
-        // SAFETY: `cu_device` came from `cuDeviceGet` in `Device::new`.
-        unsafe { result::device::total_mem(self.inner.cu_device) }.call("cuDeviceTotalMem")
+        self.inner.device.total_memory()
     }
 
     /// `(free, total)` device memory in bytes, as the driver reports it now. Memory the
     /// pool keeps cached for reuse counts as not free (see
     /// [`memory_stats`](Self::memory_stats) and [`trim_memory`](Self::trim_memory)).
     pub fn memory_info(&self) -> Result<(usize, usize)> {
-        let _bound = self.inner.bind()?;
-        result::mem_get_info().call("cuMemGetInfo")
+        let bound = self.inner.bind()?;
+        raw_device::memory_info(&bound)
     }
 
     /// `(major, minor)` compute capability, e.g. `(9, 0)` for Hopper.
@@ -181,9 +162,18 @@ impl Device {
         Stream::new(self)
     }
 
-    /// `true` when both handles refer to the same device.
-    pub(crate) fn same_device(&self, other: &Device) -> bool {
-        self.inner.cu_device == other.inner.cu_device
+    /// `Ok` when `other` is this device, else [`Error::DeviceMismatch`] naming
+    /// `other` as the memory's device and this one as the stream's. The one check every
+    /// operation that mixes devices makes.
+    pub(crate) fn check_same(&self, other: &Device) -> Result<()> {
+        if self.inner.device == other.inner.device {
+            Ok(())
+        } else {
+            Err(Error::DeviceMismatch {
+                memory: other.ordinal(),
+                stream: self.ordinal(),
+            })
+        }
     }
 }
 
@@ -204,32 +194,6 @@ impl DeviceInner {
         self.context.bind()
     }
 
-    /// The device's context handle.
-    #[inline(always)]
-    pub(crate) fn ctx(&self) -> sys::CUcontext {
-        self.context.raw()
-    }
-
-    /// Blocks until the housekeeping stream is idle.
-    pub(crate) fn sync_housekeeping(&self) -> Result<()> {
-        let _bound = self.bind()?;
-        // SAFETY: `housekeeping` was created in `Device::new` and is destroyed only in
-        // `Drop`, which cannot run while `self` is borrowed; its context is bound.
-        unsafe { result::stream::synchronize(self.housekeeping) }.call("cuStreamSynchronize")
-    }
-
-    /// [`sync_housekeeping`](Self::sync_housekeeping) before host memory that a copy on
-    /// the housekeeping stream uses is released: a failure is returned only when it is
-    /// sticky (the context has stopped), any other aborts the process, as
-    /// [`Stream::synchronize_before_release`](crate::Stream) does for scopes.
-    pub(crate) fn sync_housekeeping_before_release(&self, what: &str) -> Result<()> {
-        match self.sync_housekeeping() {
-            Ok(()) => Ok(()),
-            Err(e) if e.is_sticky() => Err(e),
-            Err(e) => crate::scope::abort_unreleasable(what, &e),
-        }
-    }
-
     /// The extension of type `T`, made by `init` the first time it is asked for.
     pub(crate) fn extension<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
         let mut map = self
@@ -246,6 +210,19 @@ impl DeviceInner {
         map.insert(TypeId::of::<T>(), extension.clone());
         extension
     }
+
+    /// Blocks until the housekeeping stream is idle.
+    pub(crate) fn sync_housekeeping(&self) -> Result<()> {
+        self.housekeeping.synchronize()
+    }
+
+    /// [`sync_housekeeping`](Self::sync_housekeeping) before host memory that a copy on
+    /// the housekeeping stream uses is released: a failure is returned only when it is
+    /// sticky (the context has stopped), any other aborts the process, as
+    /// [`Stream::synchronize_before_release`] does for scopes.
+    pub(crate) fn sync_housekeeping_before_release(&self, what: &str) -> Result<()> {
+        stream::release_or_abort(self.housekeeping.synchronize(), what)
+    }
 }
 
 impl Drop for DeviceInner {
@@ -254,9 +231,10 @@ impl Drop for DeviceInner {
     /// handle of the device (DESIGN: no hidden device-wide synchronisation).
     fn drop(&mut self) {
         // Errors cannot be reported from `drop`; failing here only leaks driver objects.
-        let bound = self.bind();
-        // Other crates' per-device state first: it may hold library handles of this
-        // context (cuBLAS), whose destruction needs the context bound.
+        let bound = self.context.bind();
+        // The upper layers' and other crates' per-device state first (pinned blocks,
+        // modules, library handles): each needs this context bound to be freed. No scope
+        // is open and no buffer is alive (each holds the device).
         let extensions = std::mem::take(
             &mut *self
                 .extensions
@@ -265,19 +243,13 @@ impl Drop for DeviceInner {
         );
         drop(extensions);
         self.modules.unload_all();
-        // No buffer holds a block (each holds the device) and no scope is open (each
-        // borrows a stream, which holds the device): free the cached blocks while the
-        // context is still alive.
-        self.pinned.release_cached(true, 0);
-        // SAFETY: the last reference to the stream is going away; the driver finishes
-        // any queued work before it releases the stream's resources.
-        let _ = unsafe { result::stream::destroy(self.housekeeping) };
         // Hand this handle's cached memory back; other handles of the device only lose
         // cached (unused) memory, which the pool maps again when they need it.
         let _ = self.pool.trim_to(0);
-        // The context is released after this body, when the `context` field drops; give
-        // the thread its previous context back first, and leave no thread that had none
-        // with a context that may be destroyed now.
+        // The housekeeping stream and the context are released after this body, when
+        // the fields drop (the stream binds its own context). Give the thread its
+        // previous context back first, and leave no thread that had none with a context
+        // that may be destroyed now.
         if let Ok(bound) = bound {
             bound.unbind_if_set();
         }

@@ -12,9 +12,9 @@ use std::ops::{Bound, RangeBounds};
 
 use cudarc::driver::sys;
 
-use crate::brand::{brand, Brand};
 use crate::error::{Error, Result};
-use crate::repr::DeviceRepr;
+use crate::memory::brand::{brand, Brand};
+use crate::memory::repr::DeviceRepr;
 
 /// Address and length (in elements) of device memory.
 #[doc(hidden)]
@@ -26,21 +26,6 @@ pub struct RawSlice {
 
 impl RawSlice {
     pub(crate) const EMPTY: RawSlice = RawSlice { ptr: 0, len: 0 };
-
-    /// The device address of the first element.
-    pub fn device_ptr(&self) -> sys::CUdeviceptr {
-        self.ptr
-    }
-
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// `true` when there are no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 
     /// The sub-range `range` of this memory, for elements of type `T`.
     pub(crate) fn range<T>(self, range: impl RangeBounds<usize>) -> Result<RawSlice> {
@@ -171,9 +156,14 @@ pub struct DeviceSliceMut<'a, 's, T: DeviceRepr> {
 }
 
 impl<'a, 's, T: DeviceRepr> DeviceSlice<'a, 's, T> {
-    /// # Invariant
-    /// `raw` is memory of `T`s valid on the stream of scope `'s` for `'a`.
-    pub(crate) fn from_raw(raw: RawSlice) -> Self {
+    /// A read-only view of `raw`, branded `'s`, borrowed for `'a`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is memory of `T`s, valid on the stream of the scope branded `'s` (every
+    /// earlier write to it ordered before that stream's later work) and not freed for
+    /// `'a`, which nothing writes for `'a`.
+    pub(crate) unsafe fn from_raw(raw: RawSlice) -> Self {
         DeviceSlice {
             raw,
             _brand: brand(),
@@ -181,27 +171,62 @@ impl<'a, 's, T: DeviceRepr> DeviceSlice<'a, 's, T> {
         }
     }
 
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.raw.len
+    /// A read-only view of all of `memory`, borrowed for `'a`.
+    pub(crate) fn of(memory: &'a impl DeviceMemory<'s, T>) -> Self {
+        DeviceSlice {
+            raw: memory.raw(sealed::TOKEN),
+            _brand: brand(),
+            _borrow: PhantomData,
+        }
     }
 
-    /// `true` when there are no elements.
-    pub fn is_empty(&self) -> bool {
-        self.raw.len == 0
+    /// A view of `sub`, a sub-range of this view (module-private: callers pass only
+    /// ranges `RawSlice::range` cut from `self.raw`).
+    fn narrowed(&self, sub: RawSlice) -> Self {
+        DeviceSlice {
+            raw: sub,
+            _brand: brand(),
+            _borrow: PhantomData,
+        }
     }
 
     /// The elements in `range`, or [`Error::OutOfRange`].
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'a, 's, T>> {
-        Ok(DeviceSlice::from_raw(self.raw.range::<T>(range)?))
+        Ok(self.narrowed(self.raw.range::<T>(range)?))
     }
 
     /// `[0, mid)` and `[mid, len)`, or [`Error::OutOfRange`] when `mid > len`.
     pub fn split_at(&self, mid: usize) -> Result<(DeviceSlice<'a, 's, T>, DeviceSlice<'a, 's, T>)> {
         let (lo, hi) = self.raw.split_at::<T>(mid)?;
-        Ok((DeviceSlice::from_raw(lo), DeviceSlice::from_raw(hi)))
+        Ok((self.narrowed(lo), self.narrowed(hi)))
     }
 }
+
+/// Writes the inherent `len` and `is_empty` of each type that holds its extent in a
+/// `raw: RawSlice` field (the views, `DeviceBuffer`, `DeviceVec`): once, here.
+macro_rules! element_count {
+    ($([$($generics:tt)*] $ty:ty),* $(,)?) => {$(
+        impl<$($generics)*> $ty {
+            /// Number of elements.
+            #[inline]
+            pub fn len(&self) -> usize {
+                self.raw.len
+            }
+
+            /// `true` when there are no elements.
+            #[inline]
+            pub fn is_empty(&self) -> bool {
+                self.raw.len == 0
+            }
+        }
+    )*};
+}
+pub(crate) use element_count;
+
+element_count!(
+    ['a, 's, T: DeviceRepr] DeviceSlice<'a, 's, T>,
+    ['a, 's, T: DeviceRepr] DeviceSliceMut<'a, 's, T>,
+);
 
 impl<T: DeviceRepr> Clone for DeviceSlice<'_, '_, T> {
     fn clone(&self) -> Self {
@@ -211,10 +236,14 @@ impl<T: DeviceRepr> Clone for DeviceSlice<'_, '_, T> {
 impl<T: DeviceRepr> Copy for DeviceSlice<'_, '_, T> {}
 
 impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
-    /// # Invariant
-    /// `raw` is memory of `T`s valid on the stream of scope `'s` for `'a`, and nothing
-    /// else can reach it for `'a`.
-    pub(crate) fn from_raw(raw: RawSlice) -> Self {
+    /// A writable view of `raw`, branded `'s`, borrowed for `'a`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is memory of `T`s, valid on the stream of the scope branded `'s` (every
+    /// earlier use of it ordered before that stream's later work) and not freed for
+    /// `'a`, which nothing else reads or writes for `'a`.
+    pub(crate) unsafe fn from_raw(raw: RawSlice) -> Self {
         DeviceSliceMut {
             raw,
             _brand: brand(),
@@ -222,29 +251,39 @@ impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
         }
     }
 
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.raw.len
+    /// A writable view of all of `memory`, borrowed exclusively for `'a`.
+    pub(crate) fn of(memory: &'a mut impl DeviceMemoryMut<'s, T>) -> Self {
+        DeviceSliceMut {
+            raw: memory.raw(sealed::TOKEN),
+            _brand: brand(),
+            _borrow: PhantomData,
+        }
     }
 
-    /// `true` when there are no elements.
-    pub fn is_empty(&self) -> bool {
-        self.raw.len == 0
+    /// A view of `sub`, a sub-range of this view, borrowed for `'b` (module-private:
+    /// callers pass only ranges `RawSlice::range`/`split_at` cut from `self.raw`, and
+    /// borrow `self` for `'b`, or consume it, so the views never overlap a live one).
+    fn narrowed<'b>(&self, sub: RawSlice) -> DeviceSliceMut<'b, 's, T> {
+        DeviceSliceMut {
+            raw: sub,
+            _brand: brand(),
+            _borrow: PhantomData,
+        }
     }
 
     /// A read-only view of the whole range.
     pub fn as_slice(&self) -> DeviceSlice<'_, 's, T> {
-        DeviceSlice::from_raw(self.raw)
+        DeviceSlice::of(self)
     }
 
     /// A shorter-lived exclusive view of the whole range (a reborrow).
     pub fn as_slice_mut(&mut self) -> DeviceSliceMut<'_, 's, T> {
-        DeviceSliceMut::from_raw(self.raw)
+        DeviceSliceMut::of(self)
     }
 
     /// The elements in `range`, read-only, or [`Error::OutOfRange`].
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, 's, T>> {
-        Ok(DeviceSlice::from_raw(self.raw.range::<T>(range)?))
+        DeviceSlice::of(self).slice(range)
     }
 
     /// The elements in `range`, writable, or [`Error::OutOfRange`].
@@ -252,7 +291,8 @@ impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
         &mut self,
         range: impl RangeBounds<usize>,
     ) -> Result<DeviceSliceMut<'_, 's, T>> {
-        Ok(DeviceSliceMut::from_raw(self.raw.range::<T>(range)?))
+        let sub = self.raw.range::<T>(range)?;
+        Ok(self.narrowed(sub))
     }
 
     /// Two disjoint writable halves `[0, mid)` and `[mid, len)`.
@@ -261,7 +301,13 @@ impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
         mid: usize,
     ) -> Result<(DeviceSliceMut<'_, 's, T>, DeviceSliceMut<'_, 's, T>)> {
         let (lo, hi) = self.raw.split_at::<T>(mid)?;
-        Ok((DeviceSliceMut::from_raw(lo), DeviceSliceMut::from_raw(hi)))
+        Ok((self.narrowed(lo), self.narrowed(hi)))
+    }
+
+    /// Like [`slice_mut`](Self::slice_mut), keeping the full borrow `'a`.
+    pub fn into_slice_mut(self, range: impl RangeBounds<usize>) -> Result<DeviceSliceMut<'a, 's, T>> {
+        let sub = self.raw.range::<T>(range)?;
+        Ok(self.narrowed(sub))
     }
 
     /// Like [`split_at_mut`](Self::split_at_mut), keeping the full borrow `'a`.
@@ -270,7 +316,7 @@ impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
         mid: usize,
     ) -> Result<(DeviceSliceMut<'a, 's, T>, DeviceSliceMut<'a, 's, T>)> {
         let (lo, hi) = self.raw.split_at::<T>(mid)?;
-        Ok((DeviceSliceMut::from_raw(lo), DeviceSliceMut::from_raw(hi)))
+        Ok((self.narrowed(lo), self.narrowed(hi)))
     }
 }
 

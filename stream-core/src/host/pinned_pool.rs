@@ -36,13 +36,16 @@
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 
 use crate::device::{Device, DeviceInner};
-use crate::error::{is_out_of_memory, Error, Result};
-use crate::event::Event;
+use crate::driver::context::PrimaryContext;
+use crate::driver::event::RawEvent;
+use crate::driver::pinned::PinnedAllocation;
+use crate::driver::stream::RawStream;
+use crate::error::{Error, Result};
 
 /// The smallest block: one page.
 const SMALLEST_LOG2: u32 = 12;
@@ -66,15 +69,6 @@ pub(crate) enum HostKind {
 }
 
 impl HostKind {
-    fn flags(self) -> u32 {
-        match self {
-            HostKind::Normal => sys::CU_MEMHOSTALLOC_PORTABLE,
-            HostKind::WriteCombined => {
-                sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_WRITECOMBINED
-            }
-        }
-    }
-
     fn index(self) -> usize {
         match self {
             HostKind::Normal => 0,
@@ -137,12 +131,11 @@ pub struct PinnedMemoryStats {
 
 /// One page-locked allocation of the pool.
 pub(crate) struct Block {
-    ptr: NonNull<u8>,
-    size: usize,
+    memory: PinnedAllocation,
     kind: HostKind,
     /// Created on the first staged copy through this block; recorded after the
     /// block's latest DMA.
-    event: Option<Event>,
+    event: Option<RawEvent>,
     /// `true` while the latest DMA recorded in `event` may not have completed.
     armed: bool,
     /// The stream of that DMA (a handle compared, never used): a staged copy waits
@@ -150,22 +143,20 @@ pub(crate) struct Block {
     armed_on: sys::CUstream,
 }
 
-// SAFETY: a `Block` owns its page-locked allocation exclusively (like a `Box<[u8]>`),
-// and the memory is `PORTABLE`, so it may be used and given back from any thread. The
-// event handle is only used (queried, waited on, recorded, destroyed) by pool and
-// staging code that has the block's device context current on the calling thread.
+// SAFETY: `armed_on` is a stream handle that is only compared, never used; the other
+// fields are `Send` (the allocation is owned exclusively, like a `Box<[u8]>`).
 unsafe impl Send for Block {}
 
 impl Block {
     /// The first byte; valid for reads and writes of [`size`](Self::size) bytes while
     /// the block is not armed.
     pub(crate) fn ptr(&self) -> NonNull<u8> {
-        self.ptr
+        self.memory.ptr()
     }
 
     /// The allocation's size in bytes.
     pub(crate) fn size(&self) -> usize {
-        self.size
+        self.memory.size()
     }
 
     /// Ordinary or write-combined.
@@ -173,19 +164,19 @@ impl Block {
         self.kind
     }
 
-    /// `Ok(true)` when no DMA may still use the block; never blocks. The block's
-    /// device context must be current.
-    fn poll_idle(&mut self) -> Result<bool> {
+    /// `Ok(true)` when no DMA may still use the block; never blocks. `context` is the
+    /// pool's (the block's event belongs to it).
+    fn poll_idle(&mut self, context: &Arc<PrimaryContext>) -> Result<bool> {
         if !self.armed {
             return Ok(true);
         }
-        let done = self.armed_event()?.is_complete()?;
+        let done = self.armed_event()?.is_complete(context)?;
         self.armed = !done;
         Ok(done)
     }
 
     /// The event of an armed block (an armed block without one is never idle).
-    fn armed_event(&self) -> Result<&Event> {
+    fn armed_event(&self) -> Result<&RawEvent> {
         self.event.as_ref().ok_or(Error::Driver {
             call: "cuEventRecord",
             code: sys::CUresult::CUDA_ERROR_INVALID_HANDLE as u32,
@@ -194,26 +185,25 @@ impl Block {
         })
     }
 
-    /// Blocks until no DMA may still use the block. The block's device context must be
-    /// current.
-    pub(crate) fn wait_idle(&mut self) -> Result<()> {
+    /// Blocks until no DMA may still use the block. `context` is the pool's.
+    pub(crate) fn wait_idle(&mut self, context: &Arc<PrimaryContext>) -> Result<()> {
         if self.armed {
-            self.armed_event()?.synchronize()?;
+            self.armed_event()?.synchronize(context)?;
             self.armed = false;
         }
         Ok(())
     }
 
-    /// Records the block's event on `stream` (a live stream of `device`, whose pool the
-    /// block belongs to) after the DMA just enqueued there, so the block is reused only
-    /// once that DMA has completed. On `Err` the DMA is not covered by any event: the
-    /// caller must [abandon](PinnedPool::abandon) the block.
-    pub(crate) fn arm(&mut self, device: &DeviceInner, stream: sys::CUstream) -> Result<()> {
+    /// Records the block's event on `stream` (a stream of the pool's device) after the
+    /// DMA just enqueued there, so the block is reused only once that DMA has
+    /// completed. On `Err` the DMA is not covered by any event: the caller must
+    /// [abandon](PinnedPool::abandon) the block.
+    pub(crate) fn arm(&mut self, stream: &RawStream) -> Result<()> {
         self.armed = true;
-        self.armed_on = stream;
+        self.armed_on = stream.raw();
         let event = match &self.event {
             Some(event) => event,
-            None => self.event.insert(Event::new(device)?),
+            None => self.event.insert(RawEvent::new(stream.context())?),
         };
         // On `Err` the block may be armed with no event or a stale one: the caller
         // abandons it, so it never reaches the pool again.
@@ -221,8 +211,12 @@ impl Block {
     }
 }
 
-/// The pinned memory pool of one device (see the [module docs](self)).
+/// The pinned memory pool of one device (see the [module docs](self)): an extension of
+/// the device ([`PinnedPool::of`]), dropped with it, when it frees its cached blocks.
 pub(crate) struct PinnedPool {
+    /// The device's context: blocks are allocated and freed in it, and their events
+    /// belong to it.
+    context: Arc<PrimaryContext>,
     lists: [Mutex<Vec<Block>>; 2 * LISTS_PER_KIND],
     in_use: AtomicUsize,
     cached: AtomicUsize,
@@ -230,13 +224,15 @@ pub(crate) struct PinnedPool {
 }
 
 impl PinnedPool {
-    pub(crate) fn new() -> Self {
-        PinnedPool {
+    /// The pool of `device`.
+    pub(crate) fn of(device: &DeviceInner) -> Arc<Self> {
+        device.extension(|| PinnedPool {
+            context: Arc::clone(&device.context),
             lists: std::array::from_fn(|_| Mutex::new(Vec::new())),
             in_use: AtomicUsize::new(0),
             cached: AtomicUsize::new(0),
             peak_in_use: AtomicUsize::new(0),
-        }
+        })
     }
 
     /// The statistics now (each field read atomically, not all three together).
@@ -267,7 +263,7 @@ impl PinnedPool {
 
     /// An idle block of at least `bytes` (`bytes > 0`): a cached one whose copies have
     /// all completed, else a new allocation. Never waits for the GPU, and never frees
-    /// memory (see [`allocate`](Self::allocate)). The device's context must be current.
+    /// memory (see [`allocate`](Self::allocate)).
     pub(crate) fn take(&self, bytes: usize, kind: HostKind) -> Result<Block> {
         let size = block_size(bytes).ok_or(Error::HostOutOfMemory { requested: bytes })?;
         match self.take_cached(size, kind, None) {
@@ -290,7 +286,7 @@ impl PinnedPool {
     ) -> Result<Block> {
         let size = block_size(bytes).ok_or(Error::HostOutOfMemory { requested: bytes })?;
         match self.take_cached(size, HostKind::Normal, Some((stream, cap))) {
-            Some(mut block) => match block.wait_idle() {
+            Some(mut block) => match block.wait_idle(&self.context) {
                 Ok(()) => Ok(block),
                 Err(e) => {
                     self.abandon(block);
@@ -318,11 +314,11 @@ impl PinnedPool {
         let mut oldest_pending = None;
         let mut i = 0;
         while i < list.len() {
-            if list[i].size != size {
+            if list[i].size() != size {
                 i += 1;
                 continue;
             }
-            match list[i].poll_idle() {
+            match list[i].poll_idle(&self.context) {
                 Ok(true) => {
                     let block = list.remove(i);
                     self.cached.fetch_sub(size, Ordering::Relaxed);
@@ -354,28 +350,18 @@ impl PinnedPool {
         }
     }
 
-    /// Page-locks a new block of `size` bytes. The device's context must be current
-    /// (the block belongs to it).
+    /// Page-locks a new block of `size` bytes in the device's context.
     ///
     /// Out of page-lockable memory it returns [`Error::HostOutOfMemory`] and frees
     /// nothing: freeing a cached block (`cuMemFreeHost`) waits for the whole device, which
     /// this crate does only where the user asked for it
     /// ([`Device::trim_pinned_memory`], dropping the device).
     fn allocate(&self, size: usize, kind: HostKind) -> Result<Block> {
-        let raw = match host_alloc(size, kind) {
-            Ok(raw) => raw,
-            Err(e) if is_out_of_memory(&e) => {
-                return Err(Error::HostOutOfMemory { requested: size })
-            }
-            Err(e) => return Err(Error::driver("cuMemHostAlloc", e)),
-        };
-        let Some(ptr) = NonNull::new(raw.cast::<u8>()) else {
-            return Err(Error::HostOutOfMemory { requested: size });
-        };
+        let bound = self.context.bind()?;
+        let memory = PinnedAllocation::new(size, kind == HostKind::WriteCombined, &bound)?;
         self.note_in_use(size);
         Ok(Block {
-            ptr,
-            size,
+            memory,
             kind,
             event: None,
             armed: false,
@@ -386,7 +372,7 @@ impl PinnedPool {
     /// Returns a block for reuse. It may be armed (a staged copy's last DMA pending):
     /// it is handed out again only once that DMA completed. No driver call.
     pub(crate) fn give_back(&self, block: Block) {
-        let size = block.size;
+        let size = block.size();
         self.in_use.fetch_sub(size, Ordering::Relaxed);
         let mut list = self.list(size, block.kind);
         list.push(block);
@@ -398,15 +384,19 @@ impl PinnedPool {
     /// failures leave the context in an error state in practice, so this is a leak of
     /// a few blocks on a path that ends the program's use of the GPU anyway.
     pub(crate) fn abandon(&self, block: Block) {
-        self.in_use.fetch_sub(block.size, Ordering::Relaxed);
+        self.in_use.fetch_sub(block.size(), Ordering::Relaxed);
         forsake(block);
     }
 
     /// Frees cached blocks, largest classes first, until at most `keep` bytes stay
     /// cached, and returns how many bytes were freed. With `wait`, pending blocks are
-    /// waited for first (blocking); without, they stay cached. The device's context
-    /// must be current.
-    pub(crate) fn release_cached(&self, wait: bool, keep: usize) -> usize {
+    /// waited for first (blocking); without, they stay cached. Each free waits for the
+    /// whole device: called only by [`Device::trim_pinned_memory`] and the pool's drop
+    /// (the device's).
+    fn release_cached(&self, wait: bool, keep: usize) -> usize {
+        let Ok(_bound) = self.context.bind() else {
+            return 0;
+        };
         let mut freed = 0;
         // Per kind, the large list first, then the classes from 32 MiB down.
         let order = (0..2).flat_map(|kind| {
@@ -427,24 +417,31 @@ impl PinnedPool {
                 // without `wait`, only idle blocks and blocks whose event reports an
                 // error (still armed).
                 list.extract_if(.., |b| {
-                    let take = excess > 0 && (wait || !matches!(b.poll_idle(), Ok(false)));
+                    let take =
+                        excess > 0 && (wait || !matches!(b.poll_idle(&self.context), Ok(false)));
                     if take {
-                        excess = excess.saturating_sub(b.size);
+                        excess = excess.saturating_sub(b.size());
                     }
                     take
                 })
                 .collect()
             };
             for mut block in taken {
-                self.cached.fetch_sub(block.size, Ordering::Relaxed);
+                let size = block.size();
+                self.cached.fetch_sub(size, Ordering::Relaxed);
                 let idle = if wait {
-                    block.wait_idle().is_ok()
+                    block.wait_idle(&self.context).is_ok()
                 } else {
                     !block.armed
                 };
                 if idle {
-                    freed += block.size;
-                    free_block(block);
+                    freed += size;
+                    // SAFETY: the block is idle (its last DMA completed, or it never had
+                    // one), it was taken out of its list, and no `PinnedBuffer` holds it
+                    // (buffers hold their blocks, and give them back only when dropped);
+                    // the pool's context is bound above.
+                    unsafe { block.memory.free_waiting_for_device() };
+                    drop(block.event);
                 } else {
                     forsake(block);
                 }
@@ -452,30 +449,6 @@ impl PinnedPool {
         }
         freed
     }
-}
-
-/// `cuMemHostAlloc` of `size` bytes with the kind's flags, in the current context.
-fn host_alloc(
-    size: usize,
-    kind: HostKind,
-) -> std::result::Result<*mut std::ffi::c_void, result::DriverError> {
-    // SAFETY: a plain allocation in the current context (callers bind it); the memory
-    // is only handed out through `Block`, whose users zero or overwrite it before any
-    // typed read.
-    unsafe { result::malloc_host(size, kind.flags()) }
-}
-
-/// Frees an idle block's memory. `cuMemFreeHost` waits for the whole device: reached
-/// only from [`Device::trim_pinned_memory`] and the device's drop, the two points where
-/// the user asked for it.
-fn free_block(block: Block) {
-    // DEVICE-WIDE SYNC: cuMemFreeHost, reached only from trim_pinned_memory and the
-    // device's drop.
-    // SAFETY: the block's memory came from `cuMemHostAlloc` and is freed once, here;
-    // it is idle (no DMA pending: its event completed or it never had one), it is not
-    // in any list, and no `PinnedBuffer` holds it (buffers hold their blocks).
-    let _ = unsafe { result::free_host(block.ptr.as_ptr().cast()) };
-    drop(block.event);
 }
 
 /// Forgets a block's memory (never freed or reused); its event is destroyed, which the
@@ -492,12 +465,12 @@ impl Device {
     /// The pool belongs to the handle [`Device::new`] made (its clones share it):
     /// another `Device::new` of the same GPU has a pool of its own.
     pub fn pinned_memory_stats(&self) -> PinnedMemoryStats {
-        self.inner.pinned.stats()
+        PinnedPool::of(&self.inner).stats()
     }
 
     /// Restarts [`PinnedMemoryStats::peak_in_use_bytes`] from the bytes in use now.
     pub fn reset_peak_pinned_memory_stats(&self) {
-        self.inner.pinned.reset_peak();
+        PinnedPool::of(&self.inner).reset_peak();
     }
 
     /// Frees pinned memory this device's pool has cached, largest blocks first, until
@@ -521,7 +494,16 @@ impl Device {
     /// ```
     pub fn trim_pinned_memory(&self, keep_bytes: usize) -> Result<usize> {
         let _bound = self.inner.bind()?;
-        Ok(self.inner.pinned.release_cached(true, keep_bytes))
+        Ok(PinnedPool::of(&self.inner).release_cached(true, keep_bytes))
+    }
+}
+
+impl Drop for PinnedPool {
+    /// The device is being dropped (the pool is its extension): free every cached block,
+    /// waiting for pending ones first. Blocks still held by buffers cannot exist (each
+    /// buffer holds the device).
+    fn drop(&mut self) {
+        self.release_cached(true, 0);
     }
 }
 

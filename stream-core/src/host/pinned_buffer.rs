@@ -1,11 +1,12 @@
 //! [`PinnedBuffer`]: owned page-locked host memory, sliceable like a `Vec`.
 
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{byte_len, Error, Result};
-use crate::pinned_pool::{Block, HostKind};
-use crate::repr::DeviceRepr;
+use crate::host::pinned_pool::{Block, HostKind, PinnedPool};
+use crate::memory::DeviceRepr;
 
 /// Page-locked (pinned) host memory of `len` elements, zero-initialised.
 ///
@@ -38,6 +39,8 @@ pub struct PinnedBuffer<T: DeviceRepr> {
     len: usize,
     /// The pool block holding the elements; `None` for zero bytes.
     block: Option<Block>,
+    /// Where the block goes back when the buffer is dropped.
+    pool: Arc<PinnedPool>,
     device: Device,
 }
 
@@ -93,21 +96,22 @@ impl Device {
 impl<T: DeviceRepr> PinnedBuffer<T> {
     fn new(device: &Device, len: usize, kind: HostKind) -> Result<Self> {
         let bytes = byte_len::<T>(len)?;
+        let pool = PinnedPool::of(&device.inner);
         if bytes == 0 {
             return Ok(PinnedBuffer {
                 ptr: NonNull::dangling(),
                 len,
                 block: None,
+                pool,
                 device: device.clone(),
             });
         }
-        let _bound = device.inner.bind()?;
-        let block = device.inner.pinned.take(bytes, kind)?;
+        let block = pool.take(bytes, kind)?;
         let ptr = block.ptr().cast::<T>();
         if !ptr.as_ptr().is_aligned() || block.size() < bytes {
             // `cuMemHostAlloc` returns page-aligned memory and the pool never hands
             // out a smaller block; checked anyway so that the proofs below stay local.
-            device.inner.pinned.give_back(block);
+            pool.give_back(block);
             return Err(Error::HostOutOfMemory { requested: bytes });
         }
         // SAFETY: the block is idle (the pool hands out only blocks no copy uses) and
@@ -118,6 +122,7 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
             ptr,
             len,
             block: Some(block),
+            pool,
             device: device.clone(),
         })
     }
@@ -158,7 +163,7 @@ impl<T: DeviceRepr> Drop for PinnedBuffer<T> {
     /// it: transfers borrow the buffer until their outermost scope has synchronised.
     fn drop(&mut self) {
         if let Some(block) = self.block.take() {
-            self.device.inner.pinned.give_back(block);
+            self.pool.give_back(block);
         }
     }
 }

@@ -1,0 +1,93 @@
+//! [`Stream`]: a non-blocking CUDA stream of a [`Device`].
+
+use crate::device::Device;
+use crate::driver::stream::RawStream;
+use crate::error::{Error, Result};
+
+/// A non-blocking CUDA stream: work on it runs in issue order, concurrently with other
+/// streams. `Send` and `Sync`; all work is issued through [`scope`](crate::scope).
+///
+/// ```no_run
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = stream_core::Device::new(0)?;
+/// let stream = dev.new_stream()?;
+/// std::thread::scope(|t| {
+///     t.spawn(|| stream_core::scope(&stream, |s| { s.alloc::<f32>(16)?; Ok::<_, stream_core::Error>(()) }));
+/// });
+/// # Ok(()) }
+/// ```
+///
+/// Several threads may open scopes on one stream at once: their work is still executed
+/// in one order, and every scope synchronises the whole stream before it returns, so no
+/// thread sees its host borrows released while its own work is pending.
+pub struct Stream {
+    /// Declared first: destroyed (with its context bound) before `device` may go.
+    pub(crate) raw: RawStream,
+    pub(crate) device: Device,
+}
+
+impl Stream {
+    pub(crate) fn new(device: &Device) -> Result<Self> {
+        Ok(Stream {
+            raw: RawStream::new(&device.inner.context)?,
+            device: device.clone(),
+        })
+    }
+
+    /// The device this stream belongs to.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// `Ok(true)` when all work enqueued on this stream so far has completed, without
+    /// blocking (`cuStreamQuery`). Useful to observe overlap: another stream's scope can
+    /// finish while this one is still busy.
+    pub fn is_idle(&self) -> Result<bool> {
+        self.raw.is_idle()
+    }
+
+    /// Blocks until all work enqueued on this stream so far has completed, with the
+    /// stream's own context bound for the call (whatever context the thread had).
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.raw.synchronize()
+    }
+
+    /// [`synchronize`](Self::synchronize) before host borrows that work on this stream
+    /// may use are released: `Ok` when the work has completed; `Err` only for a sticky
+    /// error, which proves the context runs no more work (see
+    /// [`STICKY`](crate::error::STICKY)); any other failure (binding the context
+    /// included) proves nothing about DMA still running, so the process aborts, naming
+    /// `what`.
+    pub(crate) fn synchronize_before_release(&self, what: &str) -> Result<()> {
+        release_or_abort(self.synchronize(), what)
+    }
+}
+
+/// The rule of [`Stream::synchronize_before_release`], for the outcome of any
+/// synchronisation that would release host borrows.
+pub(crate) fn release_or_abort(synced: Result<()>, what: &str) -> Result<()> {
+    match synced {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_sticky() => Err(e),
+        Err(e) => abort_unreleasable(what, &e),
+    }
+}
+
+/// Aborts: a synchronisation that would release host borrows failed with an error that
+/// does not prove the context has stopped, so DMA into that memory may still be running.
+pub(crate) fn abort_unreleasable(what: &str, error: &Error) -> ! {
+    eprintln!(
+        "stream_core: aborting: {what} failed ({error}), and that error does not prove the GPU \
+         stopped; DMA into host memory whose borrow would now end may still be running"
+    );
+    std::process::abort();
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("device", &self.device.inner.ordinal)
+            .field("raw", &self.raw.raw())
+            .finish()
+    }
+}

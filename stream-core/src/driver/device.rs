@@ -1,0 +1,82 @@
+//! Device queries: how many devices there are, and what one of them is.
+
+use cudarc::driver::{result, sys};
+
+use super::context::Bound;
+use crate::error::{DriverResultExt, Error, Result};
+
+/// How many CUDA devices the driver reports: `Ok(0)` when the driver loads but sees no
+/// GPU, [`Error::NoDriver`] when there is no driver at all (never cudarc's loader
+/// panic).
+pub(crate) fn count() -> Result<usize> {
+    // SAFETY: `is_culib_present` only tries to `dlopen` the driver library by its
+    // well-known names and closes it again; it runs no library code besides the
+    // loader's. Checking first is what turns "no driver" into an `Err` instead of the
+    // panic cudarc's lazy loader would raise.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::NoDriver);
+    }
+    match result::init() {
+        Ok(()) => {}
+        Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => return Ok(0),
+        Err(e) => return Err(Error::driver("cuInit", e)),
+    }
+    let count = result::device::get_count().call("cuDeviceGetCount")?;
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
+/// A device of this process, by ordinal: a `CUdevice` that `cuDeviceGet` returned, which
+/// is what every other call here needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeviceId(sys::CUdevice);
+
+impl DeviceId {
+    /// Device `ordinal` (below [`count`]).
+    pub(crate) fn get(ordinal: usize) -> Result<Self> {
+        let ordinal = i32::try_from(ordinal).map_err(|_| Error::NoDevice {
+            ordinal,
+            count: count().unwrap_or(0),
+        })?;
+        Ok(DeviceId(
+            result::device::get(ordinal).call("cuDeviceGet")?,
+        ))
+    }
+
+    /// The driver's handle.
+    #[inline(always)]
+    pub(crate) fn raw(self) -> sys::CUdevice {
+        self.0
+    }
+
+    /// An attribute of the device.
+    pub(crate) fn attribute(self, attr: sys::CUdevice_attribute) -> Result<i32> {
+        // SAFETY: `self.0` came from `cuDeviceGet`; `attr` is a valid enum value.
+        unsafe { result::device::get_attribute(self.0, attr) }.call("cuDeviceGetAttribute")
+    }
+
+    /// The marketing name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub(crate) fn name(self) -> Result<String> {
+        result::device::get_name(self.0).call("cuDeviceGetName")
+    }
+
+    /// Total device memory in bytes.
+    pub(crate) fn total_memory(self) -> Result<usize> {
+        // SAFETY: `self.0` came from `cuDeviceGet`.
+        unsafe { result::device::total_mem(self.0) }.call("cuDeviceTotalMem")
+    }
+}
+
+/// `(free, total)` device memory of the device whose context `_bound` binds.
+pub(crate) fn memory_info(_bound: &Bound<'_>) -> Result<(usize, usize)> {
+    result::mem_get_info().call("cuMemGetInfo")
+}
+
+/// The driver's CUDA version, e.g. `13000` for CUDA 13.0.
+pub(crate) fn driver_version() -> Result<i32> {
+    let mut version = 0;
+    // SAFETY: `version` is a live `int` the driver writes once.
+    unsafe { sys::cuDriverGetVersion(&raw mut version) }
+        .result()
+        .call("cuDriverGetVersion")?;
+    Ok(version)
+}

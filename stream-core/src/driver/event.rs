@@ -1,0 +1,114 @@
+//! [`RawEvent`]: an owned CUDA event without timing.
+
+use std::sync::{Arc, Weak};
+
+use cudarc::driver::{result, sys};
+
+use super::context::PrimaryContext;
+use super::stream::RawStream;
+use crate::error::{DriverResultExt, Error, Result};
+
+/// An event without timing (the cheapest kind).
+///
+/// It does not keep its context alive (per-thread caches of spare events must not keep
+/// a device's context retained after the device is dropped). Every use therefore takes
+/// a proof that the context is alive: a stream of the same context (which keeps it
+/// alive), or the context itself; an event of another context is refused with an error.
+/// The check is a pointer comparison: a `Weak` keeps the context's allocation, so no
+/// other context can ever have the same address while the event exists.
+///
+/// Dropped, it is destroyed (with its context bound) if its context is still alive; the
+/// events of a released context went with it. The driver allows destroying an event
+/// whose recorded work is pending: a stream already waiting on it keeps waiting.
+pub(crate) struct RawEvent {
+    raw: sys::CUevent,
+    context: Weak<PrimaryContext>,
+}
+
+// SAFETY: a `CUevent` is an opaque handle the thread-safe driver accepts from any
+// thread; it is destroyed once, by `Drop`.
+unsafe impl Send for RawEvent {}
+// SAFETY: see `Send`; shared access only passes the handle to driver calls.
+unsafe impl Sync for RawEvent {}
+
+impl RawEvent {
+    /// A new event of `context`.
+    pub(crate) fn new(context: &Arc<PrimaryContext>) -> Result<Self> {
+        let _bound = context.bind()?;
+        let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .call("cuEventCreate")?;
+        Ok(RawEvent {
+            raw,
+            context: Arc::downgrade(context),
+        })
+    }
+
+    /// `true` when the event belongs to `context` (which is then alive for as long as
+    /// the caller's borrow of it).
+    #[inline]
+    pub(crate) fn belongs_to(&self, context: &Arc<PrimaryContext>) -> bool {
+        std::ptr::eq(self.context.as_ptr(), Arc::as_ptr(context))
+    }
+
+    /// `Ok` when the event belongs to `context`, else an error naming `call`.
+    #[inline]
+    fn check(&self, context: &Arc<PrimaryContext>, call: &'static str) -> Result<()> {
+        if self.belongs_to(context) {
+            Ok(())
+        } else {
+            Err(Error::driver(
+                call,
+                result::DriverError(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT),
+            ))
+        }
+    }
+
+    /// The driver's handle, for a call whose stream or context keeps the event's context
+    /// alive (checked with [`belongs_to`](Self::belongs_to)).
+    #[inline(always)]
+    pub(super) fn raw(&self) -> sys::CUevent {
+        self.raw
+    }
+
+    /// Captures the work enqueued on `stream` so far.
+    pub(crate) fn record(&self, stream: &RawStream) -> Result<()> {
+        self.check(stream.context(), "cuEventRecord")?;
+        // SAFETY: both handles are live: `stream` is borrowed and keeps its context, the
+        // event's (checked above), alive.
+        unsafe { result::event::record(self.raw, stream.raw()) }.call("cuEventRecord")
+    }
+
+    /// Blocks the host until the recorded work is complete, with `context` (the event's)
+    /// bound.
+    pub(crate) fn synchronize(&self, context: &Arc<PrimaryContext>) -> Result<()> {
+        self.check(context, "cuEventSynchronize")?;
+        let _bound = context.bind()?;
+        // SAFETY: the event is alive: its context is (checked above, borrowed).
+        unsafe { result::event::synchronize(self.raw) }.call("cuEventSynchronize")
+    }
+
+    /// `Ok(true)` once the recorded work is complete, without blocking.
+    pub(crate) fn is_complete(&self, context: &Arc<PrimaryContext>) -> Result<bool> {
+        self.check(context, "cuEventQuery")?;
+        // SAFETY: the event is alive (its context is, checked above); a query only reads
+        // its state.
+        match unsafe { result::event::query(self.raw) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => Err(Error::driver("cuEventQuery", e)),
+        }
+    }
+}
+
+impl Drop for RawEvent {
+    fn drop(&mut self) {
+        let Some(context) = self.context.upgrade() else {
+            return; // the context, and its events with it, are gone
+        };
+        let _bound = context.bind();
+        // SAFETY: created by `cuEventCreate` in `new`, destroyed once, here, with its
+        // context alive (`context`) and bound (see the type's docs for recorded work
+        // still pending). A failure only leaks it.
+        let _ = unsafe { result::event::destroy(self.raw) };
+    }
+}

@@ -1,0 +1,118 @@
+//! [`MemPool`]: a device's default stream-ordered memory pool (`cuMemAllocFromPoolAsync`),
+//! its attributes and trimming.
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, sys};
+
+use super::device::DeviceId;
+use super::stream::RawStream;
+use crate::error::{DriverResultExt, Result};
+
+/// The default memory pool of a device (`cuDeviceGetDefaultMemPool`). The driver owns it
+/// for the life of the process; it is never destroyed.
+#[derive(Clone, Copy)]
+pub(crate) struct MemPool(sys::CUmemoryPool);
+
+// SAFETY: a `CUmemoryPool` is an opaque handle of a pool the driver never destroys;
+// the driver API is thread-safe.
+unsafe impl Send for MemPool {}
+// SAFETY: see `Send`; shared access only passes the handle to driver calls.
+unsafe impl Sync for MemPool {}
+
+/// The pool attributes whose value is a `cuuint64_t`, which is what makes passing a
+/// `u64` to the driver sound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum U64Attribute {
+    /// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`.
+    ReleaseThreshold,
+    /// `CU_MEMPOOL_ATTR_USED_MEM_CURRENT`.
+    UsedCurrent,
+    /// `CU_MEMPOOL_ATTR_USED_MEM_HIGH` (writable: only zero, which restarts it).
+    UsedHigh,
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`.
+    ReservedCurrent,
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH` (writable: only zero, which restarts it).
+    ReservedHigh,
+}
+
+impl U64Attribute {
+    fn raw(self) -> sys::CUmemPool_attribute {
+        use sys::CUmemPool_attribute::*;
+        match self {
+            U64Attribute::ReleaseThreshold => CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            U64Attribute::UsedCurrent => CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+            U64Attribute::UsedHigh => CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+            U64Attribute::ReservedCurrent => CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+            U64Attribute::ReservedHigh => CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+        }
+    }
+}
+
+impl MemPool {
+    /// The default pool of `device`.
+    pub(crate) fn default_of(device: DeviceId) -> Result<Self> {
+        // SAFETY: `device` came from `cuDeviceGet` (`DeviceId` is made no other way).
+        let raw = unsafe { result::device::get_default_mem_pool(device.raw()) }
+            .call("cuDeviceGetDefaultMemPool")?;
+        Ok(MemPool(raw))
+    }
+
+    /// Sets whether an allocation on one stream may reuse memory freed on another by
+    /// making the first wait for the second (`CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES`).
+    pub(crate) fn allow_internal_dependencies(self, allow: bool) -> Result<()> {
+        let mut value: i32 = allow.into();
+        // SAFETY: `self.0` is a pool the driver keeps alive; this attribute takes an
+        // `int` (CUDA driver API, `CUmemPool_attribute`), read from a live `i32`.
+        unsafe {
+            result::mem_pool::set_attribute(
+                self.0,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                (&raw mut value).cast::<c_void>(),
+            )
+        }
+        .call("cuMemPoolSetAttribute")
+    }
+
+    /// Reads a `cuuint64_t` attribute.
+    pub(crate) fn get(self, attr: U64Attribute) -> Result<u64> {
+        let mut value: u64 = 0;
+        // SAFETY: a live pool, a `cuuint64_t` attribute, written to a live `u64`.
+        unsafe {
+            result::mem_pool::get_attribute(self.0, attr.raw(), (&raw mut value).cast::<c_void>())
+        }
+        .call("cuMemPoolGetAttribute")?;
+        Ok(value)
+    }
+
+    /// Writes a `cuuint64_t` attribute.
+    pub(crate) fn set(self, attr: U64Attribute, mut value: u64) -> Result<()> {
+        // SAFETY: a live pool, a `cuuint64_t` attribute, read from a live `u64`.
+        unsafe {
+            result::mem_pool::set_attribute(self.0, attr.raw(), (&raw mut value).cast::<c_void>())
+        }
+        .call("cuMemPoolSetAttribute")
+    }
+
+    /// Hands cached memory whose frees have completed back to the driver, keeping at
+    /// least `keep_bytes` reserved when the pool holds more than that.
+    pub(crate) fn trim_to(self, keep_bytes: usize) -> Result<()> {
+        // SAFETY: a live pool. Trimming only releases memory no allocation holds (the
+        // driver keeps every block backing a live allocation or a free it has not seen
+        // complete), so no address in use is unmapped.
+        unsafe { result::mem_pool::trim_to(self.0, keep_bytes) }.call("cuMemPoolTrimTo")
+    }
+
+    /// One stream-ordered allocation of `bytes` on `stream`: usable by work on `stream`
+    /// after this point, and by other streams once ordered after it. The memory is
+    /// uninitialised. Allocating cannot break memory safety (using or freeing it can).
+    pub(crate) fn alloc(
+        self,
+        bytes: usize,
+        stream: &RawStream,
+    ) -> std::result::Result<sys::CUdeviceptr, result::DriverError> {
+        // SAFETY: a live pool and a live stream (borrowed); the call only writes the
+        // new address.
+        unsafe { result::mem_pool::alloc_async(self.0, bytes, stream.raw()) }
+    }
+}

@@ -1,0 +1,134 @@
+//! [`RawStream`]: an owned non-blocking CUDA stream.
+
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys};
+
+use super::context::{Bound, PrimaryContext};
+use super::event::RawEvent;
+use crate::error::{DriverResultExt, Error, Result};
+
+/// A non-blocking stream (it never synchronises implicitly with the legacy default
+/// stream), destroyed when dropped, with its context bound (the stream keeps its
+/// context alive).
+///
+/// Dropping it with work still queued is allowed: "in case the device is still doing
+/// work in the stream when `cuStreamDestroy()` is called, the function will return
+/// immediately and the resources associated with stream will be released automatically
+/// once the device has completed all work in stream" (CUDA driver API).
+pub(crate) struct RawStream {
+    raw: sys::CUstream,
+    context: Arc<PrimaryContext>,
+}
+
+// SAFETY: a `CUstream` is an opaque handle; the driver API is thread-safe and accepts it
+// from any thread (work issued from several threads is still run in one order). The
+// handle is destroyed once, by the owner's `Drop`.
+unsafe impl Send for RawStream {}
+// SAFETY: see `Send`: shared access only passes the handle to thread-safe driver calls.
+unsafe impl Sync for RawStream {}
+
+impl RawStream {
+    /// A new non-blocking stream in `context`.
+    pub(crate) fn new(context: &Arc<PrimaryContext>) -> Result<Self> {
+        let _bound = context.bind()?;
+        let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .call("cuStreamCreate")?;
+        Ok(RawStream {
+            raw,
+            context: Arc::clone(context),
+        })
+    }
+
+    /// The driver's handle (for calls that name the stream).
+    #[inline(always)]
+    pub(crate) fn raw(&self) -> sys::CUstream {
+        self.raw
+    }
+
+    /// The stream's context.
+    #[inline(always)]
+    pub(crate) fn context(&self) -> &Arc<PrimaryContext> {
+        &self.context
+    }
+
+    /// Makes the stream's context current until the guard drops.
+    #[inline]
+    pub(crate) fn bind(&self) -> Result<Bound<'_>> {
+        self.context.bind()
+    }
+
+    /// Blocks until all work enqueued on the stream so far has completed, with the
+    /// stream's own context bound for the call (whatever context the thread had).
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        let _bound = self.bind()?;
+        // SAFETY: `self.raw` is a live stream (owned by `self`) whose context is bound.
+        unsafe { result::stream::synchronize(self.raw) }.call("cuStreamSynchronize")
+    }
+
+    /// `Ok(true)` when all work enqueued so far has completed, without blocking.
+    pub(crate) fn is_idle(&self) -> Result<bool> {
+        let _bound = self.bind()?;
+        // SAFETY: `self.raw` is a live stream; a query only reads its state.
+        match unsafe { sys::cuStreamQuery(self.raw) }.result() {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => Err(Error::driver("cuStreamQuery", e)),
+        }
+    }
+
+    /// `Ok(true)` while the stream is being captured into a CUDA graph.
+    pub(crate) fn is_capturing(&self) -> Result<bool> {
+        let _bound = self.bind()?;
+        // SAFETY: `self.raw` is a live stream; a query only reads its state.
+        let status = unsafe { result::stream::is_capturing(self.raw) }.call("cuStreamIsCapturing")?;
+        Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
+    /// Makes this stream wait, on the GPU, for the work `event` captured at its last
+    /// record. The host does not block; re-recording the event later does not change
+    /// what this wait waits for.
+    pub(crate) fn wait(&self, event: &RawEvent) -> Result<()> {
+        if !event.belongs_to(&self.context) {
+            return Err(Error::driver(
+                "cuStreamWaitEvent",
+                result::DriverError(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT),
+            ));
+        }
+        // SAFETY: both handles are live: the stream is owned by `self`, and the event's
+        // context is this stream's (checked above), which `self` keeps alive.
+        unsafe {
+            result::stream::wait_event(
+                self.raw,
+                event.raw(),
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .call("cuStreamWaitEvent")
+    }
+}
+
+/// Blocks until all work enqueued so far on the stream `handle` has completed, with
+/// `context` (the stream's) bound.
+///
+/// # Safety
+///
+/// `handle` is a live stream of `context` (not yet destroyed) for the whole call.
+pub(crate) unsafe fn synchronize_handle(
+    context: &Arc<PrimaryContext>,
+    handle: sys::CUstream,
+) -> Result<()> {
+    let _bound = context.bind()?;
+    // SAFETY: `handle` is live (the caller's contract); its context is bound.
+    unsafe { result::stream::synchronize(handle) }.call("cuStreamSynchronize")
+}
+
+impl Drop for RawStream {
+    fn drop(&mut self) {
+        let _bound = self.context.bind();
+        // SAFETY: created by `cuStreamCreate` in `new`, destroyed once, here, with its
+        // context (kept alive by `self`) bound (see the type's docs for work still
+        // queued). A failure only leaks the stream.
+        let _ = unsafe { result::stream::destroy(self.raw) };
+    }
+}

@@ -1,0 +1,190 @@
+//! The tuning of staged copies ([`StagingConfig`]): the process-wide setting, a
+//! per-thread override for benchmarks and tests, and per-thread counts of staged copies.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use super::memcpy;
+
+/// directions).
+pub const DEFAULT_THRESHOLD: usize = 1 << 20;
+/// Bytes per chunk (and per staging block).
+pub const DEFAULT_CHUNK: usize = 4 << 20;
+/// Staging blocks per copy.
+pub const DEFAULT_RING: usize = 4;
+/// Threads of the host memcpy (the caller included), at most the machine's.
+pub const DEFAULT_THREADS: usize = 8;
+/// Pending staging blocks per size class and stream beyond which a staged copy waits
+/// for the oldest of its stream's instead of page-locking more, as a multiple of the
+/// ring.
+pub(crate) const PENDING_CAP_RINGS: usize = 4;
+
+/// The tuning of staged copies. Hidden: for benchmarks and tests, which sweep it.
+///
+/// Values out of range are clamped when used: `chunk_bytes` to at least 4 KiB,
+/// `ring_blocks` to 1..=64, `threads` to 1..=64 (and the machine's parallelism).
+/// A threshold of `usize::MAX` turns staging off for that direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StagingConfig {
+    /// Host-to-device copies of pageable memory of at least this many bytes are staged.
+    pub upload_threshold: usize,
+    /// Device-to-host copies into pageable memory of at least this many bytes are
+    /// staged.
+    pub download_threshold: usize,
+    /// Bytes per chunk.
+    pub chunk_bytes: usize,
+    /// Pinned blocks in flight per copy.
+    pub ring_blocks: usize,
+    /// Host memcpy threads per copy, the calling thread included.
+    pub threads: usize,
+}
+
+impl StagingConfig {
+    /// The library's defaults.
+    pub const DEFAULT: StagingConfig = StagingConfig {
+        upload_threshold: DEFAULT_THRESHOLD,
+        download_threshold: DEFAULT_THRESHOLD,
+        chunk_bytes: DEFAULT_CHUNK,
+        ring_blocks: DEFAULT_RING,
+        threads: DEFAULT_THREADS,
+    };
+
+    /// Off in both directions: every copy takes the driver's direct path.
+    pub const DIRECT: StagingConfig = StagingConfig {
+        upload_threshold: usize::MAX,
+        download_threshold: usize::MAX,
+        ..StagingConfig::DEFAULT
+    };
+
+    /// The values actually used: clamped to their valid ranges.
+    pub fn effective(self) -> StagingConfig {
+        StagingConfig {
+            chunk_bytes: self.chunk_bytes.max(4096),
+            ring_blocks: self.ring_blocks.clamp(1, 64),
+            threads: self
+                .threads
+                .clamp(1, memcpy::MAX_THREADS)
+                .min(parallelism()),
+            ..self
+        }
+    }
+}
+
+impl Default for StagingConfig {
+    fn default() -> Self {
+        StagingConfig::DEFAULT
+    }
+}
+
+/// The machine's parallelism, asked once (it reads cgroup files on Linux).
+fn parallelism() -> usize {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+static UPLOAD_THRESHOLD: AtomicUsize = AtomicUsize::new(DEFAULT_THRESHOLD);
+static DOWNLOAD_THRESHOLD: AtomicUsize = AtomicUsize::new(DEFAULT_THRESHOLD);
+static CHUNK: AtomicUsize = AtomicUsize::new(DEFAULT_CHUNK);
+static RING: AtomicUsize = AtomicUsize::new(DEFAULT_RING);
+static THREADS: AtomicUsize = AtomicUsize::new(DEFAULT_THREADS);
+
+thread_local! {
+    /// An override for copies issued on this thread (see `with_staging_config`).
+    static OVERRIDE: Cell<Option<StagingConfig>> = const { Cell::new(None) };
+    /// Staged uploads and downloads issued on this thread.
+    pub(super) static STAGED: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// The configuration copies issued on this thread use now: this thread's override if
+/// one is active, else the process-wide one.
+pub fn staging_config() -> StagingConfig {
+    OVERRIDE.with(Cell::get).unwrap_or_else(|| StagingConfig {
+        upload_threshold: UPLOAD_THRESHOLD.load(Ordering::Relaxed),
+        download_threshold: DOWNLOAD_THRESHOLD.load(Ordering::Relaxed),
+        chunk_bytes: CHUNK.load(Ordering::Relaxed),
+        ring_blocks: RING.load(Ordering::Relaxed),
+        threads: THREADS.load(Ordering::Relaxed),
+    })
+}
+
+/// Sets the process-wide configuration (each field atomically; a copy that starts
+/// meanwhile may see a mix, which is still a valid configuration).
+pub fn set_staging_config(config: StagingConfig) {
+    UPLOAD_THRESHOLD.store(config.upload_threshold, Ordering::Relaxed);
+    DOWNLOAD_THRESHOLD.store(config.download_threshold, Ordering::Relaxed);
+    CHUNK.store(config.chunk_bytes, Ordering::Relaxed);
+    RING.store(config.ring_blocks, Ordering::Relaxed);
+    THREADS.store(config.threads, Ordering::Relaxed);
+}
+
+/// Runs `f` with `config` used by the copies this thread issues, then restores the
+/// previous setting (also on unwind).
+pub fn with_staging_config<R>(config: StagingConfig, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<StagingConfig>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OVERRIDE.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(OVERRIDE.with(|c| c.replace(Some(config))));
+    f()
+}
+
+/// `(uploads, downloads)` staged so far by copies issued on this thread.
+pub fn staged_copy_counts() -> (u64, u64) {
+    STAGED.with(Cell::get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(chunk: usize, ring: usize, threads: usize) -> StagingConfig {
+        StagingConfig {
+            upload_threshold: 0,
+            download_threshold: 0,
+            chunk_bytes: chunk,
+            ring_blocks: ring,
+            threads,
+        }
+    }
+
+    #[test]
+    fn effective_config_clamps_out_of_range_values() {
+        let c = StagingConfig {
+            upload_threshold: 0,
+            download_threshold: usize::MAX,
+            chunk_bytes: 0,
+            ring_blocks: 0,
+            threads: 0,
+        }
+        .effective();
+        assert_eq!((c.chunk_bytes, c.ring_blocks, c.threads), (4096, 1, 1));
+        let c = StagingConfig {
+            ring_blocks: 1000,
+            threads: 1000,
+            ..StagingConfig::DEFAULT
+        }
+        .effective();
+        assert_eq!(c.ring_blocks, 64);
+        assert!(c.threads <= memcpy::MAX_THREADS);
+    }
+
+    #[test]
+    fn thread_override_is_scoped_and_restored() {
+        let before = staging_config();
+        let inner = with_staging_config(StagingConfig::DIRECT, || {
+            let nested = with_staging_config(config(8192, 2, 1), staging_config);
+            assert_eq!(nested, config(8192, 2, 1));
+            staging_config()
+        });
+        assert_eq!(inner, StagingConfig::DIRECT);
+        assert_eq!(staging_config(), before);
+        let caught = std::panic::catch_unwind(|| {
+            with_staging_config(StagingConfig::DIRECT, || panic!("unwinds through"))
+        });
+        assert!(caught.is_err());
+        assert_eq!(staging_config(), before);
+    }
+}

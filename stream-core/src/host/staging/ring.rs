@@ -1,0 +1,162 @@
+//! [`CudaRing`]: the ring of pinned pool blocks of one staged copy, and its DMAs.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+
+use super::config::{StagingConfig, PENDING_CAP_RINGS};
+use super::pipeline::Dma;
+use crate::driver::memory::{copy_device_to_host, copy_host_to_device};
+use crate::driver::stream::RawStream;
+use crate::error::{Error, Result};
+use crate::host::pinned_pool::{Block, PinnedPool};
+
+/// The ring of pool blocks of one staged copy, and the device range it copies to or
+/// from on `stream`. Dropping it gives the blocks back to the pool, armed with the
+/// events of their last DMA.
+pub(super) struct CudaRing<'p> {
+    stream: &'p RawStream,
+    /// The pinned pool of the stream's device, where the blocks come from.
+    pool: Arc<PinnedPool>,
+    device: sys::CUdeviceptr,
+    device_len: usize,
+    /// `None` for a slot whose block was abandoned after a failure.
+    blocks: Vec<Option<Block>>,
+}
+
+impl<'p> CudaRing<'p> {
+    /// Takes the ring's blocks from `pool` (one per chunk, at most `ring_blocks`) and
+    /// returns the ring with the effective configuration, its `ring_blocks` the number
+    /// of blocks taken. `Ok(None)` when not even one block can be page-locked: the
+    /// caller then copies directly, which needs no pinned memory of ours.
+    ///
+    /// # Safety
+    ///
+    /// `device..device + device_len` is device memory valid on `stream` for the whole
+    /// copy: allocated, touched by no other work meanwhile, any later use or free
+    /// ordered after the copy on `stream`. `pool` is the pool of `stream`'s device.
+    pub(super) unsafe fn new(
+        stream: &'p RawStream,
+        pool: Arc<PinnedPool>,
+        device: sys::CUdeviceptr,
+        device_len: usize,
+        config: StagingConfig,
+    ) -> Result<Option<(Self, StagingConfig)>> {
+        let mut config = config.effective();
+        let wanted = device_len
+            .div_ceil(config.chunk_bytes)
+            .min(config.ring_blocks);
+        let cap = config.ring_blocks * PENDING_CAP_RINGS;
+        let mut ring = CudaRing {
+            stream,
+            pool,
+            device,
+            device_len,
+            blocks: Vec::with_capacity(wanted),
+        };
+        while ring.blocks.len() < wanted {
+            match ring.pool.take_staging(config.chunk_bytes, stream.raw(), cap) {
+                Ok(block) => ring.blocks.push(Some(block)),
+                // Out of page-lockable memory: go on with the blocks already taken.
+                Err(Error::HostOutOfMemory { .. }) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if ring.blocks.is_empty() {
+            return Ok(None);
+        }
+        config.ring_blocks = ring.blocks.len();
+        Ok(Some((ring, config)))
+    }
+
+    /// Block `slot`, or an error when it has none (an abandoned block).
+    fn block(&mut self, slot: usize) -> Result<&mut Block> {
+        self.blocks
+            .get_mut(slot)
+            .and_then(Option::as_mut)
+            .ok_or(Error::OutOfRange {
+                start: slot,
+                end: slot + 1,
+                len: 0,
+            })
+    }
+
+    /// Checks that a DMA of `len` bytes at `offset` stays inside the device range and
+    /// inside block `slot`.
+    fn check(&mut self, slot: usize, offset: usize, len: usize) -> Result<()> {
+        let end = offset.checked_add(len).filter(|&e| e <= self.device_len);
+        let fits = self.block(slot)?.size() >= len;
+        match end {
+            Some(_) if fits => Ok(()),
+            _ => Err(Error::OutOfRange {
+                start: offset,
+                end: offset.saturating_add(len),
+                len: self.device_len,
+            }),
+        }
+    }
+
+    /// Records block `slot`'s event after the DMA `enqueued` reports on, or abandons
+    /// the block when the DMA's completion cannot be tracked.
+    fn arm(&mut self, slot: usize, enqueued: Result<()>) -> Result<()> {
+        let stream = self.stream;
+        let armed = enqueued.and_then(|()| self.block(slot)?.arm(stream));
+        if armed.is_err() {
+            // A DMA may have been enqueued that no event covers: never reuse the block.
+            if let Some(block) = self.blocks.get_mut(slot).and_then(Option::take) {
+                self.pool.abandon(block);
+            }
+        }
+        armed
+    }
+}
+
+impl Dma for CudaRing<'_> {
+    fn idle_block(&mut self, slot: usize) -> Result<*mut u8> {
+        let context = Arc::clone(self.stream.context());
+        let waited = self.block(slot)?.wait_idle(&context);
+        if let Err(e) = waited {
+            if let Some(block) = self.blocks.get_mut(slot).and_then(Option::take) {
+                self.pool.abandon(block);
+            }
+            return Err(e);
+        }
+        Ok(self.block(slot)?.ptr().as_ptr())
+    }
+
+    fn to_device(&mut self, slot: usize, offset: usize, len: usize) -> Result<()> {
+        self.check(slot, offset, len)?;
+        let (stream, dst) = (self.stream, self.device + offset as u64);
+        let src = self.block(slot)?.ptr().as_ptr();
+        // SAFETY: `dst..dst + len` lies in the device range (checked above), which the
+        // caller of `CudaRing::new` guarantees is device memory valid on `stream` for this
+        // copy. `src` is the block's first `len <= size` bytes (checked), just written by
+        // the host copy, which returned before this call; the block stays allocated and
+        // unwritten until the event recorded below reports this DMA complete (the pool
+        // hands out, and frees, only idle blocks).
+        let enqueued = unsafe { copy_host_to_device(dst, src, len, stream) };
+        self.arm(slot, enqueued)
+    }
+
+    fn to_host(&mut self, slot: usize, offset: usize, len: usize) -> Result<()> {
+        self.check(slot, offset, len)?;
+        let (stream, src) = (self.stream, self.device + offset as u64);
+        let dst = self.block(slot)?.ptr().as_ptr();
+        // SAFETY: `src..src + len` lies in the device range (checked above), which the
+        // caller of `CudaRing::new` guarantees is device memory valid on `stream` for this
+        // copy. `dst` is the block's first `len <= size` bytes (checked), idle (the
+        // pipeline called `idle_block` first); the host reads it only after waiting for
+        // the event recorded below, and the pool neither hands out nor frees it before
+        // that event completed. Any bytes are valid in a byte buffer.
+        let enqueued = unsafe { copy_device_to_host(dst, src, len, stream) };
+        self.arm(slot, enqueued)
+    }
+}
+
+impl Drop for CudaRing<'_> {
+    fn drop(&mut self) {
+        for block in self.blocks.drain(..).flatten() {
+            self.pool.give_back(block);
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! [`DeviceBuffer`]: device memory made inside a scope, allocated and freed
+//! stream-ordered on the scope's stream.
+//!
+//! `cuMemAllocAsync` and `cuMemFreeAsync` on the scope's stream mean every use of the
+//! buffer (all on that same stream) is ordered after its allocation and before its
+//! free, so a buffer needs only call-length borrows: dropping it right after enqueuing
+//! a copy is correct, because the free runs on the GPU after the copy.
+
+use std::marker::PhantomData;
+use std::ops::RangeBounds;
+
+use crate::driver::memory::free_async;
+use crate::driver::stream::RawStream;
+use crate::error::Result;
+use crate::memory::brand::{brand, Brand};
+use crate::memory::repr::DeviceRepr;
+use crate::memory::view::{
+    element_count, sealed, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, RawSlice,
+};
+
+/// Device memory of `len` elements of `T`, owned by the scope branded `'s`.
+///
+/// It cannot leave its scope or be used in another scope (the brand is invariant), and
+/// it is freed, stream-ordered, when dropped. Made by [`Scope::alloc`](crate::Scope::alloc)
+/// and [`Scope::upload`](crate::Scope::upload).
+///
+/// ```no_run
+/// # use stream_core::{scope, Error, Stream};
+/// # fn f(stream: &Stream) -> Result<(), Error> {
+/// let host = vec![1.5f32; 4096];
+/// scope(stream, |s| {
+///     let x = s.upload(&host)?;            // DeviceBuffer<'s, f32>
+///     let mut y = s.alloc::<f32>(4096)?;
+///     s.copy_device(&x, &mut y)?;
+///     Ok(())
+/// })
+/// # }
+/// ```
+///
+/// A buffer cannot escape its scope (see `ui-tests/tests/ui/brand/buffer-escapes-scope.rs`):
+///
+/// ```compile_fail
+/// # use stream_core::{scope, Error, Stream};
+/// # fn f(stream: &Stream) -> Result<(), Error> {
+/// let escaped = scope(stream, |s| Ok::<_, Error>(s.alloc::<f32>(16)?))?;
+/// # Ok(()) }
+/// ```
+pub struct DeviceBuffer<'s, T: DeviceRepr> {
+    raw: RawSlice,
+    /// The stream it was allocated on (or handed to), on which it will be freed; the
+    /// scope branded `'s` borrows it for longer than `'s`.
+    stream: &'s RawStream,
+    _brand: Brand<'s>,
+    _elem: PhantomData<T>,
+}
+
+impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
+    /// Takes ownership of `raw`, to be freed on `stream`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is memory of `T`s from a stream-ordered allocation (or empty), owned by no
+    /// one else, whose every earlier use is ordered before work enqueued on `stream`
+    /// from now on; `stream` is the stream of the scope branded `'s`.
+    pub(crate) unsafe fn from_raw(raw: RawSlice, stream: &'s RawStream) -> Self {
+        DeviceBuffer {
+            raw,
+            stream,
+            _brand: brand(),
+            _elem: PhantomData,
+        }
+    }
+
+    /// A buffer of no elements (nothing to free), on `stream`.
+    pub(crate) fn empty(stream: &'s RawStream) -> Self {
+        DeviceBuffer {
+            raw: RawSlice::EMPTY,
+            stream,
+            _brand: brand(),
+            _elem: PhantomData,
+        }
+    }
+
+    /// Gives up ownership without freeing. The caller takes over the duty to free it.
+    pub(crate) fn into_raw(self) -> RawSlice {
+        let raw = self.raw;
+        std::mem::forget(self);
+        raw
+    }
+
+    /// A read-only view of the whole buffer.
+    pub fn as_slice(&self) -> DeviceSlice<'_, 's, T> {
+        DeviceSlice::of(self)
+    }
+
+    /// A writable view of the whole buffer.
+    pub fn as_slice_mut(&mut self) -> DeviceSliceMut<'_, 's, T> {
+        DeviceSliceMut::of(self)
+    }
+
+    /// The elements in `range`, read-only, or [`Error::OutOfRange`](crate::Error::OutOfRange).
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, 's, T>> {
+        DeviceSlice::of(self).slice(range)
+    }
+
+    /// The elements in `range`, writable, or [`Error::OutOfRange`](crate::Error::OutOfRange).
+    pub fn slice_mut(
+        &mut self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceSliceMut<'_, 's, T>> {
+        DeviceSliceMut::of(self).into_slice_mut(range)
+    }
+
+    /// Two disjoint writable halves `[0, mid)` and `[mid, len)`, or
+    /// [`Error::OutOfRange`](crate::Error::OutOfRange) when `mid > len`.
+    pub fn split_at_mut(
+        &mut self,
+        mid: usize,
+    ) -> Result<(DeviceSliceMut<'_, 's, T>, DeviceSliceMut<'_, 's, T>)> {
+        DeviceSliceMut::of(self).into_split_at_mut(mid)
+    }
+}
+
+element_count!(['s, T: DeviceRepr] DeviceBuffer<'s, T>);
+
+impl<T: DeviceRepr> sealed::Sealed for DeviceBuffer<'_, T> {
+    fn raw(&self, _: sealed::Token) -> RawSlice {
+        self.raw
+    }
+}
+impl<'s, T: DeviceRepr> DeviceMemory<'s, T> for DeviceBuffer<'s, T> {}
+impl<'s, T: DeviceRepr> DeviceMemoryMut<'s, T> for DeviceBuffer<'s, T> {}
+
+impl<T: DeviceRepr> Drop for DeviceBuffer<'_, T> {
+    fn drop(&mut self) {
+        if self.raw.ptr != 0 {
+            // SAFETY: `ptr` came from a stream-ordered allocation and is freed once, here
+            // (`from_raw`'s contract: no one else owns it). Every use of it was enqueued
+            // on `self.stream` (the brand keeps it in its scope, and views borrow the
+            // buffer) or ordered before it by an event, so the free runs after all of
+            // them; the stream outlives the buffer (the scope borrows it).
+            let freed = unsafe { free_async(self.raw.ptr, self.stream) };
+            // A failed free cannot be reported from `drop`; it leaks the allocation.
+            let _ = freed;
+        }
+    }
+}
+
+impl<T: DeviceRepr> std::fmt::Debug for DeviceBuffer<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("ptr", &self.raw.ptr)
+            .field("len", &self.raw.len)
+            .finish()
+    }
+}

@@ -1,0 +1,185 @@
+//! [`DeviceVec`]: long-lived device memory made outside scopes and brought into a scope
+//! by [`Scope::attach`] (writable) or [`Scope::attach_ref`] (read-only).
+//!
+//! Creation blocks until the memory is allocated and filled, so it is ordered before
+//! any use on any stream. Attaching borrows the `DeviceVec` for the whole scope, which
+//! is what makes the scope's final synchronisation cover every use of it: it cannot be
+//! dropped, or attached mutably elsewhere, while a scope's work on it may be pending.
+
+use std::marker::PhantomData;
+
+use crate::device::Device;
+use crate::driver::memory::{copy_device_to_host, copy_host_to_device, free_async, memset, Memset};
+use crate::error::{byte_len, Result};
+use crate::memory::repr::DeviceRepr;
+use crate::memory::view::{element_count, RawSlice};
+
+/// Device memory that outlives scopes, like a `Vec<T>` on the GPU. `Send` and `Sync`.
+///
+/// ```no_run
+/// use stream_core::{scope, Device, Error};
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = Device::new(0)?;
+/// let stream = dev.new_stream()?;
+/// let mut weights = dev.upload_vec(&[1.0f32, 2.0, 3.0])?;
+/// let mut out = [0f32; 3];
+/// scope(&stream, |s| {
+///     let w = s.attach(&mut weights)?;            // DeviceSliceMut<'s, 's, f32>
+///     s.copy_to_host(&w, &mut out)?.wait()?;
+///     Ok::<_, Error>(())
+/// })?;
+/// assert_eq!(weights.to_host_vec()?, vec![1.0, 2.0, 3.0]);
+/// # Ok(()) }
+/// ```
+pub struct DeviceVec<T: DeviceRepr> {
+    raw: RawSlice,
+    device: Device,
+    _elem: PhantomData<T>,
+}
+
+// `Send` and `Sync` come from the fields: a `DeviceVec` owns its device allocation like
+// a `Vec<T>` owns its heap allocation (the address is a plain number), `&DeviceVec` only
+// allows reads of the memory (`attach_ref`, `to_host_vec`), and reads from several
+// streams or threads at once do not race.
+
+impl Device {
+    /// Allocates `len` zeroed elements; blocks until the memory is ready for any stream.
+    ///
+    /// Out of memory, it waits for the device's housekeeping stream (where dropped
+    /// `DeviceVec`s are freed) and the streams of the scopes this thread has open on
+    /// the device, hands the pool's cached memory back to the driver and retries once
+    /// before it returns [`Error::OutOfMemory`], like
+    /// [`Scope::alloc`](crate::Scope::alloc).
+    pub fn alloc_vec<T: DeviceRepr>(&self, len: usize) -> Result<DeviceVec<T>> {
+        let vec = DeviceVec::alloc(self, len)?;
+        if vec.raw.len > 0 {
+            let bytes = byte_len::<T>(vec.raw.len)?;
+            let housekeeping = &self.inner.housekeeping;
+            // SAFETY: `vec.raw` is `bytes` bytes just allocated on the housekeeping stream
+            // and used by nothing else; zero bytes are a valid `T`. On error `vec` is
+            // dropped, and its free is stream-ordered after the memset on the same stream.
+            unsafe { memset(vec.raw.ptr, Memset::Bytes(0), bytes, housekeeping) }?;
+        }
+        self.inner.sync_housekeeping()?;
+        Ok(vec)
+    }
+
+    /// Copies `src` into new device memory; blocks until the copy is complete.
+    ///
+    /// Out of memory, it releases cached memory and retries once, like
+    /// [`alloc_vec`](Self::alloc_vec).
+    pub fn upload_vec<T: DeviceRepr>(&self, src: &[T]) -> Result<DeviceVec<T>> {
+        let vec = DeviceVec::alloc(self, src.len())?;
+        if vec.raw.len > 0 {
+            let bytes = std::mem::size_of_val(src);
+            // SAFETY: `vec.raw` holds `src.len()` elements (`bytes` bytes), allocated on
+            // the housekeeping stream and used by nothing else. `src` is borrowed until
+            // this function returns, and it returns only after the synchronisation below,
+            // which runs whether or not the enqueue reported an error (a failed call may
+            // still have started the DMA) and aborts rather than return while the DMA may
+            // read `src`.
+            let enqueued = unsafe {
+                copy_host_to_device(
+                    vec.raw.ptr,
+                    src.as_ptr().cast(),
+                    bytes,
+                    &self.inner.housekeeping,
+                )
+            };
+            let synced = self.inner.sync_housekeeping_before_release("upload_vec");
+            enqueued?;
+            synced?;
+        }
+        Ok(vec)
+    }
+}
+
+impl<T: DeviceRepr> DeviceVec<T> {
+    /// Stream-ordered allocation on the housekeeping stream (not yet synchronised).
+    ///
+    /// Out of memory, it waits for the streams on which this thread's frees may be
+    /// pending, trims the pool and retries once (see `DeviceInner::alloc_async`).
+    fn alloc(device: &Device, len: usize) -> Result<Self> {
+        let bytes = byte_len::<T>(len)?;
+        let mut raw = RawSlice::EMPTY;
+        if bytes > 0 {
+            // The memory is only used through this `DeviceVec`, after the caller
+            // synchronises the housekeeping stream.
+            let ptr = device.inner.alloc_async(&device.inner.housekeeping, bytes)?;
+            raw = RawSlice { ptr, len };
+        }
+        Ok(DeviceVec {
+            raw,
+            device: device.clone(),
+            _elem: PhantomData,
+        })
+    }
+
+    /// The device that holds the memory.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Copies the contents to a new host `Vec`; blocks until the copy is complete.
+    pub fn to_host_vec(&self) -> Result<Vec<T>> {
+        let mut host = Vec::with_capacity(self.raw.len);
+        if self.raw.len > 0 {
+            let bytes = byte_len::<T>(self.raw.len)?;
+            let spare = &mut host.spare_capacity_mut()[..self.raw.len];
+            // SAFETY: `spare` is `len` writable (uninitialised) `T`s, `bytes` bytes; the
+            // DMA writes all of them, and `T: DeviceRepr` accepts any bytes. No scope can
+            // be writing `self` (that needs `&mut self`) and every scope that wrote it has
+            // synchronised. `host` is neither read nor freed before the synchronisation
+            // below, which runs even when the enqueue reports an error and aborts rather
+            // than let `host` go while the DMA may write it.
+            let enqueued = unsafe {
+                copy_device_to_host(
+                    spare.as_mut_ptr().cast(),
+                    self.raw.ptr,
+                    bytes,
+                    &self.device.inner.housekeeping,
+                )
+            };
+            let synced = self
+                .device
+                .inner
+                .sync_housekeeping_before_release("to_host_vec");
+            enqueued?;
+            synced?;
+            // SAFETY: the copy above initialised the first `len` elements and has
+            // completed (the housekeeping stream was synchronised without error).
+            unsafe { host.set_len(self.raw.len) };
+        }
+        Ok(host)
+    }
+
+    /// The memory's address and length, for views made by an attaching scope.
+    pub(crate) fn raw(&self) -> RawSlice {
+        self.raw
+    }
+}
+
+element_count!([T: DeviceRepr] DeviceVec<T>);
+
+impl<T: DeviceRepr> Drop for DeviceVec<T> {
+    fn drop(&mut self) {
+        if self.raw.ptr != 0 {
+            // SAFETY: allocated stream-ordered, freed once, on the housekeeping stream
+            // (alive as long as the device `self` holds). Every scope that used it
+            // borrowed it for its whole duration and synchronised its stream before the
+            // borrow ended (or stopped with a sticky error: no more work runs), so no GPU
+            // work on it remains; the blocking helpers synchronised the housekeeping
+            // stream before returning.
+            let _ = unsafe { free_async(self.raw.ptr, &self.device.inner.housekeeping) };
+        }
+    }
+}
+
+impl<T: DeviceRepr> std::fmt::Debug for DeviceVec<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceVec")
+            .field("ptr", &self.raw.ptr)
+            .field("len", &self.raw.len)
+            .finish()
+    }
+}

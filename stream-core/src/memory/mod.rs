@@ -1,0 +1,23 @@
+//! Device memory: what may live in it ([`DeviceRepr`]), the brand that keeps a scope's
+//! memory in that scope, memory made in a scope ([`DeviceBuffer`]) or outside scopes
+//! ([`DeviceVec`]), views of either, and the device's memory pool (statistics, and the
+//! one out-of-memory recovery every allocation shares).
+//!
+//! Owns: `DeviceRepr`, the brand, `RawSlice`, `DeviceSlice(Mut)`, the sealed
+//! `DeviceMemory(Mut)` traits, `DeviceBuffer`, `DeviceVec`, `DeviceMemoryStats`, the
+//! registry of scopes open on each thread (for the out-of-memory retry). Uses:
+//! `driver/`, `device/`, `error`.
+
+pub(crate) mod brand;
+mod buffer;
+mod device_vec;
+mod pool;
+mod repr;
+pub(crate) mod view;
+
+pub use buffer::DeviceBuffer;
+pub use device_vec::DeviceVec;
+pub(crate) use pool::{configure_pool, OpenScope};
+pub use pool::DeviceMemoryStats;
+pub use repr::DeviceRepr;
+pub use view::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};
