@@ -21,7 +21,7 @@ use gpu_tests::{
     summation_height, Element, Real, Rng, TestResult,
 };
 use kernels::Float;
-use stream_core::{scope, DeviceBuffer, Error, LaunchConfig, Scope};
+use stream_core::{scope, DeviceBuffer, Error, Scope};
 
 gpu_tests::test_main! {
     gpu: [
@@ -377,23 +377,11 @@ fn copy_after_a_spinning_kernel_sees_its_write() -> TestResult {
         let mut copy = s.alloc::<u32>(1)?;
         s.fill(&mut copy, u32::POISON)?;
         // Load (compile) the kernel first, so the timing below covers only the spin.
-        kernels::declarations::spin_then_write_u32(
-            s,
-            LaunchConfig::for_elements(1, 32),
-            0,
-            u32::POISON,
-            &mut flag,
-        )?;
+        gpu_tests::spin_then_write(s, 0, u32::POISON, &mut flag)?;
         s.copy_to_host(&flag, &mut warm_up)?.wait()?;
 
         let start = Instant::now();
-        kernels::declarations::spin_then_write_u32(
-            s,
-            LaunchConfig::for_elements(1, 32),
-            100_000_000,
-            value,
-            &mut flag,
-        )?;
+        gpu_tests::spin_then_write(s, 100_000_000, value, &mut flag)?;
         s.copy_device(&flag, &mut copy)?;
         let pending = s.copy_to_host(&flag, &mut direct)?;
         let _copied = s.copy_to_host(&copy, &mut copied)?;

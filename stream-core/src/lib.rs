@@ -174,7 +174,7 @@ pub use device_vec::DeviceVec;
 pub use error::{Error, Result};
 pub use fork::Lend;
 pub use host::PinnedBuffer;
-pub use launch::LaunchConfig;
+pub use launch::{LaunchConfig, LaunchLimit};
 pub use memory_pool::DeviceMemoryStats;
 pub use pending::Pending;
 pub use pinned_pool::PinnedMemoryStats;
