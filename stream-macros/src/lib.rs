@@ -1,7 +1,12 @@
-//! The `#[gpu_scope]` attribute of `stream_core`.
+//! The `#[gpu_scope]` and `#[kernel]` attributes of `stream_core`.
 //!
-//! Use it through `stream_core::gpu_scope`; this crate is an implementation
-//! detail and its generated code names only `stream_core::__private`.
+//! Use them through `stream_core::gpu_scope` and `stream_core::kernel`; this crate
+//! is an implementation detail and its generated code names only
+//! `stream_core::__private`. The crate docs describe `#[gpu_scope]`; [`kernel`]
+//! describes `#[kernel]`, its launch shapes and its promise.
+//!
+//! Each attribute is a folder (`gpu_scope/`, `kernel/`) of `parse.rs`,
+//! `validate.rs` and `expand.rs`; `diagnostics/` holds every message.
 //!
 //! # What it does
 //!
