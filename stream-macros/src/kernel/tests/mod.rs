@@ -274,6 +274,9 @@ fn errors_of(rejected: &Rejected) -> Vec<(Option<String>, String)> {
         .collect()
 }
 
+/// One expected error: the source text its span starts with, and words of its message.
+type Expected = (&'static str, &'static str);
+
 /// Checks what every message must look like (STYLE.md rule 5): it names the
 /// attribute first and goes on in lowercase.
 fn assert_well_formed(message: &str) {
@@ -355,7 +358,7 @@ fn something_that_is_not_a_signature_emits_only_the_errors() {
 
 #[test]
 fn errors_point_at_the_offending_tokens() {
-    let cases: &[(&str, &str, &[(&str, &str)])] = &[
+    let cases: &[(&str, &str, &[Expected])] = &[
         (
             "cuda = S, ptx = P",
             "unsafe fn k();",

@@ -3,7 +3,7 @@
 
 use quote::quote;
 
-use super::{assert_well_formed, errors_of, expand, rejected};
+use super::{assert_well_formed, errors_of, expand, rejected, Expected};
 
 /// The `KernelShape` expression of `#[kernel(cuda = S, shape)] unsafe fn k(..);`.
 fn shape_of(shape: proc_macro2::TokenStream) -> String {
@@ -125,7 +125,7 @@ fn the_wrapper_docs_state_the_admitted_shape() {
 
 #[test]
 fn shapes_no_device_launches_are_rejected_at_their_token() {
-    let cases: &[(&str, &[(&str, &str)])] = &[
+    let cases: &[(&str, &[Expected])] = &[
         (
             "block = (32, 0)",
             &[("0", "`block` dimension y is 0, but a block has at least one thread")],
