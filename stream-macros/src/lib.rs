@@ -180,15 +180,19 @@ pub fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
 /// - `shared = BYTES`: the dynamic shared memory (`LaunchConfig::shared_mem_bytes`) the
 ///   kernel needs, a constant `u32` expression (it goes in a `static`); or
 ///   `shared = |(x, y, z)| 4 * x * y * z`, a non-capturing closure (coerced to
-///   `fn((u32, u32, u32)) -> u32`) that computes it from the block. A launch with *less*
-///   is refused; *more* is admitted, since the kernel never touches bytes past what it
-///   needs (and the device's own limit is still checked).
+///   `fn((u32, u32, u32)) -> u32`) that computes it from the block; it is called only
+///   with blocks within the device's limits (at most 1024 threads), so `4 * x * y * z`
+///   cannot overflow. A launch with *less* is refused; *more* is admitted, since the
+///   kernel never touches bytes past what it needs (and the device's own limit is still
+///   checked).
 ///
 /// **A declaration without `block` or `max_threads` promises that the kernel is
 /// memory-safe for every block the device accepts, and one without `shared` that it is
 /// memory-safe with any dynamic shared memory, none included.** A kernel with a
 /// fixed-size `__shared__` array indexed by `threadIdx`, or that assumes `blockDim`,
-/// must declare its shape (and should carry a matching `__launch_bounds__`).
+/// must declare its shape (and should carry a matching `__launch_bounds__`). The grid is
+/// never restricted: whatever its shape, the kernel must stay within the lengths it is
+/// given.
 ///
 /// A shape no device can launch is a compile error at the offending token: a block
 /// dimension of 0, `x` or `y` over 1024, `z` over 64, more than 1024 threads, a
