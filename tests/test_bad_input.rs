@@ -15,7 +15,7 @@ use gpu_tests::{
     check_eq, check_error, ensure, expect_err, gpu_status, poisoned, stream, Element, Failed,
     GpuStatus, Rng, Test, TestFn, TestResult,
 };
-use stream_core::{scope, Device, Error, LaunchConfig};
+use stream_core::{kernel, scope, Device, Error, LaunchConfig, LaunchLimit};
 
 /// The environment variable that makes this binary run one child mode.
 const CHILD_ENV: &str = "STREAM_CORE_BAD_INPUT_CHILD";
@@ -66,6 +66,24 @@ fn main() {
     ];
     gpu_tests::run(&gpu, host)
 }
+
+/// `fill_u32(v, y)`: `y[i] = v` for every element, in a grid-stride loop over every
+/// thread of the grid, whatever its shape: each element is written by exactly one
+/// thread for any block and grid, so the kernel is memory-safe for every shape the
+/// device accepts, as its declaration (without a shape) promises.
+const FILL_SRC: &str = r#"
+extern "C" __global__ void fill_u32(unsigned v, unsigned* y, size_t y_len) {
+    size_t threads_per_block = (size_t)blockDim.x * blockDim.y * blockDim.z;
+    size_t block = ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    size_t thread = ((size_t)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    size_t stride = threads_per_block * gridDim.x * gridDim.y * gridDim.z;
+    for (size_t i = block * threads_per_block + thread; i < y_len; i += stride) y[i] = v;
+}
+"#;
+
+#[kernel(cuda = FILL_SRC)]
+/// `y[i] = v` for every element, for any launch shape.
+unsafe fn fill_u32(v: u32, y: &mut [u32]);
 
 /// Child modes: print observations as `key = value` lines; the exit code is 0.
 fn child(mode: &str) -> i32 {
@@ -155,7 +173,7 @@ fn launch_shapes_from_the_helpers_beyond_the_limits_are_invalid_launch() -> Test
     scope(&stream, |s| -> TestResult {
         let mut y = s.upload(&input)?;
         for (what, config, dimension, value) in cases {
-            let e = expect_err(what, kernels::declarations::fill_u32(s, config, 7, &mut y))?;
+            let e = expect_err(what, fill_u32(s, config, 7, &mut y))?;
             let Error::InvalidLaunch {
                 kernel,
                 what: e_what,
@@ -172,9 +190,15 @@ fn launch_shapes_from_the_helpers_beyond_the_limits_are_invalid_launch() -> Test
                 (*kernel, *e_what, *e_value) == ("fill_u32", dimension, value),
                 "{what}: got {e:?}, expected fill_u32 with {dimension} = {value}"
             );
+            let limit_ok = if value == 0 {
+                *limit == LaunchLimit::AtLeast(1)
+            } else {
+                matches!(limit, LaunchLimit::AtMost(l) if *l < value)
+            };
             ensure!(
-                value == 0 || *limit < value,
-                "{what}: the limit {limit} is not below {value}"
+                limit_ok,
+                "{what}: the limit is {limit:?}, expected at least 1 for 0, at most a number \
+                 below {value} otherwise"
             );
             let message = e.to_string();
             for part in ["fill_u32", dimension, &value.to_string(), "LaunchConfig"] {
@@ -372,7 +396,7 @@ fn driver_error_message_says_restart_after_a_kernel_fault_and_check_arguments_ot
 /// cuBLAS failure, memory of another device), and the launch and compile errors, have
 /// messages that say what happened and, after a `; ` or a `. `, what to do.
 fn messages_of_errors_no_single_gpu_test_provokes_say_what_to_do() -> TestResult {
-    let cases: [(Error, &[&str]); 6] = [
+    let cases: [(Error, &[&str]); 7] = [
         (
             Error::NvrtcNotFound,
             &["NVRTC", "could not be loaded", "install"],
@@ -397,14 +421,30 @@ fn messages_of_errors_no_single_gpu_test_provokes_say_what_to_do() -> TestResult
                 kernel: "k",
                 what: "block.x",
                 value: 2048,
-                limit: 1024,
-                source_of_limit: "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X",
+                limit: LaunchLimit::AtMost(1024),
+                source_of_limit: "the device (CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)",
             },
             &[
                 "`k`",
                 "block.x is 2048",
-                "1024",
+                "admits at most 1024",
                 "MAX_BLOCK_DIM_X",
+                "LaunchConfig",
+            ],
+        ),
+        (
+            Error::InvalidLaunch {
+                kernel: "k",
+                what: "dynamic shared memory (bytes)",
+                value: 0,
+                limit: LaunchLimit::AtLeast(4096),
+                source_of_limit: "`#[kernel(shared = 4096)]` on `k`",
+            },
+            &[
+                "`k`",
+                "dynamic shared memory (bytes) is 0",
+                "`#[kernel(shared = 4096)]` on `k` admits at least 4096",
+                "nothing was launched",
                 "LaunchConfig",
             ],
         ),

@@ -13,7 +13,7 @@
 use gpu_tests::{
     check_eq, check_error, ensure, expect_err, poisoned, stream, Element, Failed, Rng, TestResult,
 };
-use stream_core::{kernel, scope, Error, LaunchConfig};
+use stream_core::{kernel, scope, Error, LaunchConfig, LaunchLimit};
 
 gpu_tests::test_main! {
     gpu: [
@@ -128,8 +128,10 @@ unsafe fn malformed_ptx(y: &mut [u32]);
 // Launch shapes.
 
 /// Launch shapes beyond the device's limits are `InvalidLaunch` naming the dimension,
-/// the value, the limit and where the limit comes from; nothing runs, and a valid launch
-/// afterwards in the same scope works.
+/// the value, the limit (what it admits: at least 1 thread per dimension, at most the
+/// device's maximum) and where the limit comes from; nothing runs, and a valid launch
+/// afterwards in the same scope works. `add_one_u32` declares no shape, so only the
+/// device's limits apply.
 fn invalid_launch_shapes_are_invalid_launch_naming_the_limit() -> TestResult {
     let stream = stream()?;
     let dev = stream.device().clone();
@@ -138,12 +140,13 @@ fn invalid_launch_shapes_are_invalid_launch_naming_the_limit() -> TestResult {
     let mut out = poisoned::<u32>(64);
     let grid = |g| LaunchConfig::new(g, (32, 1, 1));
     let block = |b| LaunchConfig::new((1, 1, 1), b);
+    // `None`: at most a device limit below the value, which depends on the device.
     let cases = [
         (
             block((0, 1, 1)),
             "block.x",
             0,
-            Some(1),
+            Some(LaunchLimit::AtLeast(1)),
             "at least one thread",
         ),
         (
@@ -157,7 +160,7 @@ fn invalid_launch_shapes_are_invalid_launch_naming_the_limit() -> TestResult {
             block((1, 0, 1)),
             "block.y",
             0,
-            Some(1),
+            Some(LaunchLimit::AtLeast(1)),
             "at least one thread",
         ),
         (
@@ -171,7 +174,7 @@ fn invalid_launch_shapes_are_invalid_launch_naming_the_limit() -> TestResult {
             block((32, 32, 2)),
             "threads per block",
             2048,
-            Some(u64::from(dev.max_threads_per_block())),
+            Some(LaunchLimit::AtMost(u64::from(dev.max_threads_per_block()))),
             "MAX_THREADS_PER_BLOCK",
         ),
         (
@@ -192,7 +195,9 @@ fn invalid_launch_shapes_are_invalid_launch_naming_the_limit() -> TestResult {
             grid((1, 1, 1)).with_shared_mem(1 << 30),
             "shared memory per block (dynamic + static)",
             1 << 30,
-            Some(u64::from(dev.max_shared_memory_per_block())),
+            Some(LaunchLimit::AtMost(u64::from(
+                dev.max_shared_memory_per_block(),
+            ))),
             "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
         ),
     ];
@@ -217,9 +222,13 @@ fn invalid_launch_shapes_are_invalid_launch_naming_the_limit() -> TestResult {
                 (*kernel, *e_what, *e_value) == ("add_one_u32", dimension, value),
                 "{what}: got {e:?}, expected kernel add_one_u32, {dimension} = {value}"
             );
+            let limit_ok = match limit {
+                Some(limit) => limit == *e_limit,
+                None => matches!(e_limit, LaunchLimit::AtMost(l) if *l < value),
+            };
             ensure!(
-                limit.is_none_or(|l| l == *e_limit) && (value == 0 || *e_limit < value),
-                "{what}: the limit is {e_limit}, expected {limit:?} and below {value}"
+                limit_ok,
+                "{what}: the limit is {e_limit:?}, expected {limit:?} (None: at most a number below {value})"
             );
             ensure!(
                 source_of_limit.contains(source),
@@ -228,10 +237,11 @@ fn invalid_launch_shapes_are_invalid_launch_naming_the_limit() -> TestResult {
             let message = e.to_string();
             for part in [
                 dimension,
-                &value.to_string(),
-                &e_limit.to_string(),
+                &format!("is {value}, but"),
+                &format!("admits {e_limit}"),
                 source,
                 "add_one_u32",
+                "nothing was launched",
             ] {
                 ensure!(
                     message.contains(part),

@@ -8,7 +8,10 @@
 //! otherwise (axpy, reductions; see `gpu_tests::check_close`). Bad input is an `Err` of
 //! the right variant that leaves the outputs untouched.
 //!
-//! Transpose and SGEMM are tested in `test_gemm.rs`; kernels declared in a test with
+//! The last test runs every public wrapper (transpose and SGEMM included) once, to show
+//! that each launches at the shape its private declaration admits; launch shapes in
+//! general are tested in `test_launch_shapes.rs`. Transpose and SGEMM are tested in
+//! `test_gemm.rs`; kernels declared in a test with
 //! `#[kernel]` in `test_kernel_declarations.rs`, which also holds the proof that a kernel
 //! may overwrite the source of a pending download (it launches a kernel declared there).
 //!
@@ -21,7 +24,7 @@ use gpu_tests::{
     summation_height, Element, Real, Rng, TestResult,
 };
 use kernels::Float;
-use stream_core::{scope, DeviceBuffer, Error, LaunchConfig, Scope};
+use stream_core::{scope, DeviceBuffer, Error, Scope};
 
 gpu_tests::test_main! {
     gpu: [
@@ -40,6 +43,7 @@ gpu_tests::test_main! {
         axpy_scale_and_dot_with_mismatched_lengths_are_length_mismatch_and_write_nothing,
         reduce_sum_and_dot_into_out_of_wrong_length_are_length_mismatch,
         copy_after_a_spinning_kernel_sees_its_write,
+        public_kernel_wrappers_launch_at_their_declared_shapes,
     ],
 }
 
@@ -377,23 +381,11 @@ fn copy_after_a_spinning_kernel_sees_its_write() -> TestResult {
         let mut copy = s.alloc::<u32>(1)?;
         s.fill(&mut copy, u32::POISON)?;
         // Load (compile) the kernel first, so the timing below covers only the spin.
-        kernels::declarations::spin_then_write_u32(
-            s,
-            LaunchConfig::for_elements(1, 32),
-            0,
-            u32::POISON,
-            &mut flag,
-        )?;
+        gpu_tests::spin_then_write(s, 0, u32::POISON, &mut flag)?;
         s.copy_to_host(&flag, &mut warm_up)?.wait()?;
 
         let start = Instant::now();
-        kernels::declarations::spin_then_write_u32(
-            s,
-            LaunchConfig::for_elements(1, 32),
-            100_000_000,
-            value,
-            &mut flag,
-        )?;
+        gpu_tests::spin_then_write(s, 100_000_000, value, &mut flag)?;
         s.copy_device(&flag, &mut copy)?;
         let pending = s.copy_to_host(&flag, &mut direct)?;
         let _copied = s.copy_to_host(&copy, &mut copied)?;
@@ -415,5 +407,109 @@ fn copy_after_a_spinning_kernel_sees_its_write() -> TestResult {
         waited >= Duration::from_millis(10),
         "the download of a 100M-cycle kernel's output was ready after {waited:?}: the kernel did not spin"
     );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Launch shapes.
+
+/// Small random integers (1 to 8) as floats: every sum and product of the tests below
+/// is an integer below 2^24, exact in `f32` whatever the summation order.
+fn small<T: From<u8>>(rng: &mut Rng, len: usize) -> Vec<T> {
+    (0..len)
+        .map(|_| T::from(u8::try_from(rng.below(8) + 1).unwrap_or(1)))
+        .collect()
+}
+
+/// `fill`, `scale`, `axpy`, `reduce_sum`, `dot`, `transpose` and `sgemm_tiled` choose
+/// the shapes their private declarations admit: each runs (no `InvalidLaunch`) on sizes
+/// that cover partial blocks, several grid-stride passes and the most partial sums, and
+/// matches the CPU exactly (integer-valued inputs make every float result exact).
+fn public_kernel_wrappers_launch_at_their_declared_shapes() -> TestResult {
+    let stream = stream()?;
+    let mut rng = Rng::new();
+    let n = (1 << 20) + 7;
+    let value: u32 = rng.value();
+    let x: Vec<f32> = small(&mut rng, n);
+    let y: Vec<f32> = small(&mut rng, n);
+    // Fewer elements for `dot`: products reach 64, and the sum must stay below 2^24.
+    let dot_n = (1 << 17) + 3;
+    let (rows, cols) = (100, 70);
+    let matrix: Vec<f32> = rng.vec(rows * cols);
+    let (m, k, nn) = (65, 17, 130);
+    let a: Vec<f32> = small(&mut rng, m * k);
+    let b: Vec<f32> = small(&mut rng, k * nn);
+    let c: Vec<f32> = small(&mut rng, m * nn);
+    let mut filled = poisoned::<u32>(n);
+    let (mut scaled, mut axpy) = (poisoned::<f32>(n), poisoned::<f32>(n));
+    let (mut sum, mut dot) = ([f32::POISON], [f32::POISON]);
+    let mut transposed = poisoned::<f32>(rows * cols);
+    let mut product = poisoned::<f32>(m * nn);
+    scope(&stream, |s| -> TestResult {
+        let mut dfill = s.alloc::<u32>(n)?;
+        kernels::fill(s, &mut dfill, value)?;
+        let dx = s.upload(&x)?;
+        let mut dscaled = s.alloc::<f32>(n)?;
+        kernels::scale(s, 3.0, &dx, &mut dscaled)?;
+        let mut daxpy = s.upload(&y)?;
+        kernels::axpy(s, 2.0, &dx, &mut daxpy)?;
+        let mut dsum = s.alloc::<f32>(1)?;
+        kernels::reduce_sum(s, &dx, &mut dsum)?;
+        let dy = s.upload(&y)?;
+        let mut ddot = s.alloc::<f32>(1)?;
+        kernels::dot(s, &dx.slice(0..dot_n)?, &dy.slice(0..dot_n)?, &mut ddot)?;
+        let dmatrix = s.upload(&matrix)?;
+        let mut dt = s.alloc::<f32>(rows * cols)?;
+        kernels::transpose(s, &dmatrix, rows as u32, cols as u32, &mut dt)?;
+        let (da, db) = (s.upload(&a)?, s.upload(&b)?);
+        let mut dc = s.upload(&c)?;
+        kernels::sgemm_tiled(
+            s, m as u32, nn as u32, k as u32, 2.0, &da, &db, 0.5, &mut dc,
+        )?;
+        let _f = s.copy_to_host(&dfill, &mut filled)?;
+        let _s = s.copy_to_host(&dscaled, &mut scaled)?;
+        let _a = s.copy_to_host(&daxpy, &mut axpy)?;
+        let _r = s.copy_to_host(&dsum, &mut sum)?;
+        let _d = s.copy_to_host(&ddot, &mut dot)?;
+        let _t = s.copy_to_host(&dt, &mut transposed)?;
+        let _p = s.copy_to_host(&dc, &mut product)?;
+        Ok(())
+    })?;
+    check_eq("fill", &vec![value; n], &filled)?;
+    let expected: Vec<f32> = x.iter().map(|v| 3.0 * v).collect();
+    check_eq("scale by 3", &expected, &scaled)?;
+    let expected: Vec<f32> = x.iter().zip(&y).map(|(a, b)| 2.0 * a + b).collect();
+    check_eq("axpy with 2", &expected, &axpy)?;
+    let exact_sum: f64 = x.iter().map(|&v| f64::from(v)).sum();
+    ensure!(
+        exact_sum < f64::from(1u32 << 24),
+        "the sum {exact_sum} is not exact"
+    );
+    check_eq("reduce_sum", &[exact_sum as f32], &sum)?;
+    let exact_dot: f64 = x[..dot_n]
+        .iter()
+        .zip(&y[..dot_n])
+        .map(|(a, b)| f64::from(a * b))
+        .sum();
+    ensure!(
+        exact_dot < f64::from(1u32 << 24),
+        "the dot product {exact_dot} is not exact"
+    );
+    check_eq("dot", &[exact_dot as f32], &dot)?;
+    let mut expected = vec![0f32; rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            expected[c * rows + r] = matrix[r * cols + c];
+        }
+    }
+    check_eq("transpose of 100x70", &expected, &transposed)?;
+    let expected: Vec<f32> = (0..m * nn)
+        .map(|i| {
+            let (row, col) = (i / nn, i % nn);
+            let ab: f32 = (0..k).map(|l| a[row * k + l] * b[l * nn + col]).sum();
+            2.0 * ab + 0.5 * c[i]
+        })
+        .collect();
+    check_eq("sgemm_tiled 65x130x17", &expected, &product)?;
     Ok(())
 }

@@ -23,7 +23,7 @@ use gpu_tests::{
     check_eq, ensure, panic_message, poison, poisoned, stream, Element, Failed, Rng, TestResult,
     BIG_BYTES,
 };
-use stream_core::{gpu_scope, scope, DeviceMemoryMut, LaunchConfig, PinnedBuffer, Scope, Stream};
+use stream_core::{gpu_scope, scope, DeviceMemoryMut, PinnedBuffer, Scope, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -57,13 +57,7 @@ fn spin<'s>(
     y: &mut impl DeviceMemoryMut<'s, u32>,
     marker: u32,
 ) -> TestResult {
-    kernels::declarations::spin_then_write_u32(
-        s,
-        LaunchConfig::for_elements(1, 32),
-        SPIN_CYCLES,
-        marker,
-        y,
-    )?;
+    gpu_tests::spin_then_write(s, SPIN_CYCLES, marker, y)?;
     Ok(())
 }
 

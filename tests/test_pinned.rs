@@ -18,7 +18,7 @@ use gpu_tests::{
 use stream_core::__private::{
     host_memory_is_pinned, staged_copy_counts, with_staging_config, StagingConfig,
 };
-use stream_core::{scope, Device, Error, LaunchConfig, PinnedMemoryStats, Stream};
+use stream_core::{scope, Device, Error, PinnedMemoryStats, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -307,12 +307,11 @@ fn staging_block_is_not_reused_while_a_long_kernel_delays_its_copy() -> TestResu
         let mut third_took = Duration::ZERO;
         scope(&a, |s| -> TestResult {
             let mut flag = s.alloc_zeroed::<u32>(1)?;
-            let one = LaunchConfig::for_elements(1, 32);
             // Load (compile) the kernel first, so the long launch below spins at once.
-            kernels::declarations::spin_then_write_u32(s, one, 0, 0, &mut flag)?;
+            gpu_tests::spin_then_write(s, 0, 0, &mut flag)?;
             s.copy_to_host(&flag, &mut warm)?.wait()?;
 
-            kernels::declarations::spin_then_write_u32(s, one, LONG_SPIN_CYCLES, value, &mut flag)?;
+            gpu_tests::spin_then_write(s, LONG_SPIN_CYCLES, value, &mut flag)?;
             let x = s.upload(&first)?;
             let probe = s.copy_to_host(&flag, &mut probe)?; // pinned: direct, asynchronous
 
@@ -393,8 +392,7 @@ fn staged_uploads_behind_a_long_kernel_keep_pinned_memory_bounded() -> TestResul
         let mut outputs: Vec<Vec<u64>> = (0..40).map(|_| poisoned(n)).collect();
         scope(&stream, |s| -> TestResult {
             let mut flag = s.alloc_zeroed::<u32>(1)?;
-            let one = LaunchConfig::for_elements(1, 32);
-            kernels::declarations::spin_then_write_u32(s, one, LONG_SPIN_CYCLES / 2, 1, &mut flag)?;
+            gpu_tests::spin_then_write(s, LONG_SPIN_CYCLES / 2, 1, &mut flag)?;
             let buffers = inputs
                 .iter()
                 .map(|input| s.upload(input))
@@ -448,9 +446,8 @@ fn staged_copies_on_another_stream_never_wait_for_pending_staging_blocks() -> Te
         let mut report = (false, Duration::ZERO);
         scope(&a, |s| -> TestResult {
             let mut flag = s.alloc_zeroed::<u32>(1)?;
-            let one = LaunchConfig::for_elements(1, 32);
-            kernels::declarations::spin_then_write_u32(s, one, 0, 0, &mut flag)?;
-            kernels::declarations::spin_then_write_u32(s, one, LONG_SPIN_CYCLES, 1, &mut flag)?;
+            gpu_tests::spin_then_write(s, 0, 0, &mut flag)?;
+            gpu_tests::spin_then_write(s, LONG_SPIN_CYCLES, 1, &mut flag)?;
             let buffers = inputs
                 .iter()
                 .map(|input| s.upload(input))

@@ -1,6 +1,12 @@
 // Element-wise kernels. Convention of this crate: every device slice parameter is
 // passed as (pointer, length); a kernel touches only indices below the length it is
 // given, so it stays in bounds whatever the other arguments say.
+//
+// Each kernel is declared for blocks of exactly ELEMENTWISE_THREADS threads in x
+// (`#[kernel(block = 256)]` in ../src/declarations.rs): the grid-stride loops index
+// one dimension, so each element is written by one thread only for 1-D blocks.
+
+#define ELEMENTWISE_THREADS 256
 
 template <typename T>
 __device__ void fill(T value, T* y, size_t y_len) {
@@ -28,29 +34,27 @@ __device__ void axpy(T a, const T* x, size_t x_len, T* y, size_t y_len) {
     }
 }
 
-extern "C" __global__ void fill_f32(float v, float* y, size_t y_len) { fill(v, y, y_len); }
-extern "C" __global__ void fill_f64(double v, double* y, size_t y_len) { fill(v, y, y_len); }
-extern "C" __global__ void fill_u32(unsigned v, unsigned* y, size_t y_len) { fill(v, y, y_len); }
+extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
+fill_f32(float v, float* y, size_t y_len) { fill(v, y, y_len); }
+extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
+fill_f64(double v, double* y, size_t y_len) { fill(v, y, y_len); }
+extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
+fill_u32(unsigned v, unsigned* y, size_t y_len) { fill(v, y, y_len); }
 
-extern "C" __global__ void scale_f32(float a, const float* x, size_t x_len, float* y, size_t y_len) {
+extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
+scale_f32(float a, const float* x, size_t x_len, float* y, size_t y_len) {
     scale(a, x, x_len, y, y_len);
 }
-extern "C" __global__ void scale_f64(double a, const double* x, size_t x_len, double* y, size_t y_len) {
+extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
+scale_f64(double a, const double* x, size_t x_len, double* y, size_t y_len) {
     scale(a, x, x_len, y, y_len);
 }
 
-extern "C" __global__ void axpy_f32(float a, const float* x, size_t x_len, float* y, size_t y_len) {
+extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
+axpy_f32(float a, const float* x, size_t x_len, float* y, size_t y_len) {
     axpy(a, x, x_len, y, y_len);
 }
-extern "C" __global__ void axpy_f64(double a, const double* x, size_t x_len, double* y, size_t y_len) {
+extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
+axpy_f64(double a, const double* x, size_t x_len, double* y, size_t y_len) {
     axpy(a, x, x_len, y, y_len);
-}
-
-// Spins for about `cycles` clock cycles, then writes `value` to y[0] (if y is not empty).
-// Used by tests and examples to widen race windows: work queued after it on the same
-// stream must wait for it.
-extern "C" __global__ void spin_then_write_u32(unsigned long long cycles, unsigned value, unsigned* y, size_t y_len) {
-    long long start = clock64();
-    while ((unsigned long long)(clock64() - start) < cycles) { }
-    if (threadIdx.x == 0 && blockIdx.x == 0 && y_len > 0) y[0] = value;
 }

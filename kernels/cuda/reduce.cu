@@ -5,6 +5,9 @@
 //
 // Slices are (pointer, length) pairs; kernels stay below the lengths they are given.
 
+// Every kernel here is declared for blocks of exactly REDUCE_THREADS threads
+// (`#[kernel(block = 256)]` in ../src/declarations.rs): block_tree_sum indexes its
+// __shared__ array of REDUCE_THREADS elements with threadIdx.x.
 #define REDUCE_THREADS 256
 
 template <typename T>
@@ -42,21 +45,27 @@ __device__ void final_sum(const T* partials, size_t partials_len, T* out, size_t
     if (threadIdx.x == 0 && out_len > 0) out[0] = total;
 }
 
-extern "C" __global__ void sum_partials_f32(const float* x, size_t x_len, float* p, size_t p_len) {
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+sum_partials_f32(const float* x, size_t x_len, float* p, size_t p_len) {
     partial_sums<float, false>(x, x_len, x, x_len, p, p_len);
 }
-extern "C" __global__ void sum_partials_f64(const double* x, size_t x_len, double* p, size_t p_len) {
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+sum_partials_f64(const double* x, size_t x_len, double* p, size_t p_len) {
     partial_sums<double, false>(x, x_len, x, x_len, p, p_len);
 }
-extern "C" __global__ void dot_partials_f32(const float* x, size_t x_len, const float* y, size_t y_len, float* p, size_t p_len) {
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+dot_partials_f32(const float* x, size_t x_len, const float* y, size_t y_len, float* p, size_t p_len) {
     partial_sums<float, true>(x, x_len, y, y_len, p, p_len);
 }
-extern "C" __global__ void dot_partials_f64(const double* x, size_t x_len, const double* y, size_t y_len, double* p, size_t p_len) {
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+dot_partials_f64(const double* x, size_t x_len, const double* y, size_t y_len, double* p, size_t p_len) {
     partial_sums<double, true>(x, x_len, y, y_len, p, p_len);
 }
-extern "C" __global__ void final_sum_f32(const float* p, size_t p_len, float* out, size_t out_len) {
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+final_sum_f32(const float* p, size_t p_len, float* out, size_t out_len) {
     final_sum(p, p_len, out, out_len);
 }
-extern "C" __global__ void final_sum_f64(const double* p, size_t p_len, double* out, size_t out_len) {
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+final_sum_f64(const double* p, size_t p_len, double* out, size_t out_len) {
     final_sum(p, p_len, out, out_len);
 }

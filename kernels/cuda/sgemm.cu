@@ -9,6 +9,9 @@
 #define BM 64
 #define BN 64
 #define BK 16
+// Declared for blocks of exactly THREADS threads in x (`#[kernel(block = 256)]` in
+// ../src/declarations.rs): a thread's rows `ty + 16 * i` stay within the A tile only
+// for threadIdx.x < THREADS.
 #define THREADS 256
 
 extern "C" __global__ void __launch_bounds__(THREADS)

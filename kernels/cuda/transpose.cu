@@ -8,7 +8,11 @@
 #define TILE 32
 #define ROWS_PER_PASS 8
 
-extern "C" __global__ void transpose_f32(const float* in, size_t in_len, float* out, size_t out_len,
+// Declared for blocks of exactly TILE x ROWS_PER_PASS threads (`#[kernel(block =
+// (32, 8))]` in ../src/declarations.rs): `tile[threadIdx.y + j]` with j up to
+// TILE - ROWS_PER_PASS stays within the tile only for threadIdx.y < ROWS_PER_PASS.
+extern "C" __global__ void __launch_bounds__(TILE * ROWS_PER_PASS)
+transpose_f32(const float* in, size_t in_len, float* out, size_t out_len,
                                          unsigned rows, unsigned cols) {
     if ((size_t)rows * cols > in_len || (size_t)rows * cols > out_len) return;
     __shared__ float tile[TILE][TILE + 1];

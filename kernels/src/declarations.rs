@@ -1,7 +1,16 @@
-//! The kernels' Rust signatures, declared once. Each `unsafe fn` is the promise that
-//! the CUDA function in `../cuda/` has exactly these parameters (each slice as a
-//! pointer and a `size_t` length), stays within those lengths, and writes only
-//! through `&mut` slices. This module is the crate's only `unsafe`.
+//! The kernels' Rust signatures and launch shapes, declared once. Each `unsafe fn` is
+//! the promise that the CUDA function in `../cuda/` has exactly these parameters (each
+//! slice as a pointer and a `size_t` length), stays within those lengths, and writes
+//! only through `&mut` slices, for every launch its `block` admits: each kernel is
+//! written for exactly that block (the reductions index a `__shared__` array of 256
+//! with `threadIdx.x`, the transpose a 32x33 tile with `threadIdx.y + 24`, the SGEMM a
+//! 16x16 grid of threads over 64x68 tiles; the element-wise kernels index one
+//! dimension), and carries a matching `__launch_bounds__` (checked by the test in
+//! `launch_bounds.rs`). The wrappers refuse any other block before launching. None of
+//! them uses dynamic shared memory, so any amount is admitted.
+//!
+//! This module is private: the crate's public functions choose the launch shapes and
+//! check the lengths; the module is the crate's only `unsafe`.
 #![allow(unsafe_code)]
 
 use stream_core::kernel;
@@ -11,44 +20,41 @@ const REDUCE: &str = include_str!("../cuda/reduce.cu");
 const TRANSPOSE: &str = include_str!("../cuda/transpose.cu");
 const SGEMM: &str = include_str!("../cuda/sgemm.cu");
 
-#[kernel(cuda = ELEMENTWISE)]
-pub unsafe fn fill_f32(v: f32, y: &mut [f32]);
-#[kernel(cuda = ELEMENTWISE)]
-pub unsafe fn fill_f64(v: f64, y: &mut [f64]);
-#[kernel(cuda = ELEMENTWISE)]
-pub unsafe fn fill_u32(v: u32, y: &mut [u32]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn fill_f32(v: f32, y: &mut [f32]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn fill_f64(v: f64, y: &mut [f64]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn fill_u32(v: u32, y: &mut [u32]);
 
-#[kernel(cuda = ELEMENTWISE)]
-pub unsafe fn scale_f32(a: f32, x: &[f32], y: &mut [f32]);
-#[kernel(cuda = ELEMENTWISE)]
-pub unsafe fn scale_f64(a: f64, x: &[f64], y: &mut [f64]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn scale_f32(a: f32, x: &[f32], y: &mut [f32]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn scale_f64(a: f64, x: &[f64], y: &mut [f64]);
 
-#[kernel(cuda = ELEMENTWISE)]
-pub unsafe fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]);
-#[kernel(cuda = ELEMENTWISE)]
-pub unsafe fn axpy_f64(a: f64, x: &[f64], y: &mut [f64]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn axpy_f64(a: f64, x: &[f64], y: &mut [f64]);
 
-#[kernel(cuda = ELEMENTWISE)]
-pub unsafe fn spin_then_write_u32(cycles: u64, value: u32, y: &mut [u32]);
+#[kernel(cuda = REDUCE, block = 256)]
+pub(crate) unsafe fn sum_partials_f32(x: &[f32], partials: &mut [f32]);
+#[kernel(cuda = REDUCE, block = 256)]
+pub(crate) unsafe fn sum_partials_f64(x: &[f64], partials: &mut [f64]);
+#[kernel(cuda = REDUCE, block = 256)]
+pub(crate) unsafe fn dot_partials_f32(x: &[f32], y: &[f32], partials: &mut [f32]);
+#[kernel(cuda = REDUCE, block = 256)]
+pub(crate) unsafe fn dot_partials_f64(x: &[f64], y: &[f64], partials: &mut [f64]);
+#[kernel(cuda = REDUCE, block = 256)]
+pub(crate) unsafe fn final_sum_f32(partials: &[f32], out: &mut [f32]);
+#[kernel(cuda = REDUCE, block = 256)]
+pub(crate) unsafe fn final_sum_f64(partials: &[f64], out: &mut [f64]);
 
-#[kernel(cuda = REDUCE)]
-pub unsafe fn sum_partials_f32(x: &[f32], partials: &mut [f32]);
-#[kernel(cuda = REDUCE)]
-pub unsafe fn sum_partials_f64(x: &[f64], partials: &mut [f64]);
-#[kernel(cuda = REDUCE)]
-pub unsafe fn dot_partials_f32(x: &[f32], y: &[f32], partials: &mut [f32]);
-#[kernel(cuda = REDUCE)]
-pub unsafe fn dot_partials_f64(x: &[f64], y: &[f64], partials: &mut [f64]);
-#[kernel(cuda = REDUCE)]
-pub unsafe fn final_sum_f32(partials: &[f32], out: &mut [f32]);
-#[kernel(cuda = REDUCE)]
-pub unsafe fn final_sum_f64(partials: &[f64], out: &mut [f64]);
+#[kernel(cuda = TRANSPOSE, block = (32, 8))]
+pub(crate) unsafe fn transpose_f32(input: &[f32], output: &mut [f32], rows: u32, cols: u32);
 
-#[kernel(cuda = TRANSPOSE)]
-pub unsafe fn transpose_f32(input: &[f32], output: &mut [f32], rows: u32, cols: u32);
-
-#[kernel(cuda = SGEMM)]
-pub unsafe fn sgemm_tiled(
+#[kernel(cuda = SGEMM, block = 256)]
+pub(crate) unsafe fn sgemm_tiled(
     m: u32,
     n: u32,
     k: u32,

@@ -44,8 +44,10 @@
 #![deny(unsafe_code)]
 
 pub mod cublas;
-pub mod declarations;
+mod declarations;
 mod elementwise;
+#[cfg(test)]
+mod launch_bounds;
 mod reduce;
 mod sgemm;
 mod transpose;

@@ -2,7 +2,7 @@
 //! anything here may change in any release.
 
 pub use crate::kernel::{Kernel, KernelSource};
-pub use crate::launch::{arg, launch, LaunchConfig};
+pub use crate::launch::{arg, launch, BlockRule, KernelShape, LaunchConfig, SharedRule};
 pub use crate::repr::DeviceRepr;
 pub use crate::scope::{scope, Scope};
 /// Tuning and observation of staged pageable copies, for the benchmark's sweeps and the

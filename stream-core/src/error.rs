@@ -2,6 +2,8 @@
 
 use cudarc::driver::{result::DriverError, sys};
 
+use crate::launch::LaunchLimit;
+
 /// What went wrong, written so that the message says what happened and what to do.
 ///
 /// Every fallible operation returns it; bad input is an `Err`, never a panic.
@@ -165,21 +167,44 @@ pub enum Error {
         kernel: String,
     },
 
-    /// A launch configuration exceeds a limit of the device or the kernel.
+    /// A launch configuration is outside what the kernel's `#[kernel]` declaration admits
+    /// (its `block`, `max_threads` or `shared` argument), or outside a limit of the
+    /// device or the kernel. Nothing was loaded or launched when the declaration refused
+    /// it.
+    ///
+    /// ```
+    /// use stream_core::{Error, LaunchLimit};
+    /// let e = Error::InvalidLaunch {
+    ///     kernel: "sum_partials_f32",
+    ///     what: "block.x",
+    ///     value: 1024,
+    ///     limit: LaunchLimit::Exactly(256),
+    ///     source_of_limit: "`#[kernel(block = 256)]` on `sum_partials_f32`",
+    /// };
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "invalid launch of `sum_partials_f32`: block.x is 1024, but `#[kernel(block = 256)]` \
+    ///      on `sum_partials_f32` admits exactly 256; nothing was launched: pass a LaunchConfig \
+    ///      within this limit"
+    /// );
+    /// ```
     #[error(
-        "invalid launch of `{kernel}`: {what} is {value}, but the limit is {limit} \
-         ({source_of_limit}); pass a LaunchConfig within the device's and the kernel's limits"
+        "invalid launch of `{kernel}`: {what} is {value}, but {source_of_limit} admits {limit}; \
+         nothing was launched: pass a LaunchConfig within this limit"
     )]
     InvalidLaunch {
-        /// The kernel.
+        /// The kernel (its CUDA name).
         kernel: &'static str,
-        /// The offending dimension, e.g. `block.x`.
+        /// The offending part of the configuration, e.g. `block.x`, `threads per block`,
+        /// `dynamic shared memory (bytes)`.
         what: &'static str,
         /// The value asked for.
         value: u64,
-        /// The limit it exceeds (or `1` for a zero block dimension).
-        limit: u64,
-        /// Where the limit comes from, e.g. `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X`.
+        /// What the limit admits: at most, exactly or at least a number.
+        limit: LaunchLimit,
+        /// Where the limit comes from: the declaration (e.g. ``"`#[kernel(block = 256)]`
+        /// on `sum_partials_f32`"``), the device (e.g. `"the device
+        /// (CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)"`), the kernel's registers, or CUDA itself.
         source_of_limit: &'static str,
     },
 

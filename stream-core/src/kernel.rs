@@ -15,6 +15,7 @@ use cudarc::driver::{result, sys};
 use crate::compile::compile_cubin;
 use crate::device::DeviceInner;
 use crate::error::{DriverResultExt, Error, Result};
+use crate::launch::KernelShape;
 
 /// Where a kernel's code comes from.
 #[derive(Debug, Clone, Copy)]
@@ -25,12 +26,16 @@ pub enum KernelSource {
     Ptx(&'static str),
 }
 
-/// A kernel declared with `#[kernel]`: its name and code. Lives in a `static` made by
-/// the macro; launching goes through the declaration's safe wrapper.
+/// A kernel declared with `#[kernel]`: its name, its code and the launch shapes its
+/// declaration admits. Lives in a `static` made by the macro; launching goes through the
+/// declaration's safe wrapper, and [`launch`](crate::launch::launch) refuses any
+/// configuration outside `shape` before loading the kernel.
 #[derive(Debug)]
 pub struct Kernel {
     name: &'static str,
     source: KernelSource,
+    /// The launch shapes the declaration promises the kernel is memory-safe for.
+    pub(crate) shape: KernelShape,
     first: OnceLock<LoadedKernel>,
 }
 
@@ -53,11 +58,13 @@ unsafe impl Send for LoadedKernel {}
 unsafe impl Sync for LoadedKernel {}
 
 impl Kernel {
-    /// A kernel named `name` (its `extern "C"` name in the code) with code `source`.
-    pub const fn new(name: &'static str, source: KernelSource) -> Self {
+    /// A kernel named `name` (its `extern "C"` name in the code) with code `source`,
+    /// launched only with shapes that `shape` admits.
+    pub const fn new(name: &'static str, source: KernelSource, shape: KernelShape) -> Self {
         Kernel {
             name,
             source,
+            shape,
             first: OnceLock::new(),
         }
     }

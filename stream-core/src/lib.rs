@@ -95,6 +95,30 @@
 //! stream, and a staging block is reused only once an event recorded after its last
 //! DMA has completed.
 //!
+//! # Kernels
+//!
+//! A kernel's Rust signature is declared once with [`kernel`], which generates a safe
+//! wrapper taking the scope, a [`LaunchConfig`] and branded device memory (`&` for what
+//! the kernel reads, `&mut` for what it writes):
+//!
+//! ```ignore
+//! #[kernel(cuda = SOURCE, block = 256)]
+//! pub unsafe fn block_sums_f32(x: &[f32], sums: &mut [f32]);
+//! ```
+//!
+//! Writing `unsafe fn` is the declaration's one promise: the CUDA kernel takes exactly
+//! these parameters (each slice as a pointer and a `size_t` length), stays within the
+//! lengths and writes only through `&mut` slices, **for every launch shape the
+//! declaration admits**. The declaration states those shapes: `block = 256`,
+//! `block = (32, 8)` or `max_threads = 512` for the block, `shared = BYTES` or
+//! `shared = |(x, y, z)| BYTES` for the dynamic shared memory the kernel needs. The
+//! wrapper refuses any other [`LaunchConfig`] with an [`Error::InvalidLaunch`] naming the
+//! declaration, before the kernel is loaded or anything is enqueued. **A declaration
+//! without a block promises that the kernel is memory-safe for every block the device
+//! accepts, and one without `shared` that it is memory-safe with any dynamic shared
+//! memory:** a kernel with a fixed-size `__shared__` array indexed by `threadIdx`, or
+//! that assumes its `blockDim`, must declare its shape.
+//!
 //! # Misuse is a compile error
 //!
 //! Each of these has a twin in `ui-tests` with the full compiler message.
@@ -189,7 +213,7 @@ pub use device_vec::DeviceVec;
 pub use error::{Error, Result};
 pub use fork::Lend;
 pub use host::PinnedBuffer;
-pub use launch::LaunchConfig;
+pub use launch::{LaunchConfig, LaunchLimit};
 pub use memory_pool::DeviceMemoryStats;
 pub use pending::Pending;
 pub use pinned_pool::PinnedMemoryStats;

@@ -1,7 +1,12 @@
-//! The `#[gpu_scope]` attribute of `stream_core`.
+//! The `#[gpu_scope]` and `#[kernel]` attributes of `stream_core`.
 //!
-//! Use it through `stream_core::gpu_scope`; this crate is an implementation
-//! detail and its generated code names only `stream_core::__private`.
+//! Use them through `stream_core::gpu_scope` and `stream_core::kernel`; this crate
+//! is an implementation detail and its generated code names only
+//! `stream_core::__private`. The crate docs describe `#[gpu_scope]`; [`kernel`]
+//! describes `#[kernel]`, its launch shapes and its promise.
+//!
+//! Each attribute is a folder (`gpu_scope/`, `kernel/`) of `parse.rs`,
+//! `validate.rs` and `expand.rs`; `diagnostics/` holds every message.
 //!
 //! # What it does
 //!
@@ -74,16 +79,16 @@
 //! - any argument other than one `crate = path`.
 #![forbid(unsafe_code)]
 
-mod error;
-mod expand;
-mod kernel;
-mod parse;
-mod validate;
-
+mod diagnostics;
 #[cfg(test)]
-mod tests;
+mod fuzz;
+mod gpu_scope;
+mod kernel;
+mod tokens;
 
 use proc_macro::TokenStream;
+
+use diagnostics::Rejected;
 
 /// Runs a function's body inside a GPU scope opened on a stream its callers
 /// pass in the scope parameter's place.
@@ -116,40 +121,95 @@ use proc_macro::TokenStream;
 /// ```
 #[proc_macro_attribute]
 pub fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::gpu_scope(args.into(), item.into())
-        .unwrap_or_else(error::Rejected::into_compile_error)
+    gpu_scope::gpu_scope(args.into(), item.into())
+        .unwrap_or_else(Rejected::into_compile_error)
         .into()
 }
 
-/// Declares a CUDA kernel's Rust signature once and generates a safe launch wrapper.
+/// Declares a CUDA kernel's Rust signature and the launch shapes it is safe for, once,
+/// and generates a safe launch wrapper.
 ///
 /// ```ignore
 /// use stream_core::kernel;
 ///
 /// const SOURCE: &str = r#"
-/// extern "C" __global__ void axpy_f32(float a, const float* x, size_t x_len, float* y, size_t y_len) {
+/// extern "C" __global__ void __launch_bounds__(256)
+/// block_sums_f32(const float* x, size_t x_len, float* sums, size_t sums_len) {
+///     __shared__ float partial[256];
 ///     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-///     if (i < x_len && i < y_len) y[i] = a * x[i] + y[i];
+///     partial[threadIdx.x] = i < x_len ? x[i] : 0.0f;
+///     __syncthreads();
+///     for (unsigned s = 128; s > 0; s >>= 1) {
+///         if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+///         __syncthreads();
+///     }
+///     if (threadIdx.x == 0 && blockIdx.x < sums_len) sums[blockIdx.x] = partial[0];
 /// }"#;
 ///
-/// #[kernel(cuda = SOURCE)]
-/// pub unsafe fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]);
+/// #[kernel(cuda = SOURCE, block = 256)]
+/// pub unsafe fn block_sums_f32(x: &[f32], sums: &mut [f32]);
 ///
-/// // generated: pub fn axpy_f32<'s>(s: &'s Scope<'s, '_>, config: LaunchConfig,
-/// //     a: f32, x: &impl DeviceMemory<'s, f32>, y: &mut impl DeviceMemoryMut<'s, f32>) -> Result<()>
+/// // generated: pub fn block_sums_f32<'s>(s: &'s Scope<'s, '_>, config: LaunchConfig,
+/// //     x: &impl DeviceMemory<'s, f32>, sums: &mut impl DeviceMemoryMut<'s, f32>) -> Result<()>
 /// ```
+///
+/// # Parameters
 ///
 /// Parameters are plain values (`DeviceRepr` types, passed by value), `&[T]` (device
 /// memory the kernel reads) or `&mut [T]` (device memory the kernel writes). On the CUDA
-/// side every slice is two parameters, a pointer and a `size_t` length. Writing
-/// `unsafe fn` is the declaration's one promise: the CUDA kernel has exactly these
-/// parameters, stays within the lengths it is given, and writes only through `&mut`
-/// slices. Launching is safe.
+/// side every slice is two parameters, a pointer and a `size_t` length. Any parameter
+/// name works, `s` and `config` included: the wrapper's own parameters and locals are
+/// hygienic and never capture or shadow a declared parameter.
 ///
-/// Arguments: `cuda = EXPR` (CUDA C++ source, a `&'static str`, compiled with NVRTC for
-/// the device on first use) or `ptx = EXPR` (PTX text); `name = "..."` when the CUDA
-/// name differs from the Rust one; `crate = path` for re-exports of `stream_core`.
+/// # The promise
+///
+/// Writing `unsafe fn` is the declaration's one promise: the CUDA kernel has exactly
+/// these parameters, stays within the lengths it is given, and writes only through
+/// `&mut` slices, **for every launch shape the declaration admits**. Launching is safe.
+///
+/// # Launch shapes
+///
+/// The declaration states the launches it is safe for; the wrapper returns
+/// `Error::InvalidLaunch`, naming the declaration, for any other `LaunchConfig`, before
+/// the kernel is loaded or anything is launched:
+///
+/// - `block = 256`, `block = (32, 8)`, `block = (32, 8, 2)`: the only block admitted
+///   (missing dimensions are 1). Integer literals only, so that the macro can check them.
+/// - `max_threads = 512`: any block of at most that many threads (`x * y * z`), within
+///   the device's limits. Not together with `block`.
+/// - `shared = BYTES`: the dynamic shared memory (`LaunchConfig::shared_mem_bytes`) the
+///   kernel needs, a constant `u32` expression (it goes in a `static`); or
+///   `shared = |(x, y, z)| 4 * x * y * z`, a non-capturing closure (coerced to
+///   `fn((u32, u32, u32)) -> u32`) that computes it from the block; it is called only
+///   with blocks within the device's limits (at most 1024 threads), so `4 * x * y * z`
+///   cannot overflow. A launch with *less* is refused; *more* is admitted, since the
+///   kernel never touches bytes past what it needs (and the device's own limit is still
+///   checked).
+///
+/// **A declaration without `block` or `max_threads` promises that the kernel is
+/// memory-safe for every block the device accepts, and one without `shared` that it is
+/// memory-safe with any dynamic shared memory, none included.** A kernel with a
+/// fixed-size `__shared__` array indexed by `threadIdx`, or that assumes `blockDim`,
+/// must declare its shape (and should carry a matching `__launch_bounds__`). The grid is
+/// never restricted: whatever its shape, the kernel must stay within the lengths it is
+/// given.
+///
+/// A shape no device can launch is a compile error at the offending token: a block
+/// dimension of 0, `x` or `y` over 1024, `z` over 64, more than 1024 threads, a
+/// `max_threads` of 0 or over 1024, and a literal `shared` over 232448 bytes (227 KiB,
+/// the largest opt-in of any GPU).
+///
+/// # Other arguments
+///
+/// `cuda = EXPR` (CUDA C++ source, a `&'static str`, compiled with NVRTC for the device
+/// on first use) or `ptx = EXPR` (PTX text); `name = "..."` when the CUDA name differs
+/// from the Rust one; `crate = path` for re-exports of `stream_core`.
+///
+/// On error the wrapper is still emitted with the declared signature next to the
+/// errors, so that call sites keep type-checking.
 #[proc_macro_attribute]
 pub fn kernel(args: TokenStream, item: TokenStream) -> TokenStream {
-    kernel::kernel(args.into(), item.into()).into()
+    kernel::kernel(args.into(), item.into())
+        .unwrap_or_else(Rejected::into_compile_error)
+        .into()
 }

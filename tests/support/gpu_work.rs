@@ -1,23 +1,46 @@
-//! Small pieces of GPU work that several test files issue inside their scopes.
+//! Small pieces of GPU work that several test files issue inside their scopes, and the
+//! test-only kernel they use.
 
-use stream_core::{Error, LaunchConfig, Scope};
+use stream_core::{kernel, DeviceMemoryMut, Error, LaunchConfig, Scope};
 
 use crate::check::check_eq;
 use crate::element::Element;
 use crate::TestResult;
+
+/// CUDA source of [`spin_then_write_u32`]: one block of 32 threads spins for about
+/// `cycles` clock cycles, then thread 0 writes `value` to `y[0]` (if `y` is not empty).
+const SPIN_SRC: &str = r#"
+extern "C" __global__ void __launch_bounds__(32)
+spin_then_write_u32(unsigned long long cycles, unsigned value, unsigned* y, size_t y_len) {
+    long long start = clock64();
+    while ((unsigned long long)(clock64() - start) < cycles) { }
+    if (threadIdx.x == 0 && blockIdx.x == 0 && y_len > 0) y[0] = value;
+}
+"#;
+
+#[kernel(cuda = SPIN_SRC, block = 32)]
+/// Spins for about `cycles` clock cycles, then writes `value` to `y[0]`.
+unsafe fn spin_then_write_u32(cycles: u64, value: u32, y: &mut [u32]);
+
+/// Queues one block that busy-waits about `cycles` clock cycles on `s`'s stream (about
+/// 50 ms per 100 million on an H100/H200), then writes `value` to `y[0]` (if `y` is not
+/// empty): work queued after it on the same stream must wait for it, which widens race
+/// windows.
+pub fn spin_then_write<'s>(
+    s: &'s Scope<'s, '_>,
+    cycles: u64,
+    value: u32,
+    y: &mut impl DeviceMemoryMut<'s, u32>,
+) -> Result<(), Error> {
+    spin_then_write_u32(s, LaunchConfig::for_elements(1, 32), cycles, value, y)
+}
 
 /// Queues a kernel that busy-waits about `cycles` clock cycles on `s`'s stream (about
 /// 50 ms per 100 million on an H100/H200), so that a missing cross-stream dependency
 /// would let other work run first.
 pub fn spin<'s>(s: &'s Scope<'s, '_>, cycles: u64) -> Result<(), Error> {
     let mut flag = s.alloc::<u32>(1)?;
-    kernels::declarations::spin_then_write_u32(
-        s,
-        LaunchConfig::for_elements(1, 32),
-        cycles,
-        1,
-        &mut flag,
-    )
+    spin_then_write(s, cycles, 1, &mut flag)
 }
 
 /// Uploads `input` and downloads it into `out` inside `s`, then checks it: proves the

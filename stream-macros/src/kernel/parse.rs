@@ -1,291 +1,170 @@
-//! Parsing and validation of `#[kernel(cuda = SOURCE)] unsafe fn name(params);`.
+//! Parsing of `#[kernel(args)] unsafe fn name(params);`: the syntax only. What the
+//! arguments and the declaration must satisfy is checked in `validate`.
 
-use proc_macro2::TokenStream;
-use syn::parse::{Parse, ParseStream, Parser};
-use syn::punctuated::Punctuated;
-use syn::{
-    Attribute, Expr, FnArg, ForeignItemFn, Ident, LitStr, Pat, Path, Token, Type, Visibility,
-};
+use proc_macro2::{Span, TokenStream, TokenTree};
+use syn::parse::{Parse, ParseStream};
+use syn::{Attribute, Expr, Ident, LitStr, Path, Signature, Token, Visibility};
 
-/// Where the kernel's code comes from.
-pub(crate) enum Code {
-    /// CUDA C++ source text, compiled with NVRTC.
-    Cuda(Expr),
-    /// PTX text.
-    Ptx(Expr),
+use crate::diagnostics::kernel as error;
+use crate::diagnostics::Errors;
+use crate::tokens::{next_token, skip_argument};
+
+/// One argument, as written.
+pub(crate) enum Arg {
+    /// `cuda = EXPR`: CUDA C++ source.
+    Cuda(Ident, Expr),
+    /// `ptx = EXPR`: PTX text.
+    Ptx(Ident, Expr),
+    /// `name = "cuda_name"`.
+    Name(Ident, LitStr),
+    /// `crate = path`.
+    Crate(Ident, Path),
+    /// `block = EXPR` (integer literals, checked in `validate`).
+    Block(Ident, Expr),
+    /// `max_threads = EXPR` (an integer literal, checked in `validate`).
+    MaxThreads(Ident, Expr),
+    /// `shared = EXPR`: a byte count or a closure over the block.
+    Shared(Ident, Expr),
 }
 
-/// How a kernel parameter is passed.
-pub(crate) enum ParamKind {
-    /// A plain value of this type (`DeviceRepr`).
-    Scalar(Type),
-    /// `&[T]`: device memory the kernel reads.
-    Read(Type),
-    /// `&mut [T]`: device memory the kernel writes.
-    Write(Type),
-}
+/// The attribute's arguments, in the order written.
+pub(crate) struct Args(pub(crate) Vec<Arg>);
 
-pub(crate) struct Param {
-    pub(crate) name: Ident,
-    pub(crate) kind: ParamKind,
-}
-
-/// A validated kernel declaration.
-pub(crate) struct Declaration {
-    pub(crate) attrs: Vec<Attribute>,
-    pub(crate) vis: Visibility,
-    pub(crate) ident: Ident,
-    /// The `extern "C"` name in the CUDA code.
-    pub(crate) cuda_name: LitStr,
-    pub(crate) code: Code,
-    pub(crate) krate: Path,
-    pub(crate) params: Vec<Param>,
-}
-
-/// Names the generated wrapper gives its own first two parameters.
-pub(crate) const RESERVED: [&str; 2] = ["s", "config"];
-
-const USAGE: &str = "expected `#[kernel(cuda = SOURCE)]` or `#[kernel(ptx = PTX)]`, \
-     optionally with `name = \"cuda_name\"` and `crate = path`";
-
-struct Args {
-    code: Option<Code>,
-    name: Option<LitStr>,
-    krate: Option<Path>,
+impl Args {
+    /// The `crate = path` argument, if any (the first one).
+    pub(crate) fn krate(&self) -> Option<&Path> {
+        self.0.iter().find_map(|arg| match arg {
+            Arg::Crate(_, path) => Some(path),
+            _ => None,
+        })
+    }
 }
 
 impl Parse for Args {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        let mut args = Args {
-            code: None,
-            name: None,
-            krate: None,
-        };
-        let mut errors: Option<syn::Error> = None;
-        let mut push = |e: syn::Error| match &mut errors {
-            Some(all) => all.combine(e),
-            None => errors = Some(e),
-        };
-        let items = Punctuated::<Arg, Token![,]>::parse_terminated(input)?;
-        for arg in items {
-            match arg {
-                Arg::Code(key, code) => {
-                    if args.code.is_some() {
-                        push(syn::Error::new(
-                            key.span(),
-                            "#[kernel] takes one of `cuda = ...` or `ptx = ...`, once",
-                        ));
+        let mut args = Vec::new();
+        let mut errors = Errors::default();
+        while !input.is_empty() {
+            match argument(input) {
+                Ok(arg) => {
+                    args.push(arg);
+                    if !input.is_empty() && !input.peek(Token![,]) {
+                        errors.push(error::expected_comma(next_token(input)));
+                        skip_argument(input)?;
                     }
-                    args.code = Some(code);
                 }
-                Arg::Name(key, lit) => {
-                    if args.name.is_some() {
-                        push(syn::Error::new(
-                            key.span(),
-                            "#[kernel] takes `name = ...` at most once",
-                        ));
-                    }
-                    args.name = Some(lit);
-                }
-                Arg::Crate(key, path) => {
-                    if args.krate.is_some() {
-                        push(syn::Error::new(
-                            key.span(),
-                            "#[kernel] takes `crate = ...` at most once",
-                        ));
-                    }
-                    args.krate = Some(path);
+                Err(err) => {
+                    errors.push(err);
+                    skip_argument(input)?;
                 }
             }
+            // Either the input is empty or a `,` follows (`skip_argument` stops only
+            // at those), so this never fails.
+            input.parse::<Option<Token![,]>>()?;
         }
-        match errors {
-            Some(e) => Err(e),
-            None => Ok(args),
-        }
+        errors.finish_with(Args(args))
     }
 }
 
-enum Arg {
-    Code(Ident, Code),
-    Name(Ident, LitStr),
-    Crate(Ident, Path),
-}
-
-impl Parse for Arg {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let key: Ident = if input.peek(Token![crate]) {
-            let kw: Token![crate] = input.parse()?;
-            Ident::new("crate", kw.span)
-        } else {
-            input
-                .parse()
-                .map_err(|e| syn::Error::new(e.span(), USAGE))?
-        };
-        let _: Token![=] = input
-            .parse()
-            .map_err(|e| syn::Error::new(e.span(), format!("#[kernel] expects `{key} = ...`")))?;
-        match key.to_string().as_str() {
-            "cuda" => Ok(Arg::Code(key, Code::Cuda(input.parse()?))),
-            "ptx" => Ok(Arg::Code(key, Code::Ptx(input.parse()?))),
-            "name" => Ok(Arg::Name(key, input.parse()?)),
-            "crate" => Ok(Arg::Crate(key, Path::parse_mod_style(input)?)),
-            _ => Err(syn::Error::new(
-                key.span(),
-                format!("unknown #[kernel] argument `{key}`: {USAGE}"),
-            )),
-        }
-    }
-}
-
-/// Parses and validates the attribute's arguments and the declaration; all
-/// independent errors are combined.
-pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Declaration> {
-    let args = Args::parse.parse2(args)?;
-    let decl: ForeignItemFn = syn::parse2(item).map_err(|e| {
-        syn::Error::new(
-            e.span(),
-            "#[kernel] applies to a kernel signature without a body, e.g. \
-             `pub unsafe fn axpy(a: f32, x: &[f32], y: &mut [f32]);`",
-        )
-    })?;
-    let mut errors: Vec<syn::Error> = Vec::new();
-    let sig = &decl.sig;
-    let code = match args.code {
-        Some(code) => Some(code),
-        None => {
-            errors.push(syn::Error::new(
-                sig.ident.span(),
-                format!("#[kernel] needs the kernel's code: {USAGE}"),
-            ));
-            None
-        }
+/// Parses one `key = value`, stopping before the `,` that ends it.
+fn argument(input: ParseStream) -> syn::Result<Arg> {
+    let key: Ident = if input.peek(Token![crate]) {
+        let keyword: Token![crate] = input.parse()?;
+        Ident::new("crate", keyword.span)
+    } else if input.peek(Ident) {
+        input.parse()?
+    } else {
+        return Err(error::expected_key(next_token(input)));
     };
-    if sig.unsafety.is_none() {
-        errors.push(syn::Error::new(
-            sig.fn_token.span,
-            "#[kernel] declarations must be `unsafe fn`: writing `unsafe` is your promise that the CUDA \
-             kernel takes exactly these parameters (each slice as a pointer and a `size_t` length), \
-             stays within those lengths, and writes only through `&mut` slices",
-        ));
+    let known = [
+        "cuda",
+        "ptx",
+        "name",
+        "crate",
+        "block",
+        "max_threads",
+        "shared",
+    ];
+    if !known.contains(&key.to_string().as_str()) {
+        return Err(error::unknown_argument(&key));
     }
-    if let Some(t) = &sig.asyncness {
-        errors.push(syn::Error::new(
-            t.span,
-            "#[kernel] cannot be `async`: remove `async`",
-        ));
+    if !input.peek(Token![=]) {
+        let span = first_span(input).unwrap_or_else(|| key.span());
+        return Err(error::expected_eq(&key, span));
     }
-    if let Some(t) = &sig.constness {
-        errors.push(syn::Error::new(
-            t.span,
-            "#[kernel] cannot be `const`: remove `const`",
-        ));
+    let eq: Token![=] = input.parse()?;
+    if input.is_empty() || input.peek(Token![,]) {
+        return Err(error::missing_value(&key, eq.span));
     }
-    if let Some(abi) = &sig.abi {
-        errors.push(syn::Error::new_spanned(
-            abi,
-            "#[kernel] declarations take no ABI: remove it (the CUDA side is `extern \"C\"`)",
-        ));
-    }
-    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        errors.push(syn::Error::new_spanned(
-            &sig.generics,
-            "#[kernel] declarations cannot be generic: declare one kernel per element type",
-        ));
-    }
-    if let Some(v) = &sig.variadic {
-        errors.push(syn::Error::new_spanned(
-            v,
-            "#[kernel] declarations cannot be variadic",
-        ));
-    }
-    if let syn::ReturnType::Type(_, ty) = &sig.output {
-        errors.push(syn::Error::new_spanned(
-            ty,
-            "#[kernel] declarations return nothing: a launch returns `Result<()>`",
-        ));
-    }
-    let mut params = Vec::new();
-    for input in &sig.inputs {
-        match parse_param(input) {
-            Ok(p) => params.push(p),
-            Err(e) => errors.push(e),
-        }
-    }
-    let mut all = errors.into_iter();
-    if let Some(mut combined) = all.next() {
-        all.for_each(|e| combined.combine(e));
-        return Err(combined);
-    }
-    let code = code.ok_or_else(|| syn::Error::new(sig.ident.span(), USAGE))?;
-    let cuda_name = args
-        .name
-        .unwrap_or_else(|| LitStr::new(&sig.ident.to_string(), sig.ident.span()));
-    Ok(Declaration {
-        attrs: decl.attrs,
-        vis: decl.vis,
-        ident: sig.ident.clone(),
-        cuda_name,
-        code,
-        krate: args
-            .krate
-            .unwrap_or_else(|| syn::parse_quote!(::stream_core)),
-        params,
+    let syntax = |e| error::value_syntax(&key, e);
+    Ok(match key.to_string().as_str() {
+        "cuda" => Arg::Cuda(key.clone(), input.parse().map_err(syntax)?),
+        "ptx" => Arg::Ptx(key.clone(), input.parse().map_err(syntax)?),
+        "name" => Arg::Name(key.clone(), input.parse().map_err(syntax)?),
+        "crate" => Arg::Crate(
+            key.clone(),
+            input.call(Path::parse_mod_style).map_err(syntax)?,
+        ),
+        "block" => Arg::Block(key.clone(), input.parse().map_err(syntax)?),
+        "max_threads" => Arg::MaxThreads(key.clone(), input.parse().map_err(syntax)?),
+        _ => Arg::Shared(key.clone(), input.parse().map_err(syntax)?),
     })
 }
 
-fn parse_param(input: &FnArg) -> syn::Result<Param> {
-    let typed = match input {
-        FnArg::Receiver(r) => {
-            return Err(syn::Error::new_spanned(
-                r,
-                "#[kernel] declarations cannot take `self`",
-            ));
-        }
-        FnArg::Typed(t) => t,
-    };
-    let name = match &*typed.pat {
-        Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => p.ident.clone(),
-        other => {
-            return Err(syn::Error::new_spanned(
-                other,
-                "#[kernel] parameters must be plain names, e.g. `x: &[f32]`",
-            ));
-        }
-    };
-    if RESERVED.contains(&name.to_string().as_str()) {
-        return Err(syn::Error::new_spanned(
-            &name,
-            format!("#[kernel] reserves the parameter name `{name}` for the generated wrapper (`s: &Scope, config: LaunchConfig`); rename it"),
-        ));
-    }
-    let kind = match &*typed.ty {
-        Type::Reference(r) => {
-            let elem = match &*r.elem {
-                Type::Slice(s) => (*s.elem).clone(),
-                other => {
-                    return Err(syn::Error::new_spanned(
-                        other,
-                        "#[kernel] takes device memory as a slice: `&[T]` (read) or `&mut [T]` (written)",
-                    ));
+/// The span of the next token, if there is one.
+fn first_span(input: ParseStream) -> Option<Span> {
+    input.cursor().token_tree().map(|(tree, _)| tree.span())
+}
+
+/// The item: a function signature, with or without a body (a body is a mistake that
+/// `validate` reports; parsing it keeps the declared signature for the stand-in
+/// wrapper).
+pub(crate) struct KernelFn {
+    /// Outer attributes (docs, `#[cfg]`, ...), kept on the wrapper.
+    pub(crate) attrs: Vec<Attribute>,
+    /// Visibility, kept on the wrapper.
+    pub(crate) vis: Visibility,
+    /// The signature as written.
+    pub(crate) sig: Signature,
+    /// The span of the body's `{`, when there is a body.
+    pub(crate) body: Option<Span>,
+}
+
+impl Parse for KernelFn {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let not_a_declaration = |e: syn::Error| error::not_a_declaration(e.span());
+        let attrs = input
+            .call(Attribute::parse_outer)
+            .map_err(not_a_declaration)?;
+        let vis: Visibility = input.parse().map_err(not_a_declaration)?;
+        let sig: Signature = input.parse().map_err(not_a_declaration)?;
+        let body = if input.peek(Token![;]) {
+            input.parse::<Token![;]>()?;
+            None
+        } else {
+            match input.parse::<TokenTree>() {
+                Ok(TokenTree::Group(group))
+                    if group.delimiter() == proc_macro2::Delimiter::Brace =>
+                {
+                    Some(group.span_open())
                 }
-            };
-            if let Some(lt) = &r.lifetime {
-                return Err(syn::Error::new_spanned(lt, "#[kernel] parameters take no lifetimes: the wrapper brands them with the scope's"));
+                Ok(other) => return Err(error::not_a_declaration(other.span())),
+                Err(e) => return Err(not_a_declaration(e)),
             }
-            if r.mutability.is_some() {
-                ParamKind::Write(elem)
-            } else {
-                ParamKind::Read(elem)
-            }
+        };
+        if !input.is_empty() {
+            let rest: TokenStream = input.parse()?;
+            let span = rest
+                .into_iter()
+                .next()
+                .map_or_else(Span::call_site, |tree| tree.span());
+            return Err(error::not_a_declaration(span));
         }
-        Type::Ptr(p) => {
-            return Err(syn::Error::new_spanned(
-                p,
-                "#[kernel] does not take raw pointers: use `&[T]` (read) or `&mut [T]` (written), \
-                 which pass a pointer and a length",
-            ));
-        }
-        other => ParamKind::Scalar(other.clone()),
-    };
-    Ok(Param { name, kind })
+        Ok(KernelFn {
+            attrs,
+            vis,
+            sig,
+            body,
+        })
+    }
 }

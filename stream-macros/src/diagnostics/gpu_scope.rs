@@ -1,12 +1,10 @@
-//! Diagnostics of `#[gpu_scope]`.
-//!
-//! One helper per mistake, so that every message names the attribute, says
-//! what is expected and lists the valid options (STYLE.md rule 5), and every
-//! error is spanned on the token the user has to change (rule 4).
+//! The messages of `#[gpu_scope]`, one helper per mistake.
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::{Abi, Error, Ident, Token};
+
+use super::reworded;
 
 /// How the attribute is written in messages.
 const ATTR: &str = "#[gpu_scope]";
@@ -17,60 +15,6 @@ const EXAMPLE_FN: &str = "`fn step(s: &Scope, input: &[f32]) -> Result<()> { ...
 /// The only argument, quoted by the messages that reject arguments.
 const VALID_ARGS: &str =
     "the only valid argument is `crate = path`, e.g. `#[gpu_scope(crate = my_lib::gpu)]`";
-
-/// The user's item together with everything wrong with it.
-///
-/// Expanding to the item unchanged next to the `compile_error!`s keeps IDEs
-/// and later diagnostics working on the rest of the crate (tokio-macros,
-/// STYLE.md rule 3).
-pub(crate) struct Rejected {
-    item: TokenStream,
-    error: Error,
-}
-
-impl Rejected {
-    /// Rejects `item` (the tokens the attribute was applied to) with `error`.
-    pub(crate) fn new(item: TokenStream, error: Error) -> Self {
-        Self { item, error }
-    }
-
-    /// The user's item unchanged, followed by one `compile_error!` per error.
-    pub(crate) fn into_compile_error(self) -> TokenStream {
-        let mut tokens = self.item;
-        tokens.extend(self.error.into_compile_error());
-        tokens
-    }
-
-    /// All errors found, in source order.
-    #[cfg(test)]
-    pub(crate) fn error(&self) -> &Error {
-        &self.error
-    }
-}
-
-/// Collects independent errors so the user sees all of them at once.
-#[derive(Default)]
-pub(crate) struct Errors(Option<Error>);
-
-impl Errors {
-    /// Records one more error after the ones already collected.
-    pub(crate) fn push(&mut self, error: Error) {
-        match &mut self.0 {
-            Some(first) => first.combine(error),
-            None => self.0 = Some(error),
-        }
-    }
-
-    /// Records the error of `result`, if any, and returns its value otherwise.
-    pub(crate) fn check<T>(&mut self, result: syn::Result<T>) -> Option<T> {
-        result.map_err(|error| self.push(error)).ok()
-    }
-
-    /// `Ok(())` when nothing was collected, otherwise all errors combined.
-    pub(crate) fn finish(self) -> syn::Result<()> {
-        self.0.map_or(Ok(()), Err)
-    }
-}
 
 /// `async fn` (spanned on `async`).
 pub(crate) fn async_fn(asyncness: &Token![async]) -> Error {
@@ -206,19 +150,7 @@ fn not_a_function_message(found: &str) -> String {
 /// The compiler only applies attributes to items that parse, so this happens
 /// while an IDE expands code that is still being typed.
 pub(crate) fn syntax(error: Error) -> Error {
-    let mut errors = Errors::default();
-    for message in error {
-        errors.push(Error::new(
-            message.span(),
-            format!("{ATTR} could not parse this function: {message}"),
-        ));
-    }
-    errors.finish().err().unwrap_or_else(|| {
-        Error::new(
-            Span::call_site(),
-            format!("{ATTR} could not parse this function"),
-        )
-    })
+    reworded(error, &format!("{ATTR} could not parse this function"))
 }
 
 /// Tokens after the function's body (spanned on them).

@@ -7,8 +7,9 @@ use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::{FnArg, Lifetime, Path, PathArguments, ReturnType, Signature, Token, Type, TypePath};
 
-use crate::error::{self, Errors};
-use crate::parse::ScopeFn;
+use super::parse::ScopeFn;
+use crate::diagnostics::gpu_scope as error;
+use crate::diagnostics::Errors;
 
 /// Where the scope parameter is and what its reference looks like.
 pub(crate) struct ScopeParam {

@@ -21,34 +21,19 @@ use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
 use syn::{FnArg, Pat, PatIdent, ReturnType, Type, TypeInfer, TypeReference};
 
-use crate::error::Rejected;
-use crate::parse::{Args, ScopeFn};
-use crate::validate::{self, ScopeParam};
+use super::parse::ScopeFn;
+use super::validate::ScopeParam;
 
 /// The stream parameter's name when the scope's pattern is not a plain name
 /// (`_`, `mut s`, ...). Mixed-site hygiene keeps it out of the user's reach.
 const HIDDEN_STREAM: &str = "__gpu_scope_stream";
 
-/// Expands `#[gpu_scope(args)] item`: parse, then validate, then generate.
-///
-/// Errors in the arguments and in the item are reported together; on error
-/// the item is handed back unchanged next to them (see [`Rejected`]).
-pub(crate) fn gpu_scope(args: TokenStream, item: TokenStream) -> Result<TokenStream, Rejected> {
-    let args = syn::parse2::<Args>(args);
-    let checked = syn::parse2::<ScopeFn>(item.clone())
-        .and_then(|scope_fn| validate::gpu_scope_fn(&scope_fn).map(|param| (scope_fn, param)));
-    match (args, checked) {
-        (Ok(args), Ok((scope_fn, param))) => Ok(generate(args.krate.as_ref(), scope_fn, param)),
-        (Err(mut error), Err(item_error)) => {
-            error.combine(item_error);
-            Err(Rejected::new(item, error))
-        }
-        (Err(error), Ok(_)) | (Ok(_), Err(error)) => Err(Rejected::new(item, error)),
-    }
-}
-
 /// Generates the function that opens the scope around the user's body.
-fn generate(krate: Option<&syn::Path>, scope_fn: ScopeFn, param: ScopeParam) -> TokenStream {
+pub(crate) fn expand(
+    krate: Option<&syn::Path>,
+    scope_fn: ScopeFn,
+    param: ScopeParam,
+) -> TokenStream {
     let ScopeFn {
         attrs,
         vis,

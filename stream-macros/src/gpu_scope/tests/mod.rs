@@ -5,14 +5,13 @@
 //! came from, so a test can read back the source text an error points at.
 
 mod accepted;
-pub(crate) mod fuzz;
 mod never_panics;
 mod rejected;
 
 use proc_macro2::TokenStream;
 
-use crate::error::Rejected;
-use crate::expand;
+use super::gpu_scope as expand_gpu_scope;
+use crate::diagnostics::Rejected;
 
 /// Lexes test input written as a string (so that spans know their text).
 fn lex(source: &str) -> TokenStream {
@@ -33,7 +32,7 @@ fn messages(rejected: &Rejected) -> Vec<String> {
 
 /// Expands `#[gpu_scope(args)] item`, failing the test if it is rejected.
 fn expand_ok(args: TokenStream, item: TokenStream) -> TokenStream {
-    match expand::gpu_scope(args, item) {
+    match expand_gpu_scope(args, item) {
         Ok(tokens) => tokens,
         Err(rejected) => panic!("unexpectedly rejected: {:#?}", messages(&rejected)),
     }

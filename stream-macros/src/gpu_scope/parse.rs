@@ -10,7 +10,9 @@ use quote::{quote, ToTokens};
 use syn::parse::{Parse, ParseStream};
 use syn::{braced, token, Attribute, Item, LitStr, Path, Signature, Token, Visibility};
 
-use crate::error::{self, Errors};
+use crate::diagnostics::gpu_scope as error;
+use crate::diagnostics::Errors;
+use crate::tokens::{next_token, skip_argument};
 
 /// The attribute's arguments: `#[gpu_scope]` or `#[gpu_scope(crate = path)]`.
 pub(crate) struct Args {
@@ -96,31 +98,6 @@ fn parse_argument(input: ParseStream) -> syn::Result<CrateArgument> {
             "expects a path after `crate =`",
         )),
     }
-}
-
-/// The next token tree, for spanning an error on it without consuming it.
-fn next_token(input: ParseStream) -> TokenStream {
-    input
-        .cursor()
-        .token_tree()
-        .map_or_else(TokenStream::new, |(tree, _)| tree.into_token_stream())
-}
-
-/// Consumes tokens up to (not including) the next top-level `,` and returns
-/// them.
-fn skip_argument(input: ParseStream) -> syn::Result<TokenStream> {
-    input.step(|cursor| {
-        let mut rest = *cursor;
-        let mut skipped = TokenStream::new();
-        while let Some((tree, next)) = rest.token_tree() {
-            if matches!(&tree, TokenTree::Punct(punct) if punct.as_char() == ',') {
-                break;
-            }
-            skipped.extend([tree]);
-            rest = next;
-        }
-        Ok((skipped, rest))
-    })
 }
 
 /// The function the attribute is applied to, with its body left unparsed.

@@ -3,8 +3,8 @@
 //! message that says what is expected, and the output must still hold the
 //! user's item (STYLE.md rule 3).
 
+use super::expand_gpu_scope;
 use super::{assert_well_formed, lex, messages};
-use crate::expand;
 
 /// One expected error: the source text its span covers (`None` when there is
 /// no token to point at) and words its message contains.
@@ -262,7 +262,7 @@ pub(super) const CASES: &[Case] = &[
 fn every_rejection_points_at_the_offending_token_and_says_what_is_expected() {
     for case in CASES {
         let context = format!("#[gpu_scope({})] {}", case.args, case.item);
-        let Err(rejected) = expand::gpu_scope(lex(case.args), lex(case.item)) else {
+        let Err(rejected) = expand_gpu_scope(lex(case.args), lex(case.item)) else {
             panic!("accepted: {context}");
         };
         let errors: Vec<_> = rejected.error().clone().into_iter().collect();
@@ -292,7 +292,7 @@ fn every_rejection_points_at_the_offending_token_and_says_what_is_expected() {
 fn rejected_output_is_the_item_unchanged_followed_by_the_errors() {
     for case in CASES {
         let item = lex(case.item);
-        let Err(rejected) = expand::gpu_scope(lex(case.args), item.clone()) else {
+        let Err(rejected) = expand_gpu_scope(lex(case.args), item.clone()) else {
             panic!("accepted: {}", case.item);
         };
         let output = rejected.into_compile_error().to_string();
@@ -318,7 +318,7 @@ fn there_are_at_least_thirty_rejected_inputs() {
 
 #[test]
 fn a_scope_parameter_later_is_only_hinted_when_there_is_one() {
-    let Err(rejected) = expand::gpu_scope(lex(""), lex("fn f(x: u32, y: u32) -> Result<()> {}"))
+    let Err(rejected) = expand_gpu_scope(lex(""), lex("fn f(x: u32, y: u32) -> Result<()> {}"))
     else {
         panic!("accepted");
     };
