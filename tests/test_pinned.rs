@@ -15,7 +15,7 @@ use gpu_tests::{
     check_eq, check_error, device, ensure, expect_err, poison, poisoned, stream, Element, Rng,
     TestResult,
 };
-use stream_core::__private::{
+use stream_core::staging::{
     host_memory_is_pinned, staged_copy_counts, with_staging_config, StagingConfig,
 };
 use stream_core::{scope, Device, Error, PinnedMemoryStats, Stream};

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaSlice, CudaStream, PinnedHostSlice};
-use stream_core::__private::raw_stream;
+use stream_core::interop::raw_stream;
 use stream_core::{scope, DeviceVec, PinnedBuffer, Stream};
 
 use crate::error::{Context, Error, Result};

@@ -33,7 +33,7 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaSlice};
-use stream_core::__private::staged_copy_counts;
+use stream_core::staging::staged_copy_counts;
 use stream_core::{scope, DeviceVec};
 
 use crate::error::{Context, Error, Result};

@@ -33,7 +33,7 @@
 #![allow(unsafe_code)]
 
 use cudarc::driver::{result, sys, PinnedHostSlice, PushKernelArg};
-use stream_core::__private::raw_stream;
+use stream_core::interop::raw_stream;
 use stream_core::{scope, PinnedBuffer, Scope, Stream};
 
 use crate::cuda::{self, work_config, work_reference};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{result, sys, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use cudarc::nvrtc::Ptx;
-use stream_core::__private::raw_stream;
+use stream_core::interop::raw_stream;
 use stream_core::{scope, DeviceVec, LaunchConfig, Stream};
 
 use crate::cuda::{self, SGEMM_SOURCE};

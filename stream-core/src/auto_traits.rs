@@ -15,7 +15,7 @@ assert_impl_all!(PinnedBuffer<f32>: Send, Sync);
 assert_not_impl_any!(PinnedBuffer<f32>: Clone);
 // Statistics are plain numbers, read from any thread.
 assert_impl_all!(PinnedMemoryStats: Send, Sync, Copy, Default, PartialEq, std::fmt::Debug);
-assert_impl_all!(__private::StagingConfig: Send, Sync, Copy, Default, PartialEq);
+assert_impl_all!(staging::StagingConfig: Send, Sync, Copy, Default, PartialEq);
 assert_impl_all!(Error: Send, Sync, std::error::Error);
 // Memory statistics are plain numbers, copied out of the driver.
 assert_impl_all!(DeviceMemoryStats: Send, Sync, Copy, std::fmt::Debug, Default);

@@ -2,8 +2,6 @@
 
 use cudarc::driver::{result::DriverError, sys};
 
-use crate::launch::LaunchLimit;
-
 /// What went wrong, written so that the message says what happened and what to do.
 ///
 /// Every fallible operation returns it; bad input is an `Err`, never a panic.
@@ -282,6 +280,44 @@ fn driver_advice(code: u32) -> &'static str {
     }
 }
 
+/// What a limit in an [`Error::InvalidLaunch`] admits: at most, exactly or at least a
+/// number.
+///
+/// ```
+/// use stream_core::LaunchLimit;
+/// assert_eq!(LaunchLimit::AtMost(1024).to_string(), "at most 1024");
+/// assert_eq!(LaunchLimit::Exactly(256).to_string(), "exactly 256");
+/// assert_eq!(LaunchLimit::AtLeast(4096).value(), 4096);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchLimit {
+    /// The value may not exceed this (a device limit, `max_threads = N`).
+    AtMost(u64),
+    /// The value must be this (`block = ...`).
+    Exactly(u64),
+    /// The value may not be below this (a block dimension, `shared = ...`).
+    AtLeast(u64),
+}
+
+impl LaunchLimit {
+    /// The number the limit names.
+    pub fn value(&self) -> u64 {
+        match *self {
+            LaunchLimit::AtMost(v) | LaunchLimit::Exactly(v) | LaunchLimit::AtLeast(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Display for LaunchLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LaunchLimit::AtMost(v) => write!(f, "at most {v}"),
+            LaunchLimit::Exactly(v) => write!(f, "exactly {v}"),
+            LaunchLimit::AtLeast(v) => write!(f, "at least {v}"),
+        }
+    }
+}
+
 /// `Result<T, stream_core::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -297,6 +333,31 @@ impl Error {
             code: err.0 as u32,
             name: text(err.error_name()),
             description: text(err.error_string()),
+        }
+    }
+
+    /// `Ok` when a source of `source_len` elements and a destination of
+    /// `destination_len` agree, else [`Error::LengthMismatch`] naming `what`. The one
+    /// length check of every copy and kernel wrapper.
+    ///
+    /// ```
+    /// use stream_core::Error;
+    /// assert!(Error::check_lengths("axpy", 4, 4).is_ok());
+    /// assert!(matches!(Error::check_lengths("axpy", 4, 5), Err(Error::LengthMismatch { .. })));
+    /// ```
+    pub fn check_lengths(
+        what: &'static str,
+        source_len: usize,
+        destination_len: usize,
+    ) -> Result<()> {
+        if source_len == destination_len {
+            Ok(())
+        } else {
+            Err(Error::LengthMismatch {
+                what,
+                source_len,
+                destination_len,
+            })
         }
     }
 

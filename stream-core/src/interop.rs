@@ -32,9 +32,9 @@ use cudarc::driver::sys;
 use crate::device::Device;
 use crate::driver::context::Bound;
 use crate::error::Result;
-use crate::repr::DeviceRepr;
+use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceRepr};
 use crate::scope::Scope;
-use crate::view::{sealed, DeviceMemory, DeviceMemoryMut};
+use crate::sealed;
 
 /// A device's context made current on this thread while this value lives; dropping it
 /// gives the thread its previous context back. Not `Send`.
@@ -61,7 +61,7 @@ pub fn bind(device: &Device) -> Result<ContextBinding<'_>> {
 /// so far, before its later work, and covered by its final synchronisation.
 #[inline(always)]
 pub fn raw_stream(scope: &Scope<'_, '_>) -> sys::CUstream {
-    scope.raw
+    scope.stream.raw.raw()
 }
 
 /// The device address of memory a library call will only read.

@@ -158,67 +158,35 @@
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]
-mod brand;
-#[allow(unsafe_code)]
-mod buffer;
-#[allow(unsafe_code)]
-mod compile;
-#[allow(unsafe_code)]
 mod device;
-#[allow(unsafe_code)]
-mod device_vec;
 #[allow(unsafe_code)]
 mod driver;
 mod error;
 #[allow(unsafe_code)]
-mod event;
-mod fork;
-mod handoff;
-#[allow(unsafe_code)]
 mod host;
-#[allow(unsafe_code)]
-mod host_copy;
 #[allow(unsafe_code)]
 mod kernel;
 #[allow(unsafe_code)]
-mod launch;
-#[allow(unsafe_code)]
-mod memory_pool;
-#[allow(unsafe_code)]
-mod pending;
-#[allow(unsafe_code)]
-mod pinned_pool;
-#[allow(unsafe_code)]
-mod repr;
+mod memory;
 #[allow(unsafe_code)]
 mod scope;
-#[allow(unsafe_code)]
-mod staging;
-#[allow(unsafe_code)]
-mod stream;
-#[allow(unsafe_code)]
-mod transfer;
-mod view;
+mod sealed;
 
 #[doc(hidden)]
 pub mod __private;
 pub mod interop;
+pub mod staging;
 
 #[cfg(test)]
 mod auto_traits;
 
-pub use buffer::DeviceBuffer;
-pub use device::Device;
-pub use device_vec::DeviceVec;
-pub use error::{Error, Result};
-pub use fork::Lend;
-pub use host::PinnedBuffer;
-pub use launch::{LaunchConfig, LaunchLimit};
-pub use memory_pool::DeviceMemoryStats;
-pub use pending::Pending;
-pub use pinned_pool::PinnedMemoryStats;
-pub use repr::DeviceRepr;
-pub use scope::{scope, Scope};
-pub use stream::Stream;
+pub use device::{Device, Stream};
+pub use error::{Error, LaunchLimit, Result};
+pub use host::{PinnedBuffer, PinnedMemoryStats};
+pub use kernel::LaunchConfig;
+pub use memory::{
+    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceMemoryStats, DeviceRepr, DeviceSlice,
+    DeviceSliceMut, DeviceVec,
+};
+pub use scope::{scope, Lend, Pending, Scope};
 pub use stream_macros::{gpu_scope, kernel};
-pub use view::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};

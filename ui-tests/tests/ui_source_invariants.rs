@@ -26,10 +26,10 @@ const DEVICE_WIDE: &[&str] = &[
 /// named beside it, on a line right after a `// DEVICE-WIDE SYNC:` comment that says
 /// where it is reached from.
 const IMPLICIT_DEVICE_SYNC: &[(&str, &str)] = &[
-    ("free_host", "stream-core/src/pinned_pool.rs"),
-    ("cuMemFreeHost", "stream-core/src/pinned_pool.rs"),
-    ("module::unload", "stream-core/src/kernel.rs"),
-    ("cuModuleUnload", "stream-core/src/kernel.rs"),
+    ("free_host", "stream-core/src/driver/pinned.rs"),
+    ("cuMemFreeHost", "stream-core/src/driver/pinned.rs"),
+    ("module::unload", "stream-core/src/driver/module.rs"),
+    ("cuModuleUnload", "stream-core/src/driver/module.rs"),
     ("destroy_handle", "kernels/src/cublas.rs"),
     ("cublasDestroy", "kernels/src/cublas.rs"),
     ("free_sync", ""),
@@ -39,20 +39,24 @@ const IMPLICIT_DEVICE_SYNC: &[(&str, &str)] = &[
     ("cuMemHostUnregister", ""),
 ];
 
-/// The functions that wrap those calls, and the only files that may call them: the
-/// pinned pool's release (from `Device::trim_pinned_memory` in the same file, and the
-/// device's drop) and the module cache's unload (from the device's drop).
+/// The driver-layer functions that make those calls, and the only files that may name
+/// them: the pinned pool's release (from `Device::trim_pinned_memory` and the pool's
+/// drop, which is the device's) and the module cache's drop (the device's).
 const REACHED_ONLY_FROM: &[(&str, &[&str])] = &[
     (
-        "release_cached(",
+        "free_waiting_for_device(",
         &[
-            "stream-core/src/pinned_pool.rs",
-            "stream-core/src/device.rs",
+            "stream-core/src/driver/pinned.rs",
+            "stream-core/src/host/pinned_pool.rs",
         ],
     ),
+    ("release_cached(", &["stream-core/src/host/pinned_pool.rs"]),
     (
-        "unload_all(",
-        &["stream-core/src/kernel.rs", "stream-core/src/device.rs"],
+        "unload_waiting_for_device(",
+        &[
+            "stream-core/src/driver/module.rs",
+            "stream-core/src/kernel/module_cache.rs",
+        ],
     ),
 ];
 
@@ -176,21 +180,14 @@ fn misplaced_implicit_waits(relative: &str, source: &str) -> Vec<String> {
 fn the_implicit_wait_check_detects_unmarked_and_misplaced_calls() {
     let marked = "fn f() {\n    // DEVICE-WIDE SYNC: from the device's drop.\n    // SAFETY: ...\n    unsafe { result::free_host(p) };\n}\n";
     let unmarked = "fn f() {\n    unsafe { result::free_host(p) };\n}\n";
-    assert!(misplaced_implicit_waits("stream-core/src/pinned_pool.rs", marked).is_empty());
+    let own = "stream-core/src/driver/pinned.rs";
+    assert!(misplaced_implicit_waits(own, marked).is_empty());
+    assert_eq!(misplaced_implicit_waits(own, unmarked).len(), 1);
+    let elsewhere = "stream-core/src/host/pinned_pool.rs";
+    assert_eq!(misplaced_implicit_waits(elsewhere, marked).len(), 1);
+    let wrapper = "let x = pool.release_cached(false, 0);";
     assert_eq!(
-        misplaced_implicit_waits("stream-core/src/pinned_pool.rs", unmarked).len(),
-        1
-    );
-    assert_eq!(
-        misplaced_implicit_waits("stream-core/src/staging.rs", marked).len(),
-        1
-    );
-    assert_eq!(
-        misplaced_implicit_waits(
-            "stream-core/src/scope.rs",
-            "let x = pool.release_cached(false, 0);"
-        )
-        .len(),
+        misplaced_implicit_waits("stream-core/src/scope/mod.rs", wrapper).len(),
         1
     );
     assert_eq!(
@@ -228,4 +225,74 @@ fn the_device_wide_check_detects_each_forbidden_call() {
         );
         assert_eq!(found[0].0, 3, "{call}: expected line 3, got {found:?}");
     }
+}
+
+/// The layering of `stream-core`: only `src/driver/` calls cudarc's `result` and `sys`
+/// functions (and NVRTC); every other file uses the driver layer. Types of `sys`
+/// (`CUstream`, `CUdeviceptr`, result codes) and `result::DriverError` may appear
+/// anywhere.
+#[test]
+fn only_the_driver_layer_calls_cudarc() {
+    let root = workspace_root().join("stream-core/src");
+    let mut files = Vec::new();
+    source_files(&root, &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let relative = file
+            .strip_prefix(&root)
+            .unwrap_or(file)
+            .to_string_lossy()
+            .replace('\\', "/");
+        if relative.starts_with("driver/") {
+            continue;
+        }
+        let text = fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+        for (number, line) in driver_calls(&text) {
+            found.push(format!("stream-core/src/{relative}:{number}: {line}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "only stream-core/src/driver/ may call cudarc's result/sys functions or NVRTC; \
+         found:\n{}",
+        found.join("\n")
+    );
+}
+
+/// Lines of `source` whose code calls a cudarc `result` or `sys` function (a lowercase
+/// name after `result::` or `sys::`: types and constants are capitalised) or names
+/// cudarc's NVRTC bindings.
+fn driver_calls(source: &str) -> Vec<(usize, &str)> {
+    source
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let code = line.split("//").next().unwrap_or("");
+            let lowercase_after = |marker: &str| {
+                code.match_indices(marker).any(|(at, m)| {
+                    code[at + m.len()..]
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_lowercase())
+                })
+            };
+            lowercase_after("result::")
+                || lowercase_after("sys::")
+                || code.contains("cudarc::nvrtc")
+        })
+        .map(|(index, line)| (index + 1, line.trim()))
+        .collect()
+}
+
+/// The layering check finds calls, and lets types and comments through.
+#[test]
+fn the_layering_check_tells_calls_from_types() {
+    let source = "use cudarc::driver::{result::DriverError, sys};\n\
+                  // result::stream::synchronize in a comment\n\
+                  let s: sys::CUstream = x;\n\
+                  unsafe { result::stream::synchronize(s) };\n\
+                  unsafe { sys::cuStreamQuery(s) };\n";
+    let found: Vec<usize> = driver_calls(source).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(found, [4, 5]);
 }

@@ -1,7 +1,7 @@
 //! The staging sweep of the pageable case, with `BENCH_STAGING_SWEEP` set: printed only,
 //! used to choose the library's staging defaults.
 
-use stream_core::__private::{with_staging_config, StagingConfig};
+use stream_core::staging::{with_staging_config, StagingConfig};
 use stream_core::{scope, DeviceVec};
 
 use super::MIB;

@@ -8,7 +8,7 @@
 
 mod events;
 mod limits;
-mod stream;
+pub(crate) mod stream;
 
 pub(crate) use events::Event;
 pub(crate) use limits::DeviceLimits;
@@ -59,8 +59,6 @@ pub(crate) struct DeviceInner {
     pub(crate) compute_capability: (i32, i32),
     /// Launch limits, read once so that validating a launch costs no driver call.
     pub(crate) limits: DeviceLimits,
-    /// Kernel modules loaded on this device.
-    pub(crate) modules: crate::kernel::ModuleCache,
     /// State kept per device by this crate's upper layers (the pinned pool, the module
     /// cache) and by other crates (see `interop::device_extension`), dropped when the
     /// device is, with its context bound, before the context is released.
@@ -105,7 +103,6 @@ impl Device {
                 pool,
                 compute_capability,
                 limits,
-                modules: Default::default(),
                 extensions: Mutex::new(HashMap::new()),
                 context,
             }),
@@ -242,7 +239,6 @@ impl Drop for DeviceInner {
                 .unwrap_or_else(PoisonError::into_inner),
         );
         drop(extensions);
-        self.modules.unload_all();
         // Hand this handle's cached memory back; other handles of the device only lose
         // cached (unused) memory, which the pool maps again when they need it.
         let _ = self.pool.trim_to(0);

@@ -64,17 +64,11 @@ impl PrimaryContext {
         }
         // SAFETY: `device` came from `cuDeviceGet` (`DeviceId` is made no other way);
         // retaining has no other precondition.
-        let raw =
-            unsafe { result::primary_ctx::retain(device.raw()) }.call("cuDevicePrimaryCtxRetain")?;
+        let raw = unsafe { result::primary_ctx::retain(device.raw()) }
+            .call("cuDevicePrimaryCtxRetain")?;
         let context = Arc::new(PrimaryContext { device, raw });
         retained.push((device, Arc::downgrade(&context)));
         Ok(context)
-    }
-
-    /// The context handle.
-    #[inline(always)]
-    pub(crate) fn raw(&self) -> sys::CUcontext {
-        self.raw
     }
 
     /// Makes this context current on the calling thread until the guard drops.

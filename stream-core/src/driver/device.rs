@@ -37,9 +37,7 @@ impl DeviceId {
             ordinal,
             count: count().unwrap_or(0),
         })?;
-        Ok(DeviceId(
-            result::device::get(ordinal).call("cuDeviceGet")?,
-        ))
+        Ok(DeviceId(result::device::get(ordinal).call("cuDeviceGet")?))
     }
 
     /// The driver's handle.

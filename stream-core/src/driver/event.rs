@@ -43,6 +43,12 @@ impl RawEvent {
         })
     }
 
+    /// `true` while the event's context is alive (a spare of a released context is
+    /// never used again).
+    pub(crate) fn context_is_alive(&self) -> bool {
+        self.context.strong_count() > 0
+    }
+
     /// `true` when the event belongs to `context` (which is then alive for as long as
     /// the caller's borrow of it).
     #[inline]

@@ -30,15 +30,6 @@ pub(crate) unsafe fn launch(
     args: &mut [*mut c_void],
 ) -> Result<()> {
     // SAFETY: the caller's contract above; `stream` is live (borrowed).
-    unsafe {
-        result::launch_kernel(
-            function.raw,
-            grid,
-            block,
-            shared_bytes,
-            stream.raw(),
-            args,
-        )
-    }
-    .call("cuLaunchKernel")
+    unsafe { result::launch_kernel(function.raw, grid, block, shared_bytes, stream.raw(), args) }
+        .call("cuLaunchKernel")
 }

@@ -37,7 +37,7 @@ impl Image {
 
 /// A module loaded into a context. It is never unloaded implicitly (unloading waits for
 /// the device, and a kernel of it must not run any more): dropping it leaks it, and
-/// [`unload`](Self::unload) unloads it.
+/// [`unload_waiting_for_device`](Self::unload_waiting_for_device) unloads it.
 pub(crate) struct Module(sys::CUmodule);
 
 // SAFETY: a `CUmodule` is an opaque handle the thread-safe driver accepts from any
@@ -92,12 +92,14 @@ impl Module {
         Ok(module)
     }
 
-    /// The function `name`, with the most dynamic shared memory it may use set to
-    /// `dynamic_shared_limit` bytes (so that launches never change function attributes).
+    /// The function `name`, with the most dynamic shared memory it may use set to what
+    /// `shared_per_block` (the device's opt-in limit of shared memory per block) leaves
+    /// beside its static shared memory, so that launches never change function
+    /// attributes.
     pub(crate) fn function(
         &self,
         name: &CStr,
-        dynamic_shared_limit: u32,
+        shared_per_block: u32,
     ) -> std::result::Result<Function, LoadError> {
         // SAFETY: the module is loaded (owned by `self`); `name` is NUL-terminated.
         let raw = match unsafe { result::module::get_function(self.0, name.to_owned()) } {
@@ -124,7 +126,8 @@ impl Module {
             )
             .map_err(LoadError::Driver)?,
         };
-        let limit = i32::try_from(dynamic_shared_limit).unwrap_or(i32::MAX);
+        let dynamic = shared_per_block.saturating_sub(function.static_shared_bytes);
+        let limit = i32::try_from(dynamic).unwrap_or(i32::MAX);
         // SAFETY: `raw` is a live function of this module; the attribute takes an `int`.
         unsafe {
             result::function::set_function_attribute(
@@ -177,7 +180,7 @@ impl Module {
     ///
     /// No kernel of the module may run or be launched any more, no [`Function`] of it is
     /// used again, and the context it was loaded into must be bound.
-    pub(crate) unsafe fn unload(self) {
+    pub(crate) unsafe fn unload_waiting_for_device(self) {
         // DEVICE-WIDE SYNC: cuModuleUnload, reached only from the device's drop.
         // SAFETY: the caller's contract above; `self` is consumed, so the module is
         // unloaded once.

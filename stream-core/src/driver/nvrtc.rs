@@ -12,7 +12,11 @@ use crate::error::{Error, Result};
 /// `kernel` names the kernel that asked, for the error message. A compile error returns
 /// [`Error::KernelCompile`] with NVRTC's log; a missing NVRTC library returns
 /// [`Error::NvrtcNotFound`].
-pub(crate) fn compile_cubin(kernel: &str, source: &str, (major, minor): (i32, i32)) -> Result<Image> {
+pub(crate) fn compile_cubin(
+    kernel: &str,
+    source: &str,
+    (major, minor): (i32, i32),
+) -> Result<Image> {
     // SAFETY: only `dlopen`s the NVRTC library by its well-known names, so that a missing
     // library is an `Err` rather than the panic of cudarc's lazy loader.
     if !unsafe { nvrtc_sys::is_culib_present() } {

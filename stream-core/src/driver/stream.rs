@@ -81,7 +81,8 @@ impl RawStream {
     pub(crate) fn is_capturing(&self) -> Result<bool> {
         let _bound = self.bind()?;
         // SAFETY: `self.raw` is a live stream; a query only reads its state.
-        let status = unsafe { result::stream::is_capturing(self.raw) }.call("cuStreamIsCapturing")?;
+        let status =
+            unsafe { result::stream::is_capturing(self.raw) }.call("cuStreamIsCapturing")?;
         Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 

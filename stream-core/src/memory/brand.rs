@@ -11,9 +11,20 @@ use std::marker::PhantomData;
 
 /// Invariant in `'s` (a `fn(&'s ()) -> &'s ()` is contravariant in its argument and
 /// covariant in its result, so both directions of subtyping are ruled out), and
-/// neither `Send` nor `Sync`: branded values are driven from the thread that opened
-/// the scope, where the scope's CUDA context is current.
-pub(crate) type Brand<'s> = PhantomData<(fn(&'s ()) -> &'s (), *const ())>;
+/// neither `Send` nor `Sync` (a raw pointer is neither): branded values are driven from
+/// the thread that opened the scope, which registered the scope for the out-of-memory
+/// recovery and synchronises it at its end.
+///
+/// Every other field of a branded type is `Send` and `Sync`, so the compiler's error
+/// for a branded value sent to another thread names this marker (see
+/// `ui-tests/tests/ui/thread/`).
+pub(crate) type Brand<'s> =
+    PhantomData<(fn(&'s ()) -> &'s (), *const UsedOnlyOnTheThreadOfItsScope)>;
+
+/// Named so that the compiler's error for a scope, or anything branded by one, sent or
+/// shared to another thread reads as the reason:
+/// "`*const UsedOnlyOnTheThreadOfItsScope` cannot be sent between threads safely".
+pub(crate) enum UsedOnlyOnTheThreadOfItsScope {}
 
 /// Makes a brand value. Zero-sized; it exists so that call sites read as intent.
 #[inline(always)]

@@ -15,8 +15,9 @@ use crate::error::Result;
 use crate::memory::brand::{brand, Brand};
 use crate::memory::repr::DeviceRepr;
 use crate::memory::view::{
-    element_count, sealed, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, RawSlice,
+    element_count, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, RawSlice,
 };
+use crate::sealed;
 
 /// Device memory of `len` elements of `T`, owned by the scope branded `'s`.
 ///

@@ -48,7 +48,7 @@ impl Device {
     /// Out of memory, it waits for the device's housekeeping stream (where dropped
     /// `DeviceVec`s are freed) and the streams of the scopes this thread has open on
     /// the device, hands the pool's cached memory back to the driver and retries once
-    /// before it returns [`Error::OutOfMemory`], like
+    /// before it returns [`Error::OutOfMemory`](crate::Error::OutOfMemory), like
     /// [`Scope::alloc`](crate::Scope::alloc).
     pub fn alloc_vec<T: DeviceRepr>(&self, len: usize) -> Result<DeviceVec<T>> {
         let vec = DeviceVec::alloc(self, len)?;
@@ -105,7 +105,9 @@ impl<T: DeviceRepr> DeviceVec<T> {
         if bytes > 0 {
             // The memory is only used through this `DeviceVec`, after the caller
             // synchronises the housekeeping stream.
-            let ptr = device.inner.alloc_async(&device.inner.housekeeping, bytes)?;
+            let ptr = device
+                .inner
+                .alloc_async(&device.inner.housekeeping, bytes)?;
             raw = RawSlice { ptr, len };
         }
         Ok(DeviceVec {

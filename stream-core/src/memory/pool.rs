@@ -115,7 +115,10 @@ fn forbid_hidden_stream_dependencies(pool: MemPool) -> Result<()> {
 
 /// The statistics of `pool` now.
 fn stats(pool: MemPool) -> Result<DeviceMemoryStats> {
-    let get = |attr| pool.get(attr).map(|v| usize::try_from(v).unwrap_or(usize::MAX));
+    let get = |attr| {
+        pool.get(attr)
+            .map(|v| usize::try_from(v).unwrap_or(usize::MAX))
+    };
     let in_use_bytes = get(U64Attribute::UsedCurrent)?;
     let reserved_bytes = get(U64Attribute::ReservedCurrent)?;
     // The four reads are not one snapshot (another thread may allocate in between),
@@ -147,11 +150,12 @@ thread_local! {
 /// out of the user's reach, and borrows its stream for longer than it lives, so every
 /// registered handle is a live stream.
 ///
-/// Registered on one thread's list, it must be dropped on that thread: the raw stream
-/// handle keeps it (and `Scope`) neither `Send` nor `Sync`.
+/// Registered on one thread's list, it must be dropped on that thread: the `Scope`
+/// holding it is neither `Send` nor `Sync` (its brand).
 pub(crate) struct OpenScope {
     device: DeviceId,
-    stream: sys::CUstream,
+    /// The stream's handle, as a number: only compared, to find the entry again.
+    stream: usize,
 }
 
 impl OpenScope {
@@ -171,7 +175,7 @@ impl OpenScope {
         let _ = OPEN_SCOPES.try_with(|open| open.borrow_mut().push(entry));
         OpenScope {
             device: entry.0,
-            stream: entry.1,
+            stream: entry.1 as usize,
         }
     }
 
@@ -201,8 +205,10 @@ impl Drop for OpenScope {
         let _ = OPEN_SCOPES.try_with(|open| {
             let mut open = open.borrow_mut();
             // Scopes end innermost first, so this is the last entry; search anyway.
-            let entry = (self.device, self.stream);
-            if let Some(at) = open.iter().rposition(|&e| e == entry) {
+            let found = |&(device, stream): &(DeviceId, sys::CUstream)| {
+                device == self.device && stream as usize == self.stream
+            };
+            if let Some(at) = open.iter().rposition(found) {
                 open.remove(at);
             }
         });

@@ -40,3 +40,23 @@ macro_rules! device_repr {
     )*};
 }
 device_repr!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
+
+/// The bytes of a slice of `T`.
+pub(crate) fn as_bytes<T: DeviceRepr>(slice: &[T]) -> &[u8] {
+    // SAFETY: `T: DeviceRepr` has no padding, so all `size_of_val(slice)` bytes are
+    // initialised; `u8` has alignment 1; the borrow is carried over.
+    unsafe { std::slice::from_raw_parts(slice.as_ptr().cast(), std::mem::size_of_val(slice)) }
+}
+
+/// The bytes of a mutable slice of `T`.
+pub(crate) fn as_bytes_mut<T: DeviceRepr>(slice: &mut [T]) -> &mut [u8] {
+    let len = std::mem::size_of_val(slice);
+    // SAFETY: as `as_bytes`; and every bit pattern is a valid `T` (`T: DeviceRepr`), so
+    // any bytes written through the result leave valid `T`s behind.
+    unsafe { std::slice::from_raw_parts_mut(slice.as_mut_ptr().cast(), len) }
+}
+
+/// The bytes of one `T` value.
+pub(crate) fn value_bytes<T: DeviceRepr>(value: &T) -> &[u8] {
+    as_bytes(std::slice::from_ref(value))
+}

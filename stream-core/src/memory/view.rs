@@ -15,6 +15,7 @@ use cudarc::driver::sys;
 use crate::error::{Error, Result};
 use crate::memory::brand::{brand, Brand};
 use crate::memory::repr::DeviceRepr;
+use crate::sealed;
 
 /// Address and length (in elements) of device memory.
 #[doc(hidden)]
@@ -57,22 +58,6 @@ impl RawSlice {
     pub(crate) fn split_at<T>(self, mid: usize) -> Result<(RawSlice, RawSlice)> {
         Ok((self.range::<T>(..mid)?, self.range::<T>(mid..)?))
     }
-}
-
-pub(crate) mod sealed {
-    /// Implemented only inside this crate, so that no user type can claim to be device
-    /// memory (a forged address would let safe code make the GPU write anywhere).
-    pub trait Sealed {
-        /// Address and length of the memory. The token keeps it uncallable outside
-        /// this crate.
-        fn raw(&self, _: Token) -> super::RawSlice;
-    }
-
-    /// Only this crate can make one.
-    #[derive(Clone, Copy)]
-    pub struct Token(());
-
-    pub(crate) const TOKEN: Token = Token(());
 }
 
 /// Device memory of element type `T` usable in the scope branded `'s`, for reading:
@@ -305,7 +290,10 @@ impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
     }
 
     /// Like [`slice_mut`](Self::slice_mut), keeping the full borrow `'a`.
-    pub fn into_slice_mut(self, range: impl RangeBounds<usize>) -> Result<DeviceSliceMut<'a, 's, T>> {
+    pub fn into_slice_mut(
+        self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceSliceMut<'a, 's, T>> {
         let sub = self.raw.range::<T>(range)?;
         Ok(self.narrowed(sub))
     }

@@ -9,16 +9,12 @@
 //!
 //! The soundness argument is in the docs of [`Scope::fork`], where users read it.
 
-use cudarc::driver::sys;
-
-use crate::buffer::DeviceBuffer;
+use crate::device::{stream::abort_unreleasable, Event, Stream};
+use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
-use crate::event::Event;
-use crate::repr::DeviceRepr;
-use crate::scope::{self, Scope};
-use crate::stream::Stream;
-use crate::view::sealed::{self, Sealed as _};
-use crate::view::{DeviceSlice, DeviceSliceMut};
+use crate::scope::exit::{abort_unwinding, refuse_capturing};
+use crate::scope::{Lend, Scope};
+use crate::sealed::TOKEN;
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// Runs `f` with a child scope on `stream` and views of the memory in `lent`,
@@ -109,20 +105,23 @@ impl<'s, 'env> Scope<'s, 'env> {
         F: for<'c> FnOnce(&'c Scope<'c, 'env>, L::Views<'c>) -> std::result::Result<T, E>,
         E: From<Error>,
     {
-        if !stream.device.same_device(self.device()) {
-            return Err(E::from(Error::DeviceMismatch {
-                memory: self.device().ordinal(),
-                stream: stream.device.ordinal(),
-            }));
-        }
-        scope::refuse_capturing(stream).map_err(E::from)?;
-        Event::order(&stream.device.inner, self.raw, stream.raw).map_err(E::from)?;
+        stream.device.check_same(self.device()).map_err(E::from)?;
+        refuse_capturing(stream).map_err(E::from)?;
+        let context = &stream.device.inner.context;
+        Event::order(context, &self.stream.raw, &stream.raw).map_err(E::from)?;
         let join = JoinOnExit {
             child: stream,
-            parent: self.raw,
+            parent: &self.stream.raw,
         };
-        let child = Scope::branded(stream);
-        let views = lent.lend(stream.raw, sealed::TOKEN);
+        // SAFETY: `join` makes this scope's stream wait for the child's (or synchronises
+        // the child's, or aborts) when this function returns or unwinds, and this scope's
+        // stream is covered by the outermost scope's synchronisation, before `'env` ends;
+        // the child scope stays in this frame.
+        let child = unsafe { Scope::branded(stream) };
+        // SAFETY: the child's stream waits for this scope's work so far (the event above),
+        // and `join` orders this scope's later work after the child's before `lent`'s
+        // borrows end (they last for this call).
+        let views = unsafe { lent.lend(stream, TOKEN) };
         let out = f(&child, views);
         let joined = join.finish();
         match (out, joined) {
@@ -133,105 +132,6 @@ impl<'s, 'env> Scope<'s, 'env> {
     }
 }
 
-/// Memory a scope branded `'s` can lend to a [fork](Scope::fork), and the views the
-/// child receives, branded by the child's `'c`. Sealed.
-///
-/// | lent                         | the child receives            | the parent, until the fork ends |
-/// |------------------------------|-------------------------------|---------------------------------|
-/// | `&buffer`, `&view`, a `DeviceSlice` | `DeviceSlice<'_, 'c, T>` | may read, not write or free     |
-/// | `&mut buffer`, `&mut view`, a `DeviceSliceMut` | `DeviceSliceMut<'_, 'c, T>` | cannot touch          |
-/// | `buffer` (moved)             | `DeviceBuffer<'c, T>`, freed by the child | gave it away         |
-/// | `()`, or a tuple of up to six of the above | `()`, or the tuple of their views | as for each item |
-pub trait Lend<'s>: seal::Sealed {
-    /// What the child receives.
-    type Views<'c>;
-
-    /// The views, for a child running on `child`. The child's stream already waits for
-    /// the parent's work so far.
-    #[doc(hidden)]
-    fn lend<'c>(self, child: sys::CUstream, _: sealed::Token) -> Self::Views<'c>;
-}
-
-mod seal {
-    /// Only this crate decides what can be lent.
-    pub trait Sealed {}
-}
-
-impl seal::Sealed for () {}
-impl<'s> Lend<'s> for () {
-    type Views<'c> = ();
-    fn lend<'c>(self, _: sys::CUstream, _: sealed::Token) -> Self::Views<'c> {}
-}
-
-/// Shared views: `&buffer`, `&view`, a `DeviceSlice` by value.
-macro_rules! lend_shared {
-    ($($ty:ty),*) => {$(
-        impl<'a, 's, T: DeviceRepr> seal::Sealed for $ty {}
-        impl<'a, 's, T: DeviceRepr> Lend<'s> for $ty {
-            type Views<'c> = DeviceSlice<'a, 'c, T>;
-            fn lend<'c>(self, _: sys::CUstream, token: sealed::Token) -> DeviceSlice<'a, 'c, T> {
-                DeviceSlice::from_raw(self.raw(token))
-            }
-        }
-    )*};
-}
-lend_shared!(
-    &'a DeviceBuffer<'s, T>,
-    &'a DeviceSlice<'_, 's, T>,
-    DeviceSlice<'a, 's, T>,
-    &'a DeviceSliceMut<'_, 's, T>
-);
-
-/// Exclusive views: `&mut buffer`, `&mut view`, a `DeviceSliceMut` by value.
-macro_rules! lend_exclusive {
-    ($($ty:ty),*) => {$(
-        impl<'a, 's, T: DeviceRepr> seal::Sealed for $ty {}
-        impl<'a, 's, T: DeviceRepr> Lend<'s> for $ty {
-            type Views<'c> = DeviceSliceMut<'a, 'c, T>;
-            fn lend<'c>(self, _: sys::CUstream, token: sealed::Token) -> DeviceSliceMut<'a, 'c, T> {
-                DeviceSliceMut::from_raw(self.raw(token))
-            }
-        }
-    )*};
-}
-lend_exclusive!(
-    &'a mut DeviceBuffer<'s, T>,
-    &'a mut DeviceSliceMut<'_, 's, T>,
-    DeviceSliceMut<'a, 's, T>
-);
-
-impl<T: DeviceRepr> seal::Sealed for DeviceBuffer<'_, T> {}
-/// A buffer moved into the fork: handed off to the child, which frees it.
-impl<'s, T: DeviceRepr> Lend<'s> for DeviceBuffer<'s, T> {
-    type Views<'c> = DeviceBuffer<'c, T>;
-    fn lend<'c>(self, child: sys::CUstream, _: sealed::Token) -> DeviceBuffer<'c, T> {
-        let (raw, _) = self.into_raw();
-        // The invariant of `from_raw`: every earlier use was on the parent's stream, for
-        // which the child's stream already waits.
-        DeviceBuffer::from_raw(raw, child)
-    }
-}
-
-macro_rules! lend_tuple {
-    ($($name:ident),+) => {
-        impl<$($name: seal::Sealed),+> seal::Sealed for ($($name,)+) {}
-        impl<'s, $($name: Lend<'s>),+> Lend<'s> for ($($name,)+) {
-            type Views<'c> = ($($name::Views<'c>,)+);
-            #[allow(non_snake_case)]
-            fn lend<'c>(self, child: sys::CUstream, token: sealed::Token) -> Self::Views<'c> {
-                let ($($name,)+) = self;
-                ($($name.lend(child, token),)+)
-            }
-        }
-    };
-}
-lend_tuple!(A);
-lend_tuple!(A, B);
-lend_tuple!(A, B, C);
-lend_tuple!(A, B, C, D);
-lend_tuple!(A, B, C, D, E);
-lend_tuple!(A, B, C, D, E, F);
-
 /// Makes the parent's stream wait for the child's when the fork ends: [`finish`] on
 /// normal return, `Drop` while unwinding. It lives in `fork`'s own frame, out of the
 /// user's reach.
@@ -239,8 +139,8 @@ lend_tuple!(A, B, C, D, E, F);
 /// [`finish`]: JoinOnExit::finish
 struct JoinOnExit<'env> {
     child: &'env Stream,
-    /// The parent scope's stream, borrowed by the parent scope for longer than the fork.
-    parent: sys::CUstream,
+    /// The parent scope's stream.
+    parent: &'env RawStream,
 }
 
 impl JoinOnExit<'_> {
@@ -255,7 +155,7 @@ impl JoinOnExit<'_> {
             Joined::ByEvent => Ok(()),
             Joined::ByHost(e) => Err(e),
             Joined::Failed(e) if e.is_sticky() => Err(e),
-            Joined::Failed(e) => scope::abort_unreleasable("joining a fork", &e),
+            Joined::Failed(e) => abort_unreleasable("joining a fork", &e),
         }
     }
 
@@ -263,7 +163,8 @@ impl JoinOnExit<'_> {
     /// instead (with the child's context bound), so that the outermost scope's
     /// synchronisation still covers the child.
     fn join(&self) -> Joined {
-        let Err(error) = Event::order(&self.child.device.inner, self.child.raw, self.parent) else {
+        let context = &self.child.device.inner.context;
+        let Err(error) = Event::order(context, &self.child.raw, self.parent) else {
             return Joined::ByEvent;
         };
         match self.child.synchronize() {
@@ -287,7 +188,7 @@ impl Drop for JoinOnExit<'_> {
     /// Runs only while unwinding out of the closure (the normal path forgets `self`).
     fn drop(&mut self) {
         if let Joined::Failed(e) = self.join() {
-            scope::abort_unwinding("a fork is unwinding from a panic", &e);
+            abort_unwinding("a fork is unwinding from a panic", &e);
         }
     }
 }

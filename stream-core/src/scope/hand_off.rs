@@ -8,10 +8,9 @@
 //! that used the buffer last, after everything it did with it, and no earlier: memory
 //! is never freed while another stream may still read it, and never held longer.
 
-use crate::buffer::DeviceBuffer;
-use crate::error::{Error, Result};
-use crate::event::Event;
-use crate::repr::DeviceRepr;
+use crate::device::Event;
+use crate::error::Result;
+use crate::memory::{DeviceBuffer, DeviceRepr};
 use crate::scope::Scope;
 
 impl<'s, 'env> Scope<'s, 'env> {
@@ -33,7 +32,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// # }
     /// ```
     ///
-    /// Returns [`Error::DeviceMismatch`] when `to` runs on another device; the buffer is
+    /// Returns [`Error::DeviceMismatch`](crate::Error::DeviceMismatch) when `to` runs on another device; the buffer is
     /// then freed on this scope's stream.
     ///
     /// The old handle is moved, so using it afterwards does not compile (see
@@ -57,21 +56,18 @@ impl<'s, 'env> Scope<'s, 'env> {
         buffer: DeviceBuffer<'s, T>,
         to: &Scope<'t, '_>,
     ) -> Result<DeviceBuffer<'t, T>> {
-        if !to.device().same_device(self.device()) {
-            return Err(Error::DeviceMismatch {
-                memory: self.device().ordinal(),
-                stream: to.device().ordinal(),
-            });
-        }
+        to.device().check_same(self.device())?;
+        let to_stream = &to.stream.raw;
         if buffer.is_empty() {
-            let (raw, _) = buffer.into_raw();
-            return Ok(DeviceBuffer::from_raw(raw, to.raw));
+            return Ok(DeviceBuffer::empty(to_stream));
         }
         // On error `buffer` is dropped here, freed on its own stream after its own work.
-        Event::order(&self.stream.device.inner, self.raw, to.raw)?;
-        let (raw, _old_stream) = buffer.into_raw();
-        // The invariant of `from_raw`: every earlier use of `raw` was enqueued on this
-        // scope's stream (its brand keeps it there), and `to`'s stream now waits for it.
-        Ok(DeviceBuffer::from_raw(raw, to.raw))
+        Event::order(&self.device().inner.context, &self.stream.raw, to_stream)?;
+        let raw = buffer.into_raw();
+        // SAFETY: the buffer was owned by this scope (moved in), whose every use of it was
+        // enqueued on this scope's stream (its brand keeps it there), and `to`'s stream
+        // now waits for all of that work (the event above); `to_stream` is the stream of
+        // the scope branded `'t`.
+        Ok(unsafe { DeviceBuffer::from_raw(raw, to_stream) })
     }
 }

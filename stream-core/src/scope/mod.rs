@@ -1,21 +1,40 @@
-//! [`scope`] and [`Scope`]: the one synchronisation the user cannot skip.
+//! [`scope`] and [`Scope`]: the one synchronisation the user cannot skip, and every
+//! operation a scope issues on its stream.
 //!
 //! `scope(&stream, |s| ...)` runs the closure, then synchronises *that stream* in its
 //! own stack frame, on normal return and on unwind. Everything that borrows host
-//! memory for asynchronous work borrows it for the scope's brand `'s`, so the borrow
+//! memory for asynchronous work borrows it for the scope's `'env`, so the borrow
 //! checker keeps that memory untouched until this synchronisation has happened.
 //! Nothing the user holds is needed for safety: `mem::forget` of any value is at worst
 //! a leak.
+//!
+//! Owns: `scope`, `Scope` and its operations (allocation, transfers and fills,
+//! attaching `DeviceVec`s, kernel launches), `Pending`, forks (`Lend`) and hand-offs.
+//! Uses: `driver/` (raw copies and launches), `device/`, `memory/`, `host/` (staging),
+//! `kernel/` (shapes, configurations, modules), `error`.
+
+mod alloc;
+mod attach;
+mod exit;
+mod fill;
+mod fork;
+mod hand_off;
+mod launch;
+mod lend;
+mod pending;
+mod transfer;
+
+pub use launch::{arg, launch};
+pub use lend::Lend;
+pub use pending::Pending;
 
 use std::marker::PhantomData;
 
-use cudarc::driver::{result, sys};
-
-use crate::brand::{brand, Brand};
-use crate::device::Device;
-use crate::error::{DriverResultExt, Error, Result};
-use crate::memory_pool::OpenScope;
-use crate::stream::Stream;
+use crate::device::{Device, Stream};
+use crate::error::Error;
+use crate::memory::brand::{brand, Brand};
+use crate::memory::OpenScope;
+use exit::ScopeExit;
 
 /// The handle a scope's closure receives: everything asynchronous is issued through it,
 /// on the scope's stream.
@@ -41,7 +60,6 @@ use crate::stream::Stream;
 /// ```
 pub struct Scope<'s, 'env: 's> {
     pub(crate) stream: &'env Stream,
-    pub(crate) raw: sys::CUstream,
     _brand: Brand<'s>,
     /// Invariant in `'env`, like `std::thread::Scope`, so `'env` cannot be shrunk to
     /// the brand.
@@ -104,7 +122,9 @@ where
     // given back last, after the final synchronisation).
     let _bound = stream.device.inner.bind().map_err(E::from)?;
     let exit = ScopeExit::enter(stream).map_err(E::from)?;
-    let scope = Scope::branded(stream);
+    // SAFETY: `exit` synchronises `stream` when this function returns or unwinds, before
+    // `'env` ends, and the scope lives in this frame only (dropped before that).
+    let scope = unsafe { Scope::branded(stream) };
     let out = f(&scope);
     // Every value branded by the scope was dropped at the end of the closure call above
     // (their stream-ordered frees are queued); now wait for all of it.
@@ -117,15 +137,22 @@ where
 }
 
 impl<'s, 'env> Scope<'s, 'env> {
-    /// A scope on `stream` with a fresh brand. The caller guarantees that the stream is
-    /// synchronised, or joined into a synchronised stream, before `'env` ends.
-    pub(crate) fn branded(stream: &'env Stream) -> Self {
+    /// A scope on `stream` with a fresh brand.
+    ///
+    /// # Safety
+    ///
+    /// The stream is synchronised, or joined by an event into a stream that is, before
+    /// `'env` ends (the outermost scope's final synchronisation), also on unwind; and the
+    /// scope stays in the caller's frame, out of the user's reach, on this thread.
+    pub(crate) unsafe fn branded(stream: &'env Stream) -> Self {
         Scope {
             stream,
-            raw: stream.raw,
             _brand: brand(),
             _env: PhantomData,
-            _open: OpenScope::register(&stream.device.inner, stream.raw),
+            // SAFETY: the scope borrows `stream` for `'env`, longer than it lives, and
+            // stays in its creator's frame on this thread (this function's contract), so
+            // the registration is dropped, on this thread, before the stream can go.
+            _open: unsafe { OpenScope::register(&stream.device.inner, &stream.raw) },
         }
     }
 
@@ -146,73 +173,4 @@ impl std::fmt::Debug for Scope<'_, '_> {
             .field("stream", self.stream)
             .finish()
     }
-}
-
-/// Synchronises the scope's stream when the scope ends: [`ScopeExit::finish`] on
-/// normal return, `Drop` while unwinding. It lives in `scope`'s own frame, out of the
-/// user's reach, so it cannot be forgotten.
-struct ScopeExit<'env> {
-    stream: &'env Stream,
-}
-
-impl<'env> ScopeExit<'env> {
-    /// The guard of a scope on `stream`, or `Err(StreamCapturing)`. Built only once the
-    /// scope will really run: its `Drop` is the unwinding path and must never see a
-    /// stream it was not allowed to use.
-    fn enter(stream: &'env Stream) -> Result<Self> {
-        refuse_capturing(stream)?;
-        Ok(ScopeExit { stream })
-    }
-
-    /// Normal exit: wait for the stream. A failure is reported only when it proves the
-    /// context has stopped (a sticky error); any other failure aborts the process (see
-    /// [`Stream::synchronize_before_release`]).
-    fn finish(self) -> Result<()> {
-        let synced = self
-            .stream
-            .synchronize_before_release("a scope's final synchronisation");
-        std::mem::forget(self);
-        synced
-    }
-}
-
-impl Drop for ScopeExit<'_> {
-    /// Runs only while unwinding out of the closure (the normal path forgets `self`).
-    fn drop(&mut self) {
-        if let Err(e) = self.stream.synchronize() {
-            abort_unwinding("a scope is unwinding from a panic", &e);
-        }
-    }
-}
-
-/// `Err(StreamCapturing)` when `stream` is being captured into a CUDA graph: work
-/// issued to it would be recorded, not run, and no synchronisation would cover it.
-pub(crate) fn refuse_capturing(stream: &Stream) -> Result<()> {
-    let _bound = stream.device.inner.bind()?;
-    // SAFETY: `stream` is borrowed, so its handle is live; its context is bound.
-    let capture = unsafe { result::stream::is_capturing(stream.raw) };
-    match capture.call("cuStreamIsCapturing")? {
-        sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => Ok(()),
-        _ => Err(Error::StreamCapturing),
-    }
-}
-
-/// Aborts: while unwinding, a stream could not be proven idle, so DMA into host memory
-/// whose borrow the unwinding is about to release may still be running.
-pub(crate) fn abort_unwinding(what: &str, error: &Error) -> ! {
-    eprintln!(
-        "stream_core: aborting: {what} and its stream could not be synchronised ({error}); \
-         DMA into borrowed host memory may still be running"
-    );
-    std::process::abort();
-}
-
-/// Aborts: a synchronisation that would release host borrows failed with an error that
-/// does not prove the context has stopped, so DMA into that memory may still be running.
-pub(crate) fn abort_unreleasable(what: &str, error: &Error) -> ! {
-    eprintln!(
-        "stream_core: aborting: {what} failed ({error}), and that error does not prove the GPU \
-         stopped; DMA into host memory whose borrow would now end may still be running"
-    );
-    std::process::abort();
 }

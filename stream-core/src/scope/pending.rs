@@ -1,13 +1,12 @@
 //! [`Pending`]: a download in flight (type state), and the event it waits on.
 
-use cudarc::driver::sys;
-
 use std::sync::Arc;
 
-use crate::brand::{brand, Brand};
-use crate::device::DeviceInner;
+use crate::device::Event;
+use crate::driver::context::PrimaryContext;
+use crate::driver::stream::RawStream;
 use crate::error::Result;
-use crate::event::Event;
+use crate::memory::brand::{brand, Brand};
 
 /// A copy in flight on a scope's stream, holding the host memory it writes (type state).
 ///
@@ -49,24 +48,24 @@ use crate::event::Event;
 #[must_use = "the host memory stays locked until the scope ends unless you call `.wait()`"]
 pub struct Pending<'s, V> {
     value: V,
-    /// The event recorded after the copy, and the device whose context it belongs to;
-    /// `None` when nothing was enqueued.
-    event: Option<(Event, &'s DeviceInner)>,
+    /// The event recorded after the copy, and its context (the scope's, alive for
+    /// `'s`); `None` when nothing was enqueued.
+    event: Option<(Event, &'s Arc<PrimaryContext>)>,
     _brand: Brand<'s>,
 }
 
 impl<'s, V> Pending<'s, V> {
     /// Records an event on `stream` after the work that writes `value`.
     pub(crate) fn record(
-        device: &'s Arc<DeviceInner>,
-        stream: sys::CUstream,
+        context: &'s Arc<PrimaryContext>,
+        stream: &RawStream,
         value: V,
     ) -> Result<Self> {
-        let event = Event::cached(device)?;
+        let event = Event::cached(context)?;
         event.record(stream)?;
         Ok(Pending {
             value,
-            event: Some((event, device)),
+            event: Some((event, context)),
             _brand: brand(),
         })
     }
@@ -85,10 +84,9 @@ impl<'s, V> Pending<'s, V> {
     /// An `Err` (the copy or earlier work on the stream failed) leaves the memory
     /// borrowed until the scope ends.
     pub fn wait(self) -> Result<V> {
-        if let Some((event, device)) = &self.event {
-            // The scope's own context, whatever the thread has current now.
-            let _bound = device.bind()?;
-            event.synchronize()?;
+        if let Some((event, context)) = &self.event {
+            // Binds the scope's own context, whatever the thread has current now.
+            event.synchronize(context)?;
         }
         Ok(self.value)
     }
@@ -96,7 +94,7 @@ impl<'s, V> Pending<'s, V> {
     /// `Ok(true)` once the copy is complete, without blocking.
     pub fn is_ready(&self) -> Result<bool> {
         match &self.event {
-            Some((event, _)) => event.is_complete(),
+            Some((event, context)) => event.is_complete(context),
             None => Ok(true),
         }
     }

@@ -1,5 +1,5 @@
-//! Copies between host and device memory, device-to-device copies, and fills, all
-//! enqueued on the scope's stream.
+//! Copies between host and device memory, and device-to-device copies, all enqueued on
+//! the scope's stream.
 //!
 //! The borrow lengths are the safety argument: a host source is borrowed `&'env [T]`
 //! (readable, not writable or freeable, until the final synchronisation of the scope
@@ -10,15 +10,14 @@
 //! Device memory needs only call-length borrows, since all of a scope's device work
 //! runs in order on its one stream.
 
-use cudarc::driver::{result, sys};
-
-use crate::buffer::DeviceBuffer;
-use crate::error::{byte_len, DriverResultExt, Error, Result};
-use crate::pending::Pending;
-use crate::repr::DeviceRepr;
-use crate::scope::Scope;
-use crate::staging;
-use crate::view::{DeviceMemory, DeviceMemoryMut};
+use crate::driver::memory::{copy_device_to_device, copy_device_to_host, copy_host_to_device};
+use crate::error::{byte_len, Error, Result};
+use crate::host::staging;
+use crate::memory::{
+    as_bytes, as_bytes_mut, DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr,
+};
+use crate::scope::{Pending, Scope};
+use crate::sealed::TOKEN;
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// Allocates device memory and copies `src` into it.
@@ -47,25 +46,25 @@ impl<'s, 'env> Scope<'s, 'env> {
         src: &'env [T],
         dst: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
-        let dst = dst.raw(crate::view::sealed::TOKEN);
-        same_len("copy_to_device", src.len(), dst.len)?;
+        let dst = dst.raw(TOKEN);
+        Error::check_lengths("copy_to_device", src.len(), dst.len)?;
         if dst.len == 0 {
             return Ok(());
         }
-        if staging::try_upload(
-            self.raw,
-            &self.device().inner,
-            staging::as_bytes(src),
-            dst.ptr,
-        )? {
+        let (stream, src_bytes) = (&self.stream.raw, as_bytes(src));
+        // SAFETY: `dst` is device memory of `src.len()` elements of `T` (as many bytes as
+        // `src_bytes`) valid on this scope's stream: branded `'s`, borrowed for the call
+        // (mutably, so no other work of this scope touches it), and any free of it is
+        // ordered after this copy on the same stream. The stream is the device's.
+        let staged =
+            unsafe { staging::try_upload(stream, &self.device().inner, src_bytes, dst.ptr) }?;
+        if staged {
             return Ok(());
         }
-        // SAFETY: `dst` is device memory of `src.len()` elements of `T` valid on this
-        // stream (branded `'s`, borrowed for the call, and any free of it is ordered after
-        // this copy on the same stream). `src` is borrowed for `'env`, so it is neither
-        // written nor freed before the outermost scope synchronises its stream, which
-        // (directly, or through the event joins of forks) is ordered after this copy.
-        unsafe { result::memcpy_htod_async(dst.ptr, src, self.raw) }.call("cuMemcpyHtoDAsync")
+        // SAFETY: `dst` as above. `src` is borrowed for `'env`, so it is neither written
+        // nor freed before the outermost scope synchronises its stream, which (directly,
+        // or through the event joins of forks) is ordered after this copy.
+        unsafe { copy_host_to_device(dst.ptr, src_bytes.as_ptr(), src_bytes.len(), stream) }
     }
 
     /// Copies device memory into host memory of the same length, asynchronously.
@@ -85,24 +84,31 @@ impl<'s, 'env> Scope<'s, 'env> {
         src: &impl DeviceMemory<'s, T>,
         dst: &'env mut [T],
     ) -> Result<Pending<'s, &'env mut [T]>> {
-        let src = src.raw(crate::view::sealed::TOKEN);
-        same_len("copy_to_host", src.len, dst.len())?;
+        let src = src.raw(TOKEN);
+        Error::check_lengths("copy_to_host", src.len, dst.len())?;
         if src.len == 0 {
             return Ok(Pending::ready(dst));
         }
-        let device = &self.device().inner;
-        if staging::try_download(self.raw, device, src.ptr, staging::as_bytes_mut(dst))? {
+        let stream = &self.stream.raw;
+        let dst_bytes = as_bytes_mut(dst);
+        // SAFETY: `src` is device memory of `dst.len()` elements (as many bytes as
+        // `dst_bytes`) valid on this scope's stream: branded `'s`, borrowed for the call,
+        // written by no other work of this scope meanwhile (a write needs `&mut`), any
+        // free ordered after this copy on the same stream. The stream is the device's.
+        let staged =
+            unsafe { staging::try_download(stream, &self.device().inner, src.ptr, dst_bytes) }?;
+        if staged {
             // Every byte of `dst` is written: the copy is complete.
             return Ok(Pending::ready(dst));
         }
-        // SAFETY: `src` is device memory of `dst.len()` elements valid on this stream
-        // (see `copy_to_device`). `dst` is borrowed mutably for `'env`: no host code can
+        let (dst_ptr, bytes) = (dst_bytes.as_mut_ptr(), dst_bytes.len());
+        // SAFETY: `src` as above. `dst` is borrowed mutably for `'env`: no host code can
         // read, write, move or free it until `Pending::wait` has synchronised on an event
         // recorded after this copy, or the outermost scope has synchronised its stream,
-        // which is ordered after this copy (directly, or through fork joins). Any bytes the
-        // DMA writes are a valid `T` (`T: DeviceRepr`).
-        unsafe { result::memcpy_dtoh_async(dst, src.ptr, self.raw) }.call("cuMemcpyDtoHAsync")?;
-        Pending::record(&self.stream.device.inner, self.raw, dst)
+        // which is ordered after this copy (directly, or through fork joins). Any bytes
+        // the DMA writes are a valid `T` (`T: DeviceRepr`).
+        unsafe { copy_device_to_host(dst_ptr, src.ptr, bytes, stream) }?;
+        Pending::record(&self.stream.device.inner.context, stream, dst)
     }
 
     /// Copies device memory to device memory of the same length, asynchronously.
@@ -111,11 +117,8 @@ impl<'s, 'env> Scope<'s, 'env> {
         src: &impl DeviceMemory<'s, T>,
         dst: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
-        let (src, dst) = (
-            src.raw(crate::view::sealed::TOKEN),
-            dst.raw(crate::view::sealed::TOKEN),
-        );
-        same_len("copy_device", src.len, dst.len)?;
+        let (src, dst) = (src.raw(TOKEN), dst.raw(TOKEN));
+        Error::check_lengths("copy_device", src.len, dst.len)?;
         let bytes = byte_len::<T>(dst.len)?;
         if bytes == 0 {
             return Ok(());
@@ -124,129 +127,6 @@ impl<'s, 'env> Scope<'s, 'env> {
         // (branded `'s`, borrowed for the call). They cannot overlap: `dst` is borrowed
         // mutably and `src` shared in the same call, and views of one allocation are only
         // handed out as disjoint `&mut` or shared `&` ranges.
-        unsafe { result::memcpy_dtod_async(dst.ptr, src.ptr, bytes, self.raw) }
-            .call("cuMemcpyDtoDAsync")
-    }
-
-    /// Sets every byte of `dst` to zero, asynchronously.
-    pub fn zero<T: DeviceRepr>(&'s self, dst: &mut impl DeviceMemoryMut<'s, T>) -> Result<()> {
-        let dst = dst.raw(crate::view::sealed::TOKEN);
-        let bytes = byte_len::<T>(dst.len)?;
-        if bytes == 0 {
-            return Ok(());
-        }
-        // SAFETY: `dst` is `bytes` bytes of device memory valid on this stream; all-zero
-        // bytes are a valid `T` (`T: DeviceRepr`).
-        unsafe { result::memset_d8_async(dst.ptr, 0, bytes, self.raw) }.call("cuMemsetD8Async")
-    }
-
-    /// Sets every element of `dst` to `value`, asynchronously, with the driver's memset
-    /// (one call for 1-, 2- and 4-byte types and for values whose 4-byte words are all
-    /// equal; one strided call per 4-byte word, or per byte, otherwise).
-    pub fn fill<T: DeviceRepr>(
-        &'s self,
-        dst: &mut impl DeviceMemoryMut<'s, T>,
-        value: T,
-    ) -> Result<()> {
-        let dst = dst.raw(crate::view::sealed::TOKEN);
-        if dst.len == 0 {
-            return Ok(());
-        }
-        let bytes = value_bytes(&value);
-        let size = bytes.len();
-        let words: Vec<u32> = bytes
-            .chunks_exact(4)
-            .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
-            .collect();
-        match (bytes, words.as_slice()) {
-            ([b], _) => self.memset_d8(dst.ptr, *b, dst.len),
-            ([b0, b1], _) => self.memset_d16(dst.ptr, u16::from_ne_bytes([*b0, *b1]), dst.len),
-            (_, [first, rest @ ..])
-                if size.is_multiple_of(4) && rest.iter().all(|w| w == first) =>
-            {
-                self.memset_d32(dst.ptr, *first, dst.len * words.len())
-            }
-            _ if size.is_multiple_of(4) => words.iter().enumerate().try_for_each(|(i, &w)| {
-                self.memset_strided_d32(dst.ptr + 4 * i as u64, size, w, dst.len)
-            }),
-            _ => bytes.iter().enumerate().try_for_each(|(i, &b)| {
-                self.memset_strided_d8(dst.ptr + i as u64, size, b, dst.len)
-            }),
-        }
-    }
-
-    fn memset_d8(&self, ptr: sys::CUdeviceptr, value: u8, count: usize) -> Result<()> {
-        // SAFETY: callers pass `count` bytes of device memory valid on this stream.
-        unsafe { result::memset_d8_async(ptr, value, count, self.raw) }.call("cuMemsetD8Async")
-    }
-
-    fn memset_d16(&self, ptr: sys::CUdeviceptr, value: u16, count: usize) -> Result<()> {
-        // SAFETY: callers pass `count` 2-byte-aligned 16-bit words of device memory
-        // valid on this stream (a slice of a 2-byte `T` at an element boundary of an
-        // allocation, which the driver aligns to at least 256 bytes).
-        unsafe { sys::cuMemsetD16Async(ptr, value, count, self.raw) }
-            .result()
-            .call("cuMemsetD16Async")
-    }
-
-    fn memset_d32(&self, ptr: sys::CUdeviceptr, value: u32, count: usize) -> Result<()> {
-        // SAFETY: callers pass `count` 4-byte-aligned 32-bit words of device memory valid
-        // on this stream (see `memset_d16` for the alignment).
-        unsafe { sys::cuMemsetD32Async(ptr, value, count, self.raw) }
-            .result()
-            .call("cuMemsetD32Async")
-    }
-
-    /// Sets one 32-bit word in each of `rows` elements of `pitch` bytes.
-    fn memset_strided_d32(
-        &self,
-        ptr: sys::CUdeviceptr,
-        pitch: usize,
-        value: u32,
-        rows: usize,
-    ) -> Result<()> {
-        // SAFETY: `rows` elements of `pitch` bytes starting at `ptr` rounded down to the
-        // element are device memory valid on this stream; each row writes 4 bytes inside
-        // its own element, 4-byte aligned.
-        unsafe { sys::cuMemsetD2D32Async(ptr, pitch, value, 1, rows, self.raw) }
-            .result()
-            .call("cuMemsetD2D32Async")
-    }
-
-    /// Sets one byte in each of `rows` elements of `pitch` bytes.
-    fn memset_strided_d8(
-        &self,
-        ptr: sys::CUdeviceptr,
-        pitch: usize,
-        value: u8,
-        rows: usize,
-    ) -> Result<()> {
-        // SAFETY: as `memset_strided_d32`, one byte per element.
-        unsafe { sys::cuMemsetD2D8Async(ptr, pitch, value, 1, rows, self.raw) }
-            .result()
-            .call("cuMemsetD2D8Async")
-    }
-}
-
-/// The bytes of a `DeviceRepr` value.
-fn value_bytes<T: DeviceRepr>(value: &T) -> &[u8] {
-    // SAFETY: `value` is a valid reference to `size_of::<T>()` bytes, and `T: DeviceRepr`
-    // has no padding, so every byte is initialised; `u8` has alignment 1.
-    unsafe {
-        std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
-    }
-}
-
-/// `Ok` when both lengths agree, else [`Error::LengthMismatch`].
-#[inline]
-fn same_len(what: &'static str, source_len: usize, destination_len: usize) -> Result<()> {
-    if source_len == destination_len {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            what,
-            source_len,
-            destination_len,
-        })
+        unsafe { copy_device_to_device(dst.ptr, src.ptr, bytes, &self.stream.raw) }
     }
 }

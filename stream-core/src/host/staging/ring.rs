@@ -55,7 +55,10 @@ impl<'p> CudaRing<'p> {
             blocks: Vec::with_capacity(wanted),
         };
         while ring.blocks.len() < wanted {
-            match ring.pool.take_staging(config.chunk_bytes, stream.raw(), cap) {
+            match ring
+                .pool
+                .take_staging(config.chunk_bytes, stream.raw(), cap)
+            {
                 Ok(block) => ring.blocks.push(Some(block)),
                 // Out of page-lockable memory: go on with the blocks already taken.
                 Err(Error::HostOutOfMemory { .. }) => break,

@@ -1,0 +1,81 @@
+//! [`Kernel`]: a declared kernel's name, code and admitted launch shapes, and the fast
+//! path to its function on a device.
+//!
+//! A kernel is compiled (or its PTX loaded) on the first launch on a device, once per
+//! source and device, never per launch. The hot path is one atomic load and a compare:
+//! each `Kernel` remembers the function of the first device it was loaded on; other
+//! devices look it up in their own [module cache](super::module_cache).
+
+use std::sync::OnceLock;
+
+use crate::device::DeviceInner;
+use crate::driver::module::Function;
+use crate::error::Result;
+use crate::kernel::module_cache::ModuleCache;
+use crate::kernel::shape::KernelShape;
+
+/// Where a kernel's code comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum KernelSource {
+    /// CUDA C++ source, compiled with NVRTC for the device's own architecture.
+    Cuda(&'static str),
+    /// Precompiled PTX text, JIT-compiled by the driver.
+    Ptx(&'static str),
+}
+
+/// A kernel declared with `#[kernel]`: its name, its code and the launch shapes its
+/// declaration admits. Lives in a `static` made by the macro; launching goes through the
+/// declaration's safe wrapper, and [`launch`](crate::__private::launch) refuses any
+/// configuration outside `shape` before loading the kernel.
+#[derive(Debug)]
+pub struct Kernel {
+    name: &'static str,
+    pub(crate) source: KernelSource,
+    /// The launch shapes the declaration promises the kernel is memory-safe for.
+    pub(crate) shape: KernelShape,
+    first: OnceLock<LoadedKernel>,
+}
+
+/// A kernel loaded on one device.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LoadedKernel {
+    /// `DeviceInner::id` of the device whose module holds `function`.
+    pub(crate) device_id: u64,
+    /// The function, valid while that device's module cache keeps its module loaded
+    /// (until the device is dropped).
+    pub(crate) function: Function,
+}
+
+impl Kernel {
+    /// A kernel named `name` (its `extern "C"` name in the code) with code `source`,
+    /// launched only with shapes that `shape` admits.
+    pub const fn new(name: &'static str, source: KernelSource, shape: KernelShape) -> Self {
+        Kernel {
+            name,
+            source,
+            shape,
+            first: OnceLock::new(),
+        }
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The kernel's function on `device`, compiling or loading its module on first use.
+    #[inline]
+    pub(crate) fn load(&'static self, device: &DeviceInner) -> Result<LoadedKernel> {
+        match self.first.get() {
+            Some(k) if k.device_id == device.id => Ok(*k),
+            _ => self.load_slow(device),
+        }
+    }
+
+    #[cold]
+    fn load_slow(&'static self, device: &DeviceInner) -> Result<LoadedKernel> {
+        let loaded = ModuleCache::of(device).load(self, device)?;
+        let _ = self.first.set(loaded);
+        Ok(loaded)
+    }
+}

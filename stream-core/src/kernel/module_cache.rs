@@ -1,0 +1,120 @@
+//! [`ModuleCache`]: the modules and functions loaded on one device, an extension of the
+//! device unloaded when the device is dropped.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::device::DeviceInner;
+use crate::driver::module::{Image, LoadError, Module};
+use crate::driver::nvrtc::compile_cubin;
+use crate::error::{Error, Result};
+use crate::kernel::declaration::{Kernel, KernelSource, LoadedKernel};
+
+/// The modules and functions loaded on one device.
+#[derive(Default)]
+pub(crate) struct ModuleCache {
+    inner: Mutex<Loaded>,
+}
+
+#[derive(Default)]
+struct Loaded {
+    /// By source text (address, length): one module per source, however many kernels
+    /// it holds.
+    modules: HashMap<(usize, usize), Module>,
+    /// By `Kernel` address.
+    functions: HashMap<usize, LoadedKernel>,
+}
+
+impl ModuleCache {
+    /// The cache of `device`.
+    pub(crate) fn of(device: &DeviceInner) -> Arc<Self> {
+        device.extension(ModuleCache::default)
+    }
+
+    /// `kernel`'s function on `device`: compiles or loads its module on first use.
+    pub(crate) fn load(
+        &self,
+        kernel: &'static Kernel,
+        device: &DeviceInner,
+    ) -> Result<LoadedKernel> {
+        let mut cache = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let kernel_key = kernel as *const Kernel as usize;
+        if let Some(k) = cache.functions.get(&kernel_key) {
+            return Ok(*k);
+        }
+        let source_key = match kernel.source {
+            KernelSource::Cuda(text) | KernelSource::Ptx(text) => {
+                (text.as_ptr() as usize, text.len())
+            }
+        };
+        let name = kernel.name();
+        let module = match cache.modules.entry(source_key) {
+            Entry::Occupied(loaded) => loaded.into_mut(),
+            Entry::Vacant(slot) => slot.insert(load_module(name, kernel.source, device)?),
+        };
+        let not_found = || Error::KernelNotFound {
+            kernel: name.to_owned(),
+        };
+        let c_name = CString::new(name).map_err(|_| not_found())?;
+        // Dynamic shared memory up to the device's opt-in limit is allowed once, at
+        // load, so launches never change function attributes (no race between threads).
+        let function = module
+            .function(&c_name, device.limits.max_shared_per_block_optin)
+            .map_err(|e| match e {
+                LoadError::NotFound => not_found(),
+                LoadError::Rejected(e) | LoadError::Driver(e) => e,
+            })?;
+        let loaded = LoadedKernel {
+            device_id: device.id,
+            function,
+        };
+        cache.functions.insert(kernel_key, loaded);
+        Ok(loaded)
+    }
+}
+
+/// Compiles (CUDA) or takes (PTX) `source` and loads it into `device`'s context.
+fn load_module(kernel: &str, source: KernelSource, device: &DeviceInner) -> Result<Module> {
+    let image = match source {
+        KernelSource::Cuda(text) => compile_cubin(kernel, text, device.compute_capability)?,
+        KernelSource::Ptx(text) => Image::ptx(text).ok_or_else(|| Error::KernelCompile {
+            kernel: kernel.to_owned(),
+            log: "the PTX text contains a NUL byte".to_owned(),
+        })?,
+    };
+    let bound = device.bind()?;
+    match Module::load(&image, &bound) {
+        Ok(module) => Ok(module),
+        Err(LoadError::Rejected(e)) if image.is_ptx() => Err(Error::KernelCompile {
+            kernel: kernel.to_owned(),
+            log: format!("the driver could not load the PTX: {e}"),
+        }),
+        Err(LoadError::Rejected(e) | LoadError::Driver(e)) => Err(e),
+        Err(LoadError::NotFound) => Err(Error::KernelNotFound {
+            kernel: kernel.to_owned(),
+        }),
+    }
+}
+
+impl Drop for ModuleCache {
+    /// Runs when the device is dropped (the cache is its extension), with its context
+    /// bound: unloads every module.
+    ///
+    /// No kernel of these modules can still be running: kernels are launched only inside
+    /// scopes, every scope synchronises its stream before it ends (a fork's stream is
+    /// joined into its parent's) or has seen the context stop with a sticky error, and no
+    /// scope is open, since each one borrows a stream that holds the device.
+    fn drop(&mut self) {
+        let loaded = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
+        loaded.functions.clear();
+        for (_, module) in loaded.modules.drain() {
+            // SAFETY: loaded by `load_module` in this device's context (bound by the
+            // device's drop), unloaded once (drained); no kernel of it can run or be
+            // launched any more (see above), and the cache forgot its functions first
+            // (each `Kernel`'s fast path keys on this device's id, never reused).
+            unsafe { module.unload_waiting_for_device() };
+        }
+    }
+}

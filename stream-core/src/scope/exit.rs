@@ -1,0 +1,61 @@
+//! [`ScopeExit`]: the synchronisation at a scope's end, on return and on unwind.
+
+use crate::device::Stream;
+use crate::error::{Error, Result};
+
+/// Synchronises the scope's stream when the scope ends: [`ScopeExit::finish`] on
+/// normal return, `Drop` while unwinding. It lives in `scope`'s own frame, out of the
+/// user's reach, so it cannot be forgotten.
+pub(super) struct ScopeExit<'env> {
+    stream: &'env Stream,
+}
+
+impl<'env> ScopeExit<'env> {
+    /// The guard of a scope on `stream`, or `Err(StreamCapturing)`. Built only once the
+    /// scope will really run: its `Drop` is the unwinding path and must never see a
+    /// stream it was not allowed to use.
+    pub(super) fn enter(stream: &'env Stream) -> Result<Self> {
+        refuse_capturing(stream)?;
+        Ok(ScopeExit { stream })
+    }
+
+    /// Normal exit: wait for the stream. A failure is reported only when it proves the
+    /// context has stopped (a sticky error); any other failure aborts the process (see
+    /// [`Stream::synchronize_before_release`]).
+    pub(super) fn finish(self) -> Result<()> {
+        let synced = self
+            .stream
+            .synchronize_before_release("a scope's final synchronisation");
+        std::mem::forget(self);
+        synced
+    }
+}
+
+impl Drop for ScopeExit<'_> {
+    /// Runs only while unwinding out of the closure (the normal path forgets `self`).
+    fn drop(&mut self) {
+        if let Err(e) = self.stream.synchronize() {
+            abort_unwinding("a scope is unwinding from a panic", &e);
+        }
+    }
+}
+
+/// `Err(StreamCapturing)` when `stream` is being captured into a CUDA graph: work
+/// issued to it would be recorded, not run, and no synchronisation would cover it.
+pub(crate) fn refuse_capturing(stream: &Stream) -> Result<()> {
+    if stream.raw.is_capturing()? {
+        Err(Error::StreamCapturing)
+    } else {
+        Ok(())
+    }
+}
+
+/// Aborts: while unwinding, a stream could not be proven idle, so DMA into host memory
+/// whose borrow the unwinding is about to release may still be running.
+pub(crate) fn abort_unwinding(what: &str, error: &Error) -> ! {
+    eprintln!(
+        "stream_core: aborting: {what} and its stream could not be synchronised ({error}); \
+         DMA into borrowed host memory may still be running"
+    );
+    std::process::abort();
+}
