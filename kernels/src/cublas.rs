@@ -162,12 +162,7 @@ impl Cublas {
             b.len(),
             c.len(),
         )?;
-        if s.device().ordinal() != self.device.ordinal() {
-            return Err(Error::DeviceMismatch {
-                memory: self.device.ordinal(),
-                stream: s.device().ordinal(),
-            });
-        }
+        s.device().ensure_same_device(&self.device)?;
         if m == 0 || n == 0 {
             return Ok(());
         }

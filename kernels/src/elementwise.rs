@@ -1,9 +1,9 @@
 //! `fill`, `scale`, `axpy`: one grid-stride launch each.
 
-use stream_core::{DeviceMemory, DeviceMemoryMut, DeviceRepr, Result, Scope};
+use stream_core::{DeviceMemory, DeviceMemoryMut, DeviceRepr, Error, Result, Scope};
 
 use crate::declarations as k;
-use crate::{grid_stride, same_len};
+use crate::grid_stride;
 
 mod sealed {
     pub trait Sealed {}
@@ -153,7 +153,7 @@ pub fn scale<'s, T: Float>(
     x: &impl DeviceMemory<'s, T>,
     y: &mut impl DeviceMemoryMut<'s, T>,
 ) -> Result<()> {
-    same_len("scale", x.len(), y.len())?;
+    Error::check_lengths("scale", x.len(), y.len())?;
     T::launch_scale(s, a, x, y)
 }
 
@@ -164,6 +164,6 @@ pub fn axpy<'s, T: Float>(
     x: &impl DeviceMemory<'s, T>,
     y: &mut impl DeviceMemoryMut<'s, T>,
 ) -> Result<()> {
-    same_len("axpy", x.len(), y.len())?;
+    Error::check_lengths("axpy", x.len(), y.len())?;
     T::launch_axpy(s, a, x, y)
 }

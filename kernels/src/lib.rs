@@ -58,7 +58,7 @@ pub use reduce::{dot, reduce_sum};
 pub use sgemm::sgemm_tiled;
 pub use transpose::transpose;
 
-use stream_core::{Error, LaunchConfig, Result};
+use stream_core::LaunchConfig;
 
 /// Threads per block of the element-wise and reduction kernels.
 const BLOCK: u32 = 256;
@@ -68,17 +68,4 @@ const BLOCK: u32 = 256;
 fn grid_stride(n: usize) -> LaunchConfig {
     const MAX_BLOCKS: usize = 1 << 16;
     LaunchConfig::for_elements(n.min(MAX_BLOCKS * BLOCK as usize), BLOCK)
-}
-
-/// `Ok` when `a == b`, else a [`Error::LengthMismatch`] for `what`.
-fn same_len(what: &'static str, a: usize, b: usize) -> Result<()> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            what,
-            source_len: a,
-            destination_len: b,
-        })
-    }
 }

@@ -3,10 +3,10 @@
 //! shared-memory tree; then one block over the partials), so repeated runs give the
 //! same bits. No atomics.
 
-use stream_core::{DeviceMemory, DeviceMemoryMut, LaunchConfig, Result, Scope};
+use stream_core::{DeviceMemory, DeviceMemoryMut, Error, LaunchConfig, Result, Scope};
 
 use crate::elementwise::Float;
-use crate::{same_len, BLOCK};
+use crate::BLOCK;
 
 /// Most partial sums: enough blocks to fill a large GPU, few enough for one block to
 /// finish the job.
@@ -29,7 +29,7 @@ pub fn reduce_sum<'s, T: Float>(
     x: &impl DeviceMemory<'s, T>,
     out: &mut impl DeviceMemoryMut<'s, T>,
 ) -> Result<()> {
-    same_len("reduce_sum (out must hold one element)", 1, out.len())?;
+    Error::check_lengths("reduce_sum (out must hold one element)", 1, out.len())?;
     let mut partials = s.alloc::<T>(partials_for(x.len()))?;
     T::launch_sum_partials(s, x, &mut partials)?;
     T::launch_final_sum(s, &partials, out)
@@ -43,8 +43,8 @@ pub fn dot<'s, T: Float>(
     y: &impl DeviceMemory<'s, T>,
     out: &mut impl DeviceMemoryMut<'s, T>,
 ) -> Result<()> {
-    same_len("dot", x.len(), y.len())?;
-    same_len("dot (out must hold one element)", 1, out.len())?;
+    Error::check_lengths("dot", x.len(), y.len())?;
+    Error::check_lengths("dot (out must hold one element)", 1, out.len())?;
     let mut partials = s.alloc::<T>(partials_for(x.len()))?;
     T::launch_dot_partials(s, x, y, &mut partials)?;
     T::launch_final_sum(s, &partials, out)

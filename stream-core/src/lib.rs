@@ -22,6 +22,33 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Layers
+//!
+//! ```text
+//!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off
+//!     |       (15 unsafe blocks: DMA into borrowed host memory, launch arguments,
+//!     |        a scope's own creation)
+//!     +-------------------+-------------------+
+//!   memory/             host/               kernel/
+//!   device memory:      pinned buffers,     declarations, launch shapes,
+//!   brand, views,       the pinned pool,    configurations, the module
+//!   DeviceBuffer,       staged copies       cache
+//!   DeviceVec, pool     (9 unsafe)          (1 unsafe)
+//!   (9 unsafe)            |                   |
+//!     +-------------------+-------------------+
+//!   device/   Device, Stream, events that order streams (0 unsafe)
+//!     |
+//!   driver/   the only code that calls cudarc's `result`/`sys`: RAII handles and
+//!             raw operations as `unsafe fn` (56 unsafe blocks)
+//! ```
+//!
+//! Each folder uses only the ones below it (`host/` also uses `memory/`'s element
+//! types, `scope/` all four), and `error` (the one [`Error`] type). Outside `driver/`,
+//! every `unsafe` block's proof is about memory: host memory a DMA uses, device
+//! memory a kernel or copy uses, or the scope that makes both safe. The macros
+//! (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch entry;
+//! [`interop`] gives raw handles to other crates, [`staging`] tunes staged copies.
+//!
 //! # Safety model
 //!
 //! 1. **One synchronisation the user cannot skip.** [`scope`] runs its closure, then
@@ -84,8 +111,8 @@
 //!   for data the host writes once and only the GPU reads.
 //! * Any other host memory (a `Vec`, a stack array) is pageable. Copies of at least
 //!   1 MiB of it are **staged**: split into 4 MiB chunks that go through a ring of four
-//!   pinned blocks of the pool, the host memcpy of one chunk (on up to four threads)
-//!   overlapping the DMA of the others, which is several times faster than the
+//!   pinned blocks of the pool, the host memcpy of one chunk (on up to eight threads, at
+//!   most the machine's parallelism; see [`staging`]) overlapping the DMA of the others, which is several times faster than the
 //!   driver's own pageable path. Smaller copies take the driver's path. Either way, a
 //!   pageable copy behaves as the driver's does: an upload returns once the data has
 //!   left the source (the DMA may still run), a download once the data has landed (its

@@ -8,6 +8,7 @@
 
 mod events;
 mod limits;
+mod pool_setup;
 pub(crate) mod stream;
 
 pub(crate) use events::Event;
@@ -91,7 +92,7 @@ impl Device {
             device.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
         let limits = DeviceLimits::query(device)?;
-        let pool = crate::memory::configure_pool(device)?;
+        let pool = pool_setup::configure_pool(device)?;
         let housekeeping = RawStream::new(&context)?;
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Device {
@@ -159,15 +160,23 @@ impl Device {
         Stream::new(self)
     }
 
-    /// `Ok` when `other` is this device, else [`Error::DeviceMismatch`] naming
-    /// `other` as the memory's device and this one as the stream's. The one check every
-    /// operation that mixes devices makes.
-    pub(crate) fn check_same(&self, other: &Device) -> Result<()> {
-        if self.inner.device == other.inner.device {
+    /// `Ok` when `memory` (the device of memory, or of a library handle) is this device
+    /// (the device of a stream or scope), else [`Error::DeviceMismatch`] naming both.
+    /// The one check every operation that mixes devices makes.
+    ///
+    /// ```no_run
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = stream_core::Device::new(0)?;
+    /// let again = stream_core::Device::new(0)?;
+    /// dev.ensure_same_device(&again)?; // the same GPU
+    /// # Ok(()) }
+    /// ```
+    pub fn ensure_same_device(&self, memory: &Device) -> Result<()> {
+        if self.inner.device == memory.inner.device {
             Ok(())
         } else {
             Err(Error::DeviceMismatch {
-                memory: other.ordinal(),
+                memory: memory.ordinal(),
                 stream: self.ordinal(),
             })
         }

@@ -8,7 +8,8 @@ use super::context::Bound;
 use crate::error::{is_out_of_memory, Error, Result};
 
 /// Page-locked host memory of `size` bytes, `PORTABLE` (pinned for every context),
-/// optionally write-combined. It is never freed implicitly: dropping it leaks it, and
+/// optionally write-combined, zero-filled when allocated (so every byte of it is always
+/// initialised). It is never freed implicitly: dropping it leaks it, and
 /// [`free_waiting_for_device`](Self::free_waiting_for_device) frees it (and waits for
 /// the whole device, which is why only points the user chose call it).
 pub(crate) struct PinnedAllocation {
@@ -37,13 +38,17 @@ impl PinnedAllocation {
             }
             Err(e) => return Err(Error::driver("cuMemHostAlloc", e)),
         };
-        match NonNull::new(raw.cast::<u8>()) {
-            Some(ptr) => Ok(PinnedAllocation { ptr, size }),
-            None => Err(Error::HostOutOfMemory { requested: size }),
-        }
+        let Some(ptr) = NonNull::new(raw.cast::<u8>()) else {
+            return Err(Error::HostOutOfMemory { requested: size });
+        };
+        // SAFETY: `ptr` is `size` bytes of host memory just allocated, owned by no one
+        // else and used by no DMA yet.
+        unsafe { ptr.as_ptr().write_bytes(0, size) };
+        Ok(PinnedAllocation { ptr, size })
     }
 
-    /// The first byte, page-aligned; valid for `size` bytes until freed.
+    /// The first byte, page-aligned; valid (and initialised) for `size` bytes until
+    /// freed.
     #[inline(always)]
     pub(crate) fn ptr(&self) -> NonNull<u8> {
         self.ptr

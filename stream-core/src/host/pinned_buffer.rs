@@ -106,7 +106,13 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
                 device: device.clone(),
             });
         }
-        let block = pool.take(bytes, kind)?;
+        let mut block = pool.take(bytes, kind)?;
+        // Idle (the pool hands out only blocks no copy uses): zero the buffer's bytes,
+        // which makes them `len` valid `T`s (`T: DeviceRepr` accepts all-zero bytes).
+        if let Some(memory) = block.bytes_mut() {
+            let zeroed = bytes.min(memory.len());
+            memory[..zeroed].fill(0);
+        }
         let ptr = block.ptr().cast::<T>();
         if !ptr.as_ptr().is_aligned() || block.size() < bytes {
             // `cuMemHostAlloc` returns page-aligned memory and the pool never hands
@@ -114,10 +120,6 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
             pool.give_back(block);
             return Err(Error::HostOutOfMemory { requested: bytes });
         }
-        // SAFETY: the block is idle (the pool hands out only blocks no copy uses) and
-        // owned by us; `ptr` is aligned for `T` and valid for `bytes >= len *
-        // size_of::<T>()` bytes; all-zero bytes are a valid `T` (`T: DeviceRepr`).
-        unsafe { ptr.as_ptr().write_bytes(0, len) };
         Ok(PinnedBuffer {
             ptr,
             len,

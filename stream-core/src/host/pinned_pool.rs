@@ -159,6 +159,20 @@ impl Block {
         self.memory.size()
     }
 
+    /// The block's bytes, or `None` while a DMA may still use them (the block is armed).
+    /// Every byte is initialised (zero-filled at allocation, then only written with
+    /// bytes).
+    pub(crate) fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        if self.armed {
+            return None;
+        }
+        // SAFETY: `size` initialised bytes of page-locked memory owned exclusively by
+        // this block (borrowed mutably here), which no DMA uses: every DMA through a pool
+        // block arms it, and it is disarmed only once that DMA's event has completed. (A
+        // `PinnedBuffer` calls this only before any copy of its own uses the block.)
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr().as_ptr(), self.size()) })
+    }
+
     /// Ordinary or write-combined.
     pub(crate) fn kind(&self) -> HostKind {
         self.kind

@@ -9,6 +9,9 @@
 
 use std::marker::PhantomData;
 
+use crate::device::Stream;
+use crate::driver::stream::RawStream;
+
 /// Invariant in `'s` (a `fn(&'s ()) -> &'s ()` is contravariant in its argument and
 /// covariant in its result, so both directions of subtyping are ruled out), and
 /// neither `Send` nor `Sync` (a raw pointer is neither): branded values are driven from
@@ -30,4 +33,72 @@ pub(crate) enum UsedOnlyOnTheThreadOfItsScope {}
 #[inline(always)]
 pub(crate) const fn brand<'s>() -> Brand<'s> {
     PhantomData
+}
+
+/// The proof a [`Scope`](crate::Scope) carries: the scope branded `'s` issues its work
+/// on `stream`, and that stream is synchronised (or joined by an event into a stream that
+/// is) before `'env` ends, also on unwind. Memory constructors that take it are safe:
+/// memory they brand `'s` is used on `stream` only, and host or `DeviceVec` memory
+/// borrowed for `'env` outlives every use.
+///
+/// Only `scope` and `fork` make one ([`ScopeToken::new`] is `unsafe`), and the scope
+/// that holds it stays in their frame.
+pub(crate) struct ScopeToken<'s, 'env> {
+    stream: &'env Stream,
+    _brand: Brand<'s>,
+    /// Invariant in `'env`, like the scope.
+    _env: PhantomData<&'env mut &'env ()>,
+}
+
+impl<'s, 'env> ScopeToken<'s, 'env> {
+    /// # Safety
+    ///
+    /// `stream` is synchronised, or joined by an event into a stream that is, before
+    /// `'env` ends (also on unwind), and the token stays in its creator's frame, out of
+    /// the user's reach, on this thread; `'s` is a fresh brand.
+    pub(crate) unsafe fn new(stream: &'env Stream) -> Self {
+        ScopeToken {
+            stream,
+            _brand: brand(),
+            _env: PhantomData,
+        }
+    }
+
+    /// The scope's stream.
+    #[inline(always)]
+    pub(crate) fn stream(&self) -> &'env Stream {
+        self.stream
+    }
+}
+
+/// The proof that memory branded `'s` may be used by the scope branded `'t`, on `to`:
+/// `to` waits (by an event) for everything the stream of `'s` had enqueued when this was
+/// made, and `'s` uses that memory again only after `'t`'s work has been joined back
+/// (a fork's lend) or never (a hand-off, or a buffer moved into a fork).
+pub(crate) struct Rebrand<'s, 't> {
+    to: &'t RawStream,
+    _from: Brand<'s>,
+    _to: Brand<'t>,
+}
+
+impl<'s, 't> Rebrand<'s, 't> {
+    /// # Safety
+    ///
+    /// `to` is the stream of the scope branded `'t`; it waits for everything the stream
+    /// of the scope branded `'s` has enqueued so far; and memory of `'s` viewed or moved
+    /// through this permit is used by `'s` again only after `'t`'s work is ordered
+    /// before that use (the fork's join, while the lend's borrow lasts), or never.
+    pub(crate) unsafe fn new(to: &'t RawStream) -> Self {
+        Rebrand {
+            to,
+            _from: brand(),
+            _to: brand(),
+        }
+    }
+
+    /// The stream of `'t`.
+    #[inline(always)]
+    pub(crate) fn to(&self) -> &'t RawStream {
+        self.to
+    }
 }

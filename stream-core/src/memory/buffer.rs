@@ -11,8 +11,8 @@ use std::ops::RangeBounds;
 
 use crate::driver::memory::free_async;
 use crate::driver::stream::RawStream;
-use crate::error::Result;
-use crate::memory::brand::{brand, Brand};
+use crate::error::{byte_len, Result};
+use crate::memory::brand::{brand, Brand, Rebrand, ScopeToken};
 use crate::memory::repr::DeviceRepr;
 use crate::memory::view::{
     element_count, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, RawSlice,
@@ -56,37 +56,39 @@ pub struct DeviceBuffer<'s, T: DeviceRepr> {
 }
 
 impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
-    /// Takes ownership of `raw`, to be freed on `stream`.
-    ///
-    /// # Safety
-    ///
-    /// `raw` is memory of `T`s from a stream-ordered allocation (or empty), owned by no
-    /// one else, whose every earlier use is ordered before work enqueued on `stream`
-    /// from now on; `stream` is the stream of the scope branded `'s`.
-    pub(crate) unsafe fn from_raw(raw: RawSlice, stream: &'s RawStream) -> Self {
-        DeviceBuffer {
+    /// Allocates `len` elements stream-ordered on the scope's stream (see
+    /// [`Scope::alloc`](crate::Scope::alloc)). The contents are unspecified, which
+    /// `T: DeviceRepr` makes valid values.
+    pub(crate) fn alloc<'env>(token: &'s ScopeToken<'s, 'env>, len: usize) -> Result<Self> {
+        let stream = token.stream();
+        let bytes = byte_len::<T>(len)?;
+        let raw = if bytes == 0 {
+            RawSlice::EMPTY
+        } else {
+            let ptr = stream.device.inner.alloc_async(&stream.raw, bytes)?;
+            RawSlice { ptr, len }
+        };
+        // A new stream-ordered allocation on the scope's stream, owned by no one else.
+        Ok(DeviceBuffer {
             raw,
-            stream,
+            stream: &stream.raw,
             _brand: brand(),
             _elem: PhantomData,
-        }
+        })
     }
 
-    /// A buffer of no elements (nothing to free), on `stream`.
-    pub(crate) fn empty(stream: &'s RawStream) -> Self {
-        DeviceBuffer {
-            raw: RawSlice::EMPTY,
-            stream,
-            _brand: brand(),
-            _elem: PhantomData,
-        }
-    }
-
-    /// Gives up ownership without freeing. The caller takes over the duty to free it.
-    pub(crate) fn into_raw(self) -> RawSlice {
+    /// The same memory, owned by the scope branded `'t` and freed on its stream: the
+    /// permit proves that stream is ordered after every use of it so far (a hand-off, or
+    /// a buffer moved into a fork).
+    pub(crate) fn rebranded<'t>(self, permit: &Rebrand<'s, 't>) -> DeviceBuffer<'t, T> {
         let raw = self.raw;
         std::mem::forget(self);
-        raw
+        DeviceBuffer {
+            raw,
+            stream: permit.to(),
+            _brand: brand(),
+            _elem: PhantomData,
+        }
     }
 
     /// A read-only view of the whole buffer.

@@ -35,10 +35,6 @@ use crate::driver::pool::{MemPool, U64Attribute};
 use crate::driver::stream::RawStream;
 use crate::error::{is_out_of_memory, Error, Result};
 
-/// The release threshold [`Device::new`] sets: never hand cached memory back on a
-/// synchronisation (see the [module docs](self)).
-pub(crate) const KEEP_ALL_CACHED: u64 = u64::MAX;
-
 /// Device memory statistics of one GPU's memory pool, like `torch.cuda.memory_stats`:
 /// what allocations hold, what the pool keeps cached for reuse, and the peaks since the
 /// last [`Device::reset_peak_memory_stats`]. All values are bytes.
@@ -87,30 +83,6 @@ pub struct DeviceMemoryStats {
     /// The most bytes reserved at once since the last reset
     /// (`CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH`, and never less than `reserved_bytes`).
     pub peak_reserved_bytes: usize,
-}
-
-/// Configures `device`'s default pool as this crate uses it: freed memory stays cached
-/// ([`KEEP_ALL_CACHED`]), and one stream never waits for another to reuse memory (see
-/// [`forbid_hidden_stream_dependencies`]).
-pub(crate) fn configure_pool(device: DeviceId) -> Result<MemPool> {
-    let pool = MemPool::default_of(device)?;
-    forbid_hidden_stream_dependencies(pool)?;
-    pool.set(U64Attribute::ReleaseThreshold, KEEP_ALL_CACHED)?;
-    Ok(pool)
-}
-
-/// Stops `cuMemAllocAsync` from making one stream wait for another.
-///
-/// By default the driver may hand an allocation on stream B memory whose free was
-/// queued on stream A, after inserting a wait of B on A: a hidden cross-stream
-/// synchronisation (measured: a scope on B waited a whole second for a kernel on A).
-/// Every free in this library is stream-ordered on the stream that used the memory
-/// last, so the pool may still reuse memory on that stream, or once its free has
-/// completed, but never by making an unrelated stream wait. (Out of memory, the one
-/// recovery in [`DeviceInner::alloc_async`] waits for this thread's streams on the host
-/// instead, so that such frees complete.)
-fn forbid_hidden_stream_dependencies(pool: MemPool) -> Result<()> {
-    pool.allow_internal_dependencies(false)
 }
 
 /// The statistics of `pool` now.

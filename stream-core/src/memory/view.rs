@@ -13,8 +13,9 @@ use std::ops::{Bound, RangeBounds};
 use cudarc::driver::sys;
 
 use crate::error::{Error, Result};
-use crate::memory::brand::{brand, Brand};
+use crate::memory::brand::{brand, Brand, Rebrand, ScopeToken};
 use crate::memory::repr::DeviceRepr;
+use crate::memory::DeviceVec;
 use crate::sealed;
 
 /// Address and length (in elements) of device memory.
@@ -141,19 +142,43 @@ pub struct DeviceSliceMut<'a, 's, T: DeviceRepr> {
 }
 
 impl<'a, 's, T: DeviceRepr> DeviceSlice<'a, 's, T> {
-    /// A read-only view of `raw`, branded `'s`, borrowed for `'a`.
-    ///
-    /// # Safety
-    ///
-    /// `raw` is memory of `T`s, valid on the stream of the scope branded `'s` (every
-    /// earlier write to it ordered before that stream's later work) and not freed for
-    /// `'a`, which nothing writes for `'a`.
-    pub(crate) unsafe fn from_raw(raw: RawSlice) -> Self {
+    /// A read-only view of all of `memory` for the scope branded `'s`, which the
+    /// permit proves is ordered after every write to it so far and before its later
+    /// ones (a fork's shared lend).
+    pub(crate) fn rebranded<'p>(
+        memory: &'a impl DeviceMemory<'p, T>,
+        _permit: &Rebrand<'p, 's>,
+    ) -> Self {
         DeviceSlice {
-            raw,
+            raw: memory.raw(sealed::TOKEN),
             _brand: brand(),
             _borrow: PhantomData,
         }
+    }
+
+    /// Like [`rebranded`](Self::rebranded), for a view lent by value.
+    pub(crate) fn into_rebranded<'c>(self, _permit: &Rebrand<'s, 'c>) -> DeviceSlice<'a, 'c, T> {
+        DeviceSlice {
+            raw: self.raw,
+            _brand: brand(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// `vec` attached read-only to the scope `token` belongs to, for the rest of it, or
+    /// [`Error::DeviceMismatch`] for memory of another device. The vec is borrowed for
+    /// `'env`, so nothing writes or frees it until the outermost scope's final
+    /// synchronisation, which covers every use of the view.
+    pub(crate) fn attached<'env>(
+        token: &'s ScopeToken<'s, 'env>,
+        vec: &'env DeviceVec<T>,
+    ) -> Result<DeviceSlice<'s, 's, T>> {
+        token.stream().device.ensure_same_device(vec.device())?;
+        Ok(DeviceSlice {
+            raw: vec.raw(),
+            _brand: brand(),
+            _borrow: PhantomData,
+        })
     }
 
     /// A read-only view of all of `memory`, borrowed for `'a`.
@@ -221,19 +246,43 @@ impl<T: DeviceRepr> Clone for DeviceSlice<'_, '_, T> {
 impl<T: DeviceRepr> Copy for DeviceSlice<'_, '_, T> {}
 
 impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
-    /// A writable view of `raw`, branded `'s`, borrowed for `'a`.
-    ///
-    /// # Safety
-    ///
-    /// `raw` is memory of `T`s, valid on the stream of the scope branded `'s` (every
-    /// earlier use of it ordered before that stream's later work) and not freed for
-    /// `'a`, which nothing else reads or writes for `'a`.
-    pub(crate) unsafe fn from_raw(raw: RawSlice) -> Self {
+    /// A writable view of all of `memory` for the scope branded `'s`, which the permit
+    /// proves is ordered after every use of it so far and before its later ones (a
+    /// fork's exclusive lend).
+    pub(crate) fn rebranded<'p>(
+        memory: &'a mut impl DeviceMemoryMut<'p, T>,
+        _permit: &Rebrand<'p, 's>,
+    ) -> Self {
         DeviceSliceMut {
-            raw,
+            raw: memory.raw(sealed::TOKEN),
             _brand: brand(),
             _borrow: PhantomData,
         }
+    }
+
+    /// Like [`rebranded`](Self::rebranded), for a view lent by value.
+    pub(crate) fn into_rebranded<'c>(self, _permit: &Rebrand<'s, 'c>) -> DeviceSliceMut<'a, 'c, T> {
+        DeviceSliceMut {
+            raw: self.raw,
+            _brand: brand(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// `vec` attached writable to the scope `token` belongs to, for the rest of it, or
+    /// [`Error::DeviceMismatch`] for memory of another device. The vec is borrowed
+    /// mutably for `'env`, so nothing else touches or frees it until the outermost
+    /// scope's final synchronisation, which covers every use of the view.
+    pub(crate) fn attached<'env>(
+        token: &'s ScopeToken<'s, 'env>,
+        vec: &'env mut DeviceVec<T>,
+    ) -> Result<DeviceSliceMut<'s, 's, T>> {
+        token.stream().device.ensure_same_device(vec.device())?;
+        Ok(DeviceSliceMut {
+            raw: vec.raw(),
+            _brand: brand(),
+            _borrow: PhantomData,
+        })
     }
 
     /// A writable view of all of `memory`, borrowed exclusively for `'a`.

@@ -1,8 +1,7 @@
 //! [`Scope::alloc`] and [`Scope::alloc_zeroed`]: device memory of the scope, allocated
 //! stream-ordered on its stream.
 
-use crate::error::{byte_len, Result};
-use crate::memory::view::RawSlice;
+use crate::error::Result;
 use crate::memory::{DeviceBuffer, DeviceRepr};
 use crate::scope::Scope;
 
@@ -47,16 +46,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// # }
     /// ```
     pub fn alloc<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>> {
-        let bytes = byte_len::<T>(len)?;
-        let stream = &self.stream.raw;
-        if bytes == 0 {
-            return Ok(DeviceBuffer::empty(stream));
-        }
-        let ptr = self.device().inner.alloc_async(stream, bytes)?;
-        // SAFETY: `ptr` is a new stream-ordered allocation of `len` elements of `T` on
-        // the scope's stream, owned by no one else; it has no earlier use. (`T:
-        // DeviceRepr` makes its unspecified contents valid values.)
-        Ok(unsafe { DeviceBuffer::from_raw(RawSlice { ptr, len }, stream) })
+        DeviceBuffer::alloc(&self.token, len)
     }
 
     /// Allocates `len` zeroed elements on the scope's stream (blocking only when out of

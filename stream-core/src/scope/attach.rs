@@ -17,14 +17,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         &'s self,
         vec: &'env mut DeviceVec<T>,
     ) -> Result<DeviceSliceMut<'s, 's, T>> {
-        self.device().check_same(vec.device())?;
-        // SAFETY: the vec's memory is of this scope's device, allocated and filled before
-        // `upload_vec`/`alloc_vec` returned (ordered before any stream's work), and every
-        // scope that used it before has synchronised (it borrowed the vec until then). It
-        // is borrowed mutably for `'env`, longer than `'s`: nothing else reads, writes or
-        // frees it for the view's life, and the outermost scope's synchronisation (within
-        // `'env`) covers this scope's work on it.
-        Ok(unsafe { DeviceSliceMut::from_raw(vec.raw()) })
+        DeviceSliceMut::attached(&self.token, vec)
     }
 
     /// Brings a [`DeviceVec`] into this scope as a read-only view, borrowing it until the
@@ -34,10 +27,6 @@ impl<'s, 'env> Scope<'s, 'env> {
         &'s self,
         vec: &'env DeviceVec<T>,
     ) -> Result<DeviceSlice<'s, 's, T>> {
-        self.device().check_same(vec.device())?;
-        // SAFETY: as in `attach`, except that the vec is borrowed shared for `'env`:
-        // nothing writes or frees it for the view's life (a write needs `&mut`), and
-        // reads from several streams at once do not race.
-        Ok(unsafe { DeviceSlice::from_raw(vec.raw()) })
+        DeviceSlice::attached(&self.token, vec)
     }
 }

@@ -12,9 +12,10 @@
 use crate::device::{stream::abort_unreleasable, Event, Stream};
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
+use crate::memory::brand::Rebrand;
 use crate::scope::exit::{abort_unwinding, refuse_capturing};
+use crate::scope::lend::LendPermit;
 use crate::scope::{Lend, Scope};
-use crate::sealed::TOKEN;
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// Runs `f` with a child scope on `stream` and views of the memory in `lent`,
@@ -105,7 +106,10 @@ impl<'s, 'env> Scope<'s, 'env> {
         F: for<'c> FnOnce(&'c Scope<'c, 'env>, L::Views<'c>) -> std::result::Result<T, E>,
         E: From<Error>,
     {
-        stream.device.check_same(self.device()).map_err(E::from)?;
+        stream
+            .device
+            .ensure_same_device(self.device())
+            .map_err(E::from)?;
         refuse_capturing(stream).map_err(E::from)?;
         let context = &stream.device.inner.context;
         Event::order(context, &self.stream.raw, &stream.raw).map_err(E::from)?;
@@ -118,10 +122,12 @@ impl<'s, 'env> Scope<'s, 'env> {
         // stream is covered by the outermost scope's synchronisation, before `'env` ends;
         // the child scope stays in this frame.
         let child = unsafe { Scope::branded(stream) };
-        // SAFETY: the child's stream waits for this scope's work so far (the event above),
-        // and `join` orders this scope's later work after the child's before `lent`'s
-        // borrows end (they last for this call).
-        let views = unsafe { lent.lend(stream, TOKEN) };
+        // SAFETY: the child scope branded by this permit runs on `stream`, which waits for
+        // this scope's work so far (the event above), and `join` orders this scope's later
+        // work after the child's before `lent`'s borrows end (they last for this call);
+        // a buffer moved in is the child's from now on.
+        let permit = LendPermit(unsafe { Rebrand::new(&stream.raw) });
+        let views = lent.lend(&permit);
         let out = f(&child, views);
         let joined = join.finish();
         match (out, joined) {

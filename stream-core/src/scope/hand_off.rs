@@ -10,6 +10,7 @@
 
 use crate::device::Event;
 use crate::error::Result;
+use crate::memory::brand::Rebrand;
 use crate::memory::{DeviceBuffer, DeviceRepr};
 use crate::scope::Scope;
 
@@ -56,18 +57,18 @@ impl<'s, 'env> Scope<'s, 'env> {
         buffer: DeviceBuffer<'s, T>,
         to: &Scope<'t, '_>,
     ) -> Result<DeviceBuffer<'t, T>> {
-        to.device().check_same(self.device())?;
+        to.device().ensure_same_device(self.device())?;
         let to_stream = &to.stream.raw;
-        if buffer.is_empty() {
-            return Ok(DeviceBuffer::empty(to_stream));
+        if !buffer.is_empty() {
+            // On error `buffer` is dropped here, freed on its own stream after its own
+            // work.
+            Event::order(&self.device().inner.context, &self.stream.raw, to_stream)?;
         }
-        // On error `buffer` is dropped here, freed on its own stream after its own work.
-        Event::order(&self.device().inner.context, &self.stream.raw, to_stream)?;
-        let raw = buffer.into_raw();
-        // SAFETY: the buffer was owned by this scope (moved in), whose every use of it was
-        // enqueued on this scope's stream (its brand keeps it there), and `to`'s stream
-        // now waits for all of that work (the event above); `to_stream` is the stream of
-        // the scope branded `'t`.
-        Ok(unsafe { DeviceBuffer::from_raw(raw, to_stream) })
+        // SAFETY: `to_stream` is the stream of the scope branded `'t` (`to`), and it now
+        // waits for all the work this scope has enqueued (the event above; an empty buffer
+        // has no work to wait for). The buffer is moved in, so this scope never uses it
+        // again.
+        let permit = unsafe { Rebrand::new(to_stream) };
+        Ok(buffer.rebranded(&permit))
     }
 }

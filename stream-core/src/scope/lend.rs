@@ -1,10 +1,9 @@
 //! [`Lend`]: what a scope can lend to a [fork](crate::Scope::fork), and the views the
 //! child receives.
 
-use crate::device::Stream;
+use crate::memory::brand::Rebrand;
 use crate::memory::{DeviceBuffer, DeviceRepr, DeviceSlice, DeviceSliceMut};
-use crate::sealed::Sealed as _;
-use crate::sealed::{self, Token};
+use crate::sealed;
 
 /// Memory a scope branded `'s` can lend to a [fork](crate::Scope::fork), and the views the
 /// child receives, branded by the child's `'c`. Sealed.
@@ -19,21 +18,21 @@ pub trait Lend<'s>: sealed::Lendable {
     /// What the child receives.
     type Views<'c>;
 
-    /// The views, for a child scope branded `'c` running on `child`.
-    ///
-    /// # Safety
-    ///
-    /// `child` is the stream of the child scope branded `'c`, and it already waits (by
-    /// an event) for everything the parent's stream has enqueued so far; the parent's
-    /// stream will wait for the child's before `self`'s borrow ends (the fork's join).
+    /// The views, for the child scope branded `'c` that `permit` names.
     #[doc(hidden)]
-    unsafe fn lend<'c>(self, child: &'c Stream, _: Token) -> Self::Views<'c>;
+    fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> Self::Views<'c>;
 }
+
+/// What [`Lend::lend`] needs: the proof that the child's stream waits for the parent's
+/// work so far and that the fork's join will order the parent's later work after the
+/// child's. Only `fork` can make one (its field is private).
+#[doc(hidden)]
+pub struct LendPermit<'s, 'c>(pub(crate) Rebrand<'s, 'c>);
 
 impl sealed::Lendable for () {}
 impl<'s> Lend<'s> for () {
     type Views<'c> = ();
-    unsafe fn lend<'c>(self, _: &'c Stream, _: Token) -> Self::Views<'c> {}
+    fn lend<'c>(self, _: &LendPermit<'s, 'c>) -> Self::Views<'c> {}
 }
 
 /// Shared views: `&buffer`, `&view`, a `DeviceSlice` by value.
@@ -42,12 +41,9 @@ macro_rules! lend_shared {
         impl<'a, 's, T: DeviceRepr> sealed::Lendable for $ty {}
         impl<'a, 's, T: DeviceRepr> Lend<'s> for $ty {
             type Views<'c> = DeviceSlice<'a, 'c, T>;
-            unsafe fn lend<'c>(self, _: &'c Stream, token: Token) -> DeviceSlice<'a, 'c, T> {
-                // SAFETY: memory of the parent's brand, borrowed shared for `'a` (so
-                // nothing writes or frees it meanwhile); the child's stream is ordered
-                // after the parent's earlier work on it, and the parent's later work
-                // after the child's (`lend`'s contract).
-                unsafe { DeviceSlice::from_raw(self.raw(token)) }
+            fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> DeviceSlice<'a, 'c, T> {
+                // Borrowed shared for `'a`: nothing writes or frees it meanwhile.
+                lent_shared(self, permit)
             }
         }
     )*};
@@ -65,12 +61,9 @@ macro_rules! lend_exclusive {
         impl<'a, 's, T: DeviceRepr> sealed::Lendable for $ty {}
         impl<'a, 's, T: DeviceRepr> Lend<'s> for $ty {
             type Views<'c> = DeviceSliceMut<'a, 'c, T>;
-            unsafe fn lend<'c>(self, _: &'c Stream, token: Token) -> DeviceSliceMut<'a, 'c, T> {
-                // SAFETY: memory of the parent's brand, borrowed exclusively for `'a` (so
-                // nothing else touches it meanwhile); the child's stream is ordered after
-                // the parent's earlier work on it, and the parent's later work after the
-                // child's (`lend`'s contract).
-                unsafe { DeviceSliceMut::from_raw(self.raw(token)) }
+            fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> DeviceSliceMut<'a, 'c, T> {
+                // Borrowed exclusively for `'a`: nothing else touches it meanwhile.
+                lent_exclusive(self, permit)
             }
         }
     )*};
@@ -85,12 +78,8 @@ impl<T: DeviceRepr> sealed::Lendable for DeviceBuffer<'_, T> {}
 /// A buffer moved into the fork: handed off to the child, which frees it.
 impl<'s, T: DeviceRepr> Lend<'s> for DeviceBuffer<'s, T> {
     type Views<'c> = DeviceBuffer<'c, T>;
-    unsafe fn lend<'c>(self, child: &'c Stream, _: Token) -> DeviceBuffer<'c, T> {
-        let raw = self.into_raw();
-        // SAFETY: the buffer was owned by the parent (moved in), whose every use of it
-        // was on the parent's stream, for which `child` already waits (`lend`'s
-        // contract); `child` is the stream of the scope branded `'c`.
-        unsafe { DeviceBuffer::from_raw(raw, &child.raw) }
+    fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> DeviceBuffer<'c, T> {
+        self.rebranded(&permit.0)
     }
 }
 
@@ -100,10 +89,9 @@ macro_rules! lend_tuple {
         impl<'s, $($name: Lend<'s>),+> Lend<'s> for ($($name,)+) {
             type Views<'c> = ($($name::Views<'c>,)+);
             #[allow(non_snake_case)]
-            unsafe fn lend<'c>(self, child: &'c Stream, token: Token) -> Self::Views<'c> {
+            fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> Self::Views<'c> {
                 let ($($name,)+) = self;
-                // SAFETY: each item is lent under the same contract as the tuple.
-                ($(unsafe { $name.lend(child, token) },)+)
+                ($($name.lend(permit),)+)
             }
         }
     };
@@ -114,3 +102,67 @@ lend_tuple!(A, B, C);
 lend_tuple!(A, B, C, D);
 lend_tuple!(A, B, C, D, E);
 lend_tuple!(A, B, C, D, E, F);
+
+/// A shared view of `memory` for the child (one function for the `lend_shared!` types:
+/// a view lent by value goes through `into_rebranded`, the others by reference).
+fn lent_shared<'a, 's, 'c, T: DeviceRepr, M: SharedLend<'a, 's, T>>(
+    memory: M,
+    permit: &LendPermit<'s, 'c>,
+) -> DeviceSlice<'a, 'c, T> {
+    memory.view(&permit.0)
+}
+
+/// An exclusive view of `memory` for the child.
+fn lent_exclusive<'a, 's, 'c, T: DeviceRepr, M: ExclusiveLend<'a, 's, T>>(
+    memory: M,
+    permit: &LendPermit<'s, 'c>,
+) -> DeviceSliceMut<'a, 'c, T> {
+    memory.view(&permit.0)
+}
+
+/// How each shared lend makes its view.
+trait SharedLend<'a, 's, T: DeviceRepr> {
+    fn view<'c>(self, permit: &Rebrand<'s, 'c>) -> DeviceSlice<'a, 'c, T>;
+}
+
+impl<'a, 's, T: DeviceRepr> SharedLend<'a, 's, T> for &'a DeviceBuffer<'s, T> {
+    fn view<'c>(self, permit: &Rebrand<'s, 'c>) -> DeviceSlice<'a, 'c, T> {
+        DeviceSlice::rebranded(self, permit)
+    }
+}
+impl<'a, 's, T: DeviceRepr> SharedLend<'a, 's, T> for &'a DeviceSlice<'_, 's, T> {
+    fn view<'c>(self, permit: &Rebrand<'s, 'c>) -> DeviceSlice<'a, 'c, T> {
+        DeviceSlice::rebranded(self, permit)
+    }
+}
+impl<'a, 's, T: DeviceRepr> SharedLend<'a, 's, T> for DeviceSlice<'a, 's, T> {
+    fn view<'c>(self, permit: &Rebrand<'s, 'c>) -> DeviceSlice<'a, 'c, T> {
+        self.into_rebranded(permit)
+    }
+}
+impl<'a, 's, T: DeviceRepr> SharedLend<'a, 's, T> for &'a DeviceSliceMut<'_, 's, T> {
+    fn view<'c>(self, permit: &Rebrand<'s, 'c>) -> DeviceSlice<'a, 'c, T> {
+        DeviceSlice::rebranded(self, permit)
+    }
+}
+
+/// How each exclusive lend makes its view.
+trait ExclusiveLend<'a, 's, T: DeviceRepr> {
+    fn view<'c>(self, permit: &Rebrand<'s, 'c>) -> DeviceSliceMut<'a, 'c, T>;
+}
+
+impl<'a, 's, T: DeviceRepr> ExclusiveLend<'a, 's, T> for &'a mut DeviceBuffer<'s, T> {
+    fn view<'c>(self, permit: &Rebrand<'s, 'c>) -> DeviceSliceMut<'a, 'c, T> {
+        DeviceSliceMut::rebranded(self, permit)
+    }
+}
+impl<'a, 's, T: DeviceRepr> ExclusiveLend<'a, 's, T> for &'a mut DeviceSliceMut<'_, 's, T> {
+    fn view<'c>(self, permit: &Rebrand<'s, 'c>) -> DeviceSliceMut<'a, 'c, T> {
+        DeviceSliceMut::rebranded(self, permit)
+    }
+}
+impl<'a, 's, T: DeviceRepr> ExclusiveLend<'a, 's, T> for DeviceSliceMut<'a, 's, T> {
+    fn view<'c>(self, permit: &Rebrand<'s, 'c>) -> DeviceSliceMut<'a, 'c, T> {
+        self.into_rebranded(permit)
+    }
+}

@@ -28,11 +28,9 @@ pub use launch::{arg, launch};
 pub use lend::Lend;
 pub use pending::Pending;
 
-use std::marker::PhantomData;
-
 use crate::device::{Device, Stream};
 use crate::error::Error;
-use crate::memory::brand::{brand, Brand};
+use crate::memory::brand::ScopeToken;
 use crate::memory::OpenScope;
 use exit::ScopeExit;
 
@@ -60,10 +58,10 @@ use exit::ScopeExit;
 /// ```
 pub struct Scope<'s, 'env: 's> {
     pub(crate) stream: &'env Stream,
-    _brand: Brand<'s>,
-    /// Invariant in `'env`, like `std::thread::Scope`, so `'env` cannot be shrunk to
-    /// the brand.
-    _env: PhantomData<&'env mut &'env ()>,
+    /// The proof that this scope's stream is synchronised before `'env` ends; it also
+    /// carries the brand (invariant in `'s`) and is invariant in `'env`, like
+    /// `std::thread::Scope`, so `'env` cannot be shrunk to the brand.
+    pub(crate) token: ScopeToken<'s, 'env>,
     /// Lists the stream among this thread's open scopes while the scope lives, for the
     /// out-of-memory recovery of allocations.
     _open: OpenScope,
@@ -147,8 +145,8 @@ impl<'s, 'env> Scope<'s, 'env> {
     pub(crate) unsafe fn branded(stream: &'env Stream) -> Self {
         Scope {
             stream,
-            _brand: brand(),
-            _env: PhantomData,
+            // SAFETY: this function's own contract, which is the token's.
+            token: unsafe { ScopeToken::new(stream) },
             // SAFETY: the scope borrows `stream` for `'env`, longer than it lives, and
             // stays in its creator's frame on this thread (this function's contract), so
             // the registration is dropped, on this thread, before the stream can go.

@@ -55,12 +55,21 @@ pub struct Pending<'s, V> {
 }
 
 impl<'s, V> Pending<'s, V> {
-    /// Records an event on `stream` after the work that writes `value`.
-    pub(crate) fn record(
+    /// A copy into `value` in flight on `stream`, made by `enqueue`, with an event
+    /// recorded after it.
+    ///
+    /// `enqueue` enqueues, on the stream it is given, the work that writes `value`'s
+    /// memory (its own `unsafe` code proves that this work is all there is); the event is
+    /// recorded after it, on the same stream, so `wait` returns only once that work is
+    /// done. If `enqueue` fails, the error is returned and `value` stays borrowed until
+    /// the scope ends.
+    pub(crate) fn after(
         context: &'s Arc<PrimaryContext>,
         stream: &RawStream,
-        value: V,
+        mut value: V,
+        enqueue: impl FnOnce(&RawStream, &mut V) -> Result<()>,
     ) -> Result<Self> {
+        enqueue(stream, &mut value)?;
         let event = Event::cached(context)?;
         event.record(stream)?;
         Ok(Pending {
@@ -71,7 +80,12 @@ impl<'s, V> Pending<'s, V> {
     }
 
     /// Nothing was enqueued (an empty copy): already complete.
-    pub(crate) fn ready(value: V) -> Self {
+    ///
+    /// # Safety
+    ///
+    /// No work that writes or reads `value`'s memory is in flight or enqueued (an empty
+    /// copy, or a copy that has completed on the host).
+    pub(crate) unsafe fn ready(value: V) -> Self {
         Pending {
             value,
             event: None,

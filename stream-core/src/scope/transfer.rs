@@ -87,28 +87,35 @@ impl<'s, 'env> Scope<'s, 'env> {
         let src = src.raw(TOKEN);
         Error::check_lengths("copy_to_host", src.len, dst.len())?;
         if src.len == 0 {
-            return Ok(Pending::ready(dst));
+            // SAFETY: an empty copy: no work touches `dst`'s (zero) bytes.
+            return Ok(unsafe { Pending::ready(dst) });
         }
         let stream = &self.stream.raw;
-        let dst_bytes = as_bytes_mut(dst);
         // SAFETY: `src` is device memory of `dst.len()` elements (as many bytes as
-        // `dst_bytes`) valid on this scope's stream: branded `'s`, borrowed for the call,
+        // `dst`) valid on this scope's stream: branded `'s`, borrowed for the call,
         // written by no other work of this scope meanwhile (a write needs `&mut`), any
         // free ordered after this copy on the same stream. The stream is the device's.
-        let staged =
-            unsafe { staging::try_download(stream, &self.device().inner, src.ptr, dst_bytes) }?;
+        let staged = unsafe {
+            staging::try_download(stream, &self.device().inner, src.ptr, as_bytes_mut(dst))
+        }?;
         if staged {
-            // Every byte of `dst` is written: the copy is complete.
-            return Ok(Pending::ready(dst));
+            // SAFETY: every byte of `dst` was written by the host copies of the staged
+            // pipeline, which returned; its DMAs went into pinned staging blocks, never
+            // into `dst`.
+            return Ok(unsafe { Pending::ready(dst) });
         }
-        let (dst_ptr, bytes) = (dst_bytes.as_mut_ptr(), dst_bytes.len());
-        // SAFETY: `src` as above. `dst` is borrowed mutably for `'env`: no host code can
-        // read, write, move or free it until `Pending::wait` has synchronised on an event
-        // recorded after this copy, or the outermost scope has synchronised its stream,
-        // which is ordered after this copy (directly, or through fork joins). Any bytes
-        // the DMA writes are a valid `T` (`T: DeviceRepr`).
-        unsafe { copy_device_to_host(dst_ptr, src.ptr, bytes, stream) }?;
-        Pending::record(&self.stream.device.inner.context, stream, dst)
+        let context = &self.stream.device.inner.context;
+        Pending::after(context, stream, dst, |stream, dst| {
+            let dst = as_bytes_mut(dst);
+            // SAFETY: `src` as above, and the copy is enqueued on `stream`, the scope's,
+            // after which `Pending::after` records its event. `dst` is borrowed mutably
+            // for `'env`: no host code can read, write, move or free it until
+            // `Pending::wait` has synchronised on that event, or the outermost scope has
+            // synchronised its stream, which is ordered after this copy (directly, or
+            // through fork joins). Any bytes the DMA writes are a valid `T`
+            // (`T: DeviceRepr`).
+            unsafe { copy_device_to_host(dst.as_mut_ptr(), src.ptr, dst.len(), stream) }
+        })
     }
 
     /// Copies device memory to device memory of the same length, asynchronously.

@@ -29,36 +29,30 @@ pub(crate) const MAX_THREADS: usize = 64;
 /// short enough not to burn a core when no copy is running.
 const SPIN: Duration = Duration::from_micros(50);
 
-/// Copies `len` bytes from `src` to `dst` using up to `threads` threads (the caller
-/// included), in stripes of at least [`MIN_STRIPE`] bytes. Returns once every byte has
-/// been copied.
-///
-/// # Safety
-///
-/// `src` must be valid for reads and `dst` for writes of `len` bytes, the two ranges
-/// must not overlap, and nothing else may write `src` or access `dst` until this
-/// function returns (the workers read and write them on other threads meanwhile).
-pub(crate) unsafe fn copy_bytes(dst: *mut u8, src: *const u8, len: usize, threads: usize) {
+/// Copies `src` into `dst` (the first `min` of their lengths) using up to `threads`
+/// threads (the caller included), in stripes of at least [`MIN_STRIPE`] bytes. Returns
+/// once every byte has been copied, also if it unwinds (a guard waits for the workers),
+/// so the stripes it lends to workers never outlive the borrows they come from.
+pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8], threads: usize) {
+    let len = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..len], &src[..len]);
     let stripes = stripe_count(len, threads);
     if stripes <= 1 {
-        // SAFETY: the caller guarantees both ranges are valid for `len` bytes and
-        // disjoint.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+        dst.copy_from_slice(src);
         return;
     }
     let per = stripe_len(len, stripes);
-    // Rounding stripes up to `STRIPE_ALIGN` may leave fewer non-empty stripes.
-    let used = len.div_ceil(per);
-    let jobs: Vec<Job> = (1..used)
-        .map(|k| {
-            let start = k * per;
-            Job {
-                // In bounds: `start < len` for every `k < used`.
-                dst: dst.wrapping_add(start),
-                src: src.wrapping_add(start),
-                len: per.min(len - start),
-                latch: None,
-            }
+    // Stripe 0 stays with the caller; the others go to workers.
+    let (first_dst, rest_dst) = dst.split_at_mut(per.min(len));
+    let (first_src, rest_src) = src.split_at(per.min(len));
+    let jobs: Vec<Job> = rest_dst
+        .chunks_mut(per)
+        .zip(rest_src.chunks(per))
+        .map(|(d, s)| Job {
+            dst: d.as_mut_ptr(),
+            src: s.as_ptr(),
+            len: d.len(),
+            latch: None,
         })
         .collect();
     let latch = Arc::new(Latch::new(jobs.len()));
@@ -69,9 +63,7 @@ pub(crate) unsafe fn copy_bytes(dst: *mut u8, src: *const u8, len: usize, thread
         job.latch = Some(Arc::clone(&latch));
         job
     }));
-    // SAFETY: stripe 0 is the first `min(per, len)` bytes of both ranges, which no job
-    // touches (jobs start at `per` or later).
-    unsafe { std::ptr::copy_nonoverlapping(src, dst, per.min(len)) };
+    first_dst.copy_from_slice(first_src);
     drop(guard);
 }
 
@@ -97,10 +89,11 @@ struct Job {
     latch: Option<Arc<Latch>>,
 }
 
-// SAFETY: a `Job` is the exclusive right to read `src` and write `dst` for `len` bytes,
-// lent by `copy_bytes`, which does not return (nor unwind) before the job's latch has
-// been counted down, and the job counts it down only after its copy (see `run` and
-// `Drop`). So the pointers are valid on whichever thread runs the job.
+// SAFETY: a `Job` is the exclusive right to read `src` and write `dst` for `len` bytes
+// (disjoint chunks of the two slices `copy_bytes` borrows, one job per chunk), lent by
+// `copy_bytes`, which does not return (nor unwind) before the job's latch has been
+// counted down, and the job counts it down only after its copy (see `run` and `Drop`).
+// So the pointers are valid on whichever thread runs the job.
 unsafe impl Send for Job {}
 
 impl Job {
@@ -257,9 +250,7 @@ mod tests {
         let src = pattern(len + 2, len as u64 ^ 0x9E37_79B9);
         let mut dst = vec![0xA5u8; len + 2];
         // Copy into the middle so that writes past either end would show.
-        // SAFETY: both ranges hold `len` bytes at offset 1 of vectors of `len + 2`,
-        // in two distinct allocations, and nothing else touches them.
-        unsafe { copy_bytes(dst[1..].as_mut_ptr(), src[1..].as_ptr(), len, threads) };
+        copy_bytes(&mut dst[1..=len], &src[1..=len], threads);
         assert_eq!(dst[0], 0xA5, "byte before the range written (len {len})");
         assert_eq!(
             dst[len + 1],

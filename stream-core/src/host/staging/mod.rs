@@ -92,15 +92,54 @@ use crate::device::DeviceInner;
 use crate::driver::stream::RawStream;
 use crate::error::Result;
 use crate::host::pinned_pool::PinnedPool;
-use config::{staging_config, STAGED};
+use config::{staging_config, StagingConfig, STAGED};
 use detection::is_pageable;
 use pipeline::{download_pipeline, upload_pipeline};
 use ring::CudaRing;
 
+/// The direction of a staged copy.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Upload,
+    Download,
+}
+
+/// The ring for a staged copy of `host` (pageable memory of at least the direction's
+/// threshold) to or from the device range `device_ptr`, or `None` when the copy should
+/// take the driver's direct path. Binds the device's context for the lookups.
+///
+/// # Safety
+///
+/// `device_ptr` is device memory of `host.len()` bytes valid on `stream` for this copy
+/// (no other work touches it meanwhile, except reads for an upload; any later use or
+/// free is stream-ordered after it), and `stream` is a stream of `device`.
+unsafe fn staged_ring<'p>(
+    direction: Direction,
+    stream: &'p RawStream,
+    device: &DeviceInner,
+    host: &[u8],
+    device_ptr: sys::CUdeviceptr,
+) -> Result<Option<(CudaRing<'p>, StagingConfig)>> {
+    let config = staging_config();
+    let threshold = match direction {
+        Direction::Upload => config.upload_threshold,
+        Direction::Download => config.download_threshold,
+    };
+    if host.len() < threshold.max(1) {
+        return Ok(None);
+    }
+    let _bound = device.bind()?;
+    if !is_pageable(host) {
+        return Ok(None);
+    }
+    let pool = PinnedPool::of(device);
+    // SAFETY: this function's own contract: the device range is valid on `stream` for
+    // this copy, a stream of `device`, whose pool `pool` is.
+    unsafe { CudaRing::new(stream, pool, device_ptr, host.len(), config) }
+}
+
 /// Copies `src` to device memory at `dst` through staging when the configuration and
 /// the memory call for it; `Ok(false)` when the caller should copy directly.
-///
-/// The device's context is bound for the call.
 ///
 /// # Safety
 ///
@@ -113,18 +152,8 @@ pub(crate) unsafe fn try_upload(
     src: &[u8],
     dst: sys::CUdeviceptr,
 ) -> Result<bool> {
-    let config = staging_config();
-    if src.len() < config.upload_threshold.max(1) {
-        return Ok(false);
-    }
-    let _bound = device.bind()?;
-    if !is_pageable(src) {
-        return Ok(false);
-    }
-    let pool = PinnedPool::of(device);
-    // SAFETY: this function's own contract: `dst` is device memory of `src.len()` bytes
-    // valid on `stream` for this copy, a stream of `device`, whose pool `pool` is.
-    let ring = unsafe { CudaRing::new(stream, pool, dst, src.len(), config) }?;
+    // SAFETY: this function's own contract.
+    let ring = unsafe { staged_ring(Direction::Upload, stream, device, src, dst) }?;
     let Some((mut ring, config)) = ring else {
         return Ok(false);
     };
@@ -137,8 +166,6 @@ pub(crate) unsafe fn try_upload(
 /// the memory call for it; `Ok(false)` when the caller should copy directly. On
 /// `Ok(true)` every byte of `dst` has been written.
 ///
-/// The device's context is bound for the call.
-///
 /// # Safety
 ///
 /// `src` is device memory of `dst.len()` bytes valid on `stream` for this copy (no other
@@ -149,18 +176,8 @@ pub(crate) unsafe fn try_download(
     src: sys::CUdeviceptr,
     dst: &mut [u8],
 ) -> Result<bool> {
-    let config = staging_config();
-    if dst.len() < config.download_threshold.max(1) {
-        return Ok(false);
-    }
-    let _bound = device.bind()?;
-    if !is_pageable(dst) {
-        return Ok(false);
-    }
-    let pool = PinnedPool::of(device);
-    // SAFETY: this function's own contract: `src` is device memory of `dst.len()` bytes
-    // valid on `stream` for this copy, a stream of `device`, whose pool `pool` is.
-    let ring = unsafe { CudaRing::new(stream, pool, src, dst.len(), config) }?;
+    // SAFETY: this function's own contract.
+    let ring = unsafe { staged_ring(Direction::Download, stream, device, dst, src) }?;
     let Some((mut ring, config)) = ring else {
         return Ok(false);
     };

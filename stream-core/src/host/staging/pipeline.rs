@@ -3,16 +3,16 @@
 
 use super::config::StagingConfig;
 use super::memcpy;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The GPU side of a staged copy: a ring of staging blocks and the DMAs between them
 /// and one range of device memory. Implemented by [`CudaRing`]; the unit tests
 /// implement it with a simulated, deliberately late DMA engine.
 pub(crate) trait Dma {
-    /// The host address of ring block `slot` (`slot < ring_blocks`), once no DMA uses
-    /// it any more (blocking until then). Valid for reads and writes
-    /// of one chunk until the next DMA of `slot` is enqueued.
-    fn idle_block(&mut self, slot: usize) -> Result<*mut u8>;
+    /// Ring block `slot` (`slot < ring_blocks`, at least one chunk long), once no DMA
+    /// uses it any more (blocking until then). The borrow ends before the next DMA of
+    /// any block can be enqueued.
+    fn idle_block(&mut self, slot: usize) -> Result<&mut [u8]>;
     /// Enqueues the DMA of `len` bytes from block `slot` to the device range at
     /// `offset`.
     fn to_device(&mut self, slot: usize, offset: usize, len: usize) -> Result<()>;
@@ -21,16 +21,24 @@ pub(crate) trait Dma {
     fn to_host(&mut self, slot: usize, offset: usize, len: usize) -> Result<()>;
 }
 
+/// The first `len` bytes of `block`, or an error if it is shorter (never: blocks are at
+/// least one chunk long).
+fn chunk_of(block: &mut [u8], len: usize) -> Result<&mut [u8]> {
+    let size = block.len();
+    block.get_mut(..len).ok_or(Error::OutOfRange {
+        start: 0,
+        end: len,
+        len: size,
+    })
+}
+
 /// Host to device, chunk by chunk through the ring (see the module docs).
 pub(crate) fn upload_pipeline(dma: &mut impl Dma, src: &[u8], config: StagingConfig) -> Result<()> {
     let chunk = config.chunk_bytes;
     for (i, piece) in src.chunks(chunk).enumerate() {
         let slot = i % config.ring_blocks;
-        let block = dma.idle_block(slot)?;
-        // SAFETY: `block` is valid for writes of a chunk (`>= piece.len()`), idle, and
-        // lent to this loop until the DMA below is enqueued; `piece` is borrowed shared,
-        // so nothing writes it; a pool block and a caller's slice never overlap.
-        unsafe { memcpy::copy_bytes(block, piece.as_ptr(), piece.len(), config.threads) };
+        let block = chunk_of(dma.idle_block(slot)?, piece.len())?;
+        memcpy::copy_bytes(block, piece, config.threads);
         dma.to_device(slot, i * chunk, piece.len())?;
     }
     Ok(())
@@ -53,12 +61,9 @@ pub(crate) fn download_pipeline(
     }
     for (i, piece) in dst.chunks_mut(chunk).enumerate() {
         let slot = i % ring;
-        let block = dma.idle_block(slot)?;
-        // SAFETY: `idle_block` returned after the DMA of chunk `i` into `block`
-        // completed, and no other DMA into it is enqueued before this copy ends; `piece`
-        // is borrowed mutably, so nothing else reads or writes it; a pool block and a
-        // caller's slice never overlap.
-        unsafe { memcpy::copy_bytes(piece.as_mut_ptr(), block, piece.len(), config.threads) };
+        // `idle_block` returns after the DMA of chunk `i` into the block completed.
+        let block = chunk_of(dma.idle_block(slot)?, piece.len())?;
+        memcpy::copy_bytes(piece, block, config.threads);
         if i + ring < chunks {
             let (offset, len) = span(i + ring);
             dma.to_host(slot, offset, len)?;
@@ -130,13 +135,13 @@ mod tests {
     }
 
     impl Dma for SimulatedDma {
-        fn idle_block(&mut self, slot: usize) -> Result<*mut u8> {
+        fn idle_block(&mut self, slot: usize) -> Result<&mut [u8]> {
             while self.blocks.len() <= slot {
                 // Fresh blocks hold garbage, as reused pool blocks do.
                 self.blocks.push(vec![0xEE; self.chunk]);
             }
             self.run_until(slot);
-            Ok(self.blocks[slot].as_mut_ptr())
+            Ok(&mut self.blocks[slot])
         }
 
         fn to_device(&mut self, slot: usize, offset: usize, len: usize) -> Result<()> {

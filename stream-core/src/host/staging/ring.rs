@@ -115,7 +115,7 @@ impl<'p> CudaRing<'p> {
 }
 
 impl Dma for CudaRing<'_> {
-    fn idle_block(&mut self, slot: usize) -> Result<*mut u8> {
+    fn idle_block(&mut self, slot: usize) -> Result<&mut [u8]> {
         let context = Arc::clone(self.stream.context());
         let waited = self.block(slot)?.wait_idle(&context);
         if let Err(e) = waited {
@@ -124,7 +124,14 @@ impl Dma for CudaRing<'_> {
             }
             return Err(e);
         }
-        Ok(self.block(slot)?.ptr().as_ptr())
+        // Idle (waited for above): no DMA uses it, and none is enqueued while this borrow
+        // of `self` lasts.
+        let size = self.block(slot)?.size();
+        self.block(slot)?.bytes_mut().ok_or(Error::OutOfRange {
+            start: slot,
+            end: slot + 1,
+            len: size,
+        })
     }
 
     fn to_device(&mut self, slot: usize, offset: usize, len: usize) -> Result<()> {
