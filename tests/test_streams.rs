@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use gpu_tests::{
     check_eq, ensure, panic_message, poisoned, spin, stream, Element, Failed, Rng, TestResult,
 };
-use stream_core::scope;
+use stream_core::{scope, Error, Scope};
 
 gpu_tests::test_main! {
     gpu: [
@@ -378,7 +378,10 @@ fn scope_on_b_completes_while_a_long_kernel_runs_on_a() -> TestResult {
     let mut out = poisoned::<f32>(n);
     let mut report = (false, Duration::ZERO);
     scope(&a, |s| -> TestResult {
-        spin(s, 0)?; // load the kernel module outside the timing
+        // Load both kernel modules (the spin kernel's and `kernels::scale`'s) outside
+        // the timing: loading a module waits for the device.
+        spin(s, 0)?;
+        warm_up_scale(s)?;
         spin(s, LONG_SPIN)?;
         let start = Instant::now();
         scope(&b, |t| -> TestResult {
@@ -403,6 +406,14 @@ fn scope_on_b_completes_while_a_long_kernel_runs_on_a() -> TestResult {
     check_eq("B's result", &times(&input, 2.0), &out)
 }
 
+/// Launches `kernels::scale` once on a few elements, so that its module is loaded (a
+/// module's first load waits for the device, which would hide the overlap measured).
+fn warm_up_scale<'s>(s: &'s Scope<'s, '_>) -> Result<(), Error> {
+    let x = s.alloc_zeroed::<f32>(4)?;
+    let mut y = s.alloc::<f32>(4)?;
+    kernels::scale(s, 1.0, &x, &mut y)
+}
+
 /// As above, across threads: one thread keeps stream A busy for about a second inside
 /// its scope; another thread's scope on stream B finishes meanwhile.
 fn scope_on_another_thread_completes_while_a_long_kernel_runs_on_a() -> TestResult {
@@ -415,6 +426,7 @@ fn scope_on_another_thread_completes_while_a_long_kernel_runs_on_a() -> TestResu
         let holder = t.spawn(|| -> TestResult {
             scope(&a, |s| -> TestResult {
                 spin(s, 0)?;
+                warm_up_scale(s)?;
                 spin(s, LONG_SPIN)?;
                 launched.wait();
                 Ok(())
