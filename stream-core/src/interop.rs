@@ -59,8 +59,14 @@ pub fn bind(device: &Device) -> Result<ContextBinding<'_>> {
 
 /// The scope's stream: a library call issued on it is ordered after the scope's work
 /// so far, before its later work, and covered by its final synchronisation.
-#[inline(always)]
+///
+/// From this call on, scopes opening on this stream ask the driver whether it is being
+/// captured into a graph (and refuse with [`Error::StreamCapturing`](crate::Error::StreamCapturing)
+/// if so): code holding the handle could begin a capture. Streams whose handle never left
+/// the crate skip that query.
+#[inline]
 pub fn raw_stream(scope: &Scope<'_, '_>) -> sys::CUstream {
+    scope.stream.expose_handle();
     scope.stream.raw.raw()
 }
 

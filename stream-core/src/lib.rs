@@ -110,17 +110,19 @@
 //!   the cache. [`Device::alloc_pinned_write_combined`] gives write-combined memory,
 //!   for data the host writes once and only the GPU reads.
 //! * Any other host memory (a `Vec`, a stack array) is pageable. Copies of at least
-//!   1 MiB of it are **staged**: split into 4 MiB chunks that go through a ring of four
-//!   pinned blocks of the pool, the host memcpy of one chunk (on up to eight threads, at
-//!   most the machine's parallelism; see [`staging`]) overlapping the DMA of the others, which is several times faster than the
-//!   driver's own pageable path. Smaller copies take the driver's path. Either way, a
-//!   pageable copy behaves as the driver's does: an upload returns once the data has
-//!   left the source (the DMA may still run), a download once the data has landed (its
-//!   [`Pending`] is ready at once). They wait only for their own stream's work.
+//!   1 MiB of it are **staged**: split into 8 MiB chunks that go through a ring of eight
+//!   pinned blocks of the pool, the host memcpy of one chunk (on every core up to 16; see
+//!   [`staging`]) overlapping the DMA of the others, which is several times faster than
+//!   the driver's own pageable path. An upload returns once the data has left the source
+//!   (the DMA may still run), as the driver's pageable path does. A download returns at
+//!   once: the source is snapshotted on the device and a background thread copies each
+//!   chunk out as it lands; [`Pending::wait`] and the scope's end wait for that copy-out.
+//!   Smaller copies take the driver's path. They wait only for their own stream's work.
 //!
-//! Staging changes nothing in the safety model: the staged DMAs run on the scope's
-//! stream, and a staging block is reused only once an event recorded after its last
-//! DMA has completed.
+//! Staging changes nothing in the safety model: staged uploads run on the scope's
+//! stream; a staged download's destination stays borrowed until its copy-out is known
+//! done (`wait`, or the scope's end, which waits for it in its own frame); and a staging
+//! block is reused only once an event recorded after its last DMA has completed.
 //!
 //! # Kernels
 //!

@@ -41,8 +41,8 @@ impl Event {
         let reused = SPARES
             .try_with(|spares| {
                 let mut spares = spares.borrow_mut();
-                // Spares whose context is gone are dropped (their events went with it).
-                spares.0.retain(RawEvent::context_is_alive);
+                // A spare that belongs to `context` (a pointer comparison) is alive, since
+                // `context` is; the last one matches in the common case.
                 let index = spares.0.iter().rposition(|e| e.belongs_to(context))?;
                 Some(spares.0.swap_remove(index))
             })
@@ -107,6 +107,11 @@ impl Drop for Event {
         let mut spare = self.raw.take();
         let _ = SPARES.try_with(|spares| {
             let mut spares = spares.borrow_mut();
+            if spares.0.len() >= SPARE_EVENTS {
+                // Spares of contexts that are gone make room (their events went with
+                // their context); this scan runs only when the list is full.
+                spares.0.retain(RawEvent::context_is_alive);
+            }
             if spares.0.len() < SPARE_EVENTS {
                 spares.0.extend(spare.take());
             }

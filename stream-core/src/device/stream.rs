@@ -1,5 +1,7 @@
 //! [`Stream`]: a non-blocking CUDA stream of a [`Device`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::device::Device;
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
@@ -24,6 +26,10 @@ pub struct Stream {
     /// Declared first: destroyed (with its context bound) before `device` may go.
     pub(crate) raw: RawStream,
     pub(crate) device: Device,
+    /// Set once the stream's raw handle has left this crate ([`interop::raw_stream`](crate::interop::raw_stream)):
+    /// from then on, code outside this crate could have begun a graph capture on it, so
+    /// a scope opening on it asks the driver (see [`Stream::may_be_capturing`]).
+    handle_exposed: AtomicBool,
 }
 
 impl Stream {
@@ -31,6 +37,7 @@ impl Stream {
         Ok(Stream {
             raw: RawStream::new(&device.inner.context)?,
             device: device.clone(),
+            handle_exposed: AtomicBool::new(false),
         })
     }
 
@@ -46,8 +53,25 @@ impl Stream {
         self.raw.is_idle()
     }
 
-    /// Blocks until all work enqueued on this stream so far has completed, with the
-    /// stream's own context bound for the call (whatever context the thread had).
+    /// Notes that the raw handle is leaving this crate.
+    pub(crate) fn expose_handle(&self) {
+        self.handle_exposed.store(true, Ordering::Relaxed);
+    }
+
+    /// `Ok(true)` when the stream is being captured into a CUDA graph. Only code outside
+    /// this crate, holding the raw handle, can begin a capture on a `Stream` (this
+    /// crate's own captures use streams of their own), so for a stream whose handle never
+    /// left the crate the answer is known without asking the driver.
+    pub(crate) fn may_be_capturing(&self) -> Result<bool> {
+        if self.handle_exposed.load(Ordering::Relaxed) {
+            self.raw.is_capturing()
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Blocks until all work enqueued on this stream so far has completed, under the
+    /// stream's own context (see `RawStream::synchronize`).
     pub(crate) fn synchronize(&self) -> Result<()> {
         self.raw.synchronize()
     }

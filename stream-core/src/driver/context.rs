@@ -21,7 +21,22 @@
 //!   with a context that is later destroyed gets `CUDA_ERROR_CONTEXT_IS_DESTROYED` from
 //!   calls that rely on the current context, as the driver documents for `cuCtxDestroy`;
 //!   this crate binds its own before every such call.)
+//!
+//! # The hint, and why hot paths may skip the driver
+//!
+//! Asking the driver which context is current (`cuCtxGetCurrent`) costs tens of
+//! nanoseconds, and a scope's entry and exit would ask twice. So this module keeps, per
+//! thread, the context it last made (or saw) current: [`PrimaryContext::believed_current`].
+//! The hint is wrong only if code outside this crate changed the thread's context since.
+//! Hot paths that would merely fail with an error under a wrong context use it to skip
+//! binding: a scope's entry (a launch issued to a stream of another context is refused
+//! by the driver), and the synchronisations at a scope's end, a fork's join and
+//! `Pending::wait`, which first synchronise directly and, if that fails with an error
+//! that is not sticky, bind the context for real and synchronise again (so a wrong hint
+//! costs a retry, never a released borrow). Creating driver objects (events, streams,
+//! modules, pinned memory), which lands in the current context, always binds for real.
 
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
@@ -36,6 +51,18 @@ use crate::error::{DriverResultExt, Result};
 pub(crate) struct PrimaryContext {
     device: DeviceId,
     raw: sys::CUcontext,
+}
+
+thread_local! {
+    /// The context this crate last made or saw current on this thread (see the module
+    /// docs). Only compared, never used as a handle.
+    static LAST_BOUND: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Notes `ctx` as the thread's current context.
+#[inline(always)]
+fn note_current(ctx: sys::CUcontext) {
+    let _ = LAST_BOUND.try_with(|last| last.set(ctx as usize));
 }
 
 /// The primary contexts this process holds, by device; an entry whose last `Arc` is gone
@@ -71,6 +98,16 @@ impl PrimaryContext {
         Ok(context)
     }
 
+    /// `true` when this crate last made or saw this context current on this thread, and
+    /// so it is current unless code outside this crate changed it (see the module docs).
+    /// No driver call.
+    #[inline(always)]
+    pub(crate) fn believed_current(&self) -> bool {
+        LAST_BOUND
+            .try_with(|last| last.get() == self.raw as usize)
+            .unwrap_or(false)
+    }
+
     /// Makes this context current on the calling thread until the guard drops.
     #[inline]
     pub(crate) fn bind(&self) -> Result<Bound<'_>> {
@@ -95,6 +132,8 @@ impl Drop for PrimaryContext {
 #[must_use = "the context is only bound while the guard lives"]
 pub(crate) struct Bound<'c> {
     restore: Restore,
+    /// The context that was current before (for the hint after a pop).
+    previous: sys::CUcontext,
     _context: PhantomData<&'c PrimaryContext>,
     _thread_bound: PhantomData<*const ()>,
 }
@@ -119,6 +158,7 @@ impl Bound<'_> {
         if self.restore == Restore::LeftBound {
             // SAFETY: a null context is always accepted: it unbinds the current one.
             let _ = unsafe { result::ctx::set_current(std::ptr::null_mut()) };
+            note_current(std::ptr::null_mut());
         }
     }
 }
@@ -133,6 +173,7 @@ impl Bound<'_> {
 #[inline]
 pub(crate) unsafe fn bind_raw<'c>(ctx: sys::CUcontext) -> Result<Bound<'c>> {
     let current = result::ctx::get_current().call("cuCtxGetCurrent")?;
+    let previous = current.unwrap_or(std::ptr::null_mut());
     let restore = match current {
         Some(now) if now == ctx => Restore::Nothing,
         None => {
@@ -150,8 +191,10 @@ pub(crate) unsafe fn bind_raw<'c>(ctx: sys::CUcontext) -> Result<Bound<'c>> {
             Restore::Pop
         }
     };
+    note_current(ctx);
     Ok(Bound {
         restore,
+        previous,
         _context: PhantomData,
         _thread_bound: PhantomData,
     })
@@ -166,6 +209,7 @@ impl Drop for Bound<'_> {
             // `popped`, a live local. A failure leaves our context current, which every
             // later call of this crate corrects by binding its own.
             let _ = unsafe { sys::cuCtxPopCurrent_v2(&raw mut popped) };
+            note_current(self.previous);
         }
     }
 }

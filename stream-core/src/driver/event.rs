@@ -86,10 +86,25 @@ impl RawEvent {
 
     /// Blocks the host until the recorded work is complete, with `context` (the event's)
     /// bound.
+    /// As for streams, directly when `context` is believed current, and if that fails
+    /// with an error that is not sticky (or it is not believed current), once more with
+    /// it bound for real.
     pub(crate) fn synchronize(&self, context: &Arc<PrimaryContext>) -> Result<()> {
         self.check(context, "cuEventSynchronize")?;
+        if context.believed_current() {
+            match self.synchronize_as_bound() {
+                Err(e) if !e.is_sticky() => {} // perhaps the wrong context: bind and retry
+                done => return done,
+            }
+        }
         let _bound = context.bind()?;
-        // SAFETY: the event is alive: its context is (checked above, borrowed).
+        self.synchronize_as_bound()
+    }
+
+    /// One `cuEventSynchronize` under whatever context is current; the event's context is
+    /// alive (the caller checked it against a borrowed one).
+    fn synchronize_as_bound(&self) -> Result<()> {
+        // SAFETY: the event is alive: its context is (the caller checked, borrowed).
         unsafe { result::event::synchronize(self.raw) }.call("cuEventSynchronize")
     }
 

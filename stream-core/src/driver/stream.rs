@@ -58,11 +58,27 @@ impl RawStream {
         self.context.bind()
     }
 
-    /// Blocks until all work enqueued on the stream so far has completed, with the
-    /// stream's own context bound for the call (whatever context the thread had).
+    /// Blocks until all work enqueued on the stream so far has completed, under the
+    /// stream's own context: directly when this thread is believed to have it current,
+    /// and if that fails with an error that is not sticky (or it is not believed
+    /// current), once more with the context bound for real (see
+    /// [`context`](super::context)'s docs on the hint). `Ok` means the work has
+    /// completed.
     pub(crate) fn synchronize(&self) -> Result<()> {
+        if self.context.believed_current() {
+            match self.synchronize_as_bound() {
+                Err(e) if !e.is_sticky() => {} // perhaps the wrong context: bind and retry
+                done => return done,
+            }
+        }
         let _bound = self.bind()?;
-        // SAFETY: `self.raw` is a live stream (owned by `self`) whose context is bound.
+        self.synchronize_as_bound()
+    }
+
+    /// One `cuStreamSynchronize`, under whatever context is current.
+    fn synchronize_as_bound(&self) -> Result<()> {
+        // SAFETY: `self.raw` is a live stream (owned by `self`); the call names it, and a
+        // stream handle identifies its own context.
         unsafe { result::stream::synchronize(self.raw) }.call("cuStreamSynchronize")
     }
 

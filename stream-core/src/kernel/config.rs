@@ -74,12 +74,14 @@ impl LaunchConfig {
         self
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.grid.0 == 0 || self.grid.1 == 0 || self.grid.2 == 0
     }
 
     /// Checks the block and the grid against the device's limits (read when the device
     /// was opened: no driver call).
+    #[inline]
     pub(crate) fn check_device(&self, kernel: &'static str, device: &DeviceLimits) -> Result<()> {
         let invalid = |what, value: u64, limit, source_of_limit| {
             Err(Error::InvalidLaunch {
@@ -161,6 +163,7 @@ impl LaunchConfig {
     }
 
     /// Checks the block and the shared memory against the loaded function's limits.
+    #[inline]
     pub(crate) fn check_function(
         &self,
         kernel: &'static str,

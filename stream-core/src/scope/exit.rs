@@ -2,32 +2,41 @@
 
 use crate::device::Stream;
 use crate::error::{Error, Result};
+use crate::host::staging::download::Outstanding;
 
 /// Synchronises the scope's stream when the scope ends: [`ScopeExit::finish`] on
 /// normal return, `Drop` while unwinding. It lives in `scope`'s own frame, out of the
 /// user's reach, so it cannot be forgotten.
-pub(super) struct ScopeExit<'env> {
-    stream: &'env Stream,
+pub(super) struct ScopeExit<'a> {
+    stream: &'a Stream,
+    /// The copy-outs of staged downloads started in the scope and its forks.
+    outstanding: &'a Outstanding,
 }
 
-impl<'env> ScopeExit<'env> {
+impl<'a> ScopeExit<'a> {
     /// The guard of a scope on `stream`, or `Err(StreamCapturing)`. Built only once the
     /// scope will really run: its `Drop` is the unwinding path and must never see a
     /// stream it was not allowed to use.
-    pub(super) fn enter(stream: &'env Stream) -> Result<Self> {
+    pub(super) fn enter(stream: &'a Stream, outstanding: &'a Outstanding) -> Result<Self> {
         refuse_capturing(stream)?;
-        Ok(ScopeExit { stream })
+        Ok(ScopeExit {
+            stream,
+            outstanding,
+        })
     }
 
-    /// Normal exit: wait for the stream. A failure is reported only when it proves the
-    /// context has stopped (a sticky error); any other failure aborts the process (see
-    /// [`Stream::synchronize_before_release`]).
+    /// Normal exit: wait for the stream, then for the copy-outs of staged downloads. A
+    /// failure of the synchronisation is reported only when it proves the context has
+    /// stopped (a sticky error); any other failure aborts the process (see
+    /// [`Stream::synchronize_before_release`]). A copy-out always finishes (it stops
+    /// writing on an error, which is returned).
     pub(super) fn finish(self) -> Result<()> {
         let synced = self
             .stream
             .synchronize_before_release("a scope's final synchronisation");
+        let copied = self.outstanding.wait_all();
         std::mem::forget(self);
-        synced
+        synced.and(copied)
     }
 }
 
@@ -37,13 +46,14 @@ impl Drop for ScopeExit<'_> {
         if let Err(e) = self.stream.synchronize() {
             abort_unwinding("a scope is unwinding from a panic", &e);
         }
+        let _ = self.outstanding.wait_all();
     }
 }
 
 /// `Err(StreamCapturing)` when `stream` is being captured into a CUDA graph: work
 /// issued to it would be recorded, not run, and no synchronisation would cover it.
 pub(crate) fn refuse_capturing(stream: &Stream) -> Result<()> {
-    if stream.raw.is_capturing()? {
+    if stream.may_be_capturing()? {
         Err(Error::StreamCapturing)
     } else {
         Ok(())

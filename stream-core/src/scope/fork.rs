@@ -120,8 +120,9 @@ impl<'s, 'env> Scope<'s, 'env> {
         // SAFETY: `join` makes this scope's stream wait for the child's (or synchronises
         // the child's, or aborts) when this function returns or unwinds, and this scope's
         // stream is covered by the outermost scope's synchronisation, before `'env` ends;
-        // the child scope stays in this frame.
-        let child = unsafe { Scope::branded(stream) };
+        // the child registers its copy-outs in this scope's list, which that outermost
+        // scope waits for; the child scope stays in this frame.
+        let child = unsafe { Scope::branded(stream, self.outstanding) };
         // SAFETY: the child scope branded by this permit runs on `stream`, which waits for
         // this scope's work so far (the event above), and `join` orders this scope's later
         // work after the child's before `lent`'s borrows end (they last for this call);

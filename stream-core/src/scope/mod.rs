@@ -30,6 +30,7 @@ pub use pending::Pending;
 
 use crate::device::{Device, Stream};
 use crate::error::Error;
+use crate::host::staging::download::Outstanding;
 use crate::memory::brand::ScopeToken;
 use crate::memory::OpenScope;
 use exit::ScopeExit;
@@ -62,6 +63,9 @@ pub struct Scope<'s, 'env: 's> {
     /// carries the brand (invariant in `'s`) and is invariant in `'env`, like
     /// `std::thread::Scope`, so `'env` cannot be shrunk to the brand.
     pub(crate) token: ScopeToken<'s, 'env>,
+    /// Where staged downloads register their copy-outs, for the outermost scope's end to
+    /// wait for (forks share their parent's list).
+    pub(crate) outstanding: &'s Outstanding,
     /// Lists the stream among this thread's open scopes while the scope lives, for the
     /// out-of-memory recovery of allocations.
     _open: OpenScope,
@@ -117,12 +121,22 @@ where
     E: From<Error>,
 {
     // The scope's context, bound for the scope's whole life (declared first, so it is
-    // given back last, after the final synchronisation).
-    let _bound = stream.device.inner.bind().map_err(E::from)?;
-    let exit = ScopeExit::enter(stream).map_err(E::from)?;
-    // SAFETY: `exit` synchronises `stream` when this function returns or unwinds, before
-    // `'env` ends, and the scope lives in this frame only (dropped before that).
-    let scope = unsafe { Scope::branded(stream) };
+    // given back last, after the final synchronisation) unless this thread has it
+    // current already (the driver is asked only when the hint says otherwise; see
+    // `driver::context`: under a wrong hint, launches fail with an error and the
+    // synchronisations bind for real).
+    let context = &stream.device.inner.context;
+    let _bound = match context.believed_current() {
+        true => None,
+        false => Some(context.bind().map_err(E::from)?),
+    };
+    // Staged downloads started in this scope or its forks, which `exit` waits for.
+    let outstanding = Outstanding::default();
+    let exit = ScopeExit::enter(stream, &outstanding).map_err(E::from)?;
+    // SAFETY: `exit` synchronises `stream`, and waits for the copy-outs registered in
+    // `outstanding`, when this function returns or unwinds, before `'env` ends; the scope
+    // lives in this frame only (dropped before that).
+    let scope = unsafe { Scope::branded(stream, &outstanding) };
     let out = f(&scope);
     // Every value branded by the scope was dropped at the end of the closure call above
     // (their stream-ordered frees are queued); now wait for all of it.
@@ -140,11 +154,13 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// # Safety
     ///
     /// The stream is synchronised, or joined by an event into a stream that is, before
-    /// `'env` ends (the outermost scope's final synchronisation), also on unwind; and the
+    /// `'env` ends (the outermost scope's final synchronisation), also on unwind; every
+    /// job registered in `outstanding` is waited for before `'env` ends too; and the
     /// scope stays in the caller's frame, out of the user's reach, on this thread.
-    pub(crate) unsafe fn branded(stream: &'env Stream) -> Self {
+    pub(crate) unsafe fn branded(stream: &'env Stream, outstanding: &'s Outstanding) -> Self {
         Scope {
             stream,
+            outstanding,
             // SAFETY: this function's own contract, which is the token's.
             token: unsafe { ScopeToken::new(stream) },
             // SAFETY: the scope borrows `stream` for `'env`, longer than it lives, and

@@ -6,6 +6,7 @@ use crate::device::Event;
 use crate::driver::context::PrimaryContext;
 use crate::driver::stream::RawStream;
 use crate::error::Result;
+use crate::host::staging::download::DownloadJob;
 use crate::memory::brand::{brand, Brand};
 
 /// A copy in flight on a scope's stream, holding the host memory it writes (type state).
@@ -48,10 +49,19 @@ use crate::memory::brand::{brand, Brand};
 #[must_use = "the host memory stays locked until the scope ends unless you call `.wait()`"]
 pub struct Pending<'s, V> {
     value: V,
-    /// The event recorded after the copy, and its context (the scope's, alive for
-    /// `'s`); `None` when nothing was enqueued.
-    event: Option<(Event, &'s Arc<PrimaryContext>)>,
+    /// What `wait` waits for.
+    completion: Completion<'s>,
     _brand: Brand<'s>,
+}
+
+/// What a [`Pending`] waits for.
+enum Completion<'s> {
+    /// Nothing: the copy is complete (or there was nothing to copy).
+    Ready,
+    /// An event recorded after the copy, of the scope's context (alive for `'s`).
+    Event(Event, &'s Arc<PrimaryContext>),
+    /// A staged download's copy-out (see `host::staging::download`).
+    Staged(DownloadJob),
 }
 
 impl<'s, V> Pending<'s, V> {
@@ -74,9 +84,23 @@ impl<'s, V> Pending<'s, V> {
         event.record(stream)?;
         Ok(Pending {
             value,
-            event: Some((event, context)),
+            completion: Completion::Event(event, context),
             _brand: brand(),
         })
+    }
+
+    /// A staged download into `value` whose copy-out `job` runs.
+    ///
+    /// # Safety
+    ///
+    /// `job` is the only work that writes `value`'s memory, and it is registered with the
+    /// scope's outstanding jobs (so that the scope's end waits for it too).
+    pub(crate) unsafe fn staged(value: V, job: DownloadJob) -> Self {
+        Pending {
+            value,
+            completion: Completion::Staged(job),
+            _brand: brand(),
+        }
     }
 
     /// Nothing was enqueued (an empty copy): already complete.
@@ -88,7 +112,7 @@ impl<'s, V> Pending<'s, V> {
     pub(crate) unsafe fn ready(value: V) -> Self {
         Pending {
             value,
-            event: None,
+            completion: Completion::Ready,
             _brand: brand(),
         }
     }
@@ -98,18 +122,21 @@ impl<'s, V> Pending<'s, V> {
     /// An `Err` (the copy or earlier work on the stream failed) leaves the memory
     /// borrowed until the scope ends.
     pub fn wait(self) -> Result<V> {
-        if let Some((event, context)) = &self.event {
-            // Binds the scope's own context, whatever the thread has current now.
-            event.synchronize(context)?;
+        match &self.completion {
+            Completion::Ready => {}
+            // Under the scope's own context, whatever the thread has current now.
+            Completion::Event(event, context) => event.synchronize(context)?,
+            Completion::Staged(job) => job.wait()?,
         }
         Ok(self.value)
     }
 
     /// `Ok(true)` once the copy is complete, without blocking.
     pub fn is_ready(&self) -> Result<bool> {
-        match &self.event {
-            Some((event, context)) => event.is_complete(context),
-            None => Ok(true),
+        match &self.completion {
+            Completion::Ready => Ok(true),
+            Completion::Event(event, context) => event.is_complete(context),
+            Completion::Staged(job) => Ok(job.is_done()),
         }
     }
 }
@@ -117,7 +144,7 @@ impl<'s, V> Pending<'s, V> {
 impl<V> std::fmt::Debug for Pending<'_, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pending")
-            .field("recorded", &self.event.is_some())
+            .field("ready", &matches!(self.completion, Completion::Ready))
             .finish()
     }
 }

@@ -12,7 +12,7 @@
 
 use crate::driver::memory::{copy_device_to_device, copy_device_to_host, copy_host_to_device};
 use crate::error::{byte_len, Error, Result};
-use crate::host::staging;
+use crate::host::staging::{self, StagedDownload};
 use crate::memory::{
     as_bytes, as_bytes_mut, DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr,
 };
@@ -73,12 +73,14 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// has landed. Until then (or until the scope ends) the host cannot touch `dst`.
     ///
     /// Into pinned memory ([`PinnedBuffer`](crate::PinnedBuffer)) the copy is one DMA
-    /// and the call returns at once. Into pageable memory the call returns only once the
-    /// copy has completed, as the driver's own pageable path does (so the `Pending` is
-    /// ready at once): from 1 MiB up through the device's pinned staging blocks on
-    /// several threads, overlapped with the DMA, below that through the driver (see
-    /// [pinned and pageable host memory](crate#pinned-and-pageable-host-memory)).
-    /// Either way it waits only for this stream's work, never for the device.
+    /// and the call returns at once. Into pageable memory of 1 MiB or more the copy is
+    /// staged and the call returns at once too: it snapshots `src` on the device, and a
+    /// background thread copies each chunk out through the device's pinned staging
+    /// blocks as its DMA lands (see [pinned and pageable host
+    /// memory](crate#pinned-and-pageable-host-memory)); [`Pending::wait`] and the
+    /// scope's end wait for that copy-out. Smaller pageable copies take the driver's
+    /// path, which returns once the copy has landed. Either way the call waits only for
+    /// this stream's work, never for the device.
     pub fn copy_to_host<T: DeviceRepr>(
         &'s self,
         src: &impl DeviceMemory<'s, T>,
@@ -91,18 +93,35 @@ impl<'s, 'env> Scope<'s, 'env> {
             return Ok(unsafe { Pending::ready(dst) });
         }
         let stream = &self.stream.raw;
-        // SAFETY: `src` is device memory of `dst.len()` elements (as many bytes as
-        // `dst`) valid on this scope's stream: branded `'s`, borrowed for the call,
-        // written by no other work of this scope meanwhile (a write needs `&mut`), any
-        // free ordered after this copy on the same stream. The stream is the device's.
-        let staged = unsafe {
-            staging::try_download(stream, &self.device().inner, src.ptr, as_bytes_mut(dst))
-        }?;
-        if staged {
-            // SAFETY: every byte of `dst` was written by the host copies of the staged
-            // pipeline, which returned; its DMAs went into pinned staging blocks, never
-            // into `dst`.
-            return Ok(unsafe { Pending::ready(dst) });
+        let device = &self.stream.device.inner;
+        // SAFETY: `src` is device memory of `dst.len()` elements (as many bytes as `dst`)
+        // valid on this scope's stream now: branded `'s`, borrowed for the call, any free
+        // ordered after this point of the stream. `dst` is borrowed mutably for `'env` and
+        // moved into the `Pending` below, which no one can read before the job is done
+        // (`wait`), and the job is registered with this scope's outstanding copy-outs,
+        // which the outermost scope waits for before `'env` ends; any bytes are valid `T`s.
+        let started =
+            unsafe { staging::start_staged_download(stream, device, src.ptr, as_bytes_mut(dst)) }?;
+        match started {
+            StagedDownload::Started(job) => {
+                self.outstanding.push(job.clone());
+                // SAFETY: the job is the only work writing `dst` (the DMAs go into pinned
+                // staging blocks) and is registered with the scope (just above).
+                return Ok(unsafe { Pending::staged(dst, job) });
+            }
+            StagedDownload::NotStaged => {}
+            StagedDownload::NoSnapshot => {
+                // SAFETY: as above, for the synchronous staged path, which returns only
+                // once every byte of `dst` is written.
+                let staged =
+                    unsafe { staging::try_download(stream, device, src.ptr, as_bytes_mut(dst)) }?;
+                if staged {
+                    // SAFETY: every byte of `dst` was written by the host copies of the
+                    // staged pipeline, which returned; its DMAs went into pinned staging
+                    // blocks, never into `dst`.
+                    return Ok(unsafe { Pending::ready(dst) });
+                }
+            }
         }
         let context = &self.stream.device.inner.context;
         Pending::after(context, stream, dst, |stream, dst| {

@@ -27,13 +27,15 @@
 //! the driver may report plain pageable memory as `HOST` under HMM. The lookups cost
 //! about a microsecond, only for copies above the threshold.
 //!
-//! Chunk size, ring depth and thread count were chosen by the benchmark's sweep
-//! (`BENCH_STAGING_SWEEP=1 bench --case pageable`) on an H200 host (16 cores), 64 MiB
-//! copies, GB/s host-to-device / device-to-host: 4 MiB chunks, a ring of 4 and 2
-//! threads gave 11 / 10; 4 threads 21 / 23; 8 threads 31 / 42 (the best of 24
-//! settings, 2 to 16 MiB chunks, rings of 4 and 8; larger chunks and deeper rings did
-//! not help). So 4 MiB, 4 blocks, 8 threads (at most the machine's parallelism). The
-//! driver's own pageable path moved 7 to 9 GB/s in the same runs.
+//! Chunk size, ring depth and thread count follow rules rather than one machine's
+//! constants: the host memcpy uses every core of the machine up to 16 (it is the slower
+//! half of a staged copy: one thread copies 9-15 GB/s, a DMA moves 50+), in chunks of
+//! 8 MiB through a ring of 8 blocks. The chunk and ring are what the staging sweep
+//! (`BENCH_STAGING_SWEEP=1 bench --case pageable`) found best on an H100 host (16
+//! cores): 8 MiB chunks, a ring of 8 and 8 threads moved 37 GB/s up and 47 down, against
+//! 27 / 26 for 4 MiB, 4 and 8 threads; an earlier sweep on an H200 host found 4 MiB and 4
+//! with 8 threads at 31 / 42, and more threads better everywhere. The driver's own
+//! pageable path moves 7 to 10 GB/s on both.
 //!
 //! The threshold was estimated, not measured: at 1 MiB the driver's pageable path takes
 //! ~120 us at 8.4 GB/s, a staged copy ~60 us (a 4-thread memcpy of 1 MiB, ~35 us, then a 20 us DMA), and the
@@ -44,34 +46,29 @@
 //!
 //! # How
 //!
-//! * **Host to device**: for each chunk ([`DEFAULT_CHUNK`], 4 MiB), take the next block
-//!   of a ring of [`DEFAULT_RING`] (4) pool blocks, wait until the DMA that last read it
-//!   has completed (its event), memcpy the chunk into it on [`DEFAULT_THREADS`] (8)
-//!   threads, enqueue `cuMemcpyHtoDAsync` from it on the scope's stream and record the
-//!   block's event. The call returns once every chunk has been copied out of the
+//! * **Host to device**: for each chunk ([`DEFAULT_CHUNK`], 8 MiB), take the next block
+//!   of a ring of [`DEFAULT_RING`] (8) pool blocks, wait until the DMA that last read it
+//!   has completed (its event), memcpy the chunk into it on up to [`DEFAULT_THREADS`]
+//!   (16) threads, enqueue `cuMemcpyHtoDAsync` from it on the scope's stream and record
+//!   the block's event. The call returns once every chunk has been copied out of the
 //!   source, as the driver's pageable path does; the last DMAs may still be running,
 //!   and their blocks go back to the pool armed with their events, to be reused only
-//!   once those completed (checked with `cuEventQuery`, without blocking).
-//! * **Device to host**: enqueue the DMA of the first chunks into the ring's blocks,
-//!   then for each chunk wait for its block's event, memcpy the block into the
-//!   destination on several threads, and enqueue the DMA of the chunk one ring later
-//!   into the freed block. The call returns once all of `dst` is written, as the
-//!   driver's pageable path does (it too returns only after the copy completed); the
-//!   [`Pending`](crate::Pending) it returns is ready at once.
+//!   once those completed (checked with `cuEventQuery`, without blocking). Uploads issue
+//!   work only on the scope's stream, so stream order, fork joins and the scope's final
+//!   synchronisation cover them exactly as they cover a direct copy.
+//! * **Device to host** ([`download`]): the call snapshots the source into device
+//!   memory on the scope's stream and returns a [`Pending`](crate::Pending) at once; a
+//!   coordinator thread runs the ring from the snapshot on one of the device's internal
+//!   staging streams: DMA of a chunk into a block, host copy of the block into the
+//!   destination as soon as its DMA landed, DMA of the chunk one ring later into the
+//!   freed block. `Pending::wait`, and the end of the scope (on return and on unwind),
+//!   wait for the copy-out. If the snapshot does not fit in device memory, the same ring
+//!   runs on the caller's thread from the source itself, and the call returns once the
+//!   destination is written (the `Pending` is then ready at once).
 //!
-//! Both directions issue work only on the scope's stream (a [fork](crate::Scope::fork)
-//! child's own stream inside a fork), so stream order, the fork joins and the scope's
-//! final synchronisation cover them exactly as they cover a direct copy. They block
-//! the host only on events of their own stream's staging DMAs (their own ring's, or,
-//! when a stream already has a cap of staging blocks pending, its oldest one), never
-//! on another stream or the device.
-//!
-//! Why the device-to-host host copy is not a `cuLaunchHostFunc` callback (which would
-//! return at once): the callback would block its stream while it copies, so the next
-//! chunk's DMA would wait for it (no overlap) unless a second stream per stream carries
-//! the callbacks; callbacks run on one driver thread and must not unwind. The
-//! synchronous design is as fast, keeps the driver's semantics, and has no callback to
-//! get wrong.
+//! Neither direction ever waits for another stream's work or the device: only for
+//! their own staging DMAs' events (their own ring's, or, when a stream already has a cap
+//! of staging blocks pending, its oldest one).
 //!
 //! # Files
 //!
@@ -82,9 +79,12 @@
 
 pub(crate) mod config;
 pub(crate) mod detection;
+pub(crate) mod download;
 mod memcpy;
 mod pipeline;
 mod ring;
+
+use std::sync::Arc;
 
 use cudarc::driver::sys;
 
@@ -160,6 +160,50 @@ pub(crate) unsafe fn try_upload(
     upload_pipeline(&mut ring, src, config)?;
     STAGED.with(|c| c.set((c.get().0 + 1, c.get().1)));
     Ok(true)
+}
+
+/// How [`start_staged_download`] went.
+pub(crate) enum StagedDownload {
+    /// The copy-out runs; the job says when it is done.
+    Started(download::DownloadJob),
+    /// The copy is below the threshold, or the destination is pinned: copy directly.
+    NotStaged,
+    /// Staged, but the snapshot did not fit in device memory: use [`try_download`].
+    NoSnapshot,
+}
+
+/// Starts a staged download of `len` bytes from device memory at `src` into `dst` that
+/// returns at once (see [`download`]), when the configuration and the memory call for
+/// staging.
+///
+/// # Safety
+///
+/// As [`download::start_download`]: `src` is `len` bytes of device memory valid on
+/// `stream` now, a stream of `device`; `dst..dst + len` is host memory valid for writes,
+/// in which any bytes are valid, that nothing else touches until a returned job is done.
+pub(crate) unsafe fn start_staged_download(
+    stream: &RawStream,
+    device: &Arc<DeviceInner>,
+    src: sys::CUdeviceptr,
+    dst: &mut [u8],
+) -> Result<StagedDownload> {
+    let config = staging_config();
+    if dst.len() < config.download_threshold.max(1) {
+        return Ok(StagedDownload::NotStaged);
+    }
+    {
+        let _bound = device.bind()?;
+        if !is_pageable(dst) {
+            return Ok(StagedDownload::NotStaged);
+        }
+    }
+    let (dst_ptr, len) = (dst.as_mut_ptr(), dst.len());
+    // SAFETY: this function's own contract.
+    let job = unsafe { download::start_download(stream, device, src, dst_ptr, len, config) }?;
+    Ok(match job {
+        Some(job) => StagedDownload::Started(job),
+        None => StagedDownload::NoSnapshot,
+    })
 }
 
 /// Copies device memory at `src` into `dst` through staging when the configuration and

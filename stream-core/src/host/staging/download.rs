@@ -1,0 +1,359 @@
+//! Staged downloads that return at once: the copy-out into pageable memory runs on a
+//! coordinator thread as each chunk's DMA lands, and the caller waits for it only when
+//! it asks (`Pending::wait`) or when its scope ends.
+//!
+//! # How
+//!
+//! On the caller's thread, [`start_download`] takes a *snapshot* of the source: a
+//! stream-ordered device allocation of the copy's size on the scope's stream, filled by
+//! a device-to-device copy (about 2 TB/s: a millisecond for a gigabyte), followed by an
+//! event. From then on the scope's stream may go on with anything, writing the source
+//! included: the DMAs read the snapshot. A [`DownloadJob`] goes to a coordinator thread,
+//! which makes one of the device's internal staging streams wait for that event, runs
+//! the ring pipeline from the snapshot into the destination (DMA of a chunk into a pinned
+//! block, then the host copy of the block into the destination, on the memcpy workers,
+//! as soon as that DMA landed), frees the snapshot stream-ordered after the last DMA, and
+//! marks the job done.
+//!
+//! # Why this is sound
+//!
+//! Only the coordinator writes the destination, and only until it marks the job done:
+//! the DMAs go into the pool's pinned blocks, never into the destination. The
+//! destination stays borrowed (`&'env mut`) until the job is known done: `Pending::wait`
+//! waits for it, and the scope that owns `'env` waits for every job started in it (and
+//! in its forks) at its end, on return and on unwind, in its own frame
+//! ([`Outstanding`]). So forgetting the `Pending` leaks nothing and frees nothing early.
+//! A job that fails (a fault, an error of a driver call) stops writing, reports the error
+//! to both, and abandons the blocks whose DMA state is unknown.
+//!
+//! The snapshot needs device memory of the copy's size while the copy-out runs; when
+//! that allocation fails, the download takes the synchronous staged path instead.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use cudarc::driver::sys;
+
+use super::config::{StagingConfig, STAGED};
+use super::pipeline::download_pipeline;
+use super::ring::CudaRing;
+use crate::device::DeviceInner;
+use crate::driver::event::RawEvent;
+use crate::driver::memory::{copy_device_to_device, free_async};
+use crate::driver::stream::RawStream;
+use crate::error::{Error, Result};
+use crate::host::pinned_pool::PinnedPool;
+
+/// A staged download in flight: wait for it, or ask whether it is done. Cloned into the
+/// `Pending` and into the scope's [`Outstanding`] list.
+#[derive(Clone)]
+pub(crate) struct DownloadJob {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<Option<Result<()>>>,
+    done: Condvar,
+}
+
+impl DownloadJob {
+    fn new() -> Self {
+        DownloadJob {
+            shared: Arc::new(Shared {
+                state: Mutex::new(None),
+                done: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Blocks until the copy-out has finished (every byte of the destination written,
+    /// or the job stopped on an error, which this returns).
+    pub(crate) fn wait(&self) -> Result<()> {
+        let mut state = self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(outcome) = state.as_ref() {
+                return outcome.clone();
+            }
+            state = self
+                .shared
+                .done
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// `true` once the copy-out has finished, without blocking.
+    pub(crate) fn is_done(&self) -> bool {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    fn finish(&self, outcome: Result<()>) {
+        let mut state = self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        state.get_or_insert(outcome);
+        self.shared.done.notify_all();
+    }
+}
+
+/// The staged downloads started in a scope and its forks, which the scope waits for at
+/// its end (in its own frame, on return and on unwind). Lives in `scope`'s frame and is
+/// only used from the scope's thread (a `Scope` is neither `Send` nor `Sync`); the mutex
+/// only keeps this type `Sync`, so that the compiler's error for a scope sent to another
+/// thread names the scope's brand alone.
+#[derive(Default)]
+pub(crate) struct Outstanding {
+    jobs: Mutex<Vec<DownloadJob>>,
+    /// `true` once a job was pushed: a scope without staged downloads ends without
+    /// taking the lock.
+    any: AtomicBool,
+}
+
+impl Outstanding {
+    /// Notes `job`; jobs already done are dropped from the list.
+    pub(crate) fn push(&self, job: DownloadJob) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        jobs.retain(|j| !j.is_done());
+        jobs.push(job);
+        self.any.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits for every job; the first error, if any.
+    pub(crate) fn wait_all(&self) -> Result<()> {
+        if !self.any.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let jobs = std::mem::take(&mut *self.jobs.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut first = Ok(());
+        for job in jobs {
+            if let Err(e) = job.wait() {
+                first = first.and(Err(e));
+            }
+        }
+        first
+    }
+}
+
+/// What the coordinator needs for one download.
+struct Job {
+    handle: DownloadJob,
+    device: Arc<DeviceInner>,
+    /// The snapshot: `len` bytes of stream-ordered device memory, complete once `ready`.
+    snapshot: sys::CUdeviceptr,
+    ready: RawEvent,
+    dst: *mut u8,
+    len: usize,
+    config: StagingConfig,
+}
+
+// SAFETY: a `Job` is the exclusive right to write `dst` for `len` bytes until its handle
+// is marked done (the contract of `start_download`), and to use and free the snapshot;
+// the device handle and the event are `Send`. Nothing else touches them meanwhile.
+unsafe impl Send for Job {}
+
+/// Starts a staged download of `dst.len()` bytes from device memory at `src` into `dst`
+/// and returns its job, or `Ok(None)` when the caller should take another path (the
+/// copy is below the threshold, `dst` is pinned, or the snapshot does not fit).
+///
+/// # Safety
+///
+/// * `src` is device memory of `len` bytes valid on `stream` for this call (the
+///   snapshot copy is enqueued on it now; later work may do anything with `src`), and
+///   `stream` is a stream of `device`.
+/// * `dst..dst + len` is host memory valid for writes, in which any bytes are valid
+///   values, that nothing reads, writes, moves or frees until the returned job is done
+///   (its `wait` returned): the caller keeps it borrowed and registers the job with
+///   the scope that owns the borrow.
+pub(crate) unsafe fn start_download(
+    stream: &RawStream,
+    device: &Arc<DeviceInner>,
+    src: sys::CUdeviceptr,
+    dst: *mut u8,
+    len: usize,
+    config: StagingConfig,
+) -> Result<Option<DownloadJob>> {
+    let Ok(snapshot) = device.alloc_async(stream, len) else {
+        return Ok(None);
+    };
+    // SAFETY: `src` is `len` bytes of device memory valid on `stream` now (the contract);
+    // `snapshot` is `len` bytes just allocated on `stream`, used by nothing else; they are
+    // distinct allocations.
+    let copied = unsafe { copy_device_to_device(snapshot, src, len, stream) };
+    let ready = copied.and_then(|()| {
+        let ready = RawEvent::new(&device.context)?;
+        ready.record(stream)?;
+        Ok(ready)
+    });
+    let ready = match ready {
+        Ok(ready) => ready,
+        Err(e) => {
+            // SAFETY: the snapshot was allocated on `stream` and its only use (the copy
+            // into it, if enqueued) is on `stream` too; nothing uses it afterwards.
+            let _ = unsafe { free_async(snapshot, stream) };
+            return Err(e);
+        }
+    };
+    let handle = DownloadJob::new();
+    let job = Job {
+        handle: handle.clone(),
+        device: Arc::clone(device),
+        snapshot,
+        ready,
+        dst,
+        len,
+        config,
+    };
+    coordinators().run(job);
+    STAGED.with(|c| c.set((c.get().0, c.get().1 + 1)));
+    Ok(Some(handle))
+}
+
+/// Runs `job` on the calling (coordinator) thread and marks it done, also if it panics.
+fn run(job: Job) {
+    struct MarkDone(DownloadJob);
+    impl Drop for MarkDone {
+        /// Only while unwinding (a bug): the job stopped, so it no longer writes.
+        fn drop(&mut self) {
+            self.0.finish(Err(Error::Library {
+                call: "staged download",
+                message: "the copy-out stopped on an internal panic".to_owned(),
+            }));
+        }
+    }
+    let guard = MarkDone(job.handle.clone());
+    let handle = job.handle.clone();
+    let outcome = copy_out(job);
+    std::mem::forget(guard);
+    handle.finish(outcome);
+}
+
+/// The coordinator's work for one job (see the module docs).
+fn copy_out(job: Job) -> Result<()> {
+    let Job {
+        device,
+        snapshot,
+        ready,
+        dst,
+        len,
+        config,
+        ..
+    } = job;
+    let streams = StagingStreams::of(&device);
+    let stream = streams.take(&device)?;
+    let outcome = (|| {
+        stream.wait(&ready)?;
+        let pool = PinnedPool::of(&device);
+        // SAFETY: the snapshot is `len` bytes allocated stream-ordered on the scope's
+        // stream and filled before `ready`, which `stream` now waits for; nothing but this
+        // job uses it until the free below, enqueued on `stream` after every DMA of it.
+        let ring = unsafe { CudaRing::new(&stream, pool, snapshot, len, config) }?;
+        let Some((mut ring, config)) = ring else {
+            return Err(Error::HostOutOfMemory {
+                requested: config.chunk_bytes,
+            });
+        };
+        // SAFETY: `start_download`'s contract lends `dst..dst + len` to this job, for
+        // writes only by it, until it is marked done (after this function returns).
+        let dst = unsafe { std::slice::from_raw_parts_mut(dst, len) };
+        download_pipeline(&mut ring, dst, config)
+    })();
+    // SAFETY: every use of the snapshot (the copy into it on the scope's stream, which
+    // `stream` waits for, and the DMAs out of it on `stream`) is ordered before this point
+    // of `stream`, and nothing uses it afterwards.
+    let _ = unsafe { free_async(snapshot, &stream) };
+    streams.give_back(stream);
+    outcome
+}
+
+/// The internal streams of a device's staged downloads, reused between jobs (an
+/// extension of the device).
+#[derive(Default)]
+struct StagingStreams(Mutex<Vec<RawStream>>);
+
+impl StagingStreams {
+    fn of(device: &DeviceInner) -> Arc<Self> {
+        device.extension(StagingStreams::default)
+    }
+
+    fn take(&self, device: &DeviceInner) -> Result<RawStream> {
+        let reused = self.0.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        match reused {
+            Some(stream) => Ok(stream),
+            None => RawStream::new(&device.context),
+        }
+    }
+
+    fn give_back(&self, stream: RawStream) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(stream);
+    }
+}
+
+/// The coordinator threads: a job goes to an idle one, or to a new one (threads stay
+/// for the process, parked on their channel).
+struct Coordinators {
+    idle: Mutex<Vec<Sender<Job>>>,
+}
+
+fn coordinators() -> &'static Coordinators {
+    static COORDINATORS: std::sync::OnceLock<Coordinators> = std::sync::OnceLock::new();
+    COORDINATORS.get_or_init(|| Coordinators {
+        idle: Mutex::new(Vec::new()),
+    })
+}
+
+impl Coordinators {
+    fn run(&'static self, job: Job) {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let job = match idle {
+            Some(sender) => match sender.send(job) {
+                Ok(()) => return,
+                Err(returned) => returned.0,
+            },
+            None => job,
+        };
+        let (sender, receiver) = channel::<Job>();
+        let own = sender.clone();
+        let spawned = std::thread::Builder::new()
+            .name("stream-core-download".to_owned())
+            .spawn(move || self.serve(own, receiver));
+        let job = match spawned {
+            Ok(_) => match sender.send(job) {
+                Ok(()) => return,
+                Err(returned) => returned.0,
+            },
+            Err(_) => job,
+        };
+        // No thread: copy out on the caller's thread (the download then returns only
+        // once complete, as the synchronous path does).
+        run(job);
+    }
+
+    /// A coordinator's loop: run each job, then offer itself as idle again.
+    fn serve(&'static self, sender: Sender<Job>, receiver: Receiver<Job>) {
+        for job in receiver.iter() {
+            run(job);
+            self.idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(sender.clone());
+        }
+    }
+}
