@@ -1,7 +1,7 @@
 //! The staging sweep of the pageable case, with `BENCH_STAGING_SWEEP` set: printed only,
 //! used to choose the library's staging defaults.
 
-use stream_core::staging::{with_staging_config, StagingConfig};
+use stream_core::staging::{set_streaming_stores, with_staging_config, StagingConfig};
 use stream_core::{scope, DeviceVec};
 
 use super::MIB;
@@ -18,10 +18,19 @@ pub(super) fn run(env: &Env) -> Result<()> {
     let mut dst: Vec<f32> = vec![0.0; n];
     let mut dev_buf: DeviceVec<f32> = env.dev.alloc_vec(n)?;
     let stream = &env.streams[0];
-    println!("  staging sweep, 64 MiB: chunk MiB, ring, threads -> host-to-device GB/s, device-to-host GB/s");
-    for chunk_mib in [2usize, 4, 8, 16] {
-        for ring in [4usize, 8] {
-            for threads in [2usize, 4, 8] {
+    println!(
+        "  staging sweep, 64 MiB: streaming stores, chunk MiB, ring, threads -> host-to-device GB/s, device-to-host GB/s"
+    );
+    let grid = [(true, 4usize), (true, 8), (true, 16), (false, 8)]
+        .into_iter()
+        .flat_map(|(streaming, chunk)| [4usize, 8].map(move |ring| (streaming, chunk, ring)))
+        .flat_map(|(streaming, chunk, ring)| {
+            [4usize, 8, 16].map(move |threads| (streaming, chunk, ring, threads))
+        });
+    for (streaming, chunk_mib, ring, threads) in grid {
+        set_streaming_stores(streaming);
+        {
+            {
                 let cfg = StagingConfig {
                     chunk_bytes: chunk_mib * MIB,
                     ring_blocks: ring,
@@ -50,9 +59,12 @@ pub(super) fn run(env: &Env) -> Result<()> {
                 };
                 let up = time(true)?;
                 let down = time(false)?;
-                println!("  staging sweep: {chunk_mib:>2} {ring} {threads} -> {up:6.2} {down:6.2}");
+                println!(
+                    "  staging sweep: {streaming:5} {chunk_mib:>2} {ring} {threads:>2} -> {up:6.2} {down:6.2}"
+                );
             }
         }
     }
+    set_streaming_stores(true);
     Ok(())
 }

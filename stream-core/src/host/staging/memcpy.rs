@@ -13,6 +13,8 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::stripe::copy_stripe;
+
 /// No stripe is smaller than this: below it, waking a worker costs more than the copy
 /// it would do (a wake-up is a few microseconds; 256 KiB is ~25 us on one thread).
 pub(crate) const MIN_STRIPE: usize = 256 << 10;
@@ -38,7 +40,7 @@ pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8], threads: usize) {
     let (dst, src) = (&mut dst[..len], &src[..len]);
     let stripes = stripe_count(len, threads);
     if stripes <= 1 {
-        dst.copy_from_slice(src);
+        copy_stripe(dst, src);
         return;
     }
     let per = stripe_len(len, stripes);
@@ -63,7 +65,7 @@ pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8], threads: usize) {
         job.latch = Some(Arc::clone(&latch));
         job
     }));
-    first_dst.copy_from_slice(first_src);
+    copy_stripe(first_dst, first_src);
     drop(guard);
 }
 
@@ -104,10 +106,13 @@ impl Job {
     /// Copies, then counts down; does nothing the second time.
     fn copy(&mut self) {
         if let Some(latch) = self.latch.take() {
-            // SAFETY: see `unsafe impl Send for Job`: the ranges are valid, disjoint
-            // from each other and from every other stripe, and lent to this job until
-            // the count-down below.
-            unsafe { std::ptr::copy_nonoverlapping(self.src, self.dst, self.len) };
+            // SAFETY: see `unsafe impl Send for Job`: `dst` is `len` bytes lent to this
+            // job (for writes only by it) until the count-down below, disjoint from
+            // `src` and from every other stripe.
+            let dst = unsafe { std::slice::from_raw_parts_mut(self.dst, self.len) };
+            // SAFETY: as above; `src` is `len` bytes nothing writes until the count-down.
+            let src = unsafe { std::slice::from_raw_parts(self.src, self.len) };
+            copy_stripe(dst, src);
             latch.count_down();
         }
     }

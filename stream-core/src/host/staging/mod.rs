@@ -83,6 +83,7 @@ pub(crate) mod download;
 mod memcpy;
 mod pipeline;
 mod ring;
+pub(crate) mod stripe;
 
 use std::sync::Arc;
 
