@@ -11,12 +11,12 @@ use super::memcpy;
 /// directions).
 pub const DEFAULT_THRESHOLD: usize = 1 << 20;
 /// Bytes per chunk (and per staging block).
-pub const DEFAULT_CHUNK: usize = 8 << 20;
+pub const DEFAULT_CHUNK: usize = 4 << 20;
 /// Staging blocks per copy.
-pub const DEFAULT_RING: usize = 8;
+pub const DEFAULT_RING: usize = 4;
 /// Threads of the host memcpy (the caller included); [`StagingConfig::effective`]
-/// takes at most the machine's parallelism, so the rule is "every core, up to 16".
-pub const DEFAULT_THREADS: usize = 16;
+/// takes at most the machine's parallelism, so the rule is "every core, up to 8".
+pub const DEFAULT_THREADS: usize = 8;
 /// Pending staging blocks per size class and stream beyond which a staged copy waits
 /// for the oldest of its stream's instead of page-locking more, as a multiple of the
 /// ring.

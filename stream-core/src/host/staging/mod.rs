@@ -27,15 +27,18 @@
 //! the driver may report plain pageable memory as `HOST` under HMM. The lookups cost
 //! about a microsecond, only for copies above the threshold.
 //!
-//! Chunk size, ring depth and thread count follow rules rather than one machine's
-//! constants: the host memcpy uses every core of the machine up to 16 (it is the slower
-//! half of a staged copy: one thread copies 9-15 GB/s, a DMA moves 50+), in chunks of
-//! 8 MiB through a ring of 8 blocks. The chunk and ring are what the staging sweep
-//! (`BENCH_STAGING_SWEEP=1 bench --case pageable`) found best on an H100 host (16
-//! cores): 8 MiB chunks, a ring of 8 and 8 threads moved 37 GB/s up and 47 down, against
-//! 27 / 26 for 4 MiB, 4 and 8 threads; an earlier sweep on an H200 host found 4 MiB and 4
-//! with 8 threads at 31 / 42, and more threads better everywhere. The driver's own
-//! pageable path moves 7 to 10 GB/s on both.
+//! Chunk size, ring depth and thread count: 4 MiB chunks through a ring of 4 blocks,
+//! the host memcpy on up to 8 threads (at most the machine's parallelism), ordinary
+//! stores. The host memcpy is the slower half of a staged copy (one thread copies 9-15
+//! GB/s, a DMA 50+), so the result depends on the host more than on the GPU, and the
+//! sweeps (`BENCH_STAGING_SWEEP=1 bench --case pageable`, 64 MiB, GB/s up / down)
+//! disagree between hosts and runs: on an H200 host 4 MiB, 4, 8 threads gave 31 / 42,
+//! the best of 24 settings; on one H100 host 8 MiB, 8, 8 threads gave 37 / 47 against 27
+//! / 26; on another H100 host, whose own 16-thread memcpy moved only 18 GB/s, no setting
+//! stood out (7 to 28 GB/s with no order between runs; 16 threads and streaming stores
+//! were not better). The defaults are the settings that were never far from the best,
+//! at the smallest pinned footprint (16 MiB per copy in flight). The driver's own
+//! pageable path moved 7 to 10 GB/s on every host.
 //!
 //! The threshold was estimated, not measured: at 1 MiB the driver's pageable path takes
 //! ~120 us at 8.4 GB/s, a staged copy ~60 us (a 4-thread memcpy of 1 MiB, ~35 us, then a 20 us DMA), and the
@@ -46,10 +49,10 @@
 //!
 //! # How
 //!
-//! * **Host to device**: for each chunk ([`DEFAULT_CHUNK`], 8 MiB), take the next block
-//!   of a ring of [`DEFAULT_RING`] (8) pool blocks, wait until the DMA that last read it
+//! * **Host to device**: for each chunk ([`DEFAULT_CHUNK`], 4 MiB), take the next block
+//!   of a ring of [`DEFAULT_RING`] (4) pool blocks, wait until the DMA that last read it
 //!   has completed (its event), memcpy the chunk into it on up to [`DEFAULT_THREADS`]
-//!   (16) threads, enqueue `cuMemcpyHtoDAsync` from it on the scope's stream and record
+//!   (8) threads, enqueue `cuMemcpyHtoDAsync` from it on the scope's stream and record
 //!   the block's event. The call returns once every chunk has been copied out of the
 //!   source, as the driver's pageable path does; the last DMAs may still be running,
 //!   and their blocks go back to the pool armed with their events, to be reused only
