@@ -7,7 +7,7 @@
 #
 #   bash scripts/sanitize.sh                         # all four tools, every target
 #   bash scripts/sanitize.sh memcheck                # one tool (what fits one device call)
-#   bash scripts/sanitize.sh racecheck,synccheck --only test_kernels --filter sgemm
+#   bash scripts/sanitize.sh racecheck,synccheck --only test_gemm --filter sgemm
 #   bash scripts/sanitize.sh initcheck --budget 540  # stop starting runs after 9 minutes
 #
 # Arguments:
@@ -47,8 +47,8 @@
 # Durations. One device call runs at most 10 minutes: run one tool per call, and use
 # --budget (e.g. 540) so that the script reports what it could not run instead of being
 # killed. Measured on an H200 (compute-sanitizer 2025.3.1) with an earlier build of the
-# tests: memcheck took 2 to 4 s for each of test_transfers, test_scopes, test_errors and
-# test_kernels; initcheck did not finish test_kernels in 200 s (it stalled in
+# tests: memcheck took 2 to 4 s for each of test_transfers, test_scopes (since split into
+# test_scope and test_panics), test_errors and test_kernels; initcheck did not finish test_kernels in 200 s (it stalled in
 # scale_is_exactly_the_rounded_product_f64, 2^24 + 3 doubles, with no error reported):
 # run initcheck with --skip test_kernels, then test_kernels alone with a --filter.
 #
@@ -72,11 +72,11 @@ filter=()
 # tests cannot hold under them (measured: "stream A was idle when B's scope ended");
 # they are about timing, not memory, and run in the normal suite.
 observes_concurrency=(
-  scope_on_b_completes_while_a_long_kernel_runs_on_a
-  scope_on_another_thread_completes_while_a_long_kernel_runs_on_a
-  fork_returns_while_the_childs_long_kernel_is_still_running
-  panic_in_a_nested_scope_completes_the_downloads_of_both_scopes
-  panic_in_a_forked_child_completes_the_childs_and_the_parents_downloads
+  scope_on_b_completes_while_a_long_kernel_runs_on_a                     # test_scope
+  scope_on_another_thread_completes_while_a_long_kernel_runs_on_a        # test_scope
+  fork_returns_while_the_childs_long_kernel_is_still_running             # test_fork
+  panic_in_a_nested_scope_completes_the_downloads_of_both_scopes         # test_panics
+  panic_in_a_forked_child_completes_the_childs_and_the_parents_downloads # test_panics
 )
 want_tests=1
 want_programs=1

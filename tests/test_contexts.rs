@@ -1,6 +1,7 @@
-//! CUDA contexts: every synchronisation runs under its scope's own context, whatever the
-//! thread has current, and every call of the library that binds a context gives the
-//! thread its previous one back.
+//! CUDA contexts (`stream-core/src/driver/context.rs`, `PrimaryContext::bind`): every
+//! synchronisation runs under its scope's own context, whatever the thread has current,
+//! and every call of the library that binds a context gives the thread its previous
+//! one back.
 //!
 //! A second context on one GPU is made with `cuCtxCreate` (a "foreign" context, as
 //! another library would make one). The tests make it current inside scopes, and check

@@ -1,224 +1,162 @@
-//! Bad input is an `Err` with the right variant and numbers, never a panic, and the
-//! scope, stream and device keep working afterwards. Zero-length work succeeds.
-//! Every error message says what happened and what to do.
+//! Bad input is an `Err` of the one `Error` type (`stream-core/src/error.rs`) with the
+//! variant and numbers that the bad-input table of the crate docs
+//! (`stream-core/src/errors_doc.md`) gives, never a panic, and the scope, stream and
+//! device keep working afterwards; zero-length work succeeds; every message says what
+//! happened and what to do.
 //!
-//! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
-//! No test allocates more than a few GiB of host memory, and none uses managed memory.
+//! This file holds the rows of that table that belong to no single module, in the
+//! table's order: zero lengths, ranges, sizes that overflow, devices (none visible, an
+//! ordinal past the last, memory or streams of another device), and the messages of
+//! errors no test on one GPU can provoke. The other rows name a test in the file of
+//! their module (`test_transfers`, `test_out_of_memory`, `test_pinned`, ...).
+//!
+//! GPU tests are reported as ignored without a CUDA device (see `gpu_tests::run`); the
+//! two-GPU test is registered only with two devices (stderr says when it is left out);
+//! one test runs this binary again as a child process ([`CHILD_ENV`]) with every GPU
+//! hidden. Host tests run everywhere. No test allocates more than a few GiB of host
+//! memory, and none uses managed memory.
 
 use std::hint::black_box;
+use std::time::Duration;
 
+use gpu_tests::child::run_self;
 use gpu_tests::{
-    check_eq, check_error, device, ensure, expect_err, poisoned, round_trip_in, stream, Failed,
-    Rng, TestResult,
+    check_eq, check_error, ensure, expect_err, gpu_status, poisoned, stream, GpuStatus, Rng, Test,
+    TestFn, TestResult,
 };
-use stream_core::{scope, Device, Error};
+use stream_core::{scope, Device, Error, LaunchLimit};
 
-gpu_tests::test_main! {
-    gpu: [
-        copies_with_mismatched_lengths_are_length_mismatch_and_write_nothing,
-        device_new_with_an_absent_ordinal_is_no_device,
-        allocation_larger_than_the_card_is_out_of_memory_and_the_stream_keeps_working,
-        device_vec_larger_than_the_card_is_out_of_memory_and_the_device_keeps_working,
+/// The environment variable that makes this binary run one child mode.
+const CHILD_ENV: &str = "STREAM_CORE_ERRORS_CHILD";
+
+/// `(name, function)` entries for `gpu_tests::run`, each named after its function.
+macro_rules! tests {
+    ($($test:ident),* $(,)?) => {
+        vec![$((stringify!($test), $test as TestFn)),*]
+    };
+}
+
+/// The tests in the order of the table in `errors_doc.md`; the two-GPU test only where
+/// there are two GPUs.
+fn main() {
+    if let Ok(mode) = std::env::var(CHILD_ENV) {
+        std::process::exit(child(&mode));
+    }
+    let mut gpu: Vec<Test> = tests![
+        zero_length_alloc_upload_and_download_succeed,
         out_of_range_views_are_out_of_range,
         allocation_whose_byte_size_overflows_usize_is_size_overflow,
-        zero_length_alloc_upload_and_download_succeed,
-        every_error_message_says_what_happened_and_what_to_do,
-    ],
-}
-
-/// `copy_to_device`, `copy_to_host` and `copy_device` between memory of different
-/// lengths return `LengthMismatch` with both lengths (message `a != b`); the failed
-/// download writes nothing, and the scope goes on working.
-fn copies_with_mismatched_lengths_are_length_mismatch_and_write_nothing() -> TestResult {
-    let stream = stream()?;
-    let mut rng = Rng::new();
-    let five: Vec<f32> = rng.vec(5);
-    let fresh: Vec<f32> = rng.vec(4097);
-    let mut five_out = poisoned::<f32>(5);
-    let mut fresh_out = poisoned::<f32>(4097);
-    scope(&stream, |s| -> TestResult {
-        let mut seven = s.alloc_zeroed::<f32>(7)?;
-        let e = expect_err("copy_to_device 5 -> 7", s.copy_to_device(&five, &mut seven))?;
-        let expected = Error::LengthMismatch {
-            what: "copy_to_device",
-            source_len: 5,
-            destination_len: 7,
-        };
-        check_error(
-            "copy_to_device 5 -> 7",
-            &e,
-            &expected,
-            &["5 != 7", "copy_to_device"],
-        )?;
-
-        let e = expect_err("copy_to_host 7 -> 5", s.copy_to_host(&seven, &mut five_out))?;
-        let expected = Error::LengthMismatch {
-            what: "copy_to_host",
-            source_len: 7,
-            destination_len: 5,
-        };
-        check_error(
-            "copy_to_host 7 -> 5",
-            &e,
-            &expected,
-            &["7 != 5", "copy_to_host"],
-        )?;
-
-        let three = s.alloc_zeroed::<f32>(3)?;
-        let mut four = s.alloc_zeroed::<f32>(4)?;
-        let e = expect_err("copy_device 3 -> 4", s.copy_device(&three, &mut four))?;
-        let expected = Error::LengthMismatch {
-            what: "copy_device",
-            source_len: 3,
-            destination_len: 4,
-        };
-        check_error(
-            "copy_device 3 -> 4",
-            &e,
-            &expected,
-            &["3 != 4", "copy_device"],
-        )?;
-        let e = expect_err(
-            "copy_device from a sub-range of 2 into 4",
-            s.copy_device(&seven.slice(1..3)?, &mut four),
-        )?;
-        ensure!(
-            matches!(
-                e,
-                Error::LengthMismatch {
-                    source_len: 2,
-                    destination_len: 4,
-                    ..
-                }
-            ),
-            "copy_device from a sub-range of 2 into 4: got {e:?}"
-        );
-
-        round_trip_in(
-            s,
-            &fresh,
-            &mut fresh_out,
-            "round trip after three length mismatches",
-        )
-    })?;
-    check_eq(
-        "host buffer of a refused download",
-        &poisoned::<f32>(5),
-        &five_out,
-    )
-}
-
-/// `Device::new(99)` is `NoDevice { ordinal: 99, count }` with the real count.
-fn device_new_with_an_absent_ordinal_is_no_device() -> TestResult {
-    let count = Device::count()?;
-    let e = expect_err("Device::new(99)", Device::new(99).map(drop))?;
-    let expected = Error::NoDevice { ordinal: 99, count };
-    check_error(
-        "Device::new(99)",
-        &e,
-        &expected,
-        &["99", &format!("below {count}")],
-    )?;
-    let e = expect_err("Device::new(count)", Device::new(count).map(drop))?;
-    let expected = Error::NoDevice {
-        ordinal: count,
-        count,
-    };
-    check_error("Device::new(count)", &e, &expected, &[])
-}
-
-/// Twice the card's memory cannot be allocated: `alloc` and `alloc_zeroed` return
-/// `OutOfMemory` with the request and the device's numbers; the same scope and, later,
-/// the same stream still round-trip data.
-fn allocation_larger_than_the_card_is_out_of_memory_and_the_stream_keeps_working() -> TestResult {
-    let stream = stream()?;
-    let total = stream.device().total_memory()?;
-    let request = total
-        .checked_mul(2)
-        .ok_or_else(|| Failed::from(format!("2 * total memory ({total}) overflows")))?;
-    let mut rng = Rng::new();
-    let (first, second): (Vec<f32>, Vec<f32>) = (rng.vec(1 << 20), rng.vec(1 << 20));
-    let (mut first_out, mut second_out) = (poisoned::<f32>(1 << 20), poisoned::<f32>(1 << 20));
-    scope(&stream, |s| -> TestResult {
-        let words = request / 4;
-        for (what, result, bytes) in [
-            ("alloc::<u8>", s.alloc::<u8>(request).map(drop), request),
-            (
-                "alloc_zeroed::<u8>",
-                s.alloc_zeroed::<u8>(request).map(drop),
-                request,
-            ),
-            ("alloc::<u32>", s.alloc::<u32>(words).map(drop), words * 4),
-        ] {
-            let what = format!("{what} of {bytes} bytes");
-            check_out_of_memory(&what, expect_err(&what, result)?, bytes)?;
+        no_visible_device_is_no_device_with_count_zero,
+        device_new_with_an_absent_ordinal_is_no_device,
+    ];
+    match gpu_status() {
+        GpuStatus::Present(n) if *n >= 2 => {
+            gpu.extend(tests![
+                memory_and_streams_of_another_device_are_device_mismatch
+            ]);
         }
-        round_trip_in(
-            s,
-            &first,
-            &mut first_out,
-            "round trip in the scope after out of memory",
-        )
-    })?;
+        GpuStatus::Present(n) => eprintln!(
+            "test_errors: {n} CUDA device(s): the two-GPU test \
+             memory_and_streams_of_another_device_are_device_mismatch is not registered \
+             (run this binary on a machine with two GPUs to cover DeviceMismatch)"
+        ),
+        GpuStatus::Absent(_) => {}
+    }
+    gpu.extend(tests![
+        every_error_message_says_what_happened_and_what_to_do
+    ]);
+    let host: Vec<Test> = tests![
+        messages_of_errors_no_single_gpu_test_provokes_say_what_to_do,
+        driver_error_message_says_restart_after_a_kernel_fault_and_check_arguments_otherwise,
+    ];
+    gpu_tests::run(&gpu, &host)
+}
+
+/// Child modes: print observations as `key = value` lines; the exit code is 0.
+fn child(mode: &str) -> i32 {
+    match mode {
+        "no_device" => {
+            println!("count = {:?}", Device::count());
+            match Device::new(0) {
+                Ok(dev) => println!("new = opened {dev:?}"),
+                Err(e) => {
+                    println!("new = {e:?}");
+                    println!("message = {e}");
+                }
+            }
+            0
+        }
+        other => {
+            println!("error = unknown child mode {other:?}");
+            2
+        }
+    }
+}
+
+/// Empty allocations, uploads, downloads (ready at once), device copies, fills, views,
+/// `DeviceVec`s and pinned buffers all succeed.
+fn zero_length_alloc_upload_and_download_succeed() -> TestResult {
+    let stream = stream()?;
+    let dev = stream.device();
+    let empty: [f32; 0] = [];
+    let mut out: [f32; 0] = [];
+    let mut out_again: Vec<f32> = Vec::new();
+    let mut from_slice: [u32; 0] = [];
+    let mut from_vec: Vec<f32> = Vec::new();
+    let mut pinned_out = dev.alloc_pinned::<f32>(0)?;
+    let pinned_in = dev.alloc_pinned::<f32>(0)?;
+    ensure!(
+        pinned_in.is_empty(),
+        "alloc_pinned(0) has {} elements",
+        pinned_in.len()
+    );
+    let mut vec = dev.alloc_vec::<f32>(0)?;
+    let uploaded = dev.upload_vec::<f32>(&[])?;
+    ensure!(
+        vec.is_empty() && uploaded.is_empty(),
+        "empty DeviceVecs are not empty"
+    );
+    ensure!(
+        vec.to_host_vec()?.is_empty(),
+        "to_host_vec of an empty DeviceVec is not empty"
+    );
     scope(&stream, |s| -> TestResult {
-        round_trip_in(
-            s,
-            &second,
-            &mut second_out,
-            "round trip in a new scope after out of memory",
-        )
+        let mut a = s.alloc::<f32>(0)?;
+        let b = s.alloc_zeroed::<f32>(0)?;
+        let c = s.upload(&empty)?;
+        ensure!(
+            a.is_empty() && b.is_empty() && c.is_empty(),
+            "empty buffers are not empty"
+        );
+        s.copy_to_device(&empty, &mut a)?;
+        s.copy_device(&b, &mut a)?;
+        s.fill(&mut a, 1.0)?;
+        s.zero(&mut a)?;
+        let done = s.copy_to_host(&c, &mut out)?;
+        ensure!(done.is_ready()?, "an empty download is not ready at once");
+        ensure!(
+            done.wait()?.is_empty(),
+            "an empty download handed back elements"
+        );
+        s.copy_to_host(&a, &mut out_again)?.wait()?;
+        s.copy_to_device(&pinned_in, &mut a)?;
+        s.copy_to_host(&a, &mut pinned_out)?.wait()?;
+
+        let mut attached = s.attach(&mut vec)?;
+        s.copy_to_device(&empty, &mut attached)?;
+        s.copy_to_host(&s.attach_ref(&uploaded)?, &mut from_vec)?
+            .wait()?;
+
+        let x = s.alloc_zeroed::<u32>(10)?;
+        let tail = x.slice(10..)?;
+        ensure!(
+            tail.is_empty(),
+            "slice(10..) of 10 has {} elements",
+            tail.len()
+        );
+        s.copy_to_host(&x.slice(3..3)?, &mut from_slice)?.wait()?;
+        Ok(())
     })
-}
-
-fn check_out_of_memory(what: &str, e: Error, request: usize) -> TestResult {
-    let Error::OutOfMemory {
-        requested,
-        free,
-        total,
-    } = e
-    else {
-        return Err(Failed::from(format!(
-            "{what}: got {e:?}, expected OutOfMemory"
-        )));
-    };
-    ensure!(
-        requested == request,
-        "{what}: requested is {requested}, not {request}"
-    );
-    ensure!(
-        total > 0 && free <= total,
-        "{what}: implausible free {free} of total {total}"
-    );
-    ensure!(
-        requested > total,
-        "{what}: the request {requested} fits in total {total}"
-    );
-    let message = e.to_string();
-    ensure!(
-        message.contains(&request.to_string()),
-        "{what}: the message {message:?} does not name the request"
-    );
-    Ok(())
-}
-
-/// `alloc_vec` of twice the card's memory is `OutOfMemory`; the device's other
-/// `DeviceVec` helpers keep working.
-fn device_vec_larger_than_the_card_is_out_of_memory_and_the_device_keeps_working() -> TestResult {
-    let dev = device()?;
-    let total = dev.total_memory()?;
-    let request = total
-        .checked_mul(2)
-        .ok_or_else(|| Failed::from(format!("2 * total memory ({total}) overflows")))?;
-    let result = dev.alloc_vec::<u8>(request).map(drop);
-    check_out_of_memory("alloc_vec", expect_err("alloc_vec", result)?, request)?;
-    let input: Vec<u64> = Rng::new().vec(4097);
-    let v = dev.upload_vec(&input)?;
-    check_eq("upload_vec after out of memory", &input, &v.to_host_vec()?)?;
-    check_eq(
-        "alloc_vec after out of memory",
-        &[0u64; 100],
-        &dev.alloc_vec::<u64>(100)?.to_host_vec()?,
-    )
 }
 
 /// Reversed and too-long ranges, and split points past the end, are `OutOfRange` with
@@ -376,70 +314,221 @@ fn allocation_whose_byte_size_overflows_usize_is_size_overflow() -> TestResult {
     )
 }
 
-/// Empty allocations, uploads, downloads (ready at once), device copies, fills, views,
-/// `DeviceVec`s and pinned buffers all succeed.
-fn zero_length_alloc_upload_and_download_succeed() -> TestResult {
-    let stream = stream()?;
-    let dev = stream.device();
-    let empty: [f32; 0] = [];
-    let mut out: [f32; 0] = [];
-    let mut out_again: Vec<f32> = Vec::new();
-    let mut from_slice: [u32; 0] = [];
-    let mut from_vec: Vec<f32> = Vec::new();
-    let mut pinned_out = dev.alloc_pinned::<f32>(0)?;
-    let pinned_in = dev.alloc_pinned::<f32>(0)?;
-    ensure!(
-        pinned_in.is_empty(),
-        "alloc_pinned(0) has {} elements",
-        pinned_in.len()
-    );
-    let mut vec = dev.alloc_vec::<f32>(0)?;
-    let uploaded = dev.upload_vec::<f32>(&[])?;
-    ensure!(
-        vec.is_empty() && uploaded.is_empty(),
-        "empty DeviceVecs are not empty"
-    );
-    ensure!(
-        vec.to_host_vec()?.is_empty(),
-        "to_host_vec of an empty DeviceVec is not empty"
-    );
-    scope(&stream, |s| -> TestResult {
-        let mut a = s.alloc::<f32>(0)?;
-        let b = s.alloc_zeroed::<f32>(0)?;
-        let c = s.upload(&empty)?;
+/// The variants a test on one GPU cannot provoke (no NVRTC, a capturing stream, a
+/// cuBLAS failure, memory of another device), and the launch and compile errors, have
+/// messages that say what happened and, after a `; ` or a `. `, what to do.
+fn messages_of_errors_no_single_gpu_test_provokes_say_what_to_do() -> TestResult {
+    let cases: [(Error, &[&str]); 7] = [
+        (
+            Error::NvrtcNotFound,
+            &["NVRTC", "could not be loaded", "install"],
+        ),
+        (
+            Error::StreamCapturing,
+            &["captured", "end the capture first or use another stream"],
+        ),
+        (
+            Error::DeviceMismatch {
+                memory: 1,
+                stream: 0,
+            },
+            &[
+                "device 1",
+                "device 0",
+                "make the memory on the stream's device",
+            ],
+        ),
+        (
+            Error::InvalidLaunch {
+                kernel: "k",
+                what: "block.x",
+                value: 2048,
+                limit: LaunchLimit::AtMost(1024),
+                source_of_limit: "the device (CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)",
+            },
+            &[
+                "`k`",
+                "block.x is 2048",
+                "admits at most 1024",
+                "MAX_BLOCK_DIM_X",
+                "LaunchConfig",
+            ],
+        ),
+        (
+            Error::InvalidLaunch {
+                kernel: "k",
+                what: "dynamic shared memory (bytes)",
+                value: 0,
+                limit: LaunchLimit::AtLeast(4096),
+                source_of_limit: "`#[kernel(shared = 4096)]` on `k`",
+            },
+            &[
+                "`k`",
+                "dynamic shared memory (bytes) is 0",
+                "`#[kernel(shared = 4096)]` on `k` admits at least 4096",
+                "nothing was launched",
+                "LaunchConfig",
+            ],
+        ),
+        (
+            Error::KernelCompile {
+                kernel: "k".to_owned(),
+                log: "error: expected an expression".to_owned(),
+            },
+            &["`k`", "fix its CUDA source", "expected an expression"],
+        ),
+        (
+            Error::KernelNotFound {
+                kernel: "k".to_owned(),
+            },
+            &["`k`", "extern \"C\" __global__"],
+        ),
+    ];
+    for (error, parts) in cases {
+        let message = error.to_string();
+        for part in parts {
+            ensure!(
+                message.contains(part),
+                "{error:?}: the message {message:?} does not contain {part:?}"
+            );
+        }
         ensure!(
-            a.is_empty() && b.is_empty() && c.is_empty(),
-            "empty buffers are not empty"
+            message.contains("; ") || message.contains(". "),
+            "{error:?}: the message {message:?} has no clause saying what to do"
         );
-        s.copy_to_device(&empty, &mut a)?;
-        s.copy_device(&b, &mut a)?;
-        s.fill(&mut a, 1.0)?;
-        s.zero(&mut a)?;
-        let done = s.copy_to_host(&c, &mut out)?;
-        ensure!(done.is_ready()?, "an empty download is not ready at once");
-        ensure!(
-            done.wait()?.is_empty(),
-            "an empty download handed back elements"
-        );
-        s.copy_to_host(&a, &mut out_again)?.wait()?;
-        s.copy_to_device(&pinned_in, &mut a)?;
-        s.copy_to_host(&a, &mut pinned_out)?.wait()?;
+    }
+    Ok(())
+}
 
-        let mut attached = s.attach(&mut vec)?;
-        s.copy_to_device(&empty, &mut attached)?;
-        s.copy_to_host(&s.attach_ref(&uploaded)?, &mut from_vec)?
-            .wait()?;
+/// With every GPU hidden (`CUDA_VISIBLE_DEVICES=-1`, in a child process, since the
+/// driver reads it once), the driver loads but sees no device: `Device::count()` is
+/// `Ok(0)` and `Device::new(0)` is `NoDevice { ordinal: 0, count: 0 }`, whose message
+/// says that a GPU is needed.
+fn no_visible_device_is_no_device_with_count_zero() -> TestResult {
+    let run = run_self(
+        "Device::new with CUDA_VISIBLE_DEVICES=-1",
+        &[
+            (CHILD_ENV, Some("no_device")),
+            ("CUDA_VISIBLE_DEVICES", Some("-1")),
+        ],
+        Duration::from_secs(60),
+    )?;
+    ensure!(run.status.success(), "the child failed.\n{run}");
+    run.expect("count", "Ok(0)")?;
+    run.expect("new", "NoDevice { ordinal: 0, count: 0 }")?;
+    let message = run.value("message")?;
+    ensure!(
+        message.contains("no CUDA device 0") && message.contains("NVIDIA GPU"),
+        "the message {message:?} does not say that there is no device and a GPU is needed"
+    );
+    Ok(())
+}
 
-        let x = s.alloc_zeroed::<u32>(10)?;
-        let tail = x.slice(10..)?;
-        ensure!(
-            tail.is_empty(),
-            "slice(10..) of 10 has {} elements",
-            tail.len()
-        );
-        s.copy_to_host(&x.slice(3..3)?, &mut from_slice)?.wait()?;
+/// `Device::new(99)` is `NoDevice { ordinal: 99, count }` with the real count.
+fn device_new_with_an_absent_ordinal_is_no_device() -> TestResult {
+    let count = Device::count()?;
+    let e = expect_err("Device::new(99)", Device::new(99).map(drop))?;
+    let expected = Error::NoDevice { ordinal: 99, count };
+    check_error(
+        "Device::new(99)",
+        &e,
+        &expected,
+        &["99", &format!("below {count}")],
+    )?;
+    let e = expect_err("Device::new(count)", Device::new(count).map(drop))?;
+    let expected = Error::NoDevice {
+        ordinal: count,
+        count,
+    };
+    check_error("Device::new(count)", &e, &expected, &[])
+}
+
+/// With two GPUs: attaching a `DeviceVec` of device 1 in a scope of device 0, forking a
+/// scope of device 0 onto a stream of device 1, handing a buffer to a scope of another
+/// device, and using a cuBLAS handle of device 1 in a scope of device 0 are each
+/// `DeviceMismatch` naming both ordinals; the scope keeps working.
+fn memory_and_streams_of_another_device_are_device_mismatch() -> TestResult {
+    let (dev0, dev1) = (Device::new(0)?, Device::new(1)?);
+    let (s0, s1) = (dev0.new_stream()?, dev1.new_stream()?);
+    let other_vec = dev1.upload_vec(&[1u32; 16])?;
+    let mut blas1 = kernels::Cublas::new(&dev1)?;
+    let mismatch = |memory, stream| Error::DeviceMismatch { memory, stream };
+    let input: Vec<u32> = Rng::new().vec(4097);
+    let mut out = poisoned::<u32>(input.len());
+    scope(&s0, |s| -> TestResult {
+        let e = expect_err(
+            "attach_ref of device 1's DeviceVec",
+            s.attach_ref(&other_vec).map(drop),
+        )?;
+        check_error(
+            "attach_ref",
+            &e,
+            &mismatch(1, 0),
+            &["device mismatch", "1", "0"],
+        )?;
+        let forked = s.fork(&s1, (), |_, ()| Ok::<_, Error>(()));
+        let e = expect_err("fork onto device 1's stream", forked)?;
+        check_error("fork", &e, &mismatch(0, 1), &[])?;
+        // Allocated before the inner scope binds device 1's context: only the hand-off
+        // (which fails before any driver call) happens inside it.
+        let x = s.alloc::<u32>(16)?;
+        scope(&s1, |t| -> TestResult {
+            let e = expect_err("hand_off to device 1's scope", s.hand_off(x, t).map(drop))?;
+            check_error("hand_off", &e, &mismatch(0, 1), &[])?;
+            Ok(())
+        })?;
+        let (a, b) = (s.alloc_zeroed::<f32>(4)?, s.alloc_zeroed::<f32>(4)?);
+        let mut c = s.alloc_zeroed::<f32>(4)?;
+        let e = expect_err(
+            "cuBLAS handle of device 1 in a scope of device 0",
+            blas1.sgemm(s, 2, 2, 2, 1.0, &a, &b, 0.0, &mut c),
+        )?;
+        check_error("cublas sgemm", &e, &mismatch(1, 0), &[])?;
+        let x = s.upload(&input)?;
+        s.copy_to_host(&x, &mut out)?.wait()?;
         Ok(())
-    })
+    })?;
+    check_eq("round trip after four device mismatches", &input, &out)
+}
+
+/// A driver error whose code is a kernel fault says the context is unusable and to
+/// restart the process; any other driver error says to check the call's arguments.
+fn driver_error_message_says_restart_after_a_kernel_fault_and_check_arguments_otherwise(
+) -> TestResult {
+    let driver = |code: u32, name: &str| Error::Driver {
+        call: "cuStreamSynchronize",
+        code,
+        name: name.to_owned(),
+        description: "what the driver says".to_owned(),
+    };
+    for (code, name) in [
+        (700, "CUDA_ERROR_ILLEGAL_ADDRESS"),
+        (710, "CUDA_ERROR_ASSERT"),
+        (715, "CUDA_ERROR_ILLEGAL_INSTRUCTION"),
+        (719, "CUDA_ERROR_LAUNCH_FAILED"),
+    ] {
+        let message = driver(code, name).to_string();
+        for part in [
+            name,
+            "cuStreamSynchronize",
+            "a kernel faulted",
+            "unusable",
+            "restart the process",
+        ] {
+            ensure!(
+                message.contains(part),
+                "{name}: the message {message:?} does not contain {part:?}"
+            );
+        }
+    }
+    let message = driver(1, "CUDA_ERROR_INVALID_VALUE").to_string();
+    ensure!(
+        message.contains("CUDA_ERROR_INVALID_VALUE")
+            && message.contains("check the call's arguments")
+            && !message.contains("a kernel faulted"),
+        "CUDA_ERROR_INVALID_VALUE: the message {message:?} does not say to check the arguments"
+    );
+    Ok(())
 }
 
 /// Every variant's `Display` is non-empty and has a "; what to do" clause after what

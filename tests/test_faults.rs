@@ -1,8 +1,11 @@
-//! Kernel faults: a kernel that traps, or writes through an address that is not memory,
-//! makes its scope return an `Err` that names the CUDA error and says the context is
-//! unusable; every later call on the device returns an error instead of hanging; no
-//! host memory is left half-written; and a panic while the fault is pending aborts the
-//! process with the documented message instead of unwinding past running DMA.
+//! Kernel faults, and how a scope ends after one (`stream-core/src/scope/exit.rs`,
+//! `release_or_abort` in `device/stream.rs`).
+//!
+//! A kernel that traps, or writes through an address that is not memory, makes its
+//! scope return an `Err` that names the CUDA error and says the context is unusable;
+//! every later call on the device returns an error instead of hanging; no host memory
+//! is left half-written; and a panic while the fault is pending aborts the process with
+//! the documented message instead of unwinding past running DMA.
 //!
 //! A fault leaves the CUDA context unusable for the rest of the process, so every
 //! scenario runs in a child process: this binary runs itself again with

@@ -1,5 +1,6 @@
-//! Setting device memory without a transfer: `fill` with values of every width, on
-//! whole buffers and on sub-range views, `zero`, and `alloc_zeroed` over reused memory.
+//! Setting device memory without a transfer (`stream-core/src/scope/fill.rs`, and
+//! `alloc_zeroed` in `scope/alloc.rs`): `fill` with values of every width, on whole
+//! buffers and on sub-range views, `zero`, and `alloc_zeroed` over reused memory.
 //!
 //! Every test draws fresh non-zero random data, poisons its outputs before the GPU
 //! runs, and compares the result with a CPU reference element by element (bit-exact).

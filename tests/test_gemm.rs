@@ -1,6 +1,7 @@
-//! Matrix kernels on a real GPU: `kernels::transpose`, and SGEMM both from the
-//! `kernels` crate's tiled kernel (`kernels::sgemm_tiled`) and from cuBLAS
-//! (`Cublas::sgemm`), with their refusal of operands of the wrong size.
+//! Matrix kernels of the `kernels` crate on a real GPU (`kernels/src/transpose.rs`,
+//! `sgemm.rs`, `cublas.rs`): `kernels::transpose`, and SGEMM both from the tiled kernel
+//! (`kernels::sgemm_tiled`) and from cuBLAS (`Cublas::sgemm`), with their refusal of
+//! operands of the wrong size.
 //!
 //! Every test draws fresh non-zero random inputs, poisons its outputs before the GPU
 //! runs, and compares with a CPU reference: bit-exact for transpose, and for SGEMM

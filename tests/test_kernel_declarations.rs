@@ -1,3 +1,7 @@
+//! Kernel declarations (`stream-core/src/kernel/declaration.rs`, compiled and loaded by
+//! `kernel/module_cache.rs`, launched by `scope/launch.rs`; the `#[kernel]` macro in
+//! `stream-macros`).
+//!
 //! Kernels declared in this file with `#[kernel]`, on a real GPU: from CUDA source
 //! (compiled with NVRTC) and from hand-written PTX; CUDA source that does not compile,
 //! a declared name the source does not define, and PTX the driver refuses; launch

@@ -1,8 +1,9 @@
-//! `#[kernel]` hygiene on a real GPU: a declaration whose parameters are named after
-//! everything the generated wrapper binds (its parameters `s` and `config`, its locals
-//! `kernel`, `args` and `parts_N`, its `static`, and the `__x_parts` locals of earlier
-//! versions, which used to shadow a scalar of that name with a device pointer) hands
-//! the kernel exactly the caller's values. Its compile-only twin is
+//! `#[kernel]` hygiene (the expansion in `stream-macros/src/kernel/`) on a real GPU: a
+//! declaration whose parameters are named after everything the generated wrapper binds
+//! (its parameters `s` and `config`, its locals `kernel`, `args` and `parts_N`, its
+//! `static`, and the `__x_parts` locals of earlier versions, which used to shadow a
+//! scalar of that name with a device pointer) hands the kernel exactly the caller's
+//! values. Its compile-only twin is
 //! `ui-tests/tests/pass/kernel-parameters-named-like-wrapper-locals.rs`.
 //!
 //! The test draws fresh non-zero random inputs, poisons its outputs before the GPU

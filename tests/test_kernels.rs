@@ -1,6 +1,7 @@
-//! The element-wise kernels and the reductions of the `kernels` crate on a real GPU,
-//! their refusal of mismatched lengths, and stream order between a kernel and the
-//! copies enqueued after it on the scope's stream.
+//! The element-wise kernels and the reductions of the `kernels` crate on a real GPU
+//! (`kernels/src/elementwise.rs`, `reduce.rs`, `declarations.rs`), their refusal of
+//! mismatched lengths, and stream order between a kernel and the copies enqueued after
+//! it on the scope's stream.
 //!
 //! Every test draws fresh non-zero random inputs, poisons its outputs before the GPU
 //! runs, and compares with a CPU reference computed in `f64`: bit-exact where the GPU

@@ -1,4 +1,5 @@
-//! Launch shapes are part of a `#[kernel]` declaration's contract, on a real GPU.
+//! Launch shapes are part of a `#[kernel]` declaration's contract
+//! (`stream-core/src/kernel/shape.rs`), on a real GPU.
 //!
 //! Kernels declared here with fixed-size `__shared__` tiles (`block = 256`,
 //! `block = (32, 8)`, `max_threads = 512`) and with `extern __shared__` memory (a

@@ -1,6 +1,7 @@
-//! What a program sees on a machine without a GPU: `Device::new` returns an error that
-//! says a GPU or its driver is needed, never a panic. Runs everywhere (not ignored): on
-//! a GPU machine it checks instead that the device opens.
+//! What a program sees on a machine without a GPU (`stream-core/src/device/mod.rs`,
+//! `Device::new` and `Device::count`): `Device::new` returns an error that says a GPU
+//! or its driver is needed, never a panic. Runs everywhere (not ignored): on a GPU
+//! machine it checks instead that the device opens.
 
 use gpu_tests::{ensure, Failed, TestResult};
 use stream_core::{Device, Error};

@@ -1,17 +1,20 @@
-//! Panic safety: a panic at any point of a scope (after an upload, after a download,
-//! inside a nested scope, inside a forked child, in the parent while a child's work
-//! runs, after a hand-off, inside a `#[gpu_scope]` function) unwinds only after the
-//! scope has synchronised its stream. So once `catch_unwind` returns, every download
-//! the scope enqueued is complete in host memory (never half-written), every upload
-//! has read all of its source (which may then be overwritten and freed), and the
-//! streams keep working.
+//! Panic safety of scopes (`stream-core/src/scope/exit.rs`): a panic at any point of a
+//! scope (after an upload, after a download, inside a nested scope, inside a forked
+//! child, in the parent while a child's work runs, after a hand-off, inside a
+//! `#[gpu_scope]` function) unwinds only after the scope has synchronised its stream.
+//! So once `catch_unwind` returns, every download the scope enqueued is complete in
+//! host memory (never half-written), every upload has read all of its source (which
+//! may then be overwritten and freed), and the streams keep working.
 //!
-//! Every transfer is 256 MiB and is queued behind [`spin`], a kernel that busy-waits
-//! about [`SPIN_CYCLES`] clock cycles (a few hundred milliseconds), so that the DMA has
-//! not even started when the panic is raised. For pinned host memory the tests prove
-//! that window: the download's `Pending::is_ready()` is `false` just before the panic.
-//! (Downloads into pageable memory return only once the copy has landed, so for them
-//! the window is inside the driver call, and the test checks the outcome alone.)
+//! Every transfer is 256 MiB. In the first nine tests it is queued behind [`spin`], a
+//! kernel that busy-waits about [`SPIN_CYCLES`] clock cycles (a few hundred
+//! milliseconds), so that the DMA has not even started when the panic is raised. For
+//! pinned host memory the tests prove that window: the download's `Pending::is_ready()`
+//! is `false` just before the panic. (Downloads into pageable memory return only once
+//! the copy has landed, so for them the window is inside the driver call, and the test
+//! checks the outcome alone.) The last four (`panic_after_large_*`) panic right after
+//! enqueueing the transfer, with no kernel in front: the DMA may be running at the
+//! panic.
 //!
 //! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
 
@@ -36,6 +39,10 @@ gpu_tests::test_main! {
         panic_in_the_parent_while_a_forked_childs_download_runs_completes_it,
         panic_after_a_hand_off_completes_the_new_owners_download,
         panic_in_a_gpu_scope_function_leaves_its_download_complete,
+        panic_after_large_pageable_download_leaves_the_host_buffer_completely_written,
+        panic_after_large_pinned_download_leaves_the_host_buffer_completely_written,
+        panic_after_large_pageable_upload_then_freeing_the_source_is_harmless,
+        panic_after_large_pinned_upload_then_freeing_the_source_is_harmless,
     ],
 }
 
@@ -419,4 +426,106 @@ fn panic_in_a_gpu_scope_function_leaves_its_download_complete() -> TestResult {
     check_download("#[gpu_scope] function's download", &input, marker, &host)?;
     expect_in_flight("#[gpu_scope] function's download", was_ready.get())?;
     streams_still_work(&[&stream])
+}
+
+/// Without a kernel in front: panics inside a scope right after enqueueing a 256 MiB
+/// download of a pattern into `host` (poisoned first): once `catch_unwind` returns,
+/// every element must hold the pattern, because the scope synchronised its stream
+/// while unwinding.
+fn panic_right_after_download_into(stream: &Stream, host: &mut [u32]) -> TestResult {
+    let pattern: u32 = Rng::new().value();
+    let len = host.len();
+    poison(host);
+    let caught = catch_unwind(AssertUnwindSafe(|| {
+        scope(stream, |s| -> stream_core::Result<()> {
+            let mut x = s.alloc::<u32>(len)?;
+            s.fill(&mut x, pattern)?;
+            let _download = s.copy_to_host(&x, host)?;
+            panic!("{DELIBERATE}");
+        })
+    }));
+    expect_deliberate_panic(caught)?;
+    check_eq(
+        "host buffer after a panic in the scope that downloads into it",
+        &vec![pattern; len],
+        host,
+    )
+}
+
+fn panic_after_large_pageable_download_leaves_the_host_buffer_completely_written() -> TestResult {
+    let stream = stream()?;
+    let mut host = poisoned::<u32>(BIG_BYTES / 4);
+    panic_right_after_download_into(&stream, &mut host)
+}
+
+fn panic_after_large_pinned_download_leaves_the_host_buffer_completely_written() -> TestResult {
+    let stream = stream()?;
+    let mut host = stream.device().alloc_pinned::<u32>(BIG_BYTES / 4)?;
+    panic_right_after_download_into(&stream, &mut host)
+}
+
+/// Without a kernel in front: panics inside a scope right after enqueueing a 256 MiB
+/// upload from host memory made by `make` into a `DeviceVec`; after `catch_unwind`, the
+/// source is overwritten and freed, and new host memory of the same kind is written
+/// (likely the same pages). The `DeviceVec` must hold the original data, and the stream
+/// keep working.
+fn panic_right_after_upload_from<H>(
+    stream: &Stream,
+    make: impl Fn(usize) -> TestResult<H>,
+) -> TestResult
+where
+    H: std::ops::DerefMut<Target = [u32]>,
+{
+    let len = BIG_BYTES / 4;
+    let mut rng = Rng::new();
+    let mut source = make(len)?;
+    rng.fill(&mut source);
+    let expected = source.to_vec();
+    let mut target = stream.device().alloc_vec::<u32>(len)?;
+    let caught = catch_unwind(AssertUnwindSafe(|| {
+        scope(stream, |s| -> stream_core::Result<()> {
+            let mut t = s.attach(&mut target)?;
+            s.copy_to_device(&source, &mut t)?;
+            panic!("{DELIBERATE}");
+        })
+    }));
+    expect_deliberate_panic(caught)?;
+    poison(&mut source);
+    drop(source);
+    let mut reuse = make(len)?;
+    poison(&mut reuse);
+    drop(reuse);
+    check_eq(
+        "DeviceVec uploaded into before a panic",
+        &expected,
+        &target.to_host_vec()?,
+    )?;
+    round_trips_on(stream, rng, 3)
+}
+
+fn panic_after_large_pageable_upload_then_freeing_the_source_is_harmless() -> TestResult {
+    let stream = stream()?;
+    panic_right_after_upload_from(&stream, |len| Ok(vec![0u32; len]))
+}
+
+fn panic_after_large_pinned_upload_then_freeing_the_source_is_harmless() -> TestResult {
+    let stream = stream()?;
+    let dev = stream.device().clone();
+    panic_right_after_upload_from(&stream, |len| Ok(dev.alloc_pinned::<u32>(len)?))
+}
+
+/// `rounds` round trips of random lengths on `stream`: it still works.
+fn round_trips_on(stream: &Stream, mut rng: Rng, rounds: usize) -> TestResult {
+    for round in 0..rounds {
+        let len = 1 + rng.below(1 << 16);
+        let input: Vec<f64> = rng.vec(len);
+        let mut out = poisoned::<f64>(input.len());
+        scope(stream, |s| -> TestResult {
+            let x = s.upload(&input)?;
+            let _download = s.copy_to_host(&x, &mut out)?;
+            Ok(())
+        })?;
+        check_eq(&format!("round {round} on this thread"), &input, &out)?;
+    }
+    Ok(())
 }

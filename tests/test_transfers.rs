@@ -1,6 +1,13 @@
-//! Transfers between host and device memory, and device-to-device copies (setting
-//! device memory without a transfer, `fill`, `zero` and `alloc_zeroed`, is tested in
-//! `test_fills.rs`).
+//! Copies between host and device memory and between device buffers
+//! (`stream-core/src/scope/transfer.rs`), and waiting for a download (`Pending`,
+//! `scope/pending.rs`): round trips of pageable, pinned and stack memory; copies into,
+//! out of and between sub-range views, at odd element offsets too; `Pending::wait`
+//! and `Pending::is_ready`; and the refusal of copies between memory of different
+//! lengths.
+//!
+//! Elsewhere: staged copies of pageable memory in `test_staging.rs`, `DeviceVec`
+//! transfers in `test_device_vec.rs`, `fill`, `zero` and `alloc_zeroed` in
+//! `test_fills.rs`.
 //!
 //! Every test draws fresh non-zero random data, poisons its outputs before the GPU
 //! runs, and compares the result with a CPU reference element by element (bit-exact).
@@ -9,9 +16,10 @@
 use std::time::{Duration, Instant};
 
 use gpu_tests::{
-    check_eq, device, ensure, poison, poisoned, stream, Element, Rng, TestResult, BIG_BYTES,
+    check_eq, check_error, ensure, expect_err, poison, poisoned, round_trip_in, stream, Element,
+    Rng, TestResult, BIG_BYTES,
 };
-use stream_core::{scope, Stream};
+use stream_core::{scope, Error, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -34,10 +42,10 @@ gpu_tests::test_main! {
         split_at_mut_halves_uploaded_separately_download_as_the_whole,
         copy_device_copies_a_whole_buffer_even_if_the_source_is_dropped_at_once,
         copy_device_between_sub_ranges_leaves_neighbours_untouched,
+        views_at_odd_element_offsets_are_aligned_for_every_element_size,
         wait_returns_the_downloaded_data_before_the_scope_ends,
         is_ready_eventually_reports_a_finished_download,
-        device_vec_is_written_and_read_across_scopes_on_two_streams,
-        device_vec_alloc_vec_is_zeroed_and_upload_vec_round_trips,
+        copies_with_mismatched_lengths_are_length_mismatch_and_write_nothing,
     ],
 }
 
@@ -325,6 +333,61 @@ fn copy_device_between_sub_ranges_leaves_neighbours_untouched() -> TestResult {
     )
 }
 
+/// Views are taken in elements, never bytes, so a view always starts at an element
+/// boundary of an allocation (aligned to at least 256 bytes): an unaligned device range
+/// cannot be expressed. Uploads into, fills of, and device copies between views at odd
+/// element offsets (1, 3, 7 ...) of odd lengths are exact for 1-, 2-, 4-, 8- and 16-byte
+/// elements.
+fn views_at_odd_element_offsets_are_aligned_for_every_element_size() -> TestResult {
+    odd_offsets::<u8>()?;
+    odd_offsets::<u16>()?;
+    odd_offsets::<u32>()?;
+    odd_offsets::<u64>()?;
+    odd_offsets::<u128>()?;
+    odd_offsets::<f64>()
+}
+
+fn odd_offsets<T: Element>() -> TestResult {
+    let stream = stream()?;
+    let mut rng = Rng::new();
+    let len = 1031;
+    for (upload_at, fill_at, copy_from, copy_to, n) in [
+        (1, 3, 7, 501, 97),
+        (3, 1, 11, 257, 129),
+        (7, 5, 1, 731, 255),
+    ] {
+        let background: Vec<T> = rng.vec(len);
+        let part: Vec<T> = rng.vec(n);
+        let value: T = rng.value();
+        let mut expected = background.clone();
+        expected[upload_at..upload_at + n].copy_from_slice(&part);
+        expected[fill_at + 2 * n..fill_at + 3 * n].fill(value);
+        let copied = expected[copy_from..copy_from + n].to_vec();
+        expected[copy_to..copy_to + n].copy_from_slice(&copied);
+        let mut out = poisoned::<T>(len);
+        scope(&stream, |s| -> TestResult {
+            let mut x = s.upload(&background)?;
+            s.copy_to_device(&part, &mut x.slice_mut(upload_at..upload_at + n)?)?;
+            s.fill(&mut x.slice_mut(fill_at + 2 * n..fill_at + 3 * n)?, value)?;
+            let mut y = s.alloc::<T>(n)?;
+            s.copy_device(&x.slice(copy_from..copy_from + n)?, &mut y)?;
+            s.copy_device(&y, &mut x.slice_mut(copy_to..copy_to + n)?)?;
+            s.copy_to_host(&x, &mut out)?.wait()?;
+            Ok(())
+        })?;
+        check_eq(
+            &format!(
+                "{len} {} after an upload at {upload_at}, a fill at {}, and a copy {copy_from} -> {copy_to}, each of {n}",
+                T::NAME,
+                fill_at + 2 * n
+            ),
+            &expected,
+            &out,
+        )?;
+    }
+    Ok(())
+}
+
 /// `Pending::wait` hands back host memory that already holds the downloaded data, in
 /// the middle of the scope; the scope then goes on using it and the device.
 fn wait_returns_the_downloaded_data_before_the_scope_ends() -> TestResult {
@@ -399,99 +462,84 @@ fn is_ready_eventually_reports_a_finished_download() -> TestResult {
     })
 }
 
-/// `DeviceVec`: `upload_vec`, `alloc_vec`, then written through `attach` in a scope on
-/// one stream and read through `attach_ref` in a scope on another stream, then read
-/// back with `to_host_vec`.
-fn device_vec_is_written_and_read_across_scopes_on_two_streams() -> TestResult {
-    let first = stream()?;
-    let second = first.device().new_stream()?;
-    let dev = device()?;
+/// `copy_to_device`, `copy_to_host` and `copy_device` between memory of different
+/// lengths return `LengthMismatch` with both lengths (message `a != b`); the failed
+/// download writes nothing, and the scope goes on working.
+fn copies_with_mismatched_lengths_are_length_mismatch_and_write_nothing() -> TestResult {
+    let stream = stream()?;
     let mut rng = Rng::new();
-    let (n, mid) = ((1 << 20) + 7, 300_001);
-    let a: Vec<f64> = rng.vec(n);
-    let b: Vec<f64> = rng.vec(n);
-    let source = dev.upload_vec(&a)?;
-    let mut target = dev.alloc_vec::<f64>(n)?;
-    let mut expected = b.clone();
-    expected[mid..].copy_from_slice(&a[mid..]);
-
-    // Scope 1, stream 1: write `b`'s front and `source`'s back into `target`.
-    scope(&first, |s| -> TestResult {
-        let src = s.attach_ref(&source)?;
-        let dst = s.attach(&mut target)?;
-        ensure!(
-            dst.len() == n,
-            "attach gave a view of {} elements, not {n}",
-            dst.len()
-        );
-        let (mut lo, mut hi) = dst.into_split_at_mut(mid)?;
-        s.copy_to_device(&b[..mid], &mut lo)?;
-        s.copy_device(&src.slice(mid..)?, &mut hi)?;
-        Ok(())
-    })?;
-
-    // Scope 2, stream 2: read `target` (twice, through two read-only views).
-    let mut out = poisoned::<f64>(n);
-    let mut tail = poisoned::<f64>(n - mid);
-    scope(&second, |s| -> TestResult {
-        let t = s.attach_ref(&target)?;
-        let t_again = s.attach_ref(&target)?;
-        let _tail = s.copy_to_host(&t_again.slice(mid..)?, &mut tail)?;
-        let host = s.copy_to_host(&t, &mut out)?.wait()?;
-        check_eq(
-            "attach_ref download inside the second scope",
+    let five: Vec<f32> = rng.vec(5);
+    let fresh: Vec<f32> = rng.vec(4097);
+    let mut five_out = poisoned::<f32>(5);
+    let mut fresh_out = poisoned::<f32>(4097);
+    scope(&stream, |s| -> TestResult {
+        let mut seven = s.alloc_zeroed::<f32>(7)?;
+        let e = expect_err("copy_to_device 5 -> 7", s.copy_to_device(&five, &mut seven))?;
+        let expected = Error::LengthMismatch {
+            what: "copy_to_device",
+            source_len: 5,
+            destination_len: 7,
+        };
+        check_error(
+            "copy_to_device 5 -> 7",
+            &e,
             &expected,
-            host,
+            &["5 != 7", "copy_to_device"],
+        )?;
+
+        let e = expect_err("copy_to_host 7 -> 5", s.copy_to_host(&seven, &mut five_out))?;
+        let expected = Error::LengthMismatch {
+            what: "copy_to_host",
+            source_len: 7,
+            destination_len: 5,
+        };
+        check_error(
+            "copy_to_host 7 -> 5",
+            &e,
+            &expected,
+            &["7 != 5", "copy_to_host"],
+        )?;
+
+        let three = s.alloc_zeroed::<f32>(3)?;
+        let mut four = s.alloc_zeroed::<f32>(4)?;
+        let e = expect_err("copy_device 3 -> 4", s.copy_device(&three, &mut four))?;
+        let expected = Error::LengthMismatch {
+            what: "copy_device",
+            source_len: 3,
+            destination_len: 4,
+        };
+        check_error(
+            "copy_device 3 -> 4",
+            &e,
+            &expected,
+            &["3 != 4", "copy_device"],
+        )?;
+        let e = expect_err(
+            "copy_device from a sub-range of 2 into 4",
+            s.copy_device(&seven.slice(1..3)?, &mut four),
+        )?;
+        ensure!(
+            matches!(
+                e,
+                Error::LengthMismatch {
+                    source_len: 2,
+                    destination_len: 4,
+                    ..
+                }
+            ),
+            "copy_device from a sub-range of 2 into 4: got {e:?}"
+        );
+
+        round_trip_in(
+            s,
+            &fresh,
+            &mut fresh_out,
+            "round trip after three length mismatches",
         )
     })?;
     check_eq(
-        "tail read through a second attach_ref view",
-        &expected[mid..],
-        &tail,
-    )?;
-    check_eq(
-        "to_host_vec after both scopes",
-        &expected,
-        &target.to_host_vec()?,
-    )?;
-    check_eq("source DeviceVec, read only", &a, &source.to_host_vec()?)
-}
-
-/// `alloc_vec` reads back as zeros and `upload_vec` as its input, for several types and
-/// sizes (including 0 and 256 MiB).
-fn device_vec_alloc_vec_is_zeroed_and_upload_vec_round_trips() -> TestResult {
-    let dev = device()?;
-    let mut rng = Rng::new();
-    for len in sizes::<u32>() {
-        let zeros = dev.alloc_vec::<u32>(len)?;
-        ensure!(
-            zeros.len() == len,
-            "alloc_vec({len}) has {} elements",
-            zeros.len()
-        );
-        check_eq(
-            &format!("alloc_vec::<u32>({len})"),
-            &vec![0; len],
-            &zeros.to_host_vec()?,
-        )?;
-        let input: Vec<u32> = rng.vec(len);
-        let v = dev.upload_vec(&input)?;
-        check_eq(
-            &format!("upload_vec of {len} u32"),
-            &input,
-            &v.to_host_vec()?,
-        )?;
-    }
-    let bytes: Vec<u8> = rng.vec(4097);
-    check_eq(
-        "upload_vec of 4097 u8",
-        &bytes,
-        &dev.upload_vec(&bytes)?.to_host_vec()?,
-    )?;
-    let floats: Vec<f64> = rng.vec(1000);
-    check_eq(
-        "upload_vec of 1000 f64",
-        &floats,
-        &dev.upload_vec(&floats)?.to_host_vec()?,
+        "host buffer of a refused download",
+        &poisoned::<f32>(5),
+        &five_out,
     )
 }

@@ -1,15 +1,22 @@
-//! Scopes: nesting on two streams, error propagation, `#[gpu_scope]` functions and
-//! methods, many scopes in a row, scopes on several threads, and panics inside a scope
-//! while large transfers are in flight.
+//! Scopes (`stream-core/src/scope/mod.rs`, `scope/exit.rs`) and `#[gpu_scope]`
+//! functions: nesting on two streams, the closure's value and error coming back
+//! unchanged, `#[gpu_scope]` free functions and methods, many scopes in a row, scopes
+//! on several threads at once, and proof that a scope's end synchronises its own
+//! stream only, never the device.
 //!
+//! Elsewhere: panics inside a scope in `test_panics.rs`, forks in `test_fork.rs`,
+//! hand-offs in `test_hand_off.rs`, the contexts scopes bind in `test_contexts.rs`.
+//!
+//! Every test draws fresh non-zero random data, poisons its outputs before the GPU
+//! runs, and compares the result with a CPU reference element by element (bit-exact).
 //! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
 
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
 
 use gpu_tests::{
-    check_eq, ensure, panic_message, poison, poisoned, stream, Element, Failed, Rng, TestResult,
-    BIG_BYTES,
+    check_eq, ensure, panic_message, poisoned, spin, stream, Element, Failed, Rng, TestResult,
 };
 use stream_core::{gpu_scope, scope, Error, Scope, Stream};
 
@@ -24,16 +31,11 @@ gpu_tests::test_main! {
         gpu_scope_function_returns_its_own_error_type,
         thousand_small_scopes_in_a_loop_are_all_correct,
         scopes_on_two_threads_each_return_their_own_data,
-        panic_after_large_pageable_download_leaves_the_host_buffer_completely_written,
-        panic_after_large_pinned_download_leaves_the_host_buffer_completely_written,
-        panic_after_large_pageable_upload_then_freeing_the_source_is_harmless,
-        panic_after_large_pinned_upload_then_freeing_the_source_is_harmless,
+        scope_on_b_completes_while_a_long_kernel_runs_on_a,
+        scope_on_another_thread_completes_while_a_long_kernel_runs_on_a,
+        eight_threads_run_thousands_of_scopes_with_random_sizes,
     ],
 }
-
-/// The message of the panics these tests raise on purpose (they print it: that is
-/// expected).
-const DELIBERATE: &str = "deliberate panic inside a scope (expected by this test)";
 
 /// A user error type, with `From<stream_core::Error>` so `?` works in scopes.
 #[derive(Debug, PartialEq)]
@@ -342,92 +344,179 @@ fn scopes_on_two_threads_each_return_their_own_data() -> TestResult {
     })
 }
 
-/// Panics inside a scope right after enqueueing a 256 MiB download of a pattern into
-/// `host` (poisoned first): once `catch_unwind` returns, every element must hold the
-/// pattern, because the scope synchronised its stream while unwinding.
-fn panic_after_download_into(stream: &Stream, host: &mut [u32]) -> TestResult {
-    let pattern: u32 = Rng::new().value();
-    let len = host.len();
-    poison(host);
-    let caught = catch_unwind(AssertUnwindSafe(|| {
-        scope(stream, |s| -> stream_core::Result<()> {
-            let mut x = s.alloc::<u32>(len)?;
-            s.fill(&mut x, pattern)?;
-            let _download = s.copy_to_host(&x, host)?;
-            panic!("{DELIBERATE}");
-        })
-    }));
-    expect_deliberate_panic(caught)?;
-    check_eq(
-        "host buffer after a panic in the scope that downloads into it",
-        &vec![pattern; len],
-        host,
-    )
+/// About one second of spinning: long enough to observe a stream still busy.
+const LONG_SPIN: u64 = 2_000_000_000;
+
+fn times(input: &[f32], factor: f32) -> Vec<f32> {
+    input.iter().map(|v| v * factor).collect()
 }
 
-fn panic_after_large_pageable_download_leaves_the_host_buffer_completely_written() -> TestResult {
-    let stream = stream()?;
-    let mut host = poisoned::<u32>(BIG_BYTES / 4);
-    panic_after_download_into(&stream, &mut host)
+/// A scope on stream B runs to completion (its final synchronisation included) while a
+/// one-second kernel is still running on stream A, on the same thread: the library
+/// synchronises one stream, never the device.
+fn scope_on_b_completes_while_a_long_kernel_runs_on_a() -> TestResult {
+    let a = stream()?;
+    let b = a.device().new_stream()?;
+    let n = 65_537;
+    let input: Vec<f32> = Rng::new().vec(n);
+    let mut out = poisoned::<f32>(n);
+    let mut report = (false, Duration::ZERO);
+    scope(&a, |s| -> TestResult {
+        // Load both kernel modules (the spin kernel's and `kernels::scale`'s) outside
+        // the timing: loading a module waits for the device.
+        spin(s, 0)?;
+        warm_up_scale(s)?;
+        spin(s, LONG_SPIN)?;
+        let start = Instant::now();
+        scope(&b, |t| -> TestResult {
+            let x = t.upload(&input)?;
+            let mut y = t.alloc::<f32>(n)?;
+            kernels::scale(t, 2.0, &x, &mut y)?;
+            t.copy_to_host(&y, &mut out)?.wait()?;
+            Ok(())
+        })?;
+        report = (!a.is_idle()?, start.elapsed());
+        Ok(())
+    })?;
+    let (a_busy, b_took) = report;
+    ensure!(
+        a_busy,
+        "stream A was idle when B's scope ended (B took {b_took:?}): overlap not shown"
+    );
+    ensure!(
+        b_took < Duration::from_millis(500),
+        "B's scope took {b_took:?}: it waited for A"
+    );
+    check_eq("B's result", &times(&input, 2.0), &out)
 }
 
-fn panic_after_large_pinned_download_leaves_the_host_buffer_completely_written() -> TestResult {
-    let stream = stream()?;
-    let mut host = stream.device().alloc_pinned::<u32>(BIG_BYTES / 4)?;
-    panic_after_download_into(&stream, &mut host)
+/// Launches `kernels::scale` once on a few elements, so that its module is loaded (a
+/// module's first load waits for the device, which would hide the overlap measured).
+fn warm_up_scale<'s>(s: &'s Scope<'s, '_>) -> Result<(), Error> {
+    let x = s.alloc_zeroed::<f32>(4)?;
+    let mut y = s.alloc::<f32>(4)?;
+    kernels::scale(s, 1.0, &x, &mut y)
 }
 
-/// Panics inside a scope right after enqueueing a 256 MiB upload from host memory made
-/// by `make` into a `DeviceVec`; after `catch_unwind`, the source is overwritten and
-/// freed, and new host memory of the same kind is written (likely the same pages). The
-/// `DeviceVec` must hold the original data, and the stream keep working.
-fn panic_after_upload_from<H>(stream: &Stream, make: impl Fn(usize) -> TestResult<H>) -> TestResult
-where
-    H: std::ops::DerefMut<Target = [u32]>,
-{
-    let len = BIG_BYTES / 4;
-    let mut rng = Rng::new();
-    let mut source = make(len)?;
-    rng.fill(&mut source);
-    let expected = source.to_vec();
-    let mut target = stream.device().alloc_vec::<u32>(len)?;
-    let caught = catch_unwind(AssertUnwindSafe(|| {
-        scope(stream, |s| -> stream_core::Result<()> {
-            let mut t = s.attach(&mut target)?;
-            s.copy_to_device(&source, &mut t)?;
-            panic!("{DELIBERATE}");
-        })
-    }));
-    expect_deliberate_panic(caught)?;
-    poison(&mut source);
-    drop(source);
-    let mut reuse = make(len)?;
-    poison(&mut reuse);
-    drop(reuse);
-    check_eq(
-        "DeviceVec uploaded into before a panic",
-        &expected,
-        &target.to_host_vec()?,
-    )?;
-    round_trips_on(stream, rng, 3)
+/// As above, across threads: one thread keeps stream A busy for about a second inside
+/// its scope; another thread's scope on stream B finishes meanwhile.
+fn scope_on_another_thread_completes_while_a_long_kernel_runs_on_a() -> TestResult {
+    let a = stream()?;
+    let b = a.device().new_stream()?;
+    let n = 65_537;
+    let input: Vec<f32> = Rng::new().vec(n);
+    let launched = Barrier::new(2);
+    std::thread::scope(|t| -> TestResult {
+        let holder = t.spawn(|| -> TestResult {
+            scope(&a, |s| -> TestResult {
+                spin(s, 0)?;
+                warm_up_scale(s)?;
+                spin(s, LONG_SPIN)?;
+                launched.wait();
+                Ok(())
+            })
+        });
+        launched.wait();
+        let mut out = poisoned::<f32>(n);
+        let start = Instant::now();
+        scope(&b, |s| -> TestResult {
+            let x = s.upload(&input)?;
+            let mut y = s.alloc::<f32>(n)?;
+            kernels::scale(s, 2.0, &x, &mut y)?;
+            s.copy_to_host(&y, &mut out)?.wait()?;
+            Ok(())
+        })?;
+        let b_took = start.elapsed();
+        let a_busy = !a.is_idle()?;
+        holder.join().map_err(|p| {
+            Failed::from(format!("thread holding A panicked: {}", panic_message(&*p)))
+        })??;
+        ensure!(
+            a_busy,
+            "stream A was idle when B's scope ended (B took {b_took:?})"
+        );
+        ensure!(
+            b_took < Duration::from_millis(500),
+            "B's scope took {b_took:?}: it waited for A"
+        );
+        check_eq("B's result", &times(&input, 2.0), &out)
+    })
 }
 
-fn panic_after_large_pageable_upload_then_freeing_the_source_is_harmless() -> TestResult {
-    let stream = stream()?;
-    panic_after_upload_from(&stream, |len| Ok(vec![0u32; len]))
-}
-
-fn panic_after_large_pinned_upload_then_freeing_the_source_is_harmless() -> TestResult {
-    let stream = stream()?;
-    let dev = stream.device().clone();
-    panic_after_upload_from(&stream, |len| Ok(dev.alloc_pinned::<u32>(len)?))
-}
-
-/// `Ok` when `caught` is the panic of [`DELIBERATE`].
-fn expect_deliberate_panic<T: fmt::Debug>(caught: std::thread::Result<T>) -> TestResult {
-    match caught {
-        Err(payload) if panic_message(&*payload) == DELIBERATE => Ok(()),
-        Err(payload) => Err(format!("a different panic: {}", panic_message(&*payload)).into()),
-        Ok(result) => Err(format!("the scope did not panic; it returned {result:?}").into()),
+/// Eight threads, each with two streams of its own, run 1500 scopes each with random
+/// sizes (0 to 256 Ki elements): upload, scale (on the scope's stream or in a fork on
+/// the thread's second stream), download, wait, check against the CPU.
+fn eight_threads_run_thousands_of_scopes_with_random_sizes() -> TestResult {
+    const THREADS: usize = 8;
+    const SCOPES: usize = 1500;
+    let dev = stream()?.device().clone();
+    let seeds: Vec<u64> = {
+        let mut rng = Rng::new();
+        (0..THREADS).map(|_| rng.next_u64()).collect()
+    };
+    let start = Instant::now();
+    let results: Vec<Result<usize, Failed>> = std::thread::scope(|t| {
+        let workers: Vec<_> = seeds
+            .iter()
+            .map(|&seed| {
+                let dev = dev.clone();
+                t.spawn(move || -> Result<usize, Failed> {
+                    let main = dev.new_stream()?;
+                    let side = dev.new_stream()?;
+                    let mut rng = Rng::with_seed(seed);
+                    let mut elements = 0;
+                    for round in 0..SCOPES {
+                        let n = rng.below(1 << 18);
+                        elements += n;
+                        let input: Vec<f32> = rng.vec(n);
+                        let mut out = poisoned::<f32>(n);
+                        let use_fork = round % 3 == 0;
+                        scope(&main, |s| -> TestResult {
+                            let x = s.upload(&input)?;
+                            let mut y = s.alloc::<f32>(n)?;
+                            if use_fork {
+                                s.fork(&side, (&x, &mut y), |c, (x, mut y)| {
+                                    kernels::scale(c, 2.0, &x, &mut y)
+                                })?;
+                            } else {
+                                kernels::scale(s, 2.0, &x, &mut y)?;
+                            }
+                            s.copy_to_host(&y, &mut out)?.wait()?;
+                            Ok(())
+                        })
+                        .map_err(|f| {
+                            Failed::from(format!(
+                                "round {round}, n = {n}: {}",
+                                f.message().unwrap_or("")
+                            ))
+                        })?;
+                        check_eq(
+                            &format!("round {round}, n = {n}"),
+                            &times(&input, 2.0),
+                            &out,
+                        )?;
+                    }
+                    Ok(elements)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .map_err(|p| Failed::from(format!("worker panicked: {}", panic_message(&*p))))?
+            })
+            .collect()
+    });
+    let mut total = 0;
+    for (i, result) in results.into_iter().enumerate() {
+        total += result
+            .map_err(|f| Failed::from(format!("thread {i}: {}", f.message().unwrap_or(""))))?;
     }
+    println!(
+        "eight_threads: {} scopes, {total} elements checked, in {:?}",
+        THREADS * SCOPES,
+        start.elapsed()
+    );
+    Ok(())
 }
