@@ -194,6 +194,8 @@ mod host;
 #[allow(unsafe_code)]
 mod kernel;
 #[allow(unsafe_code)]
+mod managed;
+#[allow(unsafe_code)]
 mod memory;
 #[allow(unsafe_code)]
 mod scope;
@@ -211,6 +213,10 @@ pub use device::{Device, Stream};
 pub use error::{Error, LaunchLimit, Result};
 pub use host::{PinnedBuffer, PinnedMemoryStats};
 pub use kernel::LaunchConfig;
+pub use managed::{
+    ManagedAccess, ManagedAdvice, ManagedLocation, ManagedMemory, ManagedMemoryStats, ManagedSlice,
+    ManagedSliceMut, ManagedVec,
+};
 pub use memory::{
     DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceMemoryStats, DeviceRepr, DeviceSlice,
     DeviceSliceMut, DeviceVec,

@@ -23,11 +23,9 @@ pub trait Lend<'s>: sealed::Lendable {
     fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> Self::Views<'c>;
 }
 
-/// What [`Lend::lend`] needs: the proof that the child's stream waits for the parent's
-/// work so far and that the fork's join will order the parent's later work after the
-/// child's. Only `fork` can make one (its field is private).
-#[doc(hidden)]
-pub struct LendPermit<'s, 'c>(pub(crate) Rebrand<'s, 'c>);
+/// Defined beside the brand, so that views of other folders (managed memory) can be
+/// lent too.
+pub use crate::memory::brand::LendPermit;
 
 impl sealed::Lendable for () {}
 impl<'s> Lend<'s> for () {
