@@ -24,7 +24,7 @@ use crate::sealed;
 /// Managed memory attached to the scope branded `'s`, that a prefetch accepts: a
 /// [`ManagedSlice`] or a [`ManagedSliceMut`]. Sealed.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not an attached view of managed memory of `{T}` elements",
+    message = "`{Self}` is not an attached view of managed memory",
     label = "expected a view of a `ManagedVec` (from `attach_managed` or `attach_managed_ref`)",
     note = "only managed memory migrates: a `DeviceBuffer` or `DeviceVec` is always on the device, host memory goes there with `copy_to_device`"
 )]
@@ -78,8 +78,8 @@ pub struct ManagedSliceMut<'a, 's, T: DeviceRepr> {
 ///     let t = s.attach_managed_ref(table)?;  // ManagedSlice<'env, 's, f32>
 ///     s.prefetch_to_device(&t)?;
 ///     let first = table.host()?[0];          // the host may still read it
-///     s.copy_to_host(&t.slice(..out.len())?, out)?.wait()?;
-///     assert_eq!(out[0], first);
+///     let back = s.copy_to_host(&t.slice(..out.len())?, out)?.wait()?;
+///     assert_eq!(back[0], first);
 ///     Ok(())
 /// })
 /// # }
