@@ -113,32 +113,25 @@ impl<'s, 'env> Scope<'s, 'env> {
         let (raw, access, whole) = view.into_parts();
         let step = access.on_prefetch_to_host(whole)?;
         let bytes = byte_len::<T>(raw.len)?;
-        if bytes == 0 {
-            // SAFETY: nothing is allocated, and a dangling aligned pointer is a valid
-            // empty slice (or `len` zero-sized elements); no work touches zero bytes.
-            let empty = unsafe {
-                std::slice::from_raw_parts_mut(std::ptr::NonNull::<T>::dangling().as_ptr(), raw.len)
-            };
-            // SAFETY: no work writes or reads zero bytes.
-            return Ok(unsafe { Pending::ready(empty) });
-        }
-        // SAFETY: `raw` is `raw.len` elements of a live managed allocation (the view
-        // borrows its vec, which the attach borrowed for `'env`, for `'a`), at the same
-        // address on the host (unified addressing), initialised (`T: DeviceRepr` accepts
-        // any bytes). The view was consumed, and it borrowed these elements exclusively
-        // for `'a`: no other view, host slice or GPU work of this scope can reach them
-        // for `'a`, except the work enqueued before this call, which the `Pending` orders
-        // before its event. The slice is only handed out by `Pending::wait` after that
-        // event, which follows the migration to the host (or, for a `StreamAttached` vec,
-        // its attachment to the host); a forgotten `Pending` keeps it unreachable.
-        let host: &'a mut [T] = unsafe {
-            std::slice::from_raw_parts_mut(
-                std::ptr::with_exposed_provenance_mut::<T>(raw.ptr as usize),
-                raw.len,
-            )
+        // Nothing is allocated for zero bytes: a dangling, aligned pointer then.
+        let ptr = match raw.ptr {
+            0 => std::ptr::NonNull::<T>::dangling().as_ptr(),
+            address => std::ptr::with_exposed_provenance_mut::<T>(address as usize),
         };
+        // SAFETY: `ptr` is the start of `raw.len` elements of a live managed allocation
+        // (the view borrows its vec, which the attach borrowed for `'env`, for `'a`), at
+        // the same address on the host (unified addressing), initialised (`T:
+        // DeviceRepr` accepts any bytes); or dangling and aligned for zero bytes. The view
+        // was consumed, and it borrowed these elements exclusively for `'a`: no other
+        // view, host slice or GPU work of this scope can reach them for `'a`, except the
+        // work enqueued before this call, which the `Pending` orders before its event.
+        // The slice is only handed out by `Pending::wait` after that event, which follows
+        // the migration to the host (or, for a `StreamAttached` vec, its attachment to
+        // the host); a forgotten `Pending` keeps it unreachable.
+        let host: &'a mut [T] = unsafe { std::slice::from_raw_parts_mut(ptr, raw.len) };
         let context = &self.stream.device.inner.context;
         Pending::after(context, &self.stream.raw, host, |stream, _| match step {
+            _ if bytes == 0 => Ok(()),
             // SAFETY: `raw` is `bytes` bytes of a live managed allocation, allocated until
             // the scope's final synchronisation (as above), which follows this prefetch.
             ToHost::Prefetch => unsafe { prefetch(raw.ptr, bytes, Location::Host, stream) },
