@@ -14,6 +14,11 @@ use crate::sealed;
 /// | `&mut buffer`, `&mut view`, a `DeviceSliceMut` | `DeviceSliceMut<'_, 'c, T>` | cannot touch          |
 /// | `buffer` (moved)             | `DeviceBuffer<'c, T>`, freed by the child | gave it away         |
 /// | `()`, or a tuple of up to six of the above | `()`, or the tuple of their views | as for each item |
+///
+/// Views of an attached [`ManagedVec`](crate::ManagedVec) are lent the same way, and stay
+/// managed in the child (`&view` gives a [`ManagedSlice`](crate::ManagedSlice), `&mut view`
+/// or the view itself a [`ManagedSliceMut`](crate::ManagedSliceMut)), so the child can
+/// prefetch them.
 pub trait Lend<'s>: sealed::Lendable {
     /// What the child receives.
     type Views<'c>;
