@@ -29,6 +29,7 @@ mod cuda;
 mod error;
 mod json;
 mod launch;
+mod managed;
 mod measure;
 mod pageable;
 mod pipeline;
@@ -59,7 +60,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 7] = [
+const CASES: [Case; 8] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -95,6 +96,11 @@ const CASES: [Case; 7] = [
         name: "sgemm",
         what: "7. tiled and cuBLAS SGEMM GFLOP/s (GPU time)",
         run: sgemm::run,
+    },
+    Case {
+        name: "managed",
+        what: "8. managed memory: explicit pinned copies vs demand paging vs prefetches, end-to-end (host time) and kernel only (GPU time)",
+        run: managed::run,
     },
 ];
 

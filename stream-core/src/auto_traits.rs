@@ -35,3 +35,15 @@ assert_not_impl_any!(DeviceBuffer<'static, f32>: Clone);
 assert_not_impl_any!(DeviceSliceMut<'static, 'static, f32>: Clone);
 assert_not_impl_any!(DeviceVec<f32>: Clone);
 assert_impl_all!(DeviceSlice<'static, 'static, f32>: Copy);
+
+// Managed memory: the vec behaves like `Vec<T>` (owned, shared by reference for reads);
+// its views are branded like every view; its statistics and mode are plain values.
+assert_impl_all!(ManagedVec<f32>: Send, Sync);
+assert_not_impl_any!(ManagedVec<f32>: Clone);
+assert_not_impl_any!(ManagedSlice<'static, 'static, f32>: Send, Sync);
+assert_not_impl_any!(ManagedSliceMut<'static, 'static, f32>: Send, Sync, Clone);
+assert_impl_all!(ManagedSlice<'static, 'static, f32>: Copy);
+assert_impl_all!(ManagedMemoryStats: Send, Sync, Copy, Default, PartialEq, std::fmt::Debug);
+assert_impl_all!(ManagedAccess: Send, Sync, Copy, PartialEq, std::fmt::Debug);
+// Managed views lent to a fork are branded views too.
+assert_not_impl_any!(<&'static ManagedSliceMut<'static, 'static, f32> as Lend<'static>>::Views<'static>: Send, Sync);

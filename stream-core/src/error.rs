@@ -232,6 +232,57 @@ pub enum Error {
         /// The driver's description of it.
         description: String,
     },
+
+    /// The device cannot allocate managed (unified) memory at all.
+    #[error(
+        "CUDA device {ordinal} does not support managed memory \
+         (CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 0); use a DeviceVec and explicit copies instead"
+    )]
+    ManagedMemoryUnsupported {
+        /// Ordinal of the device.
+        ordinal: usize,
+    },
+
+    /// A managed allocation that does not fit in the device's free memory, refused
+    /// before the driver was asked (see
+    /// [`Device::alloc_managed`](crate::Device::alloc_managed)).
+    #[error(
+        "managed allocation of {requested} bytes refused: the device has {free} bytes free; \
+         less the {managed} bytes of managed memory this process already holds on it and a \
+         margin of {margin} bytes, {available} bytes are available. Managed memory beyond \
+         the free device memory oversubscribes the GPU, which can stall or hang it while \
+         pages migrate; ask for less, drop ManagedVecs, buffers and DeviceVecs you no longer \
+         need, or opt in to oversubscription with Device::alloc_managed_oversubscribed"
+    )]
+    ManagedExceedsFreeMemory {
+        /// Bytes requested.
+        requested: usize,
+        /// Bytes free on the device (`cuMemGetInfo`), after the pool's cached memory was
+        /// released.
+        free: usize,
+        /// Bytes of live managed allocations of this process on the device, counted as
+        /// if they were on it.
+        managed: usize,
+        /// Bytes kept free for the driver and other allocations.
+        margin: usize,
+        /// `free - managed - margin` (zero when negative).
+        available: usize,
+    },
+
+    /// An operation on managed memory that only a device with concurrent managed access
+    /// allows.
+    #[error(
+        "{what} needs concurrent managed access, which this memory does not have: its device \
+         reports concurrentManagedAccess = 0 (or it was allocated with \
+         ManagedAccess::StreamAttached), and then the host may not touch managed memory that \
+         a running kernel may use; {instead}"
+    )]
+    ManagedNeedsConcurrentAccess {
+        /// The refused operation.
+        what: &'static str,
+        /// What to do instead.
+        instead: &'static str,
+    },
 }
 
 /// The driver's *sticky* errors: the ones the CUDA driver API documents as ending the

@@ -25,6 +25,9 @@
 //! # Layers
 //!
 //! ```text
+//!   managed/  ManagedVec: managed memory whose residency is a type (attach, prefetch,
+//!     |       advice; 10 unsafe blocks: host access to managed memory, its attachment
+//!     |       and migration)
 //!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off
 //!     |       (15 unsafe blocks: DMA into borrowed host memory, launch arguments,
 //!     |        a scope's own creation)
@@ -39,11 +42,12 @@
 //!   device/   Device, Stream, events that order streams (0 unsafe)
 //!     |
 //!   driver/   the only code that calls cudarc's `result`/`sys`: RAII handles and
-//!             raw operations as `unsafe fn` (56 unsafe blocks)
+//!             raw operations as `unsafe fn` (61 unsafe blocks)
 //! ```
 //!
 //! Each folder uses only the ones below it (`host/` also uses `memory/`'s element
-//! types, `scope/` all four), and `error` (the one [`Error`] type). Outside `driver/`,
+//! types, `scope/` all four, `managed/` everything below it), and `error` (the one
+//! [`Error`] type). Outside `driver/`,
 //! every `unsafe` block's proof is about memory: host memory a DMA uses, device
 //! memory a kernel or copy uses, or the scope that makes both safe. The macros
 //! (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch entry;
@@ -148,6 +152,19 @@
 //! memory:** a kernel with a fixed-size `__shared__` array indexed by `threadIdx`, or
 //! that assumes its `blockDim`, must declare its shape.
 //!
+//! # Managed memory
+//!
+//! A [`ManagedVec`] ([`Device::alloc_managed`]) is unified memory whose residency is a
+//! type: the host reads and writes it ([`ManagedVec::host_mut`]) while no scope has it;
+//! [`Scope::attach_managed`] borrows it for the scope, whose kernels, copies and fills
+//! then use the view while the host cannot touch it; [`Scope::prefetch_to_device`]
+//! moves its pages ahead of the kernels, and [`Scope::prefetch_to_host`] consumes the
+//! view and returns a [`Pending`] that hands the host the elements inside the scope. An
+//! allocation larger than the device has free is an error, never a request
+//! ([`Device::alloc_managed_oversubscribed`] opts in). Devices without concurrent
+//! managed access get the same types, with the memory attached to streams underneath
+//! (see [`ManagedAccess`]).
+//!
 //! # Misuse is a compile error
 //!
 //! Each of these has a twin in `ui-tests` with the full compiler message.
@@ -196,6 +213,8 @@ mod host;
 #[allow(unsafe_code)]
 mod kernel;
 #[allow(unsafe_code)]
+mod managed;
+#[allow(unsafe_code)]
 mod memory;
 #[allow(unsafe_code)]
 mod scope;
@@ -213,6 +232,10 @@ pub use device::{Device, Stream};
 pub use error::{Error, LaunchLimit, Result};
 pub use host::{PinnedBuffer, PinnedMemoryStats};
 pub use kernel::LaunchConfig;
+pub use managed::{
+    ManagedAccess, ManagedAdvice, ManagedLocation, ManagedMemory, ManagedMemoryStats, ManagedSlice,
+    ManagedSliceMut, ManagedVec,
+};
 pub use memory::{
     DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceMemoryStats, DeviceRepr, DeviceSlice,
     DeviceSliceMut, DeviceVec,

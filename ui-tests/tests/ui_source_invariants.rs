@@ -24,7 +24,9 @@ const DEVICE_WIDE: &[&str] = &[
 /// thread's stream). The safety model allows them only where the user chose such a
 /// point: trimming the pinned pool, dropping a device. Each may appear only in the file
 /// named beside it, on a line right after a `// DEVICE-WIDE SYNC:` comment that says
-/// where it is reached from.
+/// where it is reached from. `cuMemFree` "may perform implicit synchronization" for
+/// memory not from the stream-ordered allocator: it frees managed memory only, from the
+/// drop of a `ManagedVec` (documented there as waiting for the device).
 const IMPLICIT_DEVICE_SYNC: &[(&str, &str)] = &[
     ("free_host", "stream-core/src/driver/pinned.rs"),
     ("cuMemFreeHost", "stream-core/src/driver/pinned.rs"),
@@ -34,14 +36,15 @@ const IMPLICIT_DEVICE_SYNC: &[(&str, &str)] = &[
     ("cublasDestroy", "kernels/src/cublas.rs"),
     ("free_sync", ""),
     ("memory_free", ""),
-    ("cuMemFree_v2", ""),
+    ("cuMemFree_v2", "stream-core/src/driver/managed.rs"),
     ("cuMemFree(", ""),
     ("cuMemHostUnregister", ""),
 ];
 
 /// The driver-layer functions that make those calls, and the only files that may name
 /// them: the pinned pool's release (from `Device::trim_pinned_memory` and the pool's
-/// drop, which is the device's) and the module cache's drop (the device's).
+/// drop, which is the device's), the module cache's drop (the device's) and the drop of
+/// a `ManagedVec`.
 const REACHED_ONLY_FROM: &[(&str, &[&str])] = &[
     (
         "free_waiting_for_device(",
@@ -56,6 +59,13 @@ const REACHED_ONLY_FROM: &[(&str, &[&str])] = &[
         &[
             "stream-core/src/driver/module.rs",
             "stream-core/src/kernel/module_cache.rs",
+        ],
+    ),
+    (
+        "free_managed_waiting_for_device(",
+        &[
+            "stream-core/src/driver/managed.rs",
+            "stream-core/src/managed/managed_vec.rs",
         ],
     ),
 ];

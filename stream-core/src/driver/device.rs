@@ -46,6 +46,12 @@ impl DeviceId {
         self.0
     }
 
+    /// A handle that is only a number, for unit tests of code that keys on devices.
+    #[cfg(test)]
+    pub(crate) fn for_tests(raw: sys::CUdevice) -> Self {
+        DeviceId(raw)
+    }
+
     /// An attribute of the device.
     pub(crate) fn attribute(self, attr: sys::CUdevice_attribute) -> Result<i32> {
         // SAFETY: `self.0` came from `cuDeviceGet`; `attr` is a valid enum value.

@@ -7,13 +7,14 @@
 //! * **RAII handles**, safe to use: a retained primary context and the guard that binds
 //!   it ([`context`]), a stream ([`stream`]), an event ([`event`]), a device's memory
 //!   pool ([`pool`]), a loaded module and its functions ([`module`]), an NVRTC program
-//!   ([`nvrtc`]), device queries ([`device`]), and a page-locked host allocation
-//!   ([`pinned`]). Each owns or names a driver object that stays valid as long as the
-//!   handle; what their methods do cannot break memory safety (the driver reports a
-//!   mismatch as an error).
+//!   ([`nvrtc`]), device queries ([`device`]), a page-locked host allocation
+//!   ([`pinned`]), and a managed (unified) allocation ([`managed`]). Each owns or names
+//!   a driver object that stays valid as long as the handle; what their methods do
+//!   cannot break memory safety (the driver reports a mismatch as an error).
 //! * **Raw operations** as `unsafe fn`, each with a `# Safety` section: copies and
-//!   memsets ([`memory`]), frees, kernel launches ([`launch`]), and freeing pinned memory
-//!   or unloading a module, which wait for the whole device. Their callers, above this
+//!   memsets ([`memory`]), frees, kernel launches ([`launch`]), prefetches and stream
+//!   attachment of managed memory ([`managed`]), and freeing pinned or managed memory or
+//!   unloading a module, which wait for the whole device. Their callers, above this
 //!   layer, prove what only they can know: that the memory is valid and no DMA or kernel
 //!   still uses it.
 //!
@@ -25,6 +26,7 @@ pub(crate) mod context;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod launch;
+pub(crate) mod managed;
 pub(crate) mod memory;
 pub(crate) mod module;
 pub(crate) mod nvrtc;

@@ -102,3 +102,9 @@ impl<'s, 't> Rebrand<'s, 't> {
         self.to
     }
 }
+
+/// What [`Lend::lend`](crate::Lend) needs: the proof that the child's stream waits for
+/// the parent's work so far and that the fork's join will order the parent's later work
+/// after the child's. Only `fork` can make one (its field is crate-private).
+#[doc(hidden)]
+pub struct LendPermit<'s, 'c>(pub(crate) Rebrand<'s, 'c>);

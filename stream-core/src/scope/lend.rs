@@ -14,6 +14,11 @@ use crate::sealed;
 /// | `&mut buffer`, `&mut view`, a `DeviceSliceMut` | `DeviceSliceMut<'_, 'c, T>` | cannot touch          |
 /// | `buffer` (moved)             | `DeviceBuffer<'c, T>`, freed by the child | gave it away         |
 /// | `()`, or a tuple of up to six of the above | `()`, or the tuple of their views | as for each item |
+///
+/// Views of an attached [`ManagedVec`](crate::ManagedVec) are lent the same way, and stay
+/// managed in the child (`&view` gives a [`ManagedSlice`](crate::ManagedSlice), `&mut view`
+/// or the view itself a [`ManagedSliceMut`](crate::ManagedSliceMut)), so the child can
+/// prefetch them.
 pub trait Lend<'s>: sealed::Lendable {
     /// What the child receives.
     type Views<'c>;
@@ -23,11 +28,9 @@ pub trait Lend<'s>: sealed::Lendable {
     fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> Self::Views<'c>;
 }
 
-/// What [`Lend::lend`] needs: the proof that the child's stream waits for the parent's
-/// work so far and that the fork's join will order the parent's later work after the
-/// child's. Only `fork` can make one (its field is private).
-#[doc(hidden)]
-pub struct LendPermit<'s, 'c>(pub(crate) Rebrand<'s, 'c>);
+/// Defined beside the brand, so that views of other folders (managed memory) can be
+/// lent too.
+pub use crate::memory::brand::LendPermit;
 
 impl sealed::Lendable for () {}
 impl<'s> Lend<'s> for () {
