@@ -190,6 +190,8 @@ mod device;
 mod driver;
 mod error;
 #[allow(unsafe_code)]
+pub mod future;
+#[allow(unsafe_code)]
 mod host;
 #[allow(unsafe_code)]
 mod kernel;
