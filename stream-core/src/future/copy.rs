@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::completion::Inflight;
-use super::owned_host::{sealed::DeviceSealed, OwnedDeviceVec, OwnedHostBuffer};
+use super::owned_host::{OwnedDeviceVec, OwnedHostBuffer, TOKEN};
 use crate::device::{Device, Stream};
 use crate::driver::memory::{copy_device_to_host, copy_host_to_device};
 use crate::error::{byte_len, Error, Result};
@@ -74,7 +74,7 @@ impl Stream {
     pub fn download_owned<D, H>(&self, src: D, host: H) -> CopyOwned<D, H>
     where
         D: OwnedDeviceVec,
-        H: OwnedHostBuffer<Item = <D as DeviceSealed>::Item>,
+        H: OwnedHostBuffer<Item = D::Item>,
     {
         self.start_download(src, host)
             .unwrap_or_else(CopyOwned::ready)
@@ -88,12 +88,12 @@ impl Stream {
         let device = &self.device;
         let _bound = device.inner.bind().map_err(Err)?;
         refuse_capturing(self).map_err(Err)?;
-        let len = host.elements().len();
+        let len = host.elements(TOKEN).len();
         let bytes = byte_len::<H::Item>(len).map_err(Err)?;
         // Before the allocation: if it fails, nothing is enqueued yet.
         let mut staging = match H::PINNED || bytes == 0 {
             true => None,
-            false => Some(StagingBlock::filled(device, as_bytes(host.elements())).map_err(Err)?),
+            false => Some(StagingBlock::filled(device, as_bytes(host.elements(TOKEN))).map_err(Err)?),
         };
         let ptr = match bytes {
             0 => 0,
@@ -113,7 +113,7 @@ impl Stream {
         }
         let src = match &mut staging {
             Some(block) => block.ptr_mut().cast_const(),
-            None => host.elements().as_ptr().cast::<u8>(),
+            None => host.elements(TOKEN).as_ptr().cast::<u8>(),
         };
         // SAFETY: `ptr` is `bytes` bytes of device memory allocated just above on this
         // stream, used by nothing else, and freed only after the host function. `src` is
@@ -139,14 +139,14 @@ impl Stream {
     ) -> std::result::Result<CopyOwned<D, H>, Result<(D, H)>>
     where
         D: OwnedDeviceVec,
-        H: OwnedHostBuffer<Item = <D as DeviceSealed>::Item>,
+        H: OwnedHostBuffer<Item = D::Item>,
     {
         let device = &self.device;
         let _bound = device.inner.bind().map_err(Err)?;
         refuse_capturing(self).map_err(Err)?;
-        device.ensure_same_device(src.vec().device()).map_err(Err)?;
-        let raw = src.vec().raw();
-        Error::check_lengths("download_owned", raw.len, host.elements().len()).map_err(Err)?;
+        device.ensure_same_device(src.vec(TOKEN).device()).map_err(Err)?;
+        let raw = src.vec(TOKEN).raw();
+        Error::check_lengths("download_owned", raw.len, host.elements(TOKEN).len()).map_err(Err)?;
         let bytes = byte_len::<H::Item>(raw.len).map_err(Err)?;
         if bytes == 0 {
             return Err(Ok((src, host)));
@@ -157,7 +157,7 @@ impl Stream {
         };
         let dst = match &mut staging {
             Some(block) => block.ptr_mut(),
-            None => host.elements_mut().as_mut_ptr().cast::<u8>(),
+            None => host.elements_mut(TOKEN).as_mut_ptr().cast::<u8>(),
         };
         // SAFETY: `raw` is `bytes` bytes of device memory owned by `src` (a `DeviceVec` or
         // an `Arc` of one), ready for any stream (made by a blocking `DeviceVec` call or
@@ -195,7 +195,7 @@ impl<D, H: OwnedHostBuffer> Payload<D, H> {
     /// hand the block back to the pool.
     fn finish(mut self) -> (D, H) {
         if let (true, Some(block)) = (self.fill_host, self.staging.as_mut()) {
-            let dst = as_bytes_mut(self.host.elements_mut());
+            let dst = as_bytes_mut(self.host.elements_mut(TOKEN));
             let len = dst.len();
             if let Some(bytes) = block.bytes_mut() {
                 dst.copy_from_slice(&bytes[..len]);
@@ -268,11 +268,11 @@ impl Drop for StagingBlock {
 /// the device memory and the host buffer once the copy has completed on the GPU.
 /// Dropping it does not cancel the copy (see [`crate::future`]).
 #[must_use = "the copy runs anyway; await the future to get the buffers back"]
-pub struct CopyOwned<D: Send + 'static, H: OwnedHostBuffer> {
+pub struct CopyOwned<D: Send + 'static, H: Send + 'static> {
     state: CopyState<D, H>,
 }
 
-enum CopyState<D: Send + 'static, H: OwnedHostBuffer> {
+enum CopyState<D: Send + 'static, H: Send + 'static> {
     Waiting {
         inflight: Inflight<Payload<D, H>>,
         /// A failed enqueue of the copy itself: reported once the work before it is done.

@@ -18,7 +18,7 @@
 //!         let x = s.upload(&request[..])?;          // the future owns `request`
 //!         let mut y = s.alloc::<f32>(x.len())?;      // stream-ordered, freed on the stream
 //!         s.copy_device(&x, &mut y)?;
-//!         s.copy_to_host(&y, &mut output[..])?;      // not waited for here
+//!         let _out = s.copy_to_host(&y, &mut output[..])?; // not waited for here
 //!         Ok::<_, Error>(())
 //!     })
 //!     .await                                         // the executor thread is free meanwhile

@@ -6,30 +6,19 @@ use std::sync::Arc;
 use crate::host::PinnedBuffer;
 use crate::memory::{DeviceRepr, DeviceVec};
 
-/// The seals of this module's traits, and their crate-only methods.
+/// The seals of this module's traits: traits only this module implements, and a token
+/// only this crate can make, which keeps their hidden methods uncallable outside it.
 pub(super) mod sealed {
-    use crate::memory::{DeviceRepr, DeviceVec};
+    /// Implemented only by this module's buffer types.
+    pub trait Sealed {}
 
-    /// Implemented only here, by host buffers that own their memory at a stable address.
-    pub trait HostSealed {
-        /// The element type.
-        type Item: DeviceRepr;
-        /// `true` for page-locked memory the DMA engines can read and write directly.
-        const PINNED: bool;
-        /// The elements.
-        fn elements(&self) -> &[Self::Item];
-        /// The elements, writable.
-        fn elements_mut(&mut self) -> &mut [Self::Item];
-    }
-
-    /// Implemented only here, by owned handles of a `DeviceVec`.
-    pub trait DeviceSealed {
-        /// The element type.
-        type Item: DeviceRepr;
-        /// The vector.
-        fn vec(&self) -> &DeviceVec<Self::Item>;
-    }
+    /// Only this crate can make one.
+    #[derive(Clone, Copy)]
+    pub struct Token(pub(in crate::future) ());
 }
+
+/// The token the crate's own calls pass.
+pub(super) const TOKEN: sealed::Token = sealed::Token(());
 
 /// A host buffer that owns its memory, for [`Stream::upload_owned`](crate::Stream::upload_owned)
 /// and [`Stream::download_owned`](crate::Stream::download_owned): a `Vec<T>`, a
@@ -56,43 +45,55 @@ pub(super) mod sealed {
     note = "pass the buffer itself, by value: a `Vec<T>`, a `Box<[T]>` or a `PinnedBuffer<T>` (e.g. `data.to_vec()`, or move `data` in); the future hands it back when the GPU is done with it",
     note = "to use borrowed host memory, copy inside `stream_core::scope`, which synchronises before the borrow ends"
 )]
-pub trait OwnedHostBuffer: sealed::HostSealed + Send + 'static {}
+pub trait OwnedHostBuffer: sealed::Sealed + Send + 'static {
+    /// The element type.
+    type Item: DeviceRepr;
+    /// `true` for page-locked memory the DMA engines read and write directly.
+    #[doc(hidden)]
+    const PINNED: bool;
+    /// The elements.
+    #[doc(hidden)]
+    fn elements(&self, _: sealed::Token) -> &[Self::Item];
+    /// The elements, writable.
+    #[doc(hidden)]
+    fn elements_mut(&mut self, _: sealed::Token) -> &mut [Self::Item];
+}
 
-impl<T: DeviceRepr> sealed::HostSealed for Vec<T> {
+impl<T: DeviceRepr> sealed::Sealed for Vec<T> {}
+impl<T: DeviceRepr> OwnedHostBuffer for Vec<T> {
     type Item = T;
     const PINNED: bool = false;
-    fn elements(&self) -> &[T] {
+    fn elements(&self, _: sealed::Token) -> &[T] {
         self
     }
-    fn elements_mut(&mut self) -> &mut [T] {
+    fn elements_mut(&mut self, _: sealed::Token) -> &mut [T] {
         self
     }
 }
-impl<T: DeviceRepr> OwnedHostBuffer for Vec<T> {}
 
-impl<T: DeviceRepr> sealed::HostSealed for Box<[T]> {
+impl<T: DeviceRepr> sealed::Sealed for Box<[T]> {}
+impl<T: DeviceRepr> OwnedHostBuffer for Box<[T]> {
     type Item = T;
     const PINNED: bool = false;
-    fn elements(&self) -> &[T] {
+    fn elements(&self, _: sealed::Token) -> &[T] {
         self
     }
-    fn elements_mut(&mut self) -> &mut [T] {
+    fn elements_mut(&mut self, _: sealed::Token) -> &mut [T] {
         self
     }
 }
-impl<T: DeviceRepr> OwnedHostBuffer for Box<[T]> {}
 
-impl<T: DeviceRepr> sealed::HostSealed for PinnedBuffer<T> {
+impl<T: DeviceRepr> sealed::Sealed for PinnedBuffer<T> {}
+impl<T: DeviceRepr> OwnedHostBuffer for PinnedBuffer<T> {
     type Item = T;
     const PINNED: bool = true;
-    fn elements(&self) -> &[T] {
+    fn elements(&self, _: sealed::Token) -> &[T] {
         self
     }
-    fn elements_mut(&mut self) -> &mut [T] {
+    fn elements_mut(&mut self, _: sealed::Token) -> &mut [T] {
         self
     }
 }
-impl<T: DeviceRepr> OwnedHostBuffer for PinnedBuffer<T> {}
 
 /// An owned handle of a [`DeviceVec`] that a download may read while the GPU runs: the
 /// vector itself, or an `Arc` of it (shared read-only by several downloads; nothing can
@@ -103,20 +104,26 @@ impl<T: DeviceRepr> OwnedHostBuffer for PinnedBuffer<T> {}
     label = "borrowed device memory cannot be handed to a future",
     note = "pass the `DeviceVec<T>` by value (the future hands it back), or an `Arc<DeviceVec<T>>` to share it between downloads"
 )]
-pub trait OwnedDeviceVec: sealed::DeviceSealed + Send + Sync + 'static {}
+pub trait OwnedDeviceVec: sealed::Sealed + Send + Sync + 'static {
+    /// The element type.
+    type Item: DeviceRepr;
+    /// The vector.
+    #[doc(hidden)]
+    fn vec(&self, _: sealed::Token) -> &DeviceVec<Self::Item>;
+}
 
-impl<T: DeviceRepr> sealed::DeviceSealed for DeviceVec<T> {
+impl<T: DeviceRepr> sealed::Sealed for DeviceVec<T> {}
+impl<T: DeviceRepr> OwnedDeviceVec for DeviceVec<T> {
     type Item = T;
-    fn vec(&self) -> &DeviceVec<T> {
+    fn vec(&self, _: sealed::Token) -> &DeviceVec<T> {
         self
     }
 }
-impl<T: DeviceRepr> OwnedDeviceVec for DeviceVec<T> {}
 
-impl<T: DeviceRepr> sealed::DeviceSealed for Arc<DeviceVec<T>> {
+impl<T: DeviceRepr> sealed::Sealed for Arc<DeviceVec<T>> {}
+impl<T: DeviceRepr> OwnedDeviceVec for Arc<DeviceVec<T>> {
     type Item = T;
-    fn vec(&self) -> &DeviceVec<T> {
+    fn vec(&self, _: sealed::Token) -> &DeviceVec<T> {
         self
     }
 }
-impl<T: DeviceRepr> OwnedDeviceVec for Arc<DeviceVec<T>> {}
