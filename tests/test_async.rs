@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use gpu_tests::{check_eq, device, ensure, panic_message, poisoned, spin, Failed, Rng, TestResult};
 use mini_executor::{block_on, Executor};
 use stream_core::future::completion_stats;
-use stream_core::{scope, Device, DeviceVec, Error, PinnedBuffer, Stream};
+use stream_core::{scope, Device, Error, PinnedBuffer, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -245,7 +245,8 @@ fn concurrent_requests(workers: usize) -> TestResult {
     let mut rng = Rng::new();
     let handles: Vec<_> = (0..REQUESTS)
         .map(|i| {
-            let input: Vec<f32> = rng.vec(1 + rng.below(1024));
+            let len = 1 + rng.below(1024);
+            let input: Vec<f32> = rng.vec(len);
             let (dev, streams) = (dev.clone(), Arc::clone(&streams));
             executor.spawn(async move { request(i % 3, dev, &streams[i % STREAMS], input).await })
         })
@@ -288,7 +289,8 @@ fn requests_on_block_on_are_correct() -> TestResult {
     let stream = dev.new_stream()?;
     let mut rng = Rng::new();
     for i in 0..300 {
-        let input: Vec<f32> = rng.vec(1 + rng.below(5000));
+        let len = 1 + rng.below(5000);
+        let input: Vec<f32> = rng.vec(len);
         block_on(request(i % 3, dev.clone(), &stream, input))?;
     }
     Ok(())
@@ -335,9 +337,10 @@ fn futures_dropped_at_random_points_release_their_memory_only_after_the_gpu() ->
     let all: Vec<&Stream> = streams.iter().collect();
     let before = quiet(&dev, &all)?;
     let released_before = completion_stats().released_after_drop;
-    // Keep every stream busy for a while, so the drops below come before completion.
+    // Keep every stream busy for about a second, so the drops below come before
+    // completion.
     for stream in streams.iter() {
-        drop(stream.run_owned((), |s, ()| spin(s, SPIN)));
+        drop(stream.run_owned((), |s, ()| spin(s, LONG_SPIN)));
     }
     let executor = Executor::new(2);
     let mut rng = Rng::new();
@@ -410,10 +413,11 @@ fn futures_dropped_at_random_points_release_their_memory_only_after_the_gpu() ->
 }
 
 /// A forgotten future keeps its buffer (a leak, never a free under the DMA), and its
-/// stream runs on.
+/// stream runs on. The future is made on a device handle of its own, which the leak
+/// keeps open, so that the shared handle's pools stay clean.
 fn forgotten_future_leaks_its_buffer_and_the_stream_keeps_working() -> TestResult {
     let _serial = serial();
-    let dev = device()?;
+    let dev = Device::new(0)?;
     let stream = dev.new_stream()?;
     let before = quiet(&dev, &[&stream])?;
     let buffer = dev.alloc_pinned::<u32>(1024)?; // one 4 KiB block
@@ -450,8 +454,9 @@ fn panic_in_the_run_owned_closure_propagates_and_releases_after_the_gpu() -> Tes
         stream.run_owned(buffer, |s, buffer| {
             spin(s, SPIN)?;
             let x = s.alloc_zeroed::<u32>(buffer.len())?;
+            let len = buffer.len();
             let _download = s.copy_to_host(&x, &mut buffer[..])?;
-            if buffer.len() == 1024 {
+            if len == 1024 {
                 panic!("deliberate panic in a run_owned closure");
             }
             Ok::<_, Error>(())
@@ -486,6 +491,9 @@ fn no_executor_thread_waits_while_a_long_kernel_runs() -> TestResult {
     let _serial = serial();
     let dev = device()?;
     let stream = Arc::new(dev.new_stream()?);
+    // Warm up: the spin kernel's module and the completion thread, so that neither is
+    // made while the clock runs.
+    block_on(stream.run_owned((), |s, ()| spin(s, 1)))?;
     let executor = Executor::new(1);
     let long_stream = Arc::clone(&stream);
     let start = Instant::now();
