@@ -1,5 +1,5 @@
 //! `bench`: this library vs raw `cudarc::driver::result` calls vs cudarc's safe API,
-//! measured side by side in one run on one GPU (issues 6 and 13).
+//! measured side by side in one run on one GPU (issues 6, 13 and 17).
 //!
 //! ```text
 //! bench [--quick] [--repeat N] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--kernel-ratio R] [--list]
@@ -36,6 +36,7 @@ mod raw;
 mod report;
 mod rounds;
 mod scope_cost;
+mod serve;
 mod sgemm;
 mod threads;
 
@@ -59,7 +60,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 7] = [
+const CASES: [Case; 8] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -95,6 +96,11 @@ const CASES: [Case; 7] = [
         name: "sgemm",
         what: "7. tiled and cuBLAS SGEMM GFLOP/s (GPU time)",
         run: sgemm::run,
+    },
+    Case {
+        name: "serve",
+        what: "8. async server loop (run_owned futures) vs thread-per-stream at the same load; cost of one async operation (host time)",
+        run: serve::run,
     },
 ];
 
