@@ -25,9 +25,12 @@
 //! # Layers
 //!
 //! ```text
+//!   future/   owned-buffer futures: Stream::run_owned, upload_owned, download_owned,
+//!     |       the completion thread (4 unsafe: DMA of owned buffers, an owned scope,
+//!     |        a DeviceVec of a stream-ordered allocation)
 //!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off
-//!     |       (15 unsafe blocks: DMA into borrowed host memory, launch arguments,
-//!     |        a scope's own creation)
+//!     |       (17 unsafe blocks: DMA into borrowed host memory, launch arguments,
+//!     |        a scope's own creation, an owned scope's)
 //!     +-------------------+-------------------+
 //!   memory/             host/               kernel/
 //!   device memory:      pinned buffers,     declarations, launch shapes,
@@ -39,7 +42,7 @@
 //!   device/   Device, Stream, events that order streams (0 unsafe)
 //!     |
 //!   driver/   the only code that calls cudarc's `result`/`sys`: RAII handles and
-//!             raw operations as `unsafe fn` (56 unsafe blocks)
+//!             raw operations as `unsafe fn` (58 unsafe blocks)
 //! ```
 //!
 //! Each folder uses only the ones below it (`host/` also uses `memory/`'s element
@@ -47,7 +50,9 @@
 //! every `unsafe` block's proof is about memory: host memory a DMA uses, device
 //! memory a kernel or copy uses, or the scope that makes both safe. The macros
 //! (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch entry;
-//! [`interop`] gives raw handles to other crates, [`staging`] tunes staged copies.
+//! [`interop`] gives raw handles to other crates, [`staging`] tunes staged copies,
+//! and [`future`] runs scopes and copies as futures that own their buffers, on any
+//! executor, without blocking its threads.
 //!
 //! # Safety model
 //!
