@@ -77,8 +77,11 @@ fn run() -> Result<usize, Error> {
                 input: dev.alloc_pinned::<f32>(N)?,
                 reply: dev.alloc_pinned::<f32>(N)?,
             };
-            let (streams, shared, weights) =
-                (Arc::clone(&streams), Arc::clone(&shared), Arc::clone(&weights));
+            let (streams, shared, weights) = (
+                Arc::clone(&streams),
+                Arc::clone(&shared),
+                Arc::clone(&weights),
+            );
             Ok(executor.spawn(async move {
                 serve_client(id, client, &streams[id % STREAMS], shared, &weights).await
             }))

@@ -161,12 +161,18 @@ fn upload_owned_and_download_owned_round_trip_every_owned_buffer_type() -> TestR
     block_on(async {
         let (a, vec) = stream.upload_owned(input.clone()).await?;
         check_eq("Vec handed back by upload_owned", &input, &vec)?;
-        let (b, boxed) = stream.upload_owned(input.clone().into_boxed_slice()).await?;
+        let (b, boxed) = stream
+            .upload_owned(input.clone().into_boxed_slice())
+            .await?;
         check_eq("Box handed back by upload_owned", &input, &boxed)?;
         let mut pinned = dev.alloc_pinned::<u32>(n)?;
         pinned.copy_from_slice(&input);
         let (c, _) = stream.upload_owned(pinned).await?;
-        for (what, vec) in [("from a Vec", a), ("from a Box", b), ("from a PinnedBuffer", c)] {
+        for (what, vec) in [
+            ("from a Vec", a),
+            ("from a Box", b),
+            ("from a PinnedBuffer", c),
+        ] {
             let shared = Arc::new(vec);
             let (shared, out) = stream
                 .download_owned(Arc::clone(&shared), poisoned::<u32>(n))
@@ -208,7 +214,10 @@ fn empty_copies_resolve_at_once_with_their_buffers() -> TestResult {
         "an empty upload enqueued a host function"
     );
     let (empty, host) = block_on(upload)?;
-    ensure!(empty.is_empty() && host.is_empty(), "the empty upload is not empty");
+    ensure!(
+        empty.is_empty() && host.is_empty(),
+        "the empty upload is not empty"
+    );
     let (_, host) = block_on(stream.download_owned(empty, Vec::<f32>::new()))?;
     ensure!(host.is_empty(), "the empty download is not empty");
     Ok(())
@@ -254,7 +263,11 @@ fn concurrent_requests(workers: usize) -> TestResult {
     for (i, handle) in handles.into_iter().enumerate() {
         match handle.join() {
             Ok(result) => result.map_err(|e| {
-                Failed::from(format!("request {i} (kind {}): {}", i % 3, e.message().map_or("", |m| m)))
+                Failed::from(format!(
+                    "request {i} (kind {}): {}",
+                    i % 3,
+                    e.message().map_or("", |m| m)
+                ))
             })?,
             Err(panic) => {
                 return Err(Failed::from(format!(
@@ -359,20 +372,35 @@ fn futures_dropped_at_random_points_release_their_memory_only_after_the_gpu() ->
                     Ok::<_, Error>(())
                 });
                 handles.push(executor.spawn(async move {
-                    DropAfter { inner: Some(future), polls }.await.map(|r| r.map(|_| ()))
+                    DropAfter {
+                        inner: Some(future),
+                        polls,
+                    }
+                    .await
+                    .map(|r| r.map(|_| ()))
                 }));
             }
             1 => {
                 let future = stream.upload_owned(input);
                 handles.push(executor.spawn(async move {
-                    DropAfter { inner: Some(future), polls }.await.map(|r| r.map(|_| ()))
+                    DropAfter {
+                        inner: Some(future),
+                        polls,
+                    }
+                    .await
+                    .map(|r| r.map(|_| ()))
                 }));
             }
             _ => {
                 let vec = dev.upload_vec(&input)?;
                 let future = stream.download_owned(vec, dev.alloc_pinned::<f32>(n)?);
                 handles.push(executor.spawn(async move {
-                    DropAfter { inner: Some(future), polls }.await.map(|r| r.map(|_| ()))
+                    DropAfter {
+                        inner: Some(future),
+                        polls,
+                    }
+                    .await
+                    .map(|r| r.map(|_| ()))
                 }));
             }
         }
@@ -470,7 +498,11 @@ fn panic_in_the_run_owned_closure_propagates_and_releases_after_the_gpu() -> Tes
             "run_owned propagated another panic: {}",
             panic_message(panic.as_ref())
         ),
-        Ok(_) => return Err(Failed::from("run_owned returned although its closure panicked")),
+        Ok(_) => {
+            return Err(Failed::from(
+                "run_owned returned although its closure panicked",
+            ))
+        }
     }
     ensure!(
         !busy || in_use_right_after == with_buffer,

@@ -193,7 +193,10 @@ fn percentile(mut values: Vec<f64>, quantile: f64) -> f64 {
 
 /// One request of the async design: the client's buffers go into the future and come
 /// back with the reply.
-async fn async_request(stream: &Stream, buffers: Buffers) -> std::result::Result<Buffers, CoreError> {
+async fn async_request(
+    stream: &Stream,
+    buffers: Buffers,
+) -> std::result::Result<Buffers, CoreError> {
     let (buffers, ()) = stream
         .run_owned(buffers, |s, (input, output)| {
             let x = s.upload(&input[..])?;
@@ -349,12 +352,7 @@ fn operation_cost(env: &Env, rep: &mut Report) -> Result<()> {
     row.ours = Some(enqueue.clone());
     rep.push(row);
     if let Some(ratio) = per_round_ratio(&enqueue.figures(), &round_trip.figures()) {
-        rep.figure_per_round(
-            "serve",
-            "enqueue host time / round trip",
-            ratio,
-            "x",
-        );
+        rep.figure_per_round("serve", "enqueue host time / round trip", ratio, "x");
     }
     Ok(())
 }

@@ -189,8 +189,7 @@ impl<F: Future> Future for Reporting<F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
-        let polled =
-            std::panic::catch_unwind(AssertUnwindSafe(|| this.future.as_mut().poll(cx)));
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| this.future.as_mut().poll(cx)));
         let output = match polled {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(value)) => Ok(value),

@@ -93,14 +93,13 @@ impl Stream {
         // Before the allocation: if it fails, nothing is enqueued yet.
         let mut staging = match H::PINNED || bytes == 0 {
             true => None,
-            false => Some(StagingBlock::filled(device, as_bytes(host.elements(TOKEN))).map_err(Err)?),
+            false => {
+                Some(StagingBlock::filled(device, as_bytes(host.elements(TOKEN))).map_err(Err)?)
+            }
         };
         let ptr = match bytes {
             0 => 0,
-            _ => device
-                .inner
-                .alloc_async(&self.raw, bytes)
-                .map_err(Err)?,
+            _ => device.inner.alloc_async(&self.raw, bytes).map_err(Err)?,
         };
         // SAFETY: `ptr` was just allocated stream-ordered on this stream for `len`
         // elements (or is 0 with `len == 0`), owned by no one else. The `DeviceVec` goes
@@ -144,7 +143,9 @@ impl Stream {
         let device = &self.device;
         let _bound = device.inner.bind().map_err(Err)?;
         refuse_capturing(self).map_err(Err)?;
-        device.ensure_same_device(src.vec(TOKEN).device()).map_err(Err)?;
+        device
+            .ensure_same_device(src.vec(TOKEN).device())
+            .map_err(Err)?;
         let raw = src.vec(TOKEN).raw();
         Error::check_lengths("download_owned", raw.len, host.elements(TOKEN).len()).map_err(Err)?;
         let bytes = byte_len::<H::Item>(raw.len).map_err(Err)?;
