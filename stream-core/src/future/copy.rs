@@ -80,11 +80,7 @@ impl Stream {
             .unwrap_or_else(CopyOwned::ready)
     }
 
-    fn start_upload<H: OwnedHostBuffer>(
-        &self,
-        host: H,
-    ) -> std::result::Result<CopyOwned<DeviceVec<H::Item>, H>, Result<(DeviceVec<H::Item>, H)>>
-    {
+    fn start_upload<H: OwnedHostBuffer>(&self, host: H) -> Started<DeviceVec<H::Item>, H> {
         let device = &self.device;
         let _bound = device.inner.bind().map_err(Err)?;
         refuse_capturing(self).map_err(Err)?;
@@ -131,11 +127,7 @@ impl Stream {
         Ok(CopyOwned::waiting(inflight, copied.err()))
     }
 
-    fn start_download<D, H>(
-        &self,
-        src: D,
-        mut host: H,
-    ) -> std::result::Result<CopyOwned<D, H>, Result<(D, H)>>
+    fn start_download<D, H>(&self, src: D, mut host: H) -> Started<D, H>
     where
         D: OwnedDeviceVec,
         H: OwnedHostBuffer<Item = D::Item>,
@@ -180,6 +172,10 @@ impl Stream {
         Ok(CopyOwned::waiting(inflight, copied.err()))
     }
 }
+
+/// A copy's future waiting for the GPU, or (`Err`) its output, known without any GPU
+/// work to wait for (an error before anything was enqueued, or an empty copy).
+type Started<D, H> = std::result::Result<CopyOwned<D, H>, Result<(D, H)>>;
 
 /// What a copy's future owns while the GPU may use it.
 struct Payload<D, H> {

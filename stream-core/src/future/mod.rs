@@ -1,10 +1,12 @@
 //! Futures over GPU work that own their buffers: async/await on any executor, with no
 //! executor thread ever blocking on the GPU.
 //!
-//! Owns: [`Stream::run_owned`] (a whole scope as a future), [`Stream::upload_owned`] and
-//! [`Stream::download_owned`], their futures ([`RunOwned`], [`CopyOwned`]), the traits of
-//! what they may own ([`OwnedHostBuffer`], [`OwnedDeviceVec`]), the completion record and
-//! the completion thread, and [`completion_stats`]. Uses: `driver/` (host functions,
+//! Owns: [`Stream::run_owned`](crate::Stream::run_owned) (a whole scope as a future),
+//! [`Stream::upload_owned`](crate::Stream::upload_owned) and
+//! [`Stream::download_owned`](crate::Stream::download_owned), their futures
+//! ([`RunOwned`], [`CopyOwned`]), the traits of what they may own ([`OwnedHostBuffer`],
+//! [`OwnedDeviceVec`]), the completion record and the completion thread, and
+//! [`completion_stats`]. Uses: `driver/` (host functions,
 //! copies), `device/`, `memory/`, `host/` (the pinned pool), `scope/` (an owned scope,
 //! `scope/owned.rs`), `error`. No executor or runtime crate: the futures are plain
 //! [`std::future::Future`]s woken through [`std::task::Waker`].
@@ -35,11 +37,11 @@
 //! buffer by value and hands it back when the hardware is done. Forgetting the future
 //! then leaks the buffer, which is safe.
 //!
-//! * [`upload_owned`](Stream::upload_owned) and [`download_owned`](Stream::download_owned)
+//! * [`upload_owned`](crate::Stream::upload_owned) and [`download_owned`](crate::Stream::download_owned)
 //!   take a `Vec<T>`, a `Box<[T]>` or a [`PinnedBuffer<T>`](crate::PinnedBuffer), which
 //!   are `'static` and own their elements at an address that moving them does not change.
 //!   A borrowed slice is refused at compile time, with a message naming the owned forms.
-//! * [`run_owned`](Stream::run_owned) takes any `O: Send + 'static`, boxes it, and lends it
+//! * [`run_owned`](crate::Stream::run_owned) takes any `O: Send + 'static`, boxes it, and lends it
 //!   to a closure that issues a whole [scope](crate::scope)'s work.
 //!
 //! # Why `run_owned` is sound
