@@ -1,5 +1,5 @@
 //! `bench`: this library vs raw `cudarc::driver::result` calls vs cudarc's safe API,
-//! measured side by side in one run on one GPU (issues 6 and 13).
+//! measured side by side in one run on one GPU (issues 6, 13 and 17).
 //!
 //! ```text
 //! bench [--quick] [--repeat N] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--kernel-ratio R] [--list]
@@ -37,6 +37,7 @@ mod raw;
 mod report;
 mod rounds;
 mod scope_cost;
+mod serve;
 mod sgemm;
 mod threads;
 
@@ -60,7 +61,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 8] = [
+const CASES: [Case; 9] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -101,6 +102,11 @@ const CASES: [Case; 8] = [
         name: "managed",
         what: "8. managed memory: explicit pinned copies vs demand paging vs prefetches, end-to-end (host time) and kernel only (GPU time)",
         run: managed::run,
+    },
+    Case {
+        name: "serve",
+        what: "9. async server loop (run_owned futures) vs thread-per-stream at the same load; cost of one async operation (host time)",
+        run: serve::run,
     },
 ];
 

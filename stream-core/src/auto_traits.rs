@@ -47,3 +47,10 @@ assert_impl_all!(ManagedMemoryStats: Send, Sync, Copy, Default, PartialEq, std::
 assert_impl_all!(ManagedAccess: Send, Sync, Copy, PartialEq, std::fmt::Debug);
 // Managed views lent to a fork are branded views too.
 assert_not_impl_any!(<&'static ManagedSliceMut<'static, 'static, f32> as Lend<'static>>::Views<'static>: Send, Sync);
+// The futures of `stream_core::future` can run on multi-threaded executors when what
+// they own and return is `Send`, and are `Unpin` (nothing in them is pinned).
+assert_impl_all!(future::RunOwned<(PinnedBuffer<f32>, DeviceVec<f32>), usize, Error>: Send, Unpin);
+assert_impl_all!(future::CopyOwned<DeviceVec<f32>, Vec<f32>>: Send, Unpin);
+assert_impl_all!(future::CopyOwned<std::sync::Arc<DeviceVec<f32>>, PinnedBuffer<f32>>: Send, Unpin);
+assert_not_impl_any!(future::RunOwned<(), std::rc::Rc<u8>, Error>: Send);
+assert_impl_all!(future::CompletionStats: Send, Sync, Copy, Default, PartialEq, std::fmt::Debug);

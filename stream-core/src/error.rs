@@ -283,6 +283,17 @@ pub enum Error {
         /// What to do instead.
         instead: &'static str,
     },
+
+    /// The thread that completes this crate's futures (see [`crate::future`]) could not
+    /// be started; nothing was enqueued.
+    #[error(
+        "could not start stream_core's completion thread ({reason}); no work was enqueued: \
+         the process may have reached its thread or memory limit"
+    )]
+    CompletionThread {
+        /// What the operating system reported.
+        reason: String,
+    },
 }
 
 /// The driver's *sticky* errors: the ones the CUDA driver API documents as ending the

@@ -28,9 +28,12 @@
 //!   managed/  ManagedVec: managed memory whose residency is a type (attach, prefetch,
 //!     |       advice; 10 unsafe blocks: host access to managed memory, its attachment
 //!     |       and migration)
+//!   future/   owned-buffer futures: Stream::run_owned, upload_owned, download_owned,
+//!     |       the completion thread (4 unsafe: DMA of owned buffers, an owned scope,
+//!     |        a DeviceVec of a stream-ordered allocation)
 //!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off
-//!     |       (15 unsafe blocks: DMA into borrowed host memory, launch arguments,
-//!     |        a scope's own creation)
+//!     |       (17 unsafe blocks: DMA into borrowed host memory, launch arguments,
+//!     |        a scope's own creation, an owned scope's)
 //!     +-------------------+-------------------+
 //!   memory/             host/               kernel/
 //!   device memory:      pinned buffers,     declarations, launch shapes,
@@ -51,7 +54,9 @@
 //! every `unsafe` block's proof is about memory: host memory a DMA uses, device
 //! memory a kernel or copy uses, or the scope that makes both safe. The macros
 //! (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch entry;
-//! [`interop`] gives raw handles to other crates, [`staging`] tunes staged copies.
+//! [`interop`] gives raw handles to other crates, [`staging`] tunes staged copies,
+//! and [`future`] runs scopes and copies as futures that own their buffers, on any
+//! executor, without blocking its threads.
 //!
 //! # Safety model
 //!
@@ -208,6 +213,8 @@ mod device;
 #[allow(unsafe_code)]
 mod driver;
 mod error;
+#[allow(unsafe_code)]
+pub mod future;
 #[allow(unsafe_code)]
 mod host;
 #[allow(unsafe_code)]

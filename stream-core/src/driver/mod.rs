@@ -8,7 +8,9 @@
 //!   it ([`context`]), a stream ([`stream`]), an event ([`event`]), a device's memory
 //!   pool ([`pool`]), a loaded module and its functions ([`module`]), an NVRTC program
 //!   ([`nvrtc`]), device queries ([`device`]), a page-locked host allocation
-//!   ([`pinned`]), and a managed (unified) allocation ([`managed`]). Each owns or names
+//!   ([`pinned`]), a managed (unified) allocation ([`managed`]), and host functions the
+//!   driver runs after a stream's work ([`host_func`], whose callbacks promise to make no
+//!   CUDA call). Each owns or names
 //!   a driver object that stays valid as long as the handle; what their methods do
 //!   cannot break memory safety (the driver reports a mismatch as an error).
 //! * **Raw operations** as `unsafe fn`, each with a `# Safety` section: copies and
@@ -25,6 +27,7 @@
 pub(crate) mod context;
 pub(crate) mod device;
 pub(crate) mod event;
+pub(crate) mod host_func;
 pub(crate) mod launch;
 pub(crate) mod managed;
 pub(crate) mod memory;

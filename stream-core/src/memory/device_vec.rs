@@ -117,6 +117,32 @@ impl<T: DeviceRepr> DeviceVec<T> {
         })
     }
 
+    /// A `DeviceVec` of `len` elements at `ptr`, a stream-ordered allocation made on a
+    /// stream of `device` that is not yet known to be complete (for
+    /// [`Stream::upload_owned`](crate::Stream::upload_owned), whose future hands it out
+    /// only once a host function after its last use has run).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `DeviceInner::alloc_async` of `device` for exactly `len` elements
+    /// of `T` (or is 0 with `len == 0`) and is owned by no one else; and the returned
+    /// value is neither used on any stream nor dropped (its free runs on the
+    /// housekeeping stream) before the host has seen every piece of work of the
+    /// allocating stream up to its last use complete (a host function enqueued after
+    /// it has run): until then it stays in a completion record, and it is leaked if no
+    /// such host function can be enqueued.
+    pub(crate) unsafe fn from_stream_ordered(
+        device: &Device,
+        ptr: cudarc::driver::sys::CUdeviceptr,
+        len: usize,
+    ) -> Self {
+        DeviceVec {
+            raw: RawSlice { ptr, len },
+            device: device.clone(),
+            _elem: PhantomData,
+        }
+    }
+
     /// The device that holds the memory.
     pub fn device(&self) -> &Device {
         &self.device

@@ -21,6 +21,7 @@ mod fork;
 mod hand_off;
 mod launch;
 mod lend;
+pub(crate) mod owned;
 mod pending;
 mod transfer;
 

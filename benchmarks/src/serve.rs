@@ -1,0 +1,358 @@
+//! Case 8: an async server loop against the thread-per-stream design of the `threads`
+//! example, at the same load, and the cost of one asynchronous operation (issue 17).
+//!
+//! **Server loop.** `CLIENTS` clients each send requests back to back; a request is
+//! what case 5's is (upload of pinned memory, a short kernel, a download into pinned
+//! memory, the reply). The load is the same for both designs: `CLIENTS` requests in
+//! flight on `CLIENTS` streams.
+//! * **threads** (the baseline, in the `raw` column): one OS thread and one stream per
+//!   client, a scope per request (it blocks its thread until the reply has landed).
+//! * **async** (`ours`): the clients are tasks of an executor with `CLIENTS / 8` worker
+//!   threads; a request is one [`Stream::run_owned`] over the client's own pinned
+//!   buffers, awaited. The executor is the workspace's `mini-executor` (tokio cannot be
+//!   fetched where the workspace is built; the futures need nothing but a `Waker`).
+//!
+//! Requests per second are measured over the whole batch, and each request's latency
+//! (from its start to its reply) is kept: p50 and p99 are taken per round over every
+//! request of that round's samples. Target (issue 17): async at least 0.95x the threads
+//! design's requests/s, with 1/8 of its OS threads.
+//!
+//! **Cost per operation.** The round trip of an empty `run_owned` awaited with
+//! `block_on` (context and capture checks, an event, a host function, the completion
+//! thread's wake, the event query) against an empty scope (`cuStreamSynchronize` of an
+//! idle stream), and the host time of the `run_owned` call alone (what an executor thread
+//! spends to enqueue one), with 1,000 operations in flight.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mini_executor::{block_on, Executor};
+use stream_core::{scope, Error as CoreError, PinnedBuffer, Stream};
+
+use crate::cuda::{self, work_config, work_reference};
+use crate::error::{Error, Result};
+use crate::measure::{interleaved, Sampler, Stats};
+use crate::report::{Better, Report, Row, Source};
+use crate::rounds::{per_round_ratio, Rounds};
+use crate::Env;
+
+/// Concurrent clients (and streams) of the server loop.
+const CLIENTS: usize = 16;
+/// Worker threads of the async design: 1/8 of the threads design's.
+const EXECUTOR_THREADS: usize = CLIENTS / 8;
+/// Kernel iterations per element, as in case 5.
+const ITERS: u32 = 32;
+/// Operations per sample of the cost rows.
+const OPS: usize = 1000;
+
+fn input(i: usize) -> f32 {
+    (i % 1021) as f32 * 0.5 - 200.0
+}
+
+/// Runs case 8.
+pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
+    let streams = (0..CLIENTS)
+        .map(|_| env.dev.new_stream())
+        .collect::<stream_core::Result<Vec<_>>>()?;
+    let streams = Arc::new(streams);
+    for (elems, label) in [(1usize << 14, "64 KiB"), (1 << 18, "1 MiB")] {
+        server_loop(env, rep, &streams, elems, label)?;
+    }
+    operation_cost(env, rep)?;
+    rep.note(format!(
+        "serve: the async design runs {EXECUTOR_THREADS} executor threads (mini-executor, tokio is not available offline) plus stream_core's one completion thread; the threads design runs {CLIENTS}"
+    ));
+    Ok(())
+}
+
+/// One client's pinned buffers.
+type Buffers = (PinnedBuffer<f32>, PinnedBuffer<f32>);
+
+/// Every request's latency in seconds, one vector per sample taken (warm-up included).
+type Latencies = RefCell<Vec<Vec<f64>>>;
+
+fn client_buffers(env: &Env, elems: usize) -> Result<Vec<Buffers>> {
+    (0..CLIENTS)
+        .map(|_| {
+            let mut i = env.dev.alloc_pinned::<f32>(elems)?;
+            i.iter_mut().enumerate().for_each(|(j, v)| *v = input(j));
+            let mut o = env.dev.alloc_pinned::<f32>(elems)?;
+            o.fill(f32::NAN);
+            Ok((i, o))
+        })
+        .collect()
+}
+
+/// Checks every 997th element and the last of one reply.
+fn check_reply(who: &str, out: &[f32]) -> Result<()> {
+    for j in (0..out.len()).step_by(997).chain([out.len() - 1]) {
+        let want = work_reference(input(j), ITERS);
+        if out[j].to_bits() != want.to_bits() {
+            return Err(Error::msg(format!(
+                "{who}: reply element {j} is {} but the CPU computes {want}",
+                out[j]
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn server_loop(
+    env: &Env,
+    rep: &mut Report,
+    streams: &Arc<Vec<Stream>>,
+    elems: usize,
+    label: &str,
+) -> Result<()> {
+    let per_client = env.cfg.pick(250, 20);
+    let total = per_client * CLIENTS;
+    let (warmup, reps) = env.cfg.pick((1, 3), (1, 2));
+    let plan = env.cfg.plan(warmup, reps);
+    let threads_state = RefCell::new(client_buffers(env, elems)?);
+    let async_state = RefCell::new(Some(client_buffers(env, elems)?));
+    let executor = Executor::new(EXECUTOR_THREADS);
+    let (threads_latency, async_latency): (Latencies, Latencies) = Default::default();
+    let stats = {
+        let mut samplers: Vec<Sampler<'_>> = vec![
+            (
+                "async",
+                Box::new(|| {
+                    let buffers = async_state
+                        .borrow_mut()
+                        .take()
+                        .ok_or_else(|| Error::msg("async: the buffers were lost"))?;
+                    let (seconds, buffers, latencies) =
+                        async_batch(&executor, streams, buffers, per_client)?;
+                    check_reply("async", &buffers[0].1)?;
+                    *async_state.borrow_mut() = Some(buffers);
+                    async_latency.borrow_mut().push(latencies);
+                    Ok(seconds)
+                }),
+            ),
+            (
+                "threads",
+                Box::new(|| {
+                    let mut buffers = threads_state.borrow_mut();
+                    let (seconds, latencies) = threads_batch(streams, &mut buffers, per_client)?;
+                    check_reply("threads", &buffers[0].1)?;
+                    threads_latency.borrow_mut().push(latencies);
+                    Ok(seconds)
+                }),
+            ),
+        ];
+        interleaved(plan, &mut samplers)?
+    };
+    let rps: Vec<Rounds> = stats.iter().map(|s| s.map(|t| total as f64 / t)).collect();
+    let [ours, threads]: [Rounds; 2] = rps
+        .try_into()
+        .map_err(|_| Error::msg("serve: expected two results"))?;
+    let mut row = Row::new(
+        "serve",
+        format!(
+            "{label} requests, {CLIENTS} clients: async on {EXECUTOR_THREADS} threads (raw: {CLIENTS} threads)"
+        ),
+        "requests/s",
+        Better::Higher,
+    );
+    (row.ours, row.raw) = (Some(ours), Some(threads));
+    rep.push(row.check_vs_raw(0.95, Source::Issue));
+    for (quantile, name) in [(0.5, "p50"), (0.99, "p99")] {
+        let per_round = |latencies: &Latencies| -> Result<Rounds> {
+            let samples = latencies.borrow();
+            let rounds = samples[plan.warmup..]
+                .chunks(plan.samples)
+                .map(|round| Stats::new(vec![percentile(round.concat(), quantile) * 1e6]))
+                .collect::<Result<Vec<_>>>()?;
+            Rounds::new(rounds)
+        };
+        let mut row = Row::new(
+            "serve",
+            format!("{label} requests: {name} latency (raw: threads)"),
+            "us",
+            Better::Lower,
+        );
+        (row.ours, row.raw) = (
+            Some(per_round(&async_latency)?),
+            Some(per_round(&threads_latency)?),
+        );
+        rep.push(row);
+    }
+    Ok(())
+}
+
+/// The `quantile` (0..=1) of `values` (nearest rank); NaN when empty.
+fn percentile(mut values: Vec<f64>, quantile: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((values.len() as f64 * quantile).ceil() as usize).clamp(1, values.len());
+    values[rank - 1]
+}
+
+/// One request of the async design: the client's buffers go into the future and come
+/// back with the reply.
+async fn async_request(
+    stream: &Stream,
+    buffers: Buffers,
+) -> std::result::Result<Buffers, CoreError> {
+    let (buffers, ()) = stream
+        .run_owned(buffers, |s, (input, output)| {
+            let x = s.upload(&input[..])?;
+            let mut y = s.alloc::<f32>(x.len())?;
+            cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
+            let _reply = s.copy_to_host(&y, &mut output[..])?;
+            Ok::<_, CoreError>(())
+        })
+        .await?;
+    Ok(buffers)
+}
+
+/// `per_client` requests from each client, all clients at once, on the executor.
+fn async_batch(
+    executor: &Executor,
+    streams: &Arc<Vec<Stream>>,
+    buffers: Vec<Buffers>,
+    per_client: usize,
+) -> Result<(f64, Vec<Buffers>, Vec<f64>)> {
+    let start = Instant::now();
+    let clients: Vec<_> = buffers
+        .into_iter()
+        .enumerate()
+        .map(|(c, mut buffers)| {
+            let streams = Arc::clone(streams);
+            executor.spawn(async move {
+                let mut latencies = Vec::with_capacity(per_client);
+                for _ in 0..per_client {
+                    let t = Instant::now();
+                    buffers = async_request(&streams[c], buffers).await?;
+                    latencies.push(t.elapsed().as_secs_f64());
+                }
+                Ok::<_, CoreError>((buffers, latencies))
+            })
+        })
+        .collect();
+    let mut all_buffers = Vec::with_capacity(CLIENTS);
+    let mut latencies = Vec::with_capacity(CLIENTS * per_client);
+    for client in clients {
+        let (buffers, l) = client
+            .join()
+            .map_err(|_| Error::msg("async: a client task panicked"))??;
+        all_buffers.push(buffers);
+        latencies.extend(l);
+    }
+    Ok((start.elapsed().as_secs_f64(), all_buffers, latencies))
+}
+
+/// `per_client` requests from each client, a thread and a stream per client, a scope
+/// per request.
+fn threads_batch(
+    streams: &[Stream],
+    buffers: &mut [Buffers],
+    per_client: usize,
+) -> Result<(f64, Vec<f64>)> {
+    let start = Instant::now();
+    let latencies = std::thread::scope(|t| {
+        let workers: Vec<_> = streams
+            .iter()
+            .zip(buffers.iter_mut())
+            .map(|(stream, (input, output))| {
+                t.spawn(move || {
+                    let mut latencies = Vec::with_capacity(per_client);
+                    for _ in 0..per_client {
+                        let t = Instant::now();
+                        scope(stream, |s| {
+                            let x = s.upload(&input[..])?;
+                            let mut y = s.alloc::<f32>(x.len())?;
+                            cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
+                            let _reply = s.copy_to_host(&y, &mut output[..])?;
+                            Ok::<_, CoreError>(())
+                        })?;
+                        latencies.push(t.elapsed().as_secs_f64());
+                    }
+                    Ok::<_, CoreError>(latencies)
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for w in workers {
+            let l = w
+                .join()
+                .map_err(|_| Error::msg("threads: a worker thread panicked"))??;
+            all.extend(l);
+        }
+        Ok::<_, Error>(all)
+    })?;
+    Ok((start.elapsed().as_secs_f64(), latencies))
+}
+
+/// The round trip of an empty operation, and the host time of enqueuing one.
+fn operation_cost(env: &Env, rep: &mut Report) -> Result<()> {
+    let (warmup, reps) = env.cfg.pick((2, 20), (1, 5));
+    let plan = env.cfg.plan(warmup, reps);
+    let stream = &env.streams[0];
+    let per_op = |t: Instant| t.elapsed().as_nanos() as f64 / OPS as f64;
+    let stats = {
+        let mut samplers: Vec<Sampler<'_>> = vec![
+            (
+                "run_owned round trip",
+                Box::new(|| {
+                    let t = Instant::now();
+                    for _ in 0..OPS {
+                        block_on(stream.run_owned((), |_, ()| Ok::<_, CoreError>(())))?;
+                    }
+                    Ok(per_op(t))
+                }),
+            ),
+            (
+                "scope round trip",
+                Box::new(|| {
+                    let t = Instant::now();
+                    for _ in 0..OPS {
+                        scope(stream, |_| Ok::<_, CoreError>(()))?;
+                    }
+                    Ok(per_op(t))
+                }),
+            ),
+            (
+                "run_owned enqueue",
+                Box::new(|| {
+                    let t = Instant::now();
+                    let futures: Vec<_> = (0..OPS)
+                        .map(|_| stream.run_owned((), |_, ()| Ok::<_, CoreError>(())))
+                        .collect();
+                    let ns = per_op(t);
+                    for f in futures {
+                        block_on(f)?;
+                    }
+                    Ok(ns)
+                }),
+            ),
+        ];
+        interleaved(plan, &mut samplers)?
+    };
+    let [round_trip, scoped, enqueue]: [Rounds; 3] = stats
+        .try_into()
+        .map_err(|_| Error::msg("serve: expected three cost results"))?;
+    let mut row = Row::new(
+        "serve",
+        "empty operation round trip: run_owned awaited (raw: empty scope, cuStreamSynchronize)",
+        "ns",
+        Better::Lower,
+    );
+    (row.ours, row.raw) = (Some(round_trip.clone()), Some(scoped));
+    rep.push(row);
+    let mut row = Row::new(
+        "serve",
+        format!("run_owned enqueue host time, {OPS} in flight"),
+        "ns",
+        Better::Lower,
+    );
+    row.ours = Some(enqueue.clone());
+    rep.push(row);
+    if let Some(ratio) = per_round_ratio(&enqueue.figures(), &round_trip.figures()) {
+        rep.figure_per_round("serve", "enqueue host time / round trip", ratio, "x");
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! Futures over GPU work that own their buffers: async/await on any executor, with no
+//! executor thread ever blocking on the GPU.
+//!
+//! Owns: [`Stream::run_owned`](crate::Stream::run_owned) (a whole scope as a future),
+//! [`Stream::upload_owned`](crate::Stream::upload_owned) and
+//! [`Stream::download_owned`](crate::Stream::download_owned), their futures
+//! ([`RunOwned`], [`CopyOwned`]), the traits of what they may own ([`OwnedHostBuffer`],
+//! [`OwnedDeviceVec`]), the completion record and the completion thread, and
+//! [`completion_stats`]. Uses: `driver/` (host functions,
+//! copies), `device/`, `memory/`, `host/` (the pinned pool), `scope/` (an owned scope,
+//! `scope/owned.rs`), `error`. No executor or runtime crate: the futures are plain
+//! [`std::future::Future`]s woken through [`std::task::Waker`].
+//!
+//! ```no_run
+//! use stream_core::{Device, Error};
+//! # async fn handle(dev: &Device, stream: &stream_core::Stream, request: Vec<f32>) -> Result<Vec<f32>, Error> {
+//! let output = vec![0f32; request.len()];
+//! let ((request, output), ()) = stream
+//!     .run_owned((request, dev.alloc_pinned::<f32>(0)?, output), |s, (request, _, output)| {
+//!         let x = s.upload(&request[..])?;          // the future owns `request`
+//!         let mut y = s.alloc::<f32>(x.len())?;      // stream-ordered, freed on the stream
+//!         s.copy_device(&x, &mut y)?;
+//!         let _out = s.copy_to_host(&y, &mut output[..])?; // not waited for here
+//!         Ok::<_, Error>(())
+//!     })
+//!     .await                                         // the executor thread is free meanwhile
+//!     .map(|((request, _, output), ())| ((request, output), ()))?;
+//! # let _ = request; Ok(output) }
+//! ```
+//!
+//! # Why the futures own their buffers
+//!
+//! A future that borrows host memory for a DMA is unsound in Rust: `mem::forget` is
+//! safe, so the borrow can end while the DMA still runs, and the memory be freed or
+//! written under it. This is why RustaCUDA's futures and cust's async copies never
+//! became safe. The answer io_uring crates found is ownership: the future takes the
+//! buffer by value and hands it back when the hardware is done. Forgetting the future
+//! then leaks the buffer, which is safe.
+//!
+//! * [`upload_owned`](crate::Stream::upload_owned) and [`download_owned`](crate::Stream::download_owned)
+//!   take a `Vec<T>`, a `Box<[T]>` or a [`PinnedBuffer<T>`](crate::PinnedBuffer), which
+//!   are `'static` and own their elements at an address that moving them does not change.
+//!   A borrowed slice is refused at compile time, with a message naming the owned forms.
+//! * [`run_owned`](crate::Stream::run_owned) takes any `O: Send + 'static`, boxes it, and lends it
+//!   to a closure that issues a whole [scope](crate::scope)'s work.
+//!
+//! # Why `run_owned` is sound
+//!
+//! A scope's host borrows last for `'env`, and an ordinary scope synchronises before
+//! `'env` ends. `run_owned` instead gives its closure a scope whose `'env` is a fresh
+//! higher-ranked lifetime, `for<'s, 'env> FnOnce(&'s Scope<'s, 'env>, &'env mut O)`, like
+//! the brand `'s`: nothing outside the closure can name it, so no borrow of the caller's
+//! outlives it. The closure can therefore hand to copies (`&'env [T]`, `&'env mut [T]`)
+//! and attach (`&'env DeviceVec`) only
+//!
+//! * memory inside the lent `&'env mut O`, which the future owns, boxed (unmoved), and
+//!   keeps untouched until the GPU is done, or leaks;
+//! * `'static` memory: a shared `&'static [T]` is never freed or written (writing needs
+//!   `&mut`, and [`DeviceRepr`](crate::DeviceRepr) types have no interior mutability); a
+//!   `&'static mut [T]` moved into the closure and reborrowed for `'env` stays borrowed
+//!   until the closure's body ends (`'env` outlives the body), so it can be neither
+//!   returned nor stored anywhere, and nothing can reach it again.
+//!
+//! The scope's end is then not a synchronisation (which would block the executor
+//! thread) but an event and a host function enqueued after the closure's work; the
+//! future owns `O` until that host function has run. Forks inside the closure are joined
+//! into the scope's stream before the closure returns, so the host function covers them
+//! too (a fork's stream must be `&'env`: a `'static` one or one inside `O`, such as an
+//! `Arc<Stream>`). Device memory allocated in the scope is freed stream-ordered on its
+//! stream, as in any scope. The hooks this needs in `scope/` are one constructor,
+//! `Scope::owned` (`scope/owned.rs`), whose `# Safety` states the rule above, and the
+//! capture check every scope makes.
+//!
+//! Borrowed host memory does not compile (see
+//! `ui-tests/tests/ui/future/run-owned-borrows-host-memory.rs`):
+//!
+//! ```compile_fail
+//! # async fn f(stream: &stream_core::Stream) -> stream_core::Result<()> {
+//! let input = vec![1.0f32; 256];
+//! stream.run_owned((), |s, ()| {
+//!     let _x = s.upload(&input)?; // error: `input` does not live long enough for `'env`
+//!     Ok::<_, stream_core::Error>(())
+//! }).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Completion: a host function and one completion thread
+//!
+//! After an operation's work, the future's constructor records an event and enqueues a
+//! host function (`cuLaunchHostFunc`). The driver calls it on its own thread once all
+//! earlier work of the stream has completed; it sets a flag and sends the operation to
+//! this crate's completion thread (one per process, started with the first operation),
+//! and nothing else, since no CUDA call is allowed there. The completion thread wakes the
+//! future's waker and releases the values of dropped futures. When polled, the future
+//! queries its event, so that a kernel fault before the end of the work is reported as
+//! its error (the host function runs after a fault too, and cannot see it). No executor
+//! thread waits and nothing polls: the completion thread sleeps on its queue.
+//!
+//! The cost per operation, on the calling thread: a context check, a capture check
+//! (`cuStreamIsCapturing`), two small allocations, `cuEventRecord` and `cuLaunchHostFunc`;
+//! when it completes: a channel send (driver thread), a wake (completion thread) and
+//! `cuEventQuery` (polling thread). The host function also holds the stream until it
+//! returns, a few microseconds after the work before it ended. `bench --case async`
+//! measures the round trip of an empty operation and the throughput of a server loop
+//! against the thread-per-stream design (see the README's Benchmarks).
+//!
+//! # Dropping, forgetting, cancelling
+//!
+//! * **Cancellation does not stop the GPU.** Work is enqueued when `run_owned`,
+//!   `upload_owned` or `download_owned` is called, and runs to its end whatever happens
+//!   to the future.
+//! * **Dropping** a future before it completes hands what it owns to the completion
+//!   record; the completion thread frees or recycles it (pinned blocks go back to their
+//!   pool, device memory is freed) after the host function has run. Dropping never
+//!   blocks.
+//! * **Forgetting** a future leaks what it owns: nothing is ever freed while a DMA may
+//!   still use it.
+//! * A process that exits with work in flight leaks it to the operating system.
+//! * [`completion_stats`] counts what is in flight; when it reads zero, every dropped
+//!   future's memory is back in the pools.
+//!
+//! # What still blocks
+//!
+//! Inside a `run_owned` closure, the ordinary scope rules apply, blocking included:
+//! copies to and from pageable memory take the driver's pageable path (use
+//! [`PinnedBuffer`](crate::PinnedBuffer)s, or `upload_owned`/`download_owned`, which
+//! stage pageable buffers through pinned blocks without blocking),
+//! [`Pending::wait`](crate::Pending::wait) waits, and an allocation that finds the device
+//! out of memory waits for streams before it retries.
+
+mod completion;
+mod copy;
+mod owned_host;
+mod queue;
+mod run_owned;
+mod stats;
+
+pub use copy::CopyOwned;
+pub use owned_host::{OwnedDeviceVec, OwnedHostBuffer};
+pub use run_owned::RunOwned;
+pub use stats::{completion_stats, CompletionStats};
