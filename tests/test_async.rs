@@ -228,7 +228,11 @@ fn staged_download_into_an_owned_vec_has_landed_when_the_future_resolves() -> Te
         staged_after > staged_before,
         "the download into a Vec was not staged ({staged_before} -> {staged_after} staged downloads)"
     );
-    check_eq("staged download in run_owned (2x)", &doubled(&input), &output)
+    check_eq(
+        "staged download in run_owned (2x)",
+        &doubled(&input),
+        &output,
+    )
 }
 
 /// Zero-length copies allocate and enqueue nothing and resolve at once.
