@@ -7,12 +7,13 @@
 //! * **RAII handles**, safe to use: a retained primary context and the guard that binds
 //!   it ([`context`]), a stream ([`stream`]), an event ([`event`]), a device's memory
 //!   pool ([`pool`]), a loaded module and its functions ([`module`]), an NVRTC program
-//!   ([`nvrtc`]), device queries ([`device`]), and a page-locked host allocation
-//!   ([`pinned`]). Each owns or names a driver object that stays valid as long as the
+//!   ([`nvrtc`]), device queries ([`device`]), a page-locked host allocation
+//!   ([`pinned`]), and a captured graph and its executable instance ([`graph`]). Each owns or names a driver object that stays valid as long as the
 //!   handle; what their methods do cannot break memory safety (the driver reports a
 //!   mismatch as an error).
 //! * **Raw operations** as `unsafe fn`, each with a `# Safety` section: copies and
-//!   memsets ([`memory`]), frees, kernel launches ([`launch`]), and freeing pinned memory
+//!   memsets ([`memory`]), frees, kernel launches ([`launch`]), graph launches and
+//!   changes to an instantiated graph ([`graph`]), and freeing pinned memory
 //!   or unloading a module, which wait for the whole device. Their callers, above this
 //!   layer, prove what only they can know: that the memory is valid and no DMA or kernel
 //!   still uses it.
@@ -24,6 +25,7 @@
 pub(crate) mod context;
 pub(crate) mod device;
 pub(crate) mod event;
+pub(crate) mod graph;
 pub(crate) mod launch;
 pub(crate) mod memory;
 pub(crate) mod module;
