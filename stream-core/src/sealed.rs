@@ -49,7 +49,7 @@ pub mod unavailable {
         message = "a graph capture hands out no `Device`: creating or reading a `DeviceVec` \
                    blocks the host, which a capture cannot record",
         label = "not available inside a graph capture",
-        note = "create `DeviceVec`s before the capture and lend them to `Scope::capture` \
+        note = "create `DeviceVec`s before the capture and lend them to `Device::capture` \
                 (`&v` to read, `&mut v` to write); read them once a replay is complete"
     )]
     pub trait DeviceOutsideCapture {}
@@ -59,8 +59,8 @@ pub mod unavailable {
         message = "a graph capture cannot attach a `DeviceVec`: the graph uses it at every \
                    replay, long after the capture",
         label = "not available inside a graph capture",
-        note = "lend it to `Scope::capture` instead, which lets the graph hold it for as long \
-                as it exists: `s.capture(&mut v, |g, v| ...)`, or `&v` for read-only use"
+        note = "lend it to `Device::capture` instead, which lets the graph hold it for as long \
+                as it exists: `dev.capture(&mut v, |g, v| ...)`, or `&v` for read-only use"
     )]
     pub trait LendToCapture {}
 }

@@ -21,7 +21,14 @@ use super::stream::RawStream;
 use crate::error::{DriverResultExt, Error, Result};
 
 /// A node of a [`RawGraph`], as the driver names it: valid while that graph lives.
-pub(crate) type NodeHandle = sys::CUgraphNode;
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeHandle(sys::CUgraphNode);
+
+// SAFETY: a `CUgraphNode` is an opaque handle; it is only passed to driver calls on its
+// graph's instance, which take that instance by `&mut`.
+unsafe impl Send for NodeHandle {}
+// SAFETY: see `Send`; the handle is only copied.
+unsafe impl Sync for NodeHandle {}
 
 /// Starts recording `stream`'s work into a new graph instead of running it.
 ///
@@ -89,7 +96,7 @@ pub(crate) fn last_captured_node(stream: &RawStream) -> Result<Option<NodeHandle
     }
     // SAFETY: the driver reported one dependency in the array it points to, valid until
     // the next call on the stream; the node is copied out at once.
-    Ok(Some(unsafe { *dependencies }))
+    Ok(Some(NodeHandle(unsafe { *dependencies })))
 }
 
 /// A graph recorded by a capture, destroyed (with its context bound) when dropped. Its
@@ -216,7 +223,7 @@ impl RawGraphExec {
         let _bound = self.context.bind()?;
         // SAFETY: the caller's contract; `params` and the argument pointers it holds are
         // alive for the call, which copies the argument values.
-        unsafe { sys::cuGraphExecKernelNodeSetParams_v2(self.raw, node, &raw const params) }
+        unsafe { sys::cuGraphExecKernelNodeSetParams_v2(self.raw, node.0, &raw const params) }
             .result()
             .call("cuGraphExecKernelNodeSetParams")
     }

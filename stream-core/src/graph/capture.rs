@@ -1,9 +1,8 @@
-//! [`Scope::capture`] and [`Capture`]: recording a sequence of stream work into a graph,
+//! [`Device::capture`], [`Scope::capture`] and [`Capture`]: recording a sequence of stream work into a graph,
 //! once, on a stream that belongs to the capture.
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::device::{Device, Stream};
 use crate::driver::graph::{begin_capture, end_capture, RawGraph};
@@ -14,8 +13,7 @@ use crate::graph::kernel_node::KernelRecord;
 use crate::graph::Graph;
 use crate::memory::brand::HoldToken;
 use crate::memory::{
-    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr, DeviceSlice, DeviceSliceMut,
-    DeviceVec,
+    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr, DeviceSlice, DeviceSliceMut, DeviceVec,
 };
 use crate::scope::Scope;
 use crate::sealed::unavailable;
@@ -51,20 +49,26 @@ pub struct Capture<'g> {
     scope: Scope<'g, 'g>,
     /// What the capture remembers for its graph (shared with its forks).
     state: &'g CaptureState,
-    /// `state`'s index of the last kernel launched through this capture (not its forks).
-    last_kernel: Cell<Option<usize>>,
+    /// `state`'s index of the last kernel launched through this capture (not its forks),
+    /// or [`NO_KERNEL`]. Every field but the scope's brand is `Send` and `Sync`, so that
+    /// the compiler's error for a capture used from another thread names the brand's
+    /// marker, as for a scope.
+    last_kernel: AtomicUsize,
 }
+
+/// `Capture::last_kernel`'s value when there is none.
+const NO_KERNEL: usize = usize::MAX;
 
 /// What a capture and its forks remember for the graph they record.
 pub(crate) struct CaptureState {
     /// The graph's identity, which handles to its kernel arguments carry.
     id: u64,
     /// Every kernel launch recorded, in order.
-    kernels: RefCell<Vec<KernelRecord>>,
+    kernels: Mutex<Vec<KernelRecord>>,
     /// How many allocations of the graph's own were recorded.
-    allocations: Cell<usize>,
+    allocations: AtomicUsize,
     /// The forks' streams, which belong to the capture until it has ended.
-    streams: RefCell<Vec<Rc<Stream>>>,
+    streams: Mutex<Vec<Arc<Stream>>>,
 }
 
 impl CaptureState {
@@ -73,9 +77,9 @@ impl CaptureState {
     pub(super) fn new(id: u64) -> Self {
         CaptureState {
             id,
-            kernels: RefCell::new(Vec::new()),
-            allocations: Cell::new(0),
-            streams: RefCell::new(Vec::new()),
+            kernels: Mutex::new(Vec::new()),
+            allocations: AtomicUsize::new(0),
+            streams: Mutex::new(Vec::new()),
         }
     }
 
@@ -91,33 +95,48 @@ impl CaptureState {
     }
 
     /// Keeps a fork's stream until the capture ends.
-    pub(super) fn keep_stream(&self, stream: Rc<Stream>) {
-        self.streams.borrow_mut().push(stream);
+    pub(super) fn keep_stream(&self, stream: Arc<Stream>) {
+        self.streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(stream);
     }
 
     /// Remembers a kernel launch; returns its index.
     pub(super) fn push_kernel(&self, record: KernelRecord) -> usize {
-        let mut kernels = self.kernels.borrow_mut();
+        let mut kernels = self.kernels.lock().unwrap_or_else(PoisonError::into_inner);
         kernels.push(record);
         kernels.len() - 1
     }
 
     /// `f` of the kernel launch at `index`, if there is one.
-    pub(super) fn with_kernel<R>(&self, index: usize, f: impl FnOnce(&KernelRecord) -> R) -> Option<R> {
-        self.kernels.borrow().get(index).map(f)
+    pub(super) fn with_kernel<R>(
+        &self,
+        index: usize,
+        f: impl FnOnce(&KernelRecord) -> R,
+    ) -> Option<R> {
+        self.kernels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(index)
+            .map(f)
     }
 
     /// The kernel launches and the number of allocations recorded. Call once the
     /// capture has ended (the forks' streams go with the state).
     pub(super) fn into_parts(self) -> (Vec<KernelRecord>, usize) {
-        (self.kernels.into_inner(), self.allocations.get())
+        let kernels = self
+            .kernels
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        (kernels, self.allocations.into_inner())
     }
 }
 
-impl<'s, 'env> Scope<'s, 'env> {
+impl Device {
     /// Records the work `f` issues through its [`Capture`] into a graph, once, and
     /// returns the graph, ready to [replay](Scope::replay) on any scope of this device,
-    /// with `f`'s own output.
+    /// with `f`'s own output. Nothing runs: every operation becomes a node of the graph.
     ///
     /// `held` is what the graph holds for as long as it exists (see [`Hold`]): the pinned
     /// buffers its copies read and write, moved in or borrowed, and the
@@ -132,15 +151,14 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// let stream = dev.new_stream()?;
     /// let offsets = dev.upload_vec(&vec![0.5f32; 4096])?;
     /// let (input, output) = (dev.alloc_pinned::<f32>(4096)?, dev.alloc_pinned::<f32>(4096)?);
+    /// let (mut graph, ()) = dev.capture((input, output, &offsets), |g, (x_host, mut y_host, w)| {
+    ///     let x = g.upload(&x_host)?;                    // a copy node from pinned memory
+    ///     let mut y = g.alloc::<f32>(x.len())?;          // the graph's own memory
+    ///     g.copy_device(&w, &mut y)?;                    // `kernels::axpy(g, ...)` works too
+    ///     g.copy_to_host(&y, &mut y_host)?;              // a copy node into pinned memory
+    ///     Ok::<_, Error>(())
+    /// })?;
     /// scope(&stream, |s| {
-    ///     let (mut graph, ()) = s.capture((input, output, &offsets), |g, (x_host, mut y_host, w)| {
-    ///         let x = g.upload(&x_host)?;                // a copy node from pinned memory
-    ///         let mut y = g.alloc::<f32>(x.len())?;      // the graph's own memory
-    ///         g.copy_device(&w, &mut y)?;                // `kernels::axpy(g, ...)` works too
-    ///         g.copy_to_host(&y, &mut y_host)?;          // a copy node into pinned memory
-    ///         # drop(x);
-    ///         Ok::<_, Error>(())
-    ///     })?;
     ///     let mut graph = &mut graph;
     ///     for step in 0..100 {
     ///         graph.held_mut().0.fill(step as f32);      // refill the input
@@ -152,10 +170,15 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// # Ok(()) }
     /// ```
     ///
+    /// The graph must outlive the scopes that replay it (a replay borrows it until the
+    /// scope's end, like a download's destination), so it is made before them, here on
+    /// the device, or returned from the scope that captured it with
+    /// [`Scope::capture`].
+    ///
     /// The capture runs on a stream of its own, in `CU_STREAM_CAPTURE_MODE_RELAXED` (see
-    /// [`Graph`]): no user [`Stream`] is ever capturing, other
-    /// threads are not affected, and this scope's own work is neither recorded nor
-    /// ordered with the capture (nothing of the capture runs until a replay).
+    /// [`Graph`]): no user [`Stream`] is ever capturing, other threads are not affected,
+    /// and work the closure issues on scopes is not recorded (it runs as usual). This
+    /// device's context is current on the thread during the capture.
     ///
     /// * The closure returns `Result<T, E>` with `E: From<Error>`; its error is returned
     ///   as it is, and no graph is made.
@@ -167,22 +190,19 @@ impl<'s, 'env> Scope<'s, 'env> {
     ///   (`cuGraphInstantiateWithFlags`).
     ///
     /// A graph's memory may not be dropped, moved or written while the graph exists (see
-    /// `ui-tests/tests/ui/graph/drop-held-device-vec-while-graph-exists.rs`):
+    /// `ui-tests/tests/ui/graph/replay-after-held-device-vec-dropped.rs`):
     ///
     /// ```compile_fail,E0505
     /// # use stream_core::{scope, Device, Error, Stream};
     /// # fn f(stream: &Stream, dev: &Device) -> Result<(), Error> {
     /// let weights = dev.upload_vec(&[1.0f32; 16])?;
-    /// scope(stream, |s| {
-    ///     let (mut graph, ()) = s.capture(&weights, |g, w| {
-    ///         let mut y = g.alloc::<f32>(16)?;
-    ///         g.copy_device(&w, &mut y)?;
-    ///         Ok::<_, Error>(())
-    ///     })?;
-    ///     drop(weights); // error: the graph holds `weights`
-    ///     s.replay(&mut graph)?;
-    ///     Ok(())
-    /// })
+    /// let (mut graph, ()) = dev.capture(&weights, |g, w| {
+    ///     let mut y = g.alloc::<f32>(16)?;
+    ///     g.copy_device(&w, &mut y)?;
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// drop(weights); // error: the graph holds `weights`
+    /// scope(stream, |s| s.replay(&mut graph).map(drop))
     /// # }
     /// ```
     pub fn capture<H, F, T, E>(&self, held: H, f: F) -> std::result::Result<(Graph<H>, T), E>
@@ -192,19 +212,53 @@ impl<'s, 'env> Scope<'s, 'env> {
         E: From<Error>,
     {
         let mut held = held;
-        let device = self.device();
         let state = CaptureState::new(CaptureState::fresh_id());
-        let (mut template, out) = record(device, &mut held, &state, f)?;
+        let (mut template, out) = record(self, &mut held, &state, f)?;
         let exec = template.instantiate().map_err(E::from)?;
         let id = state.id();
         let (kernels, allocations) = state.into_parts();
-        let graph = Graph::instantiated(exec, template, kernels, allocations, held, id, device);
+        let graph = Graph::instantiated(exec, template, kernels, allocations, held, id, self);
         Ok((graph, out))
     }
 }
 
+impl<'s, 'env> Scope<'s, 'env> {
+    /// [`Device::capture`] on this scope's device: records `f`'s work into a graph.
+    /// Nothing of the capture runs, and it is not ordered with this scope's work.
+    ///
+    /// A replay borrows its graph until the replaying scope's end, so this scope cannot
+    /// replay a graph it captured into a local: return the graph from the scope (a
+    /// `Graph` carries no brand) and replay it in a later one, or capture it before the
+    /// scope with [`Device::capture`].
+    ///
+    /// ```no_run
+    /// # use stream_core::{scope, Error, Stream};
+    /// # fn f(stream: &Stream) -> Result<(), Error> {
+    /// let out = stream.device().alloc_pinned::<u32>(256)?;
+    /// let (mut graph, ()) = scope(stream, |s| {
+    ///     s.capture(out, |g, mut out| {
+    ///         let mut x = g.alloc::<u32>(256)?;
+    ///         g.fill(&mut x, 7)?;
+    ///         g.copy_to_host(&x, &mut out)?;
+    ///         Ok::<_, Error>(())
+    ///     })
+    /// })?;
+    /// scope(stream, |s| s.replay(&mut graph).map(drop))?;
+    /// assert_eq!(graph.held()[0], 7); // the scope's end completed the replay
+    /// # Ok(()) }
+    /// ```
+    pub fn capture<H, F, T, E>(&self, held: H, f: F) -> std::result::Result<(Graph<H>, T), E>
+    where
+        H: Hold,
+        F: for<'g> FnOnce(&'g Capture<'g>, H::Views<'g>) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        self.device().capture(held, f)
+    }
+}
+
 /// Runs `f` on a new capture of `device` with views of `held`, and returns the graph it
-/// recorded with `f`'s output: the one capture routine of [`Scope::capture`] and
+/// recorded with `f`'s output: the one capture routine of [`Device::capture`] and
 /// [`Graph::update`]. The caller makes the graph (or the instance it updates) hold
 /// `held` for as long as it can be replayed; on any error the graph is discarded.
 pub(super) fn record<H, F, T, E>(
@@ -218,6 +272,9 @@ where
     F: for<'g> FnOnce(&'g Capture<'g>, H::Views<'g>) -> std::result::Result<T, E>,
     E: From<Error>,
 {
+    // The device's context, current for the whole capture: launches and copies are
+    // issued in it.
+    let _bound = device.inner.bind().map_err(E::from)?;
     let stream = device.new_stream().map_err(E::from)?;
     // SAFETY: `stream` was just created and belongs to this frame: until `end_capture`
     // (in `ending`, on return or unwind) only this capture issues work on it, through
@@ -321,7 +378,7 @@ impl<'g> Capture<'g> {
             // through it: `Capture` offers none of the scope's host copies.
             scope: unsafe { Scope::branded(stream) },
             state,
-            last_kernel: Cell::new(None),
+            last_kernel: AtomicUsize::new(NO_KERNEL),
         })
     }
 
@@ -343,12 +400,13 @@ impl<'g> Capture<'g> {
     /// Sets the last kernel launched through this capture (`None`: the last launch
     /// recorded nothing).
     pub(super) fn set_last_kernel(&self, index: Option<usize>) {
-        self.last_kernel.set(index);
+        self.last_kernel
+            .store(index.unwrap_or(NO_KERNEL), Ordering::Relaxed);
     }
 
     /// The last kernel launched through this capture.
     pub(super) fn last_kernel_index(&self) -> Option<usize> {
-        self.last_kernel.get()
+        Some(self.last_kernel.load(Ordering::Relaxed)).filter(|&i| i != NO_KERNEL)
     }
 
     /// The capture's scope, for the graph's own operations.
@@ -367,7 +425,7 @@ impl<'g> Capture<'g> {
     pub fn alloc<T: DeviceRepr>(&'g self, len: usize) -> Result<DeviceBuffer<'g, T>> {
         let buffer = self.scope.alloc(len)?;
         if !buffer.is_empty() {
-            self.state.allocations.set(self.state.allocations.get() + 1);
+            self.state.allocations.fetch_add(1, Ordering::Relaxed);
         }
         Ok(buffer)
     }
@@ -406,7 +464,7 @@ impl<'g> Capture<'g> {
     /// Not available in a capture (a compile error): a [`Device`] would let the capture
     /// create or read [`DeviceVec`]s, which blocks the host, while nothing of the capture
     /// runs. Create `DeviceVec`s before the capture and lend them to
-    /// [`Scope::capture`]; read them after a replay. (`ui-tests/tests/ui/graph/device-vec-created-in-a-capture.rs`)
+    /// [`Device::capture`]; read them after a replay. (`ui-tests/tests/ui/graph/device-vec-created-in-a-capture.rs`)
     pub fn device(&self) -> &Device
     where
         Self: unavailable::DeviceOutsideCapture,
@@ -416,9 +474,12 @@ impl<'g> Capture<'g> {
 
     /// Not available in a capture (a compile error): the graph uses a `DeviceVec` at
     /// every replay, after the capture, so it must hold it for as long as it exists.
-    /// Lend it to [`Scope::capture`] instead (`&mut v`).
+    /// Lend it to [`Device::capture`] instead (`&mut v`).
     /// (`ui-tests/tests/ui/graph/device-vec-attached-in-a-capture.rs`)
-    pub fn attach<T: DeviceRepr>(&'g self, vec: &'g mut DeviceVec<T>) -> Result<DeviceSliceMut<'g, 'g, T>>
+    pub fn attach<T: DeviceRepr>(
+        &'g self,
+        vec: &'g mut DeviceVec<T>,
+    ) -> Result<DeviceSliceMut<'g, 'g, T>>
     where
         Self: unavailable::LendToCapture,
     {
@@ -428,8 +489,11 @@ impl<'g> Capture<'g> {
     }
 
     /// Not available in a capture (a compile error): lend the `DeviceVec` to
-    /// [`Scope::capture`] instead (`&v`). See [`attach`](Self::attach).
-    pub fn attach_ref<T: DeviceRepr>(&'g self, vec: &'g DeviceVec<T>) -> Result<DeviceSlice<'g, 'g, T>>
+    /// [`Device::capture`] instead (`&v`). See [`attach`](Self::attach).
+    pub fn attach_ref<T: DeviceRepr>(
+        &'g self,
+        vec: &'g DeviceVec<T>,
+    ) -> Result<DeviceSlice<'g, 'g, T>>
     where
         Self: unavailable::LendToCapture,
     {

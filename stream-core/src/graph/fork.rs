@@ -9,7 +9,7 @@
 //! new one that belongs to the capture, never a user's [`Stream`](crate::Stream), so no
 //! user stream is ever capturing, and it stays alive until the whole capture has ended.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::device::Event;
 use crate::error::Error;
@@ -160,8 +160,8 @@ impl<'g> Capture<'g> {
         let device = self.graph_device();
         // Kept by the capture until it ends, also when `f` unwinds: a stream that joined
         // a capture belongs to it until its origin stream ends the capture.
-        let stream = Rc::new(device.new_stream().map_err(E::from)?);
-        self.state().keep_stream(Rc::clone(&stream));
+        let stream = Arc::new(device.new_stream().map_err(E::from)?);
+        self.state().keep_stream(Arc::clone(&stream));
         let context = &device.inner.context;
         Event::order(context, self.capture_stream(), &stream.raw).map_err(E::from)?;
         let out = {

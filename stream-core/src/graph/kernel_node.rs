@@ -141,17 +141,14 @@ impl<'g> Capture<'g> {
     /// #[kernel(cuda = SRC)]
     /// unsafe fn scale_f32(a: f32, y: &mut [f32]);
     /// # fn f(stream: &Stream) -> Result<(), Error> {
-    /// scope(stream, |s| {
-    ///     let (mut graph, a) = s.capture((), |g, ()| {
-    ///         let mut y = g.alloc_zeroed::<f32>(1024)?;
-    ///         scale_f32(g, LaunchConfig::for_elements(1024, 256), 2.0, &mut y)?;
-    ///         g.last_kernel()?.scalar::<f32>("a")
-    ///     })?;
-    ///     graph.set_scalar(a, 3.0)?; // later replays scale by 3
-    ///     s.replay(&mut graph)?;
-    ///     Ok(())
-    /// })
-    /// # }
+    /// let (mut graph, a) = stream.device().capture((), |g, ()| {
+    ///     let mut y = g.alloc_zeroed::<f32>(1024)?;
+    ///     scale_f32(g, LaunchConfig::for_elements(1024, 256), 2.0, &mut y)?;
+    ///     g.last_kernel()?.scalar::<f32>("a")
+    /// })?;
+    /// graph.set_scalar(a, 3.0)?; // later replays scale by 3
+    /// scope(stream, |s| s.replay(&mut graph).map(drop))?;
+    /// # Ok(()) }
     /// ```
     pub fn last_kernel(&self) -> Result<KernelNode> {
         let Some(index) = self.last_kernel_index() else {

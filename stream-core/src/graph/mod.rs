@@ -1,4 +1,4 @@
-//! CUDA graphs: capture a sequence of stream work once ([`Scope::capture`]), replay it
+//! CUDA graphs: capture a sequence of stream work once ([`Device::capture`](crate::Device::capture)), replay it
 //! for the cost of one launch ([`Scope::replay`]).
 //!
 //! Owns: [`Enqueue`] (what both a scope and a capture issue work through, used by
@@ -41,3 +41,6 @@ pub use hold::Hold;
 pub use kernel_node::{KernelNode, ScalarParam};
 pub use pinned_view::{PinnedMemory, PinnedMemoryMut, PinnedSlice, PinnedSliceMut};
 pub use transfer::Recorded;
+
+#[cfg(test)]
+mod auto_traits;

@@ -12,10 +12,10 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
 use crate::error::{Error, Result};
+use crate::graph::fork::{CaptureLend, ForkPermit};
 use crate::host::PinnedBuffer;
 use crate::memory::brand::{brand, Brand, HoldToken};
 use crate::memory::DeviceRepr;
-use crate::graph::fork::{CaptureLend, ForkPermit};
 use crate::sealed;
 
 /// Pinned host memory of element type [`Elem`](Self::Elem) that the graph captured under
@@ -26,7 +26,7 @@ use crate::sealed;
     label = "a capture copies only from and to the pinned buffers its graph holds",
     note = "a graph replays its copies long after the capture, so it must hold their host \
             memory: lend a `PinnedBuffer` (or `&mut PinnedBuffer`, `&PinnedBuffer`) to \
-            `Scope::capture` and copy from the view the closure receives; pageable memory \
+            `Device::capture` and copy from the view the closure receives; pageable memory \
             (a `Vec`, a slice) would be staged or copied by the host, which a capture cannot \
             record"
 )]
@@ -50,7 +50,7 @@ pub trait PinnedMemory<'g>: sealed::PinnedView {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not writable pinned host memory held by this graph capture",
     label = "a capture downloads only into the pinned buffers its graph holds, through a writable view",
-    note = "lend a `PinnedBuffer` (or `&mut PinnedBuffer`) to `Scope::capture` and download \
+    note = "lend a `PinnedBuffer` (or `&mut PinnedBuffer`) to `Device::capture` and download \
             into the `PinnedSliceMut` the closure receives; read the data through \
             `Graph::held` once a replay is complete. A `PinnedSlice` (from `&PinnedBuffer` or \
             `as_slice`) is read-only"
@@ -265,7 +265,10 @@ impl<'a, 'g, T: DeviceRepr> PinnedSliceMut<'a, 'g, T> {
 
 impl<T: DeviceRepr> sealed::PinnedView for PinnedSlice<'_, '_, T> {
     fn host_raw(&self, _: sealed::Token) -> (*mut u8, usize) {
-        (self.ptr.cast_mut().cast(), std::mem::size_of::<T>() * self.len)
+        (
+            self.ptr.cast_mut().cast(),
+            std::mem::size_of::<T>() * self.len,
+        )
     }
 }
 impl<'g, T: DeviceRepr> PinnedMemory<'g> for PinnedSlice<'_, 'g, T> {

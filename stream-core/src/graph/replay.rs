@@ -48,7 +48,10 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// })
     /// # }
     /// ```
-    pub fn replay<H>(&'s self, graph: &'env mut Graph<H>) -> Result<Pending<'s, &'env mut Graph<H>>> {
+    pub fn replay<H>(
+        &'s self,
+        graph: &'env mut Graph<H>,
+    ) -> Result<Pending<'s, &'env mut Graph<H>>> {
         self.device().ensure_same_device(&graph.device)?;
         let context = &self.stream.device.inner.context;
         Pending::after(context, &self.stream.raw, graph, |stream, graph| {

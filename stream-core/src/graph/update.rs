@@ -11,7 +11,7 @@ impl<H: Hold> Graph<H> {
     /// Captures `f` again, with views of the same held memory, and makes later replays
     /// run the new capture's work, without instantiating a new graph: the whole-graph
     /// update of CUDA (`cuGraphExecUpdate`), much cheaper than a new
-    /// [`capture`](crate::Scope::capture) when only arguments change (scalars, launch
+    /// [`capture`](crate::Device::capture) when only arguments change (scalars, launch
     /// shapes, which held memory a node uses).
     ///
     /// The new work must have the old one's shape: the same kernels launched in the same
@@ -32,15 +32,13 @@ impl<H: Hold> Graph<H> {
     ///     scale_f32(g, LaunchConfig::for_elements(y.len(), 256), a, &mut y)
     /// }
     /// # fn f(stream: &Stream) -> Result<(), Error> {
-    /// let mut v = stream.device().alloc_vec::<f32>(4096)?;
-    /// scope(stream, |s| {
-    ///     let (mut graph, ()) = s.capture(&mut v, |g, y| body(g, y, 2.0))?;
-    ///     s.replay(&mut graph)?.wait()?;
-    ///     graph.update(|g, y| body(g, y, 3.0))?; // same work, another scalar
-    ///     s.replay(&mut graph)?.wait()?;
-    ///     Ok(())
-    /// })
-    /// # }
+    /// let dev = stream.device();
+    /// let mut v = dev.alloc_vec::<f32>(4096)?;
+    /// let (mut graph, ()) = dev.capture(&mut v, |g, y| body(g, y, 2.0))?;
+    /// scope(stream, |s| s.replay(&mut graph).map(drop))?;
+    /// graph.update(|g, y| body(g, y, 3.0))?; // same work, another scalar
+    /// scope(stream, |s| s.replay(&mut graph).map(drop))?;
+    /// # Ok(()) }
     /// ```
     pub fn update<F, T, E>(&mut self, f: F) -> std::result::Result<T, E>
     where

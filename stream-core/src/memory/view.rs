@@ -184,7 +184,10 @@ impl<'a, 's, T: DeviceRepr> DeviceSlice<'a, 's, T> {
     /// `vec` read by the graph being captured under brand `'s`, which holds it (shared)
     /// for as long as it exists (the token's proof), or [`Error::DeviceMismatch`] for
     /// memory of another device than the graph's.
-    pub(crate) fn held(token: &HoldToken<'s>, vec: &DeviceVec<T>) -> Result<DeviceSlice<'s, 's, T>> {
+    pub(crate) fn held(
+        token: &HoldToken<'s>,
+        vec: &DeviceVec<T>,
+    ) -> Result<DeviceSlice<'s, 's, T>> {
         token.device().ensure_same_device(vec.device())?;
         Ok(DeviceSlice {
             raw: vec.raw(),
