@@ -72,12 +72,16 @@ const SPIN_CYCLES: u64 = 20_000_000;
 
 /// The CPU's `affine_u32`.
 fn affine(a: u32, b: u32, x: &[u32]) -> Vec<u32> {
-    x.iter().map(|&v| a.wrapping_mul(v).wrapping_add(b)).collect()
+    x.iter()
+        .map(|&v| a.wrapping_mul(v).wrapping_add(b))
+        .collect()
 }
 
 /// The CPU's `add_u32`.
 fn add(x: &[u32], y: &mut [u32]) {
-    y.iter_mut().zip(x).for_each(|(y, &x)| *y = y.wrapping_add(x));
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = y.wrapping_add(x));
 }
 
 /// A graph made of a pinned upload, two kernels, an accumulation into a `DeviceVec` the
@@ -193,7 +197,8 @@ fn fork_and_join_inside_a_capture_order_both_branches() -> TestResult {
     let mut rng = Rng::new();
     let half = 2000;
     let n = 2 * half;
-    let (a1, b1, a2, b2): (u32, u32, u32, u32) = (rng.value(), rng.value(), rng.value(), rng.value());
+    let (a1, b1, a2, b2): (u32, u32, u32, u32) =
+        (rng.value(), rng.value(), rng.value(), rng.value());
     let (input, output) = (dev.alloc_pinned::<u32>(n)?, dev.alloc_pinned::<u32>(n)?);
     let config = LaunchConfig::for_elements(half, 256);
     let spin_config = LaunchConfig::for_elements(1, 32);
@@ -230,7 +235,11 @@ fn fork_and_join_inside_a_capture_order_both_branches() -> TestResult {
         let mut lo = affine(a1, b1, &inputs[..half]);
         add(&hi, &mut lo);
         let out = graph.held().1;
-        check_eq(&format!("replay {replay}: the child's half"), &hi, &out[half..])?;
+        check_eq(
+            &format!("replay {replay}: the child's half"),
+            &hi,
+            &out[half..],
+        )?;
         check_eq(
             &format!("replay {replay}: the parent's half plus the child's, after the join"),
             &lo,
@@ -352,10 +361,22 @@ fn the_kernels_crate_records_into_a_capture() -> TestResult {
         scope(&stream, |s| s.replay(&mut graph).map(drop))?;
         let (_, scaled, sum, filled) = graph.held();
         let doubled: Vec<f32> = inputs.iter().map(|v| 2.0 * v).collect();
-        check_eq(&format!("replay {replay}: kernels::scale"), &doubled, scaled)?;
+        check_eq(
+            &format!("replay {replay}: kernels::scale"),
+            &doubled,
+            scaled,
+        )?;
         let exact: f32 = inputs.iter().sum();
-        check_eq(&format!("replay {replay}: kernels::reduce_sum"), &[exact], sum)?;
-        check_eq(&format!("replay {replay}: kernels::fill"), &vec![77u32; n], filled)?;
+        check_eq(
+            &format!("replay {replay}: kernels::reduce_sum"),
+            &[exact],
+            sum,
+        )?;
+        check_eq(
+            &format!("replay {replay}: kernels::fill"),
+            &vec![77u32; n],
+            filled,
+        )?;
     }
     Ok(())
 }
@@ -399,7 +420,11 @@ fn cublas_sgemm_records_into_a_capture() -> TestResult {
                 (0..k).map(|l| a[i * k + l] * b[l * n + j]).sum()
             })
             .collect();
-        check_eq(&format!("replay {replay}: cuBLAS sgemm"), &expected, graph.held().2)?;
+        check_eq(
+            &format!("replay {replay}: cuBLAS sgemm"),
+            &expected,
+            graph.held().2,
+        )?;
     }
     Ok(())
 }
@@ -438,7 +463,11 @@ fn a_panic_inside_a_capture_ends_it_and_later_captures_work() -> TestResult {
     })?;
     poison(graph.held_mut());
     scope(&stream, |s| s.replay(&mut graph).map(drop))?;
-    check_eq("a capture after two panicking ones", &vec![42u32; n], graph.held())
+    check_eq(
+        "a capture after two panicking ones",
+        &vec![42u32; n],
+        graph.held(),
+    )
 }
 
 /// A scope that enqueues a replay (behind a spinning kernel) and then panics

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::device::{Device, Stream};
+use crate::driver::context::PrimaryContext;
+use crate::driver::event::RawEvent;
 use crate::driver::graph::{begin_capture, end_capture, RawGraph};
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
@@ -69,6 +71,10 @@ pub(crate) struct CaptureState {
     allocations: AtomicUsize,
     /// The forks' streams, which belong to the capture until it has ended.
     streams: Mutex<Vec<Arc<Stream>>>,
+    /// The events the forks recorded, the capture's own (never the thread's cached
+    /// spares, which other code of the thread may record and wait on meanwhile), kept
+    /// until the capture has ended.
+    events: Mutex<Vec<RawEvent>>,
 }
 
 impl CaptureState {
@@ -80,6 +86,7 @@ impl CaptureState {
             kernels: Mutex::new(Vec::new()),
             allocations: AtomicUsize::new(0),
             streams: Mutex::new(Vec::new()),
+            events: Mutex::new(Vec::new()),
         }
     }
 
@@ -100,6 +107,23 @@ impl CaptureState {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(stream);
+    }
+
+    /// Makes `waiter` wait, in the graph, for the work recorded on `source` so far (both
+    /// streams of the capture, of `context`), with an event of the capture's own.
+    pub(super) fn order(
+        &self,
+        context: &Arc<PrimaryContext>,
+        source: &RawStream,
+        waiter: &RawStream,
+    ) -> Result<()> {
+        let event = RawEvent::new(context)?;
+        let ordered = event.record(source).and_then(|()| waiter.wait(&event));
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event);
+        ordered
     }
 
     /// Remembers a kernel launch; returns its index.

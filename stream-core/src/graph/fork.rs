@@ -5,13 +5,15 @@
 //! fork orders streams: an event recorded on the capture's stream and waited for on the
 //! child's makes the child's first work depend on everything recorded so far (and makes
 //! the child's stream join the capture); the same the other way round when the closure
-//! returns makes the parent's later work depend on the child's. The child's stream is a
+//! returns makes the parent's later work depend on the child's. The events are the
+//! capture's own, kept until it ends: the thread's cached spares are recorded and waited
+//! on by other code of the thread meanwhile, which must not meet an event recorded in a
+//! capture. The child's stream is a
 //! new one that belongs to the capture, never a user's [`Stream`](crate::Stream), so no
 //! user stream is ever capturing, and it stays alive until the whole capture has ended.
 
 use std::sync::Arc;
 
-use crate::device::Event;
 use crate::error::Error;
 use crate::graph::Capture;
 use crate::memory::brand::Rebrand;
@@ -163,7 +165,9 @@ impl<'g> Capture<'g> {
         let stream = Arc::new(device.new_stream().map_err(E::from)?);
         self.state().keep_stream(Arc::clone(&stream));
         let context = &device.inner.context;
-        Event::order(context, self.capture_stream(), &stream.raw).map_err(E::from)?;
+        self.state()
+            .order(context, self.capture_stream(), &stream.raw)
+            .map_err(E::from)?;
         let out = {
             // SAFETY: `stream` was created above and only this fork issues work on it; it
             // joined the capture by the wait above (`Capture::open` checks that it is
@@ -182,7 +186,9 @@ impl<'g> Capture<'g> {
         };
         // The join. If it cannot be recorded, the child's stream stays an unjoined part
         // of the capture and ending the capture fails: no graph without the dependency.
-        let joined = Event::order(context, &stream.raw, self.capture_stream());
+        let joined = self
+            .state()
+            .order(context, &stream.raw, self.capture_stream());
         match (out, joined) {
             (Err(e), _) => Err(e),
             (Ok(_), Err(e)) => Err(E::from(e)),
