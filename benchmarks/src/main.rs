@@ -1,5 +1,5 @@
 //! `bench`: this library vs raw `cudarc::driver::result` calls vs cudarc's safe API,
-//! measured side by side in one run on one GPU (issues 6 and 13).
+//! measured side by side in one run on one GPU (issues 6, 13 and 14).
 //!
 //! ```text
 //! bench [--quick] [--repeat N] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--kernel-ratio R] [--list]
@@ -27,6 +27,7 @@ mod args;
 mod bandwidth;
 mod cuda;
 mod error;
+mod graphs;
 mod json;
 mod launch;
 mod measure;
@@ -59,7 +60,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 7] = [
+const CASES: [Case; 8] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -95,6 +96,11 @@ const CASES: [Case; 7] = [
         name: "sgemm",
         what: "7. tiled and cuBLAS SGEMM GFLOP/s (GPU time)",
         run: sgemm::run,
+    },
+    Case {
+        name: "graphs",
+        what: "8. 100 small kernels launched one by one vs replayed from a CUDA graph (host and GPU time)",
+        run: graphs::run,
     },
 ];
 
