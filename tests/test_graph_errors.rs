@@ -388,7 +388,7 @@ fn a_graph_with_allocations_of_its_own_refuses_updates() -> TestResult {
                 "the message says {message:?}"
             );
             ensure!(
-                message.contains("Scope::capture"),
+                message.contains("capture a new graph"),
                 "the message says {message:?}"
             );
         }

@@ -237,7 +237,9 @@ pub enum Error {
     /// capture's stream (through raw handles: a wait on an event recorded outside the
     /// capture, a synchronisation of a capturing stream, ...). No graph was made.
     #[error(
-        "the graph capture was invalidated ({cause}): work that a capture cannot record          reached its stream, such as a wait on an event recorded outside the capture or a          synchronisation of a capturing stream; no graph was made: capture again without it"
+        "the graph capture was invalidated ({cause}): work that a capture cannot record \
+         reached its stream, such as a wait on an event recorded outside the capture or a \
+         synchronisation of a capturing stream; no graph was made: capture again without it"
     )]
     GraphCaptureInvalidated {
         /// What the driver reported.
@@ -247,7 +249,8 @@ pub enum Error {
     /// A graph could not be updated in place; it is unchanged, and its replays run what
     /// it ran before.
     #[error(
-        "the graph could not be updated in place: {reason}; the graph is unchanged: capture          a new graph with Scope::capture instead"
+        "the graph could not be updated in place: {reason}; the graph is unchanged: capture \
+         a new graph with Device::capture instead"
     )]
     GraphUpdate {
         /// What differs, or what the driver refused.
