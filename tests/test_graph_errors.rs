@@ -68,7 +68,51 @@ fn main() {
         ),
         GpuStatus::Absent(_) => {}
     }
-    gpu_tests::run(&gpu, &[])
+    gpu_tests::run(
+        &gpu,
+        &[(
+            "graph_error_messages_say_what_happened_and_what_to_do",
+            graph_error_messages_say_what_happened_and_what_to_do as TestFn,
+        )],
+    )
+}
+
+/// The graph errors' messages say what happened and what to do (no GPU needed).
+fn graph_error_messages_say_what_happened_and_what_to_do() -> TestResult {
+    let cases = [
+        (
+            Error::GraphCaptureInvalidated {
+                cause: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED".to_owned(),
+            },
+            &[
+                "invalidated",
+                "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+                "capture again",
+            ][..],
+        ),
+        (
+            Error::GraphUpdate {
+                reason: "the topology changed".to_owned(),
+            },
+            &["the topology changed", "unchanged", "Device::capture"][..],
+        ),
+        (
+            Error::GraphArgument {
+                reason: "kernel `k` has no parameter `c`".to_owned(),
+            },
+            &["no parameter `c`", "nothing was changed"][..],
+        ),
+    ];
+    for (error, parts) in cases {
+        let message = error.to_string();
+        for part in parts {
+            ensure!(
+                message.contains(part),
+                "{error:?}: the message {message:?} does not contain {part:?}"
+            );
+        }
+    }
+    Ok(())
 }
 
 const SRC: &str = r#"
