@@ -187,10 +187,10 @@ fn one_graph_replays_on_several_streams_and_in_a_fork_in_turn() -> TestResult {
 }
 
 /// A fork inside a capture: the child spins, computes one half and downloads it into a
-/// half of the held output; the parent computes the other half concurrently, then, after
-/// the fork (its join), adds the child's half to its own and downloads the sum. Were the
-/// join missing, the addition would read the child's half before the spinning child
-/// wrote it.
+/// half of the held output; the parent, inside the fork's closure, computes the other
+/// half concurrently; after the fork (its join) it adds the child's half to its own and
+/// downloads the sum. Were the join missing, the addition would read the child's half
+/// before the spinning child wrote it.
 fn fork_and_join_inside_a_capture_order_both_branches() -> TestResult {
     let dev = device()?;
     let stream = dev.new_stream()?;
@@ -215,10 +215,12 @@ fn fork_and_join_inside_a_capture_order_both_branches() -> TestResult {
                 spin_u32(c, spin_config, SPIN_CYCLES, &mut flag)?;
                 affine_u32(c, config, a2, b2, &x_hi, &mut y_hi)?;
                 c.copy_to_host(&y_hi, &mut out_hi)?;
+                // The parent's branch, recorded during the fork: concurrent with the
+                // child's.
+                affine_u32(g, config, a1, b1, &x_lo, &mut y_lo)?;
                 Ok::<_, Error>(())
             },
         )?;
-        affine_u32(g, config, a1, b1, &x_lo, &mut y_lo)?;
         add_u32(g, config, &y_hi, &mut y_lo)?;
         g.copy_to_host(&y_lo, &mut out_lo)?;
         Ok::<_, Error>(())

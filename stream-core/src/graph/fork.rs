@@ -121,33 +121,31 @@ lend_tuple!(A, B, C, D, E);
 lend_tuple!(A, B, C, D, E, F);
 
 impl<'g> Capture<'g> {
-    /// Records `f`'s work as a branch of the graph that runs concurrently with the
-    /// parent's later work: it depends on everything this capture recorded so far, and
-    /// the parent's work recorded after `fork` returns depends on it. Memory in `lent`
-    /// is lent to the child for the whole fork, as for a scope's
-    /// [fork](crate::Scope::fork) (see [`CaptureLend`]).
+    /// Records `f`'s work as a branch of the graph: it depends on everything this
+    /// capture recorded before the fork, and what this capture records after `fork`
+    /// returns depends on it. What this capture records *during* the fork (through `g`,
+    /// inside the closure) runs concurrently with the branch, as for a scope's
+    /// [fork](crate::Scope::fork). Memory in `lent` is lent to the child for the whole
+    /// fork (see [`CaptureLend`]).
     ///
     /// The child is a capture of its own, on a stream that belongs to the capture (no
     /// stream argument: a graph records dependencies, not streams).
     ///
     /// ```no_run
-    /// # use stream_core::{scope, Error, Stream};
-    /// # fn f(stream: &Stream) -> Result<(), Error> {
-    /// let mut out = stream.device().alloc_pinned::<f32>(2048)?;
-    /// scope(stream, |s| {
-    ///     let (_graph, ()) = s.capture(&mut out, |g, mut out| {
-    ///         let mut x = g.alloc::<f32>(2048)?;
-    ///         let (mut lo, mut hi) = x.split_at_mut(1024)?;
-    ///         g.fork(&mut hi, |c, mut hi| {
-    ///             c.fill(&mut hi, 2.0)                // one branch
-    ///         })?;
-    ///         g.fill(&mut lo, 1.0)?;                  // the other, concurrently
-    ///         g.copy_to_host(&x, &mut out)?;          // after both
-    ///         Ok::<_, Error>(())
+    /// # use stream_core::{Device, Error};
+    /// # fn f(dev: &Device) -> Result<(), Error> {
+    /// let out = dev.alloc_pinned::<f32>(2048)?;
+    /// let (_graph, ()) = dev.capture(out, |g, mut out| {
+    ///     let mut x = g.alloc::<f32>(2048)?;
+    ///     let (mut lo, mut hi) = x.split_at_mut(1024)?;
+    ///     g.fork(&mut hi, |c, mut hi| {
+    ///         c.fill(&mut hi, 2.0)?;                  // one branch
+    ///         g.fill(&mut lo, 1.0)                    // the other, concurrently
     ///     })?;
-    ///     Ok(())
-    /// })
-    /// # }
+    ///     g.copy_to_host(&x, &mut out)?;              // after both
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// # Ok(()) }
     /// ```
     ///
     /// Returns the closure's error, or an error when the branch cannot be recorded; a
