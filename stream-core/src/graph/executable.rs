@@ -33,6 +33,11 @@ use crate::graph::kernel_node::KernelRecord;
 /// * **A graph runs on its own device.** A replay on a scope of another device is an
 ///   [`Error::DeviceMismatch`](crate::Error::DeviceMismatch) at run time: devices are
 ///   values, not types.
+/// * **The graph's own memory lives inside each replay.** An allocation made in the
+///   capture is an allocation node and its free (where the buffer was dropped) a free
+///   node: every replay allocates and frees it again, in the replay's own order on the
+///   replaying scope's stream, from the driver's graph memory. Nothing outside the graph
+///   ever frees it, and its contents do not persist between replays.
 /// * **Dropping a graph never waits.** No replay can be running when it drops (see the
 ///   borrows above), and `cuGraphExecDestroy` of a graph in flight would free it after
 ///   completion anyway.
