@@ -1,5 +1,5 @@
-//! [`Device::capture`], [`Scope::capture`] and [`Capture`]: recording a sequence of stream work into a graph,
-//! once, on a stream that belongs to the capture.
+//! [`Device::capture`], [`Scope::capture`] and [`Capture`]: recording a sequence of
+//! stream work into a graph, once, on a stream that belongs to the capture.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -488,7 +488,8 @@ impl<'g> Capture<'g> {
     /// Not available in a capture (a compile error): a [`Device`] would let the capture
     /// create or read [`DeviceVec`]s, which blocks the host, while nothing of the capture
     /// runs. Create `DeviceVec`s before the capture and lend them to
-    /// [`Device::capture`]; read them after a replay. (`ui-tests/tests/ui/graph/device-vec-created-in-a-capture.rs`)
+    /// [`Device::capture`]; read them after a replay (see
+    /// `ui-tests/tests/ui/graph/device-vec-created-in-a-capture.rs`).
     pub fn device(&self) -> &Device
     where
         Self: unavailable::DeviceOutsideCapture,

@@ -7,7 +7,8 @@ use crate::graph::kernel_node::KernelRecord;
 
 /// A captured, instantiated CUDA graph, and the memory it holds (`H`, see [`Hold`]).
 ///
-/// Made by [`Device::capture`](crate::Device::capture) (or [`Scope::capture`](crate::Scope::capture)); replayed by
+/// Made by [`Device::capture`](crate::Device::capture) (or
+/// [`Scope::capture`](crate::Scope::capture)); replayed by
 /// [`Scope::replay`](crate::Scope::replay) on any scope of the same device, each replay
 /// ordered on that scope's stream. One replay costs one `cuGraphLaunch` and one event
 /// record, however many kernels and copies the graph holds.

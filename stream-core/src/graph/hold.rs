@@ -9,7 +9,8 @@ use crate::memory::brand::HoldToken;
 use crate::memory::{DeviceRepr, DeviceSlice, DeviceSliceMut, DeviceVec};
 use crate::sealed;
 
-/// What a graph holds for as long as it exists: passed to [`Device::capture`](crate::Device::capture)
+/// What a graph holds for as long as it exists: passed to
+/// [`Device::capture`](crate::Device::capture)
 /// and kept in the [`Graph`](crate::Graph). The capture's closure gets views of it, and
 /// between replays the host reaches it through [`Graph::held`](crate::Graph::held) and
 /// [`Graph::held_mut`](crate::Graph::held_mut). Sealed.
