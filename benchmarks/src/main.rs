@@ -1,5 +1,5 @@
 //! `bench`: this library vs raw `cudarc::driver::result` calls vs cudarc's safe API,
-//! measured side by side in one run on one GPU (issues 6, 13 and 17).
+//! measured side by side in one run on one GPU (issues 6, 13, 14 and 17).
 //!
 //! ```text
 //! bench [--quick] [--repeat N] [--case NAME[,NAME...]]... [--json PATH] [--device N] [--kernel-ratio R] [--list]
@@ -27,6 +27,7 @@ mod args;
 mod bandwidth;
 mod cuda;
 mod error;
+mod graphs;
 mod json;
 mod launch;
 mod managed;
@@ -61,7 +62,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 9] = [
+const CASES: [Case; 10] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -107,6 +108,11 @@ const CASES: [Case; 9] = [
         name: "serve",
         what: "9. async server loop (run_owned futures) vs thread-per-stream at the same load; cost of one async operation (host time)",
         run: serve::run,
+    },
+    Case {
+        name: "graphs",
+        what: "10. 100 small kernels launched one by one vs replayed from a CUDA graph (host and GPU time)",
+        run: graphs::run,
     },
 ];
 

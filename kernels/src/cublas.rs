@@ -28,8 +28,8 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::cublas::{result as blas, sys as blas_sys};
-use stream_core::interop::{self, device_ptr, device_ptr_mut, raw_stream};
-use stream_core::{DeviceMemory, DeviceMemoryMut, Error, Result, Scope};
+use stream_core::interop::{self, device_ptr, device_ptr_mut, raw_stream_of};
+use stream_core::{DeviceMemory, DeviceMemoryMut, Enqueue, Error, Result};
 
 /// The workspace cuBLAS asks for: 32 MiB on Hopper and later, 4 MiB before (the
 /// cuBLAS documentation of `cublasSetWorkspace`).
@@ -135,11 +135,14 @@ impl Cublas {
     }
 
     /// `c = alpha * a * b + beta * c`, row-major, `a` is `m x k`, `b` is `k x n`, `c` is
-    /// `m x n`, enqueued on the scope's stream.
+    /// `m x n`, enqueued on the scope's stream, or recorded into a graph when `s` is a
+    /// [`Capture`](stream_core::Capture) (cuBLAS supports stream capture; the call's
+    /// workspace is then an allocation of the graph's own, made and freed in each
+    /// replay).
     #[allow(clippy::too_many_arguments)] // the BLAS signature, unchanged
     pub fn sgemm<'s>(
         &mut self,
-        s: &'s Scope<'s, '_>,
+        s: &'s impl Enqueue<'s>,
         m: u32,
         n: u32,
         k: u32,
@@ -162,7 +165,7 @@ impl Cublas {
             b.len(),
             c.len(),
         )?;
-        s.device().ensure_same_device(&self.device)?;
+        s.ensure_same_device(&self.device)?;
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -177,8 +180,9 @@ impl Cublas {
         let mut workspace = s.alloc::<u8>(self.workspace_bytes)?;
         let _bound = interop::bind(&self.device)?;
         // SAFETY: the handle belongs to this device (checked above), whose context is
-        // bound; the scope's stream is live for the whole scope.
-        unsafe { blas::set_stream(self.handle, raw_stream(s) as _) }
+        // bound; the scope's (or the capture's) stream is live for the whole scope (or
+        // capture).
+        unsafe { blas::set_stream(self.handle, raw_stream_of(s) as _) }
             .map_err(|e| cublas_error("cublasSetStream", &format!("{e:?}")))?;
         // SAFETY: after `cublasSetStream` (which resets the workspace to the default), the
         // handle's calls on this stream use `workspace`: `workspace_bytes` of device

@@ -1,6 +1,6 @@
 //! `fill`, `scale`, `axpy`: one grid-stride launch each.
 
-use stream_core::{DeviceMemory, DeviceMemoryMut, DeviceRepr, Error, Result, Scope};
+use stream_core::{DeviceMemory, DeviceMemoryMut, DeviceRepr, Enqueue, Error, Result};
 
 use crate::declarations as k;
 use crate::grid_stride;
@@ -16,7 +16,7 @@ mod sealed {
 pub trait Element: DeviceRepr + sealed::Sealed {
     #[doc(hidden)]
     fn launch_fill<'s>(
-        s: &'s Scope<'s, '_>,
+        s: &'s impl Enqueue<'s>,
         y: &mut impl DeviceMemoryMut<'s, Self>,
         v: Self,
     ) -> Result<()>;
@@ -26,34 +26,34 @@ pub trait Element: DeviceRepr + sealed::Sealed {
 pub trait Float: Element {
     #[doc(hidden)]
     fn launch_scale<'s>(
-        s: &'s Scope<'s, '_>,
+        s: &'s impl Enqueue<'s>,
         a: Self,
         x: &impl DeviceMemory<'s, Self>,
         y: &mut impl DeviceMemoryMut<'s, Self>,
     ) -> Result<()>;
     #[doc(hidden)]
     fn launch_axpy<'s>(
-        s: &'s Scope<'s, '_>,
+        s: &'s impl Enqueue<'s>,
         a: Self,
         x: &impl DeviceMemory<'s, Self>,
         y: &mut impl DeviceMemoryMut<'s, Self>,
     ) -> Result<()>;
     #[doc(hidden)]
     fn launch_sum_partials<'s>(
-        s: &'s Scope<'s, '_>,
+        s: &'s impl Enqueue<'s>,
         x: &impl DeviceMemory<'s, Self>,
         p: &mut impl DeviceMemoryMut<'s, Self>,
     ) -> Result<()>;
     #[doc(hidden)]
     fn launch_dot_partials<'s>(
-        s: &'s Scope<'s, '_>,
+        s: &'s impl Enqueue<'s>,
         x: &impl DeviceMemory<'s, Self>,
         y: &impl DeviceMemory<'s, Self>,
         p: &mut impl DeviceMemoryMut<'s, Self>,
     ) -> Result<()>;
     #[doc(hidden)]
     fn launch_final_sum<'s>(
-        s: &'s Scope<'s, '_>,
+        s: &'s impl Enqueue<'s>,
         p: &impl DeviceMemory<'s, Self>,
         out: &mut impl DeviceMemoryMut<'s, Self>,
     ) -> Result<()>;
@@ -63,7 +63,7 @@ macro_rules! element {
     ($t:ty, $fill:ident) => {
         impl Element for $t {
             fn launch_fill<'s>(
-                s: &'s Scope<'s, '_>,
+                s: &'s impl Enqueue<'s>,
                 y: &mut impl DeviceMemoryMut<'s, Self>,
                 v: Self,
             ) -> Result<()> {
@@ -80,7 +80,7 @@ macro_rules! float {
     ($t:ty, $scale:ident, $axpy:ident, $sum:ident, $dot:ident, $final:ident) => {
         impl Float for $t {
             fn launch_scale<'s>(
-                s: &'s Scope<'s, '_>,
+                s: &'s impl Enqueue<'s>,
                 a: Self,
                 x: &impl DeviceMemory<'s, Self>,
                 y: &mut impl DeviceMemoryMut<'s, Self>,
@@ -88,7 +88,7 @@ macro_rules! float {
                 k::$scale(s, grid_stride(y.len()), a, x, y)
             }
             fn launch_axpy<'s>(
-                s: &'s Scope<'s, '_>,
+                s: &'s impl Enqueue<'s>,
                 a: Self,
                 x: &impl DeviceMemory<'s, Self>,
                 y: &mut impl DeviceMemoryMut<'s, Self>,
@@ -96,14 +96,14 @@ macro_rules! float {
                 k::$axpy(s, grid_stride(y.len()), a, x, y)
             }
             fn launch_sum_partials<'s>(
-                s: &'s Scope<'s, '_>,
+                s: &'s impl Enqueue<'s>,
                 x: &impl DeviceMemory<'s, Self>,
                 p: &mut impl DeviceMemoryMut<'s, Self>,
             ) -> Result<()> {
                 k::$sum(s, crate::reduce::partials_config(p.len()), x, p)
             }
             fn launch_dot_partials<'s>(
-                s: &'s Scope<'s, '_>,
+                s: &'s impl Enqueue<'s>,
                 x: &impl DeviceMemory<'s, Self>,
                 y: &impl DeviceMemory<'s, Self>,
                 p: &mut impl DeviceMemoryMut<'s, Self>,
@@ -111,7 +111,7 @@ macro_rules! float {
                 k::$dot(s, crate::reduce::partials_config(p.len()), x, y, p)
             }
             fn launch_final_sum<'s>(
-                s: &'s Scope<'s, '_>,
+                s: &'s impl Enqueue<'s>,
                 p: &impl DeviceMemory<'s, Self>,
                 out: &mut impl DeviceMemoryMut<'s, Self>,
             ) -> Result<()> {
@@ -139,7 +139,7 @@ float!(
 
 /// Sets every element of `y` to `value`.
 pub fn fill<'s, T: Element>(
-    s: &'s Scope<'s, '_>,
+    s: &'s impl Enqueue<'s>,
     y: &mut impl DeviceMemoryMut<'s, T>,
     value: T,
 ) -> Result<()> {
@@ -148,7 +148,7 @@ pub fn fill<'s, T: Element>(
 
 /// `y[i] = a * x[i]`. `x` and `y` must have the same length.
 pub fn scale<'s, T: Float>(
-    s: &'s Scope<'s, '_>,
+    s: &'s impl Enqueue<'s>,
     a: T,
     x: &impl DeviceMemory<'s, T>,
     y: &mut impl DeviceMemoryMut<'s, T>,
@@ -159,7 +159,7 @@ pub fn scale<'s, T: Float>(
 
 /// `y[i] = a * x[i] + y[i]`. `x` and `y` must have the same length.
 pub fn axpy<'s, T: Float>(
-    s: &'s Scope<'s, '_>,
+    s: &'s impl Enqueue<'s>,
     a: T,
     x: &impl DeviceMemory<'s, T>,
     y: &mut impl DeviceMemoryMut<'s, T>,

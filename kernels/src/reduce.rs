@@ -3,7 +3,7 @@
 //! shared-memory tree; then one block over the partials), so repeated runs give the
 //! same bits. No atomics.
 
-use stream_core::{DeviceMemory, DeviceMemoryMut, Error, LaunchConfig, Result, Scope};
+use stream_core::{DeviceMemory, DeviceMemoryMut, Enqueue, Error, LaunchConfig, Result};
 
 use crate::elementwise::Float;
 use crate::BLOCK;
@@ -25,7 +25,7 @@ pub(crate) fn partials_config(partials: usize) -> LaunchConfig {
 /// `out[0] = sum of x`, deterministic for a given length. `out` must have one element.
 /// The error bound is that of pairwise summation: about `log2(n) * eps * sum |x|`.
 pub fn reduce_sum<'s, T: Float>(
-    s: &'s Scope<'s, '_>,
+    s: &'s impl Enqueue<'s>,
     x: &impl DeviceMemory<'s, T>,
     out: &mut impl DeviceMemoryMut<'s, T>,
 ) -> Result<()> {
@@ -38,7 +38,7 @@ pub fn reduce_sum<'s, T: Float>(
 /// `out[0] = sum of x[i] * y[i]`, deterministic for a given length. `x` and `y` must
 /// have the same length and `out` one element.
 pub fn dot<'s, T: Float>(
-    s: &'s Scope<'s, '_>,
+    s: &'s impl Enqueue<'s>,
     x: &impl DeviceMemory<'s, T>,
     y: &impl DeviceMemory<'s, T>,
     out: &mut impl DeviceMemoryMut<'s, T>,

@@ -1,6 +1,6 @@
 //! Shared-memory tiled SGEMM (64x64 tiles, 4x4 register blocking per thread).
 
-use stream_core::{DeviceMemory, DeviceMemoryMut, Error, LaunchConfig, Result, Scope};
+use stream_core::{DeviceMemory, DeviceMemoryMut, Enqueue, Error, LaunchConfig, Result};
 
 use crate::declarations as k;
 
@@ -9,7 +9,7 @@ use crate::declarations as k;
 /// error against an f64 reference: about `k * eps_f32` in the worst case.
 #[allow(clippy::too_many_arguments)] // the BLAS signature, unchanged
 pub fn sgemm_tiled<'s>(
-    s: &'s Scope<'s, '_>,
+    s: &'s impl Enqueue<'s>,
     m: u32,
     n: u32,
     k: u32,

@@ -1,13 +1,13 @@
 //! Coalesced matrix transpose through shared memory.
 
-use stream_core::{DeviceMemory, DeviceMemoryMut, Error, LaunchConfig, Result, Scope};
+use stream_core::{DeviceMemory, DeviceMemoryMut, Enqueue, Error, LaunchConfig, Result};
 
 use crate::declarations as k;
 
 /// `output = input^T`, where `input` is `rows x cols` row-major and `output` is
 /// `cols x rows`. Both must hold `rows * cols` elements.
 pub fn transpose<'s>(
-    s: &'s Scope<'s, '_>,
+    s: &'s impl Enqueue<'s>,
     input: &impl DeviceMemory<'s, f32>,
     rows: u32,
     cols: u32,

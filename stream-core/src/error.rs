@@ -294,6 +294,38 @@ pub enum Error {
         /// What the operating system reported.
         reason: String,
     },
+
+    /// The driver invalidated a graph capture: work it cannot record reached the
+    /// capture's stream (through raw handles: a wait on an event recorded outside the
+    /// capture, a synchronisation of a capturing stream, ...). No graph was made.
+    #[error(
+        "the graph capture was invalidated ({cause}): work that a capture cannot record \
+         reached its stream, such as a wait on an event recorded outside the capture or a \
+         synchronisation of a capturing stream; no graph was made: capture again without it"
+    )]
+    GraphCaptureInvalidated {
+        /// What the driver reported.
+        cause: String,
+    },
+
+    /// A graph could not be updated in place; it is unchanged, and its replays run what
+    /// it ran before.
+    #[error(
+        "the graph could not be updated in place: {reason}; the graph is unchanged: capture \
+         a new graph with Device::capture instead"
+    )]
+    GraphUpdate {
+        /// What differs, or what the driver refused.
+        reason: String,
+    },
+
+    /// A kernel argument of a graph could not be named or changed as asked; nothing was
+    /// changed.
+    #[error("cannot change a kernel argument of a graph: {reason}; nothing was changed")]
+    GraphArgument {
+        /// Which argument, and why.
+        reason: String,
+    },
 }
 
 /// The driver's *sticky* errors: the ones the CUDA driver API documents as ending the

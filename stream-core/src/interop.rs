@@ -32,6 +32,7 @@ use cudarc::driver::sys;
 use crate::device::Device;
 use crate::driver::context::Bound;
 use crate::error::Result;
+use crate::graph::Enqueue;
 use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceRepr};
 use crate::scope::Scope;
 use crate::sealed;
@@ -68,6 +69,18 @@ pub fn bind(device: &Device) -> Result<ContextBinding<'_>> {
 pub fn raw_stream(scope: &Scope<'_, '_>) -> sys::CUstream {
     scope.stream.expose_handle();
     scope.stream.raw.raw()
+}
+
+/// The stream work issued through `target` goes on: a scope's stream (as
+/// [`raw_stream`] gives it), or the stream a graph [`Capture`](crate::Capture) records,
+/// for library calls that accept both (`kernels::Cublas::sgemm`). A call issued on a
+/// capture's stream is recorded into the graph, not run: whatever memory it uses must
+/// be memory the capture may use (its own allocations, what the graph holds), and it
+/// must not wait on the host or on work outside the capture (the driver invalidates the
+/// capture, which then returns an error).
+#[inline(always)]
+pub fn raw_stream_of<'s>(target: &impl Enqueue<'s>) -> sys::CUstream {
+    target.raw_stream(sealed::TOKEN)
 }
 
 /// The device address of memory a library call will only read.

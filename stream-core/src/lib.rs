@@ -216,6 +216,8 @@ mod error;
 #[allow(unsafe_code)]
 pub mod future;
 #[allow(unsafe_code)]
+mod graph;
+#[allow(unsafe_code)]
 mod host;
 #[allow(unsafe_code)]
 mod kernel;
@@ -237,6 +239,10 @@ mod auto_traits;
 
 pub use device::{Device, Stream};
 pub use error::{Error, LaunchLimit, Result};
+pub use graph::{
+    Capture, CaptureLend, Enqueue, Graph, Hold, KernelNode, PinnedMemory, PinnedMemoryMut,
+    PinnedSlice, PinnedSliceMut, Recorded, ScalarParam,
+};
 pub use host::{PinnedBuffer, PinnedMemoryStats};
 pub use kernel::LaunchConfig;
 pub use managed::{

@@ -149,7 +149,7 @@ pub fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
 /// #[kernel(cuda = SOURCE, block = 256)]
 /// pub unsafe fn block_sums_f32(x: &[f32], sums: &mut [f32]);
 ///
-/// // generated: pub fn block_sums_f32<'s>(s: &'s Scope<'s, '_>, config: LaunchConfig,
+/// // generated: pub fn block_sums_f32<'s>(s: &'s impl Enqueue<'s>, config: LaunchConfig,
 /// //     x: &impl DeviceMemory<'s, f32>, sums: &mut impl DeviceMemoryMut<'s, f32>) -> Result<()>
 /// ```
 ///

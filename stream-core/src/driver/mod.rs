@@ -8,15 +8,16 @@
 //!   it ([`context`]), a stream ([`stream`]), an event ([`event`]), a device's memory
 //!   pool ([`pool`]), a loaded module and its functions ([`module`]), an NVRTC program
 //!   ([`nvrtc`]), device queries ([`device`]), a page-locked host allocation
-//!   ([`pinned`]), a managed (unified) allocation ([`managed`]), and host functions the
+//!   ([`pinned`]), a managed (unified) allocation ([`managed`]), host functions the
 //!   driver runs after a stream's work ([`host_func`], whose callbacks promise to make no
-//!   CUDA call). Each owns or names
-//!   a driver object that stays valid as long as the handle; what their methods do
-//!   cannot break memory safety (the driver reports a mismatch as an error).
+//!   CUDA call), and a captured graph and its executable instance ([`graph`]). Each owns
+//!   or names a driver object that stays valid as long as the handle; what their methods
+//!   do cannot break memory safety (the driver reports a mismatch as an error).
 //! * **Raw operations** as `unsafe fn`, each with a `# Safety` section: copies and
-//!   memsets ([`memory`]), frees, kernel launches ([`launch`]), prefetches and stream
-//!   attachment of managed memory ([`managed`]), and freeing pinned or managed memory or
-//!   unloading a module, which wait for the whole device. Their callers, above this
+//!   memsets ([`memory`]), frees, kernel launches ([`launch`]), graph launches and
+//!   changes to an instantiated graph ([`graph`]), prefetches and stream attachment of
+//!   managed memory ([`managed`]), and freeing pinned or managed memory or unloading a
+//!   module, which wait for the whole device. Their callers, above this
 //!   layer, prove what only they can know: that the memory is valid and no DMA or kernel
 //!   still uses it.
 //!
@@ -27,6 +28,7 @@
 pub(crate) mod context;
 pub(crate) mod device;
 pub(crate) mod event;
+pub(crate) mod graph;
 pub(crate) mod host_func;
 pub(crate) mod launch;
 pub(crate) mod managed;

@@ -12,6 +12,7 @@ use crate::device::DeviceInner;
 use crate::driver::module::Function;
 use crate::error::Result;
 use crate::kernel::module_cache::ModuleCache;
+use crate::kernel::params::KernelParam;
 use crate::kernel::shape::KernelShape;
 
 /// Where a kernel's code comes from.
@@ -33,6 +34,9 @@ pub struct Kernel {
     pub(crate) source: KernelSource,
     /// The launch shapes the declaration promises the kernel is memory-safe for.
     pub(crate) shape: KernelShape,
+    /// The declaration's parameters, in order (empty for a kernel made without them,
+    /// whose graph nodes then cannot have their scalars changed).
+    pub(crate) params: &'static [KernelParam],
     first: OnceLock<LoadedKernel>,
 }
 
@@ -54,8 +58,16 @@ impl Kernel {
             name,
             source,
             shape,
+            params: &[],
             first: OnceLock::new(),
         }
+    }
+
+    /// The same kernel, with the declaration's parameters described (the macro's
+    /// output; see [`KernelParam`]).
+    pub const fn with_params(mut self, params: &'static [KernelParam]) -> Self {
+        self.params = params;
+        self
     }
 
     /// The kernel's name.

@@ -2,15 +2,17 @@
 //! declaration admits ([`KernelShape`]), launch configurations ([`LaunchConfig`]) and
 //! their checks, and the per-device cache of compiled and loaded modules.
 //!
-//! Owns: `Kernel`, `KernelSource`, `KernelShape` and its rules, `LaunchConfig`, the
+//! Owns: `Kernel`, `KernelSource`, `KernelParam`, `KernelShape` and its rules, `LaunchConfig`, the
 //! module cache (NVRTC compilation goes through `driver::nvrtc`). Uses: `driver/`,
 //! `device/`, `error`. The launch itself is a scope's operation (`scope::launch`).
 
 pub(crate) mod config;
 pub(crate) mod declaration;
 pub(crate) mod module_cache;
+pub(crate) mod params;
 pub(crate) mod shape;
 
 pub use config::LaunchConfig;
 pub use declaration::{Kernel, KernelSource};
+pub use params::KernelParam;
 pub use shape::{BlockRule, KernelShape, SharedRule};

@@ -9,7 +9,7 @@
 
 use std::marker::PhantomData;
 
-use crate::device::Stream;
+use crate::device::{Device, Stream};
 use crate::driver::stream::RawStream;
 
 /// Invariant in `'s` (a `fn(&'s ()) -> &'s ()` is contravariant in its argument and
@@ -111,3 +111,40 @@ impl<'s, 't> Rebrand<'s, 't> {
 /// after the child's. Only `fork` can make one (its field is crate-private).
 #[doc(hidden)]
 pub struct LendPermit<'s, 'c>(pub(crate) Rebrand<'s, 'c>);
+
+/// The proof a graph capture carries for the memory its graph holds: work branded `'s`
+/// is recorded into one graph and runs only when that graph is replayed; memory viewed
+/// through this token (a [`DeviceVec`](crate::DeviceVec) or a pinned buffer lent to the
+/// capture) is owned or borrowed by that graph for as long as it exists (shared for a
+/// read-only view, exclusively for a writable one); and every replay borrows the graph
+/// exclusively until it is known to be complete. Memory constructors that take it are
+/// safe: what they view outlives every use, and nothing outside the graph writes what
+/// the graph reads or touches what it writes while a replay may run.
+///
+/// Only a capture makes one ([`HoldToken::new`] is `unsafe`), in its own frame.
+pub(crate) struct HoldToken<'s> {
+    device: &'s Device,
+    _brand: Brand<'s>,
+}
+
+impl<'s> HoldToken<'s> {
+    /// # Safety
+    ///
+    /// Work branded `'s` is recorded into a graph of `device` (never run directly), and
+    /// that graph keeps everything passed to a constructor with this token borrowed
+    /// (shared or exclusively, as the constructor takes it) or owned for its whole life,
+    /// and is replayed only through an exclusive borrow that lasts until the replay is
+    /// complete; `'s` is a fresh brand and the token stays in its creator's frame.
+    pub(crate) unsafe fn new(device: &'s Device) -> Self {
+        HoldToken {
+            device,
+            _brand: brand(),
+        }
+    }
+
+    /// The device of the graph.
+    #[inline(always)]
+    pub(crate) fn device(&self) -> &'s Device {
+        self.device
+    }
+}

@@ -13,7 +13,7 @@ use std::ops::{Bound, RangeBounds};
 use cudarc::driver::sys;
 
 use crate::error::{Error, Result};
-use crate::memory::brand::{brand, Brand, Rebrand, ScopeToken};
+use crate::memory::brand::{brand, Brand, HoldToken, Rebrand, ScopeToken};
 use crate::memory::repr::DeviceRepr;
 use crate::memory::DeviceVec;
 use crate::sealed;
@@ -181,6 +181,21 @@ impl<'a, 's, T: DeviceRepr> DeviceSlice<'a, 's, T> {
         })
     }
 
+    /// `vec` read by the graph being captured under brand `'s`, which holds it (shared)
+    /// for as long as it exists (the token's proof), or [`Error::DeviceMismatch`] for
+    /// memory of another device than the graph's.
+    pub(crate) fn held(
+        token: &HoldToken<'s>,
+        vec: &DeviceVec<T>,
+    ) -> Result<DeviceSlice<'s, 's, T>> {
+        token.device().ensure_same_device(vec.device())?;
+        Ok(DeviceSlice {
+            raw: vec.raw(),
+            _brand: brand(),
+            _borrow: PhantomData,
+        })
+    }
+
     /// A read-only view of all of `memory`, borrowed for `'a`.
     pub(crate) fn of(memory: &'a impl DeviceMemory<'s, T>) -> Self {
         DeviceSlice {
@@ -278,6 +293,21 @@ impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
         vec: &'env mut DeviceVec<T>,
     ) -> Result<DeviceSliceMut<'s, 's, T>> {
         token.stream().device.ensure_same_device(vec.device())?;
+        Ok(DeviceSliceMut {
+            raw: vec.raw(),
+            _brand: brand(),
+            _borrow: PhantomData,
+        })
+    }
+
+    /// `vec` written by the graph being captured under brand `'s`, which holds it
+    /// exclusively for as long as it exists (the token's proof), or
+    /// [`Error::DeviceMismatch`] for memory of another device than the graph's.
+    pub(crate) fn held(
+        token: &HoldToken<'s>,
+        vec: &mut DeviceVec<T>,
+    ) -> Result<DeviceSliceMut<'s, 's, T>> {
+        token.device().ensure_same_device(vec.device())?;
         Ok(DeviceSliceMut {
             raw: vec.raw(),
             _brand: brand(),

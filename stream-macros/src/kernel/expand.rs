@@ -1,6 +1,7 @@
 //! Code generation for `#[kernel]`: a safe wrapper that checks the launch shape against
-//! the declaration and launches the kernel on a scope's stream, with branded device
-//! memory and no per-launch allocation.
+//! the declaration and launches the kernel on a scope's stream (or records it into a
+//! graph capture: both implement `Enqueue`), with branded device memory and no
+//! per-launch allocation.
 //!
 //! ```text
 //! #[kernel(cuda = SRC, block = 256)]
@@ -9,12 +10,13 @@
 //! becomes
 //! ```text
 //! pub fn axpy_f32<'s>(
-//!     s: &'s Scope<'s, '_>, config: LaunchConfig,
+//!     s: &'s impl Enqueue<'s>, config: LaunchConfig,
 //!     a: f32, x: &impl DeviceMemory<'s, f32>, y: &mut impl DeviceMemoryMut<'s, f32>,
 //! ) -> Result<()> {
 //!     let kernel: &'static Kernel = {
 //!         static __STREAM_CORE_KERNEL_: Kernel = Kernel::new("axpy_f32", KernelSource::Cuda(SRC),
-//!             KernelShape { block: BlockRule::Exactly { .. }, shared: SharedRule::Any });
+//!             KernelShape { block: BlockRule::Exactly { .. }, shared: SharedRule::Any })
+//!             .with_params(&[KernelParam::scalar::<f32>("a", "f32"), KernelParam::slice("x"), ...]);
 //!         &__STREAM_CORE_KERNEL_
 //!     };
 //!     let a: f32 = scalar::<f32>(a);
@@ -30,8 +32,9 @@
 //! name of the user's can refer to them or shadow them (a user parameter may itself be
 //! called `s`, `args` or `parts_1`: rustc tells the two bindings apart). Items ignore
 //! mixed-site hygiene, so the kernel's `static` sits in a block of its own, where no
-//! user token but the code and shared-memory expressions appears, and is reached only
-//! through the mixed-site `kernel`.
+//! user token but the code and shared-memory expressions and the scalar parameters'
+//! types appears (their names go in as string literals), and is reached only through
+//! the mixed-site `kernel`.
 
 use proc_macro2::{Delimiter, Ident, Spacing, Span, TokenStream, TokenTree};
 use quote::{quote, ToTokens};
@@ -99,6 +102,16 @@ pub(crate) fn expand(decl: &Declaration) -> TokenStream {
         })
         .sum::<usize>();
     let shape = kernel_shape(&private, ident, block, shared);
+    let param_descriptions = params.iter().map(|p| {
+        let name = p.name.to_string();
+        match &p.kind {
+            ParamKind::Scalar(ty) => {
+                let written = render(ty.to_token_stream());
+                quote!(#private::KernelParam::scalar::<#ty>(#name, #written))
+            }
+            ParamKind::Read(_) | ParamKind::Write(_) => quote!(#private::KernelParam::slice(#name)),
+        }
+    });
     let launch_doc = format!(
         " Launches the CUDA kernel `{}` on the scope's stream with `config`; no event is \
          recorded and nothing is allocated.",
@@ -115,13 +128,14 @@ pub(crate) fn expand(decl: &Declaration) -> TokenStream {
         // The wrapper adds the scope and the launch shape to the kernel's own parameters.
         #[allow(clippy::too_many_arguments)]
         #vis fn #ident<'s>(
-            #s: &'s #private::Scope<'s, '_>,
+            #s: &'s impl #private::Enqueue<'s>,
             #config: #private::LaunchConfig,
             #(#inputs),*
         ) -> #private::Result<()> {
             let #kernel: &'static #private::Kernel = {
                 static #static_name: #private::Kernel =
-                    #private::Kernel::new(#cuda_name, #source, #shape);
+                    #private::Kernel::new(#cuda_name, #source, #shape)
+                        .with_params(&[#(#param_descriptions),*]);
                 &#static_name
             };
             #(#locals)*
@@ -196,7 +210,7 @@ pub(crate) fn stand_in(krate: Option<&Path>, item: &KernelFn) -> TokenStream {
         #(#attrs)*
         #[allow(dead_code, unused_variables, clippy::too_many_arguments)]
         #vis fn #ident<'s>(
-            #s: &'s #private::Scope<'s, '_>,
+            #s: &'s impl #private::Enqueue<'s>,
             #config: #private::LaunchConfig,
             #(#inputs),*
         ) -> #private::Result<()> {

@@ -47,6 +47,26 @@ fn read_write_and_scalar_parameters_become_branded_memory_and_values() {
 }
 
 #[test]
+fn the_wrapper_takes_a_scope_or_a_capture_and_describes_its_parameters() {
+    let out = expand(
+        quote!(cuda = SRC),
+        quote!(
+            pub unsafe fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]);
+        ),
+    );
+    assert!(
+        out.contains("& 's impl :: stream_core :: __private :: Enqueue < 's >"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            ". with_params (& [:: stream_core :: __private :: KernelParam :: scalar :: < f32 > (\"a\" , \"f32\") , :: stream_core :: __private :: KernelParam :: slice (\"x\") , :: stream_core :: __private :: KernelParam :: slice (\"y\")])"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
 fn name_ptx_and_crate_arguments_are_honoured() {
     let out = expand(
         quote!(ptx = PTX, name = "my_kernel", crate = my::gpu),

@@ -1,0 +1,543 @@
+//! [`Device::capture`], [`Scope::capture`] and [`Capture`]: recording a sequence of
+//! stream work into a graph, once, on a stream that belongs to the capture.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::device::{Device, Stream};
+use crate::driver::context::PrimaryContext;
+use crate::driver::event::RawEvent;
+use crate::driver::graph::{begin_capture, end_capture, RawGraph};
+use crate::driver::stream::RawStream;
+use crate::error::{Error, Result};
+use crate::host::staging::download::Outstanding;
+use crate::graph::hold::{Hold, HoldPermit};
+use crate::graph::kernel_node::KernelRecord;
+use crate::graph::Graph;
+use crate::memory::brand::HoldToken;
+use crate::memory::{
+    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr, DeviceSlice, DeviceSliceMut, DeviceVec,
+};
+use crate::scope::Scope;
+use crate::sealed::unavailable;
+
+/// The handle a capture's closure receives: work issued through it is recorded into the
+/// graph, not run. It offers what a [`Scope`] offers that a graph can replay, and
+/// nothing that waits on the host.
+///
+/// | in a capture | how |
+/// |--------------|-----|
+/// | device memory of the graph's own | [`alloc`](Self::alloc), [`alloc_zeroed`](Self::alloc_zeroed): allocated and freed inside the graph at every replay; branded `'g`, so it cannot leave the capture |
+/// | copies from and to pinned host memory the graph holds | [`upload`](Self::upload), [`copy_to_device`](Self::copy_to_device), [`copy_to_host`](Self::copy_to_host) |
+/// | device copies and fills | [`copy_device`](Self::copy_device), [`zero`](Self::zero), [`fill`](Self::fill) |
+/// | `#[kernel]` launches, the `kernels` crate, cuBLAS | pass the capture where a scope goes (they take [`Enqueue`](crate::Enqueue)) |
+/// | concurrent branches | [`fork`](Self::fork) |
+/// | a handle to change a kernel's scalar later | [`last_kernel`](Self::last_kernel) |
+///
+/// Not offered, and a compile error with a message that says why: waiting for a copy
+/// ([`Recorded::wait`](crate::Recorded::wait)), copies of pageable memory (the
+/// [`PinnedMemory`](crate::PinnedMemory) bound), creating or reading a `DeviceVec`
+/// ([`device`](Self::device)), attaching one ([`attach`](Self::attach)).
+///
+/// `'g` is the capture's brand, fresh and invariant like a scope's. A `Capture` is
+/// neither `Send` nor `Sync`.
+///
+/// Work issued on *other* scopes from inside the closure (the scope that called
+/// `capture`, say) is not recorded: it runs as usual, on its own stream.
+pub struct Capture<'g> {
+    /// A scope on the capture's own stream, which is capturing from before this scope
+    /// exists until after it is dropped: nothing issued through it runs, everything is
+    /// recorded. Private, so that only the methods of `Capture`, none of which waits on
+    /// the host, reach it.
+    scope: Scope<'g, 'g>,
+    /// What the capture remembers for its graph (shared with its forks).
+    state: &'g CaptureState,
+    /// `state`'s index of the last kernel launched through this capture (not its forks),
+    /// or [`NO_KERNEL`]. Every field but the scope's brand is `Send` and `Sync`, so that
+    /// the compiler's error for a capture used from another thread names the brand's
+    /// marker, as for a scope.
+    last_kernel: AtomicUsize,
+}
+
+/// `Capture::last_kernel`'s value when there is none.
+const NO_KERNEL: usize = usize::MAX;
+
+/// What a capture and its forks remember for the graph they record.
+pub(crate) struct CaptureState {
+    /// The graph's identity, which handles to its kernel arguments carry.
+    id: u64,
+    /// Every kernel launch recorded, in order.
+    kernels: Mutex<Vec<KernelRecord>>,
+    /// How many allocations of the graph's own were recorded.
+    allocations: AtomicUsize,
+    /// The forks' streams, which belong to the capture until it has ended.
+    streams: Mutex<Vec<Arc<Stream>>>,
+    /// The events the forks recorded, the capture's own (never the thread's cached
+    /// spares, which other code of the thread may record and wait on meanwhile), kept
+    /// until the capture has ended.
+    events: Mutex<Vec<RawEvent>>,
+    /// What the capture's inner scope would list staged downloads in: always empty, since
+    /// a capture offers none of the scope's host copies (a scope needs the list).
+    no_downloads: Outstanding,
+}
+
+impl CaptureState {
+    /// The state of a capture for the graph `id` (a new graph's id comes from
+    /// [`fresh_id`](Self::fresh_id); an update keeps its graph's).
+    pub(super) fn new(id: u64) -> Self {
+        CaptureState {
+            id,
+            kernels: Mutex::new(Vec::new()),
+            allocations: AtomicUsize::new(0),
+            streams: Mutex::new(Vec::new()),
+            events: Mutex::new(Vec::new()),
+            no_downloads: Outstanding::default(),
+        }
+    }
+
+    /// An id no graph of this process had before.
+    pub(super) fn fresh_id() -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The graph's id.
+    pub(super) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Keeps a fork's stream until the capture ends.
+    pub(super) fn keep_stream(&self, stream: Arc<Stream>) {
+        self.streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(stream);
+    }
+
+    /// Makes `waiter` wait, in the graph, for the work recorded on `source` so far (both
+    /// streams of the capture, of `context`), with an event of the capture's own.
+    pub(super) fn order(
+        &self,
+        context: &Arc<PrimaryContext>,
+        source: &RawStream,
+        waiter: &RawStream,
+    ) -> Result<()> {
+        let event = RawEvent::new(context)?;
+        let ordered = event.record(source).and_then(|()| waiter.wait(&event));
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event);
+        ordered
+    }
+
+    /// Remembers a kernel launch; returns its index.
+    pub(super) fn push_kernel(&self, record: KernelRecord) -> usize {
+        let mut kernels = self.kernels.lock().unwrap_or_else(PoisonError::into_inner);
+        kernels.push(record);
+        kernels.len() - 1
+    }
+
+    /// `f` of the kernel launch at `index`, if there is one.
+    pub(super) fn with_kernel<R>(
+        &self,
+        index: usize,
+        f: impl FnOnce(&KernelRecord) -> R,
+    ) -> Option<R> {
+        self.kernels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(index)
+            .map(f)
+    }
+
+    /// The kernel launches and the number of allocations recorded. Call once the
+    /// capture has ended (the forks' streams go with the state).
+    pub(super) fn into_parts(self) -> (Vec<KernelRecord>, usize) {
+        let kernels = self
+            .kernels
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        (kernels, self.allocations.into_inner())
+    }
+}
+
+impl Device {
+    /// Records the work `f` issues through its [`Capture`] into a graph, once, and
+    /// returns the graph, ready to [replay](Scope::replay) on any scope of this device,
+    /// with `f`'s own output. Nothing runs: every operation becomes a node of the graph.
+    ///
+    /// `held` is what the graph holds for as long as it exists (see [`Hold`]): the pinned
+    /// buffers its copies read and write, moved in or borrowed, and the
+    /// [`DeviceVec`]s its kernels use, borrowed (`&v` read-only, `&mut v` written). The
+    /// closure receives views of them, branded by the capture. Between replays the host
+    /// refills inputs and reads outputs through [`Graph::held_mut`] and [`Graph::held`].
+    ///
+    /// ```no_run
+    /// use stream_core::{scope, Device, Error};
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = Device::new(0)?;
+    /// let stream = dev.new_stream()?;
+    /// let offsets = dev.upload_vec(&vec![0.5f32; 4096])?;
+    /// let (input, output) = (dev.alloc_pinned::<f32>(4096)?, dev.alloc_pinned::<f32>(4096)?);
+    /// let (mut graph, ()) = dev.capture((input, output, &offsets), |g, (x_host, mut y_host, w)| {
+    ///     let x = g.upload(&x_host)?;                    // a copy node from pinned memory
+    ///     let mut y = g.alloc::<f32>(x.len())?;          // the graph's own memory
+    ///     g.copy_device(&w, &mut y)?;                    // `kernels::axpy(g, ...)` works too
+    ///     g.copy_to_host(&y, &mut y_host)?;              // a copy node into pinned memory
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// scope(&stream, |s| {
+    ///     let mut graph = &mut graph;
+    ///     for step in 0..100 {
+    ///         graph.held_mut().0.fill(step as f32);      // refill the input
+    ///         graph = s.replay(graph)?.wait()?;         // replay, wait for it
+    ///         assert_eq!(graph.held().1[0], 0.5);       // read the output
+    ///     }
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// The graph must outlive the scopes that replay it (a replay borrows it until the
+    /// scope's end, like a download's destination), so it is made before them, here on
+    /// the device, or returned from the scope that captured it with
+    /// [`Scope::capture`].
+    ///
+    /// The capture runs on a stream of its own, in `CU_STREAM_CAPTURE_MODE_RELAXED` (see
+    /// [`Graph`]): no user [`Stream`] is ever capturing, other threads are not affected,
+    /// and work the closure issues on scopes is not recorded (it runs as usual). This
+    /// device's context is current on the thread during the capture.
+    ///
+    /// * The closure returns `Result<T, E>` with `E: From<Error>`; its error is returned
+    ///   as it is, and no graph is made.
+    /// * [`Error::GraphCaptureInvalidated`] when the driver invalidated the capture (work
+    ///   it cannot record reached the capture's stream through raw handles, e.g. a wait
+    ///   on an event recorded outside the capture).
+    /// * [`Error::DeviceMismatch`] when a held `DeviceVec` is on another device.
+    /// * A failure to instantiate the recorded graph is the driver's error
+    ///   (`cuGraphInstantiateWithFlags`).
+    ///
+    /// A graph's memory may not be dropped, moved or written while the graph exists (see
+    /// `ui-tests/tests/ui/graph/replay-after-held-device-vec-dropped.rs`):
+    ///
+    /// ```compile_fail,E0505
+    /// # use stream_core::{scope, Device, Error, Stream};
+    /// # fn f(stream: &Stream, dev: &Device) -> Result<(), Error> {
+    /// let weights = dev.upload_vec(&[1.0f32; 16])?;
+    /// let (mut graph, ()) = dev.capture(&weights, |g, w| {
+    ///     let mut y = g.alloc::<f32>(16)?;
+    ///     g.copy_device(&w, &mut y)?;
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// drop(weights); // error: the graph holds `weights`
+    /// scope(stream, |s| s.replay(&mut graph).map(drop))
+    /// # }
+    /// ```
+    pub fn capture<H, F, T, E>(&self, held: H, f: F) -> std::result::Result<(Graph<H>, T), E>
+    where
+        H: Hold,
+        F: for<'g> FnOnce(&'g Capture<'g>, H::Views<'g>) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let mut held = held;
+        let state = CaptureState::new(CaptureState::fresh_id());
+        let (mut template, out) = record(self, &mut held, &state, f)?;
+        let exec = template.instantiate().map_err(E::from)?;
+        let id = state.id();
+        let (kernels, allocations) = state.into_parts();
+        let graph = Graph::instantiated(exec, template, kernels, allocations, held, id, self);
+        Ok((graph, out))
+    }
+}
+
+impl<'s, 'env> Scope<'s, 'env> {
+    /// [`Device::capture`] on this scope's device: records `f`'s work into a graph.
+    /// Nothing of the capture runs, and it is not ordered with this scope's work.
+    ///
+    /// A replay borrows its graph until the replaying scope's end, so this scope cannot
+    /// replay a graph it captured into a local: return the graph from the scope (a
+    /// `Graph` carries no brand) and replay it in a later one, or capture it before the
+    /// scope with [`Device::capture`].
+    ///
+    /// ```no_run
+    /// # use stream_core::{scope, Error, Stream};
+    /// # fn f(stream: &Stream) -> Result<(), Error> {
+    /// let out = stream.device().alloc_pinned::<u32>(256)?;
+    /// let (mut graph, ()) = scope(stream, |s| {
+    ///     s.capture(out, |g, mut out| {
+    ///         let mut x = g.alloc::<u32>(256)?;
+    ///         g.fill(&mut x, 7)?;
+    ///         g.copy_to_host(&x, &mut out)?;
+    ///         Ok::<_, Error>(())
+    ///     })
+    /// })?;
+    /// scope(stream, |s| s.replay(&mut graph).map(drop))?;
+    /// assert_eq!(graph.held()[0], 7); // the scope's end completed the replay
+    /// # Ok(()) }
+    /// ```
+    pub fn capture<H, F, T, E>(&self, held: H, f: F) -> std::result::Result<(Graph<H>, T), E>
+    where
+        H: Hold,
+        F: for<'g> FnOnce(&'g Capture<'g>, H::Views<'g>) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        self.device().capture(held, f)
+    }
+}
+
+/// Runs `f` on a new capture of `device` with views of `held`, and returns the graph it
+/// recorded with `f`'s output: the one capture routine of [`Device::capture`] and
+/// [`Graph::update`]. The caller makes the graph (or the instance it updates) hold
+/// `held` for as long as it can be replayed; on any error the graph is discarded.
+pub(super) fn record<H, F, T, E>(
+    device: &Device,
+    held: &mut H,
+    state: &CaptureState,
+    f: F,
+) -> std::result::Result<(RawGraph, T), E>
+where
+    H: Hold,
+    F: for<'g> FnOnce(&'g Capture<'g>, H::Views<'g>) -> std::result::Result<T, E>,
+    E: From<Error>,
+{
+    // The device's context, current for the whole capture: launches and copies are
+    // issued in it.
+    let _bound = device.inner.bind().map_err(E::from)?;
+    let stream = device.new_stream().map_err(E::from)?;
+    // SAFETY: `stream` was just created and belongs to this frame: until `end_capture`
+    // (in `ending`, on return or unwind) only this capture issues work on it, through
+    // the `Capture` below, which never leaves this call.
+    unsafe { begin_capture(&stream.raw) }.map_err(E::from)?;
+    let ending = EndCapture(&stream.raw);
+    let out = run(&stream, held, state, f);
+    let graph = ending.finish();
+    match (out, graph) {
+        (Err(e), _) => Err(e),
+        (Ok(_), Err(e)) => Err(E::from(invalidated(e))),
+        (Ok(_), Ok(None)) => Err(E::from(Error::GraphCaptureInvalidated {
+            cause: "the driver ended the capture without a graph".to_owned(),
+        })),
+        (Ok(v), Ok(Some(graph))) => Ok((graph, v)),
+    }
+}
+
+/// `f` on a capture on `stream`, with views of `held`.
+fn run<H, F, T, E>(
+    stream: &Stream,
+    held: &mut H,
+    state: &CaptureState,
+    f: F,
+) -> std::result::Result<T, E>
+where
+    H: Hold,
+    F: for<'g> FnOnce(&'g Capture<'g>, H::Views<'g>) -> std::result::Result<T, E>,
+    E: From<Error>,
+{
+    // SAFETY: `stream` is capturing (`record` began the capture) until after this
+    // function returns or unwinds (`record`'s `EndCapture`), only this capture issues
+    // work on it, nothing is issued on it after the capture ends, and the capture lives
+    // in this frame.
+    let capture = unsafe { Capture::open(stream, state) }.map_err(E::from)?;
+    // SAFETY: work branded by this token's brand (the capture's, once `f` is called with
+    // both) is recorded into the graph that `record` returns, never run: the stream
+    // captures (checked by `Capture::open`). `record`'s callers make that graph (or the
+    // instance it updates) hold `held` for as long as it can be replayed, and every
+    // replay borrows the graph exclusively until it is known complete (`Scope::replay`
+    // takes `&mut Graph` until its `Pending` is waited for or its scope has ended). The
+    // token stays in this frame.
+    let token = unsafe { HoldToken::new(&stream.device) };
+    let views = held.views(&HoldPermit(token)).map_err(E::from)?;
+    f(&capture, views)
+}
+
+/// The error that ending a capture returned, as [`Error::GraphCaptureInvalidated`] when
+/// it is one of the driver's capture errors.
+fn invalidated(error: Error) -> Error {
+    // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900) to CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+    // (908): the driver's stream-capture errors.
+    match error.driver_code() {
+        Some(900..=908) => Error::GraphCaptureInvalidated {
+            cause: error.to_string(),
+        },
+        _ => error,
+    }
+}
+
+/// Ends the capture on its stream: [`finish`](Self::finish) on return, `Drop` (which
+/// discards the graph) while unwinding.
+struct EndCapture<'a>(&'a RawStream);
+
+impl EndCapture<'_> {
+    fn finish(self) -> Result<Option<RawGraph>> {
+        let ended = end_capture(self.0);
+        std::mem::forget(self);
+        ended
+    }
+}
+
+impl Drop for EndCapture<'_> {
+    /// Runs only while unwinding out of the capture's closure: ends the capture (taking
+    /// its stream and every fork's out of capture mode) and destroys what it recorded.
+    fn drop(&mut self) {
+        let _ = end_capture(self.0);
+    }
+}
+
+impl<'g> Capture<'g> {
+    /// A capture on `stream`, remembering into `state`.
+    ///
+    /// # Safety
+    ///
+    /// `stream` is capturing from before this call until after the capture is dropped;
+    /// nothing but this capture issues work on it, and nothing is issued on it after the
+    /// capture ends (so no work ever runs on it); the capture stays in the caller's
+    /// frame, on this thread.
+    pub(super) unsafe fn open(stream: &'g Stream, state: &'g CaptureState) -> Result<Self> {
+        if !stream.raw.is_capturing()? {
+            return Err(Error::GraphCaptureInvalidated {
+                cause: "a stream of the capture did not join it".to_owned(),
+            });
+        }
+        Ok(Capture {
+            // SAFETY: `Scope::branded` asks that the stream be synchronised before `'env`
+            // ends, also on unwind: no work ever runs on `stream` (this function's
+            // contract), so it never has any to wait for. The scope stays inside this
+            // capture, in the caller's frame, on this thread. No host memory is borrowed
+            // through it: `Capture` offers none of the scope's host copies, so no staged
+            // download is ever listed in `no_downloads`.
+            scope: unsafe { Scope::branded(stream, &state.no_downloads) },
+            state,
+            last_kernel: AtomicUsize::new(NO_KERNEL),
+        })
+    }
+
+    /// The device of the graph.
+    pub(crate) fn graph_device(&self) -> &'g Device {
+        self.scope.device()
+    }
+
+    /// The capturing stream.
+    pub(crate) fn capture_stream(&self) -> &'g RawStream {
+        &self.scope.stream.raw
+    }
+
+    /// What the capture remembers for its graph.
+    pub(crate) fn state(&self) -> &'g CaptureState {
+        self.state
+    }
+
+    /// Sets the last kernel launched through this capture (`None`: the last launch
+    /// recorded nothing).
+    pub(super) fn set_last_kernel(&self, index: Option<usize>) {
+        self.last_kernel
+            .store(index.unwrap_or(NO_KERNEL), Ordering::Relaxed);
+    }
+
+    /// The last kernel launched through this capture.
+    pub(super) fn last_kernel_index(&self) -> Option<usize> {
+        Some(self.last_kernel.load(Ordering::Relaxed)).filter(|&i| i != NO_KERNEL)
+    }
+
+    /// The capture's scope, for the graph's own operations.
+    pub(super) fn scope(&self) -> &Scope<'g, 'g> {
+        &self.scope
+    }
+
+    /// Allocates `len` elements of the graph's own memory: an allocation node, and a
+    /// free node where the buffer is dropped (inside the capture: the buffer is branded
+    /// `'g`, so it cannot leave it). Every replay allocates and frees it again, from the
+    /// driver's graph memory; its contents do not persist between replays.
+    ///
+    /// Forgetting the buffer (`mem::forget`) leaves the allocation unfreed at the end of
+    /// a replay: the next replay frees it first (the graph is instantiated with
+    /// `AUTO_FREE_ON_LAUNCH`), so it is a leak until then, not an error.
+    pub fn alloc<T: DeviceRepr>(&'g self, len: usize) -> Result<DeviceBuffer<'g, T>> {
+        let buffer = self.scope.alloc(len)?;
+        if !buffer.is_empty() {
+            self.state.allocations.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(buffer)
+    }
+
+    /// Allocates `len` zeroed elements of the graph's own memory (an allocation and a
+    /// memset node).
+    pub fn alloc_zeroed<T: DeviceRepr>(&'g self, len: usize) -> Result<DeviceBuffer<'g, T>> {
+        let mut buffer = self.alloc(len)?;
+        self.zero(&mut buffer)?;
+        Ok(buffer)
+    }
+
+    /// Records setting every byte of `dst` to zero.
+    pub fn zero<T: DeviceRepr>(&'g self, dst: &mut impl DeviceMemoryMut<'g, T>) -> Result<()> {
+        self.scope.zero(dst)
+    }
+
+    /// Records setting every element of `dst` to `value` (see [`Scope::fill`]).
+    pub fn fill<T: DeviceRepr>(
+        &'g self,
+        dst: &mut impl DeviceMemoryMut<'g, T>,
+        value: T,
+    ) -> Result<()> {
+        self.scope.fill(dst, value)
+    }
+
+    /// Records a copy of device memory to device memory of the same length.
+    pub fn copy_device<T: DeviceRepr>(
+        &'g self,
+        src: &impl DeviceMemory<'g, T>,
+        dst: &mut impl DeviceMemoryMut<'g, T>,
+    ) -> Result<()> {
+        self.scope.copy_device(src, dst)
+    }
+
+    /// Not available in a capture (a compile error): a [`Device`] would let the capture
+    /// create or read [`DeviceVec`]s, which blocks the host, while nothing of the capture
+    /// runs. Create `DeviceVec`s before the capture and lend them to
+    /// [`Device::capture`]; read them after a replay (see
+    /// `ui-tests/tests/ui/graph/device-vec-created-in-a-capture.rs`).
+    pub fn device(&self) -> &Device
+    where
+        Self: unavailable::DeviceOutsideCapture,
+    {
+        self.scope.device()
+    }
+
+    /// Not available in a capture (a compile error): the graph uses a `DeviceVec` at
+    /// every replay, after the capture, so it must hold it for as long as it exists.
+    /// Lend it to [`Device::capture`] instead (`&mut v`).
+    /// (`ui-tests/tests/ui/graph/device-vec-attached-in-a-capture.rs`)
+    pub fn attach<T: DeviceRepr>(
+        &'g self,
+        vec: &'g mut DeviceVec<T>,
+    ) -> Result<DeviceSliceMut<'g, 'g, T>>
+    where
+        Self: unavailable::LendToCapture,
+    {
+        // No type satisfies the bound: this cannot be called.
+        let _ = vec;
+        unreachable!("`Capture::attach` cannot be called (its bound is never met)")
+    }
+
+    /// Not available in a capture (a compile error): lend the `DeviceVec` to
+    /// [`Device::capture`] instead (`&v`). See [`attach`](Self::attach).
+    pub fn attach_ref<T: DeviceRepr>(
+        &'g self,
+        vec: &'g DeviceVec<T>,
+    ) -> Result<DeviceSlice<'g, 'g, T>>
+    where
+        Self: unavailable::LendToCapture,
+    {
+        // No type satisfies the bound: this cannot be called.
+        let _ = vec;
+        unreachable!("`Capture::attach_ref` cannot be called (its bound is never met)")
+    }
+}
+
+impl std::fmt::Debug for Capture<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("graph", &self.state.id)
+            .finish()
+    }
+}

@@ -1,0 +1,212 @@
+//! [`Enqueue`]: where stream-ordered GPU work is issued, a [`Scope`] (which runs it on
+//! its stream) or a graph [`Capture`] (which records it), and the one launch entry that
+//! `#[kernel]` wrappers call for both.
+
+use std::ffi::c_void;
+
+use cudarc::driver::sys;
+
+use crate::device::Device;
+use crate::error::Result;
+use crate::graph::Capture;
+use crate::kernel::{Kernel, LaunchConfig};
+use crate::memory::{DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr};
+use crate::scope::Scope;
+use crate::sealed::{self, Token};
+
+/// Where stream-ordered GPU work is issued: a [`Scope`], which runs it on its stream, or
+/// a graph [`Capture`], which records it into a graph to be replayed later. Sealed.
+///
+/// `#[kernel]` wrappers, the `kernels` crate and code that should work in both take
+/// `s: &'s impl Enqueue<'s>`; device memory branded `'s` then belongs to that scope or
+/// capture. Only what both can do is here: allocation, fills, device copies and
+/// launches. Host memory goes in and out through the scope's or the capture's own
+/// methods, since a capture copies only from and to pinned memory its graph holds.
+///
+/// ```no_run
+/// use stream_core::{DeviceMemoryMut, Enqueue, Result};
+/// fn clear_twice<'s>(s: &'s impl Enqueue<'s>, y: &mut impl DeviceMemoryMut<'s, f32>) -> Result<()> {
+///     let mut tmp = s.alloc_zeroed::<f32>(y.len())?;
+///     s.fill(&mut tmp, 2.0)?;
+///     s.copy_device(&tmp, y)?;
+///     s.zero(y)
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a scope or a graph capture",
+    label = "expected the scope (`s` in `scope(&stream, |s| ...)`) or a graph capture (`g` in `s.capture(held, |g, views| ...)`)"
+)]
+pub trait Enqueue<'s>: sealed::Enqueuer {
+    /// Allocates `len` elements (see [`Scope::alloc`]; in a capture the allocation is
+    /// the graph's own, made and freed at every replay).
+    fn alloc<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>>;
+
+    /// Allocates `len` zeroed elements (see [`Scope::alloc_zeroed`]).
+    fn alloc_zeroed<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>>;
+
+    /// Sets every byte of `dst` to zero (see [`Scope::zero`]).
+    fn zero<T: DeviceRepr>(&'s self, dst: &mut impl DeviceMemoryMut<'s, T>) -> Result<()>;
+
+    /// Sets every element of `dst` to `value` (see [`Scope::fill`]).
+    fn fill<T: DeviceRepr>(&'s self, dst: &mut impl DeviceMemoryMut<'s, T>, value: T)
+        -> Result<()>;
+
+    /// Copies device memory to device memory of the same length (see
+    /// [`Scope::copy_device`]).
+    fn copy_device<T: DeviceRepr>(
+        &'s self,
+        src: &impl DeviceMemory<'s, T>,
+        dst: &mut impl DeviceMemoryMut<'s, T>,
+    ) -> Result<()>;
+
+    /// `Ok` when `memory` (the device of memory or of a library handle) is the device
+    /// this work runs on, else [`Error::DeviceMismatch`](crate::Error::DeviceMismatch)
+    /// (see [`Device::ensure_same_device`]).
+    fn ensure_same_device(&self, memory: &Device) -> Result<()>;
+
+    /// The stream the work goes on (for [`interop::raw_stream_of`](crate::interop::raw_stream_of)).
+    #[doc(hidden)]
+    fn raw_stream(&self, _: Token) -> sys::CUstream;
+
+    /// Launches or records `kernel` (for [`launch`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`launch`].
+    #[doc(hidden)]
+    unsafe fn launch_kernel(
+        &self,
+        _: Token,
+        kernel: &'static Kernel,
+        config: LaunchConfig,
+        args: &mut [*mut c_void],
+    ) -> Result<()>;
+}
+
+/// Launches `kernel` with the argument pointers `args` through `target`: on a scope's
+/// stream, or recorded into the graph a
+/// capture makes, with the launch's scalar arguments remembered so that
+/// [`Graph::set_scalar`](crate::Graph::set_scalar) can change them later. The launch
+/// shape is checked as for a scope, before anything is enqueued or recorded.
+///
+/// # Safety
+///
+/// As for a scope's launch, with "the scope" read as `target`: `args`
+/// match the kernel's CUDA parameters exactly, each device address is memory branded
+/// `'s` accessed within its length, written only when borrowed mutably, for every shape
+/// the kernel's shape admits. And when `kernel` describes its parameters
+/// ([`KernelParam`](crate::kernel::KernelParam)s, as `#[kernel]` does), the description
+/// is of exactly these arguments.
+#[inline]
+pub unsafe fn launch<'s>(
+    target: &impl Enqueue<'s>,
+    kernel: &'static Kernel,
+    config: LaunchConfig,
+    args: &mut [*mut c_void],
+) -> Result<()> {
+    // SAFETY: this function's contract is the method's.
+    unsafe { target.launch_kernel(sealed::TOKEN, kernel, config, args) }
+}
+
+impl sealed::Enqueuer for Scope<'_, '_> {}
+
+impl<'s, 'env> Enqueue<'s> for Scope<'s, 'env> {
+    fn alloc<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>> {
+        Scope::alloc(self, len)
+    }
+
+    fn alloc_zeroed<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>> {
+        Scope::alloc_zeroed(self, len)
+    }
+
+    fn zero<T: DeviceRepr>(&'s self, dst: &mut impl DeviceMemoryMut<'s, T>) -> Result<()> {
+        Scope::zero(self, dst)
+    }
+
+    fn fill<T: DeviceRepr>(
+        &'s self,
+        dst: &mut impl DeviceMemoryMut<'s, T>,
+        value: T,
+    ) -> Result<()> {
+        Scope::fill(self, dst, value)
+    }
+
+    fn copy_device<T: DeviceRepr>(
+        &'s self,
+        src: &impl DeviceMemory<'s, T>,
+        dst: &mut impl DeviceMemoryMut<'s, T>,
+    ) -> Result<()> {
+        Scope::copy_device(self, src, dst)
+    }
+
+    fn ensure_same_device(&self, memory: &Device) -> Result<()> {
+        self.device().ensure_same_device(memory)
+    }
+
+    fn raw_stream(&self, _: Token) -> sys::CUstream {
+        // Through `interop::raw_stream`, whatever it records about handles handed out.
+        crate::interop::raw_stream(self)
+    }
+
+    unsafe fn launch_kernel(
+        &self,
+        _: Token,
+        kernel: &'static Kernel,
+        config: LaunchConfig,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: the caller's contract (`launch`'s) is `scope::launch`'s for this scope.
+        unsafe { crate::scope::launch(self, kernel, config, args) }
+    }
+}
+
+impl sealed::Enqueuer for Capture<'_> {}
+
+impl<'g> Enqueue<'g> for Capture<'g> {
+    fn alloc<T: DeviceRepr>(&'g self, len: usize) -> Result<DeviceBuffer<'g, T>> {
+        Capture::alloc(self, len)
+    }
+
+    fn alloc_zeroed<T: DeviceRepr>(&'g self, len: usize) -> Result<DeviceBuffer<'g, T>> {
+        Capture::alloc_zeroed(self, len)
+    }
+
+    fn zero<T: DeviceRepr>(&'g self, dst: &mut impl DeviceMemoryMut<'g, T>) -> Result<()> {
+        Capture::zero(self, dst)
+    }
+
+    fn fill<T: DeviceRepr>(
+        &'g self,
+        dst: &mut impl DeviceMemoryMut<'g, T>,
+        value: T,
+    ) -> Result<()> {
+        Capture::fill(self, dst, value)
+    }
+
+    fn copy_device<T: DeviceRepr>(
+        &'g self,
+        src: &impl DeviceMemory<'g, T>,
+        dst: &mut impl DeviceMemoryMut<'g, T>,
+    ) -> Result<()> {
+        Capture::copy_device(self, src, dst)
+    }
+
+    fn ensure_same_device(&self, memory: &Device) -> Result<()> {
+        self.graph_device().ensure_same_device(memory)
+    }
+
+    fn raw_stream(&self, _: Token) -> sys::CUstream {
+        self.capture_stream().raw()
+    }
+
+    unsafe fn launch_kernel(
+        &self,
+        _: Token,
+        kernel: &'static Kernel,
+        config: LaunchConfig,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: the caller's contract (`launch`'s), with the capture as the target.
+        unsafe { self.record_launch(kernel, config, args) }
+    }
+}

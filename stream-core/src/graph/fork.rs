@@ -1,0 +1,196 @@
+//! [`Capture::fork`]: a second branch of the graph, recorded on a stream of the capture's
+//! own, with the capture's memory lent to it ([`CaptureLend`]).
+//!
+//! A graph has no streams, only dependencies. The fork records them the way a scope's
+//! fork orders streams: an event recorded on the capture's stream and waited for on the
+//! child's makes the child's first work depend on everything recorded so far (and makes
+//! the child's stream join the capture); the same the other way round when the closure
+//! returns makes the parent's later work depend on the child's. The events are the
+//! capture's own, kept until it ends: the thread's cached spares are recorded and waited
+//! on by other code of the thread meanwhile, which must not meet an event recorded in a
+//! capture. The child's stream is a
+//! new one that belongs to the capture, never a user's [`Stream`](crate::Stream), so no
+//! user stream is ever capturing, and it stays alive until the whole capture has ended.
+
+use std::sync::Arc;
+
+use crate::error::Error;
+use crate::graph::Capture;
+use crate::memory::brand::Rebrand;
+use crate::memory::{DeviceBuffer, DeviceRepr, DeviceSlice, DeviceSliceMut};
+use crate::sealed;
+
+/// Memory a capture branded `'g` can lend to a [fork](Capture::fork), and the views the
+/// child receives, branded by the child's `'c`. Sealed.
+///
+/// | lent | the child receives | the parent, until the fork returns |
+/// |------|--------------------|------------------------------------|
+/// | `&buffer`, `&view`, a `DeviceSlice` | `DeviceSlice<'_, 'c, T>` | may read, not write or free |
+/// | `&mut buffer`, `&mut view`, a `DeviceSliceMut` | `DeviceSliceMut<'_, 'c, T>` | cannot touch |
+/// | `buffer` (moved) | `DeviceBuffer<'c, T>`, freed by the child | gave it away |
+/// | `&pinned`, a `PinnedSlice`, `&pinned_mut` | `PinnedSlice<'_, 'c, T>` | may read, not write |
+/// | `&mut pinned_mut`, a `PinnedSliceMut` | `PinnedSliceMut<'_, 'c, T>` | cannot touch |
+/// | `()`, or a tuple of up to six of the above | `()`, or the tuple of their views | as for each item |
+pub trait CaptureLend<'g>: sealed::Lendable {
+    /// What the child receives.
+    type Views<'c>;
+
+    /// The views, for the child branded `'c` that `permit` names.
+    #[doc(hidden)]
+    fn lend<'c>(self, permit: &ForkPermit<'g, 'c>) -> Self::Views<'c>;
+}
+
+/// What [`CaptureLend::lend`] needs: the proof that the child's work is recorded after
+/// the parent's so far and that the parent's later work will be recorded after the
+/// child's. Only [`Capture::fork`] makes one (its field is private).
+#[doc(hidden)]
+pub struct ForkPermit<'g, 'c>(pub(crate) Rebrand<'g, 'c>);
+
+impl<'g> CaptureLend<'g> for () {
+    type Views<'c> = ();
+    fn lend<'c>(self, _: &ForkPermit<'g, 'c>) -> Self::Views<'c> {}
+}
+
+/// Shared views of device memory: `&buffer`, `&view`, a `DeviceSlice` by value.
+macro_rules! lend_shared {
+    ($($ty:ty => |$m:ident, $p:ident| $view:expr),* $(,)?) => {$(
+        impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for $ty {
+            type Views<'c> = DeviceSlice<'a, 'c, T>;
+            fn lend<'c>(self, permit: &ForkPermit<'g, 'c>) -> DeviceSlice<'a, 'c, T> {
+                // Borrowed shared for `'a` (or a shared view by value): nothing writes or
+                // frees it during the fork.
+                let ($m, $p) = (self, &permit.0);
+                $view
+            }
+        }
+    )*};
+}
+lend_shared!(
+    &'a DeviceBuffer<'g, T> => |m, p| DeviceSlice::rebranded(m, p),
+    &'a DeviceSlice<'_, 'g, T> => |m, p| DeviceSlice::rebranded(m, p),
+    DeviceSlice<'a, 'g, T> => |m, p| m.into_rebranded(p),
+    &'a DeviceSliceMut<'_, 'g, T> => |m, p| DeviceSlice::rebranded(m, p),
+);
+
+/// Exclusive views of device memory: `&mut buffer`, `&mut view`, a `DeviceSliceMut` by
+/// value.
+macro_rules! lend_exclusive {
+    ($($ty:ty => |$m:ident, $p:ident| $view:expr),* $(,)?) => {$(
+        impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for $ty {
+            type Views<'c> = DeviceSliceMut<'a, 'c, T>;
+            fn lend<'c>(self, permit: &ForkPermit<'g, 'c>) -> DeviceSliceMut<'a, 'c, T> {
+                // Borrowed exclusively for `'a`: nothing else touches it during the fork.
+                let ($m, $p) = (self, &permit.0);
+                $view
+            }
+        }
+    )*};
+}
+lend_exclusive!(
+    &'a mut DeviceBuffer<'g, T> => |m, p| DeviceSliceMut::rebranded(m, p),
+    &'a mut DeviceSliceMut<'_, 'g, T> => |m, p| DeviceSliceMut::rebranded(m, p),
+    DeviceSliceMut<'a, 'g, T> => |m, p| m.into_rebranded(p),
+);
+
+/// A buffer moved into the fork: the child's from now on, freed (a free node) after the
+/// child's work.
+impl<'g, T: DeviceRepr> CaptureLend<'g> for DeviceBuffer<'g, T> {
+    type Views<'c> = DeviceBuffer<'c, T>;
+    fn lend<'c>(self, permit: &ForkPermit<'g, 'c>) -> DeviceBuffer<'c, T> {
+        self.rebranded(&permit.0)
+    }
+}
+
+macro_rules! lend_tuple {
+    ($($name:ident),+) => {
+        impl<'g, $($name: CaptureLend<'g>),+> CaptureLend<'g> for ($($name,)+) {
+            type Views<'c> = ($($name::Views<'c>,)+);
+            #[allow(non_snake_case)]
+            fn lend<'c>(self, permit: &ForkPermit<'g, 'c>) -> Self::Views<'c> {
+                let ($($name,)+) = self;
+                ($($name.lend(permit),)+)
+            }
+        }
+    };
+}
+lend_tuple!(A);
+lend_tuple!(A, B);
+lend_tuple!(A, B, C);
+lend_tuple!(A, B, C, D);
+lend_tuple!(A, B, C, D, E);
+lend_tuple!(A, B, C, D, E, F);
+
+impl<'g> Capture<'g> {
+    /// Records `f`'s work as a branch of the graph: it depends on everything this
+    /// capture recorded before the fork, and what this capture records after `fork`
+    /// returns depends on it. What this capture records *during* the fork (through `g`,
+    /// inside the closure) runs concurrently with the branch, as for a scope's
+    /// [fork](crate::Scope::fork). Memory in `lent` is lent to the child for the whole
+    /// fork (see [`CaptureLend`]).
+    ///
+    /// The child is a capture of its own, on a stream that belongs to the capture (no
+    /// stream argument: a graph records dependencies, not streams).
+    ///
+    /// ```no_run
+    /// # use stream_core::{Device, Error};
+    /// # fn f(dev: &Device) -> Result<(), Error> {
+    /// let out = dev.alloc_pinned::<f32>(2048)?;
+    /// let (_graph, ()) = dev.capture(out, |g, mut out| {
+    ///     let mut x = g.alloc::<f32>(2048)?;
+    ///     let (mut lo, mut hi) = x.split_at_mut(1024)?;
+    ///     g.fork(&mut hi, |c, mut hi| {
+    ///         c.fill(&mut hi, 2.0)?;                  // one branch
+    ///         g.fill(&mut lo, 1.0)                    // the other, concurrently
+    ///     })?;
+    ///     g.copy_to_host(&x, &mut out)?;              // after both
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Returns the closure's error, or an error when the branch cannot be recorded; a
+    /// branch whose join could not be recorded makes the whole capture fail when it
+    /// ends, so no graph missing a dependency is ever made.
+    pub fn fork<L, F, T, E>(&'g self, lent: L, f: F) -> std::result::Result<T, E>
+    where
+        L: CaptureLend<'g>,
+        F: for<'c> FnOnce(&'c Capture<'c>, L::Views<'c>) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let device = self.graph_device();
+        // Kept by the capture until it ends, also when `f` unwinds: a stream that joined
+        // a capture belongs to it until its origin stream ends the capture.
+        let stream = Arc::new(device.new_stream().map_err(E::from)?);
+        self.state().keep_stream(Arc::clone(&stream));
+        let context = &device.inner.context;
+        self.state()
+            .order(context, self.capture_stream(), &stream.raw)
+            .map_err(E::from)?;
+        let out = {
+            // SAFETY: `stream` was created above and only this fork issues work on it; it
+            // joined the capture by the wait above (`Capture::open` checks that it is
+            // capturing), stays part of it until the capture's origin stream ends it,
+            // after this function, and is kept alive until then (`keep_stream`); nothing
+            // is issued on it after the capture ends, so no work ever runs on it. The
+            // child capture lives in this block of this frame, on this thread.
+            let child = unsafe { Capture::open(&stream, self.state()) }.map_err(E::from)?;
+            // SAFETY: the child's stream waits for everything recorded on this capture's
+            // stream so far (the event above), and the join below records this capture's
+            // later work after the child's before `lent`'s borrows end (they last for
+            // this call); a buffer moved in is the child's from now on.
+            let permit = ForkPermit(unsafe { Rebrand::new(&stream.raw) });
+            let views = lent.lend(&permit);
+            f(&child, views)
+        };
+        // The join. If it cannot be recorded, the child's stream stays an unjoined part
+        // of the capture and ending the capture fails: no graph without the dependency.
+        let joined = self
+            .state()
+            .order(context, &stream.raw, self.capture_stream());
+        match (out, joined) {
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(e)) => Err(E::from(e)),
+            (Ok(v), Ok(())) => Ok(v),
+        }
+    }
+}
