@@ -10,10 +10,10 @@ use crate::driver::event::RawEvent;
 use crate::driver::graph::{begin_capture, end_capture, RawGraph};
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
-use crate::host::staging::download::Outstanding;
 use crate::graph::hold::{Hold, HoldPermit};
 use crate::graph::kernel_node::KernelRecord;
 use crate::graph::Graph;
+use crate::host::staging::download::Outstanding;
 use crate::memory::brand::HoldToken;
 use crate::memory::{
     DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr, DeviceSlice, DeviceSliceMut, DeviceVec,
