@@ -39,11 +39,13 @@
 //!   device/   Device, Stream, events that order streams (0 unsafe)
 //!     |
 //!   driver/   the only code that calls cudarc's `result`/`sys`: RAII handles and
-//!             raw operations as `unsafe fn` (56 unsafe blocks)
+//!             raw operations as `unsafe fn` (64 unsafe blocks)
 //! ```
 //!
 //! Each folder uses only the ones below it (`host/` also uses `memory/`'s element
-//! types, `scope/` all four), and `error` (the one [`Error`] type). Outside `driver/`,
+//! types, `scope/` all four), and `error` (the one [`Error`] type). [`interop`] sits on
+//! top: raw handles for other crates, and the conversions from and to cudarc's context,
+//! streams and slices (2 unsafe blocks: device memory changing owner). Outside `driver/`,
 //! every `unsafe` block's proof is about memory: host memory a DMA uses, device
 //! memory a kernel or copy uses, or the scope that makes both safe. The macros
 //! (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch entry;
@@ -201,6 +203,8 @@ mod sealed;
 
 #[doc(hidden)]
 pub mod __private;
+pub mod docs;
+#[allow(unsafe_code)]
 pub mod interop;
 pub mod staging;
 
@@ -216,4 +220,4 @@ pub use memory::{
     DeviceSliceMut, DeviceVec,
 };
 pub use scope::{scope, Lend, Pending, Scope};
-pub use stream_macros::{gpu_scope, kernel};
+pub use stream_macros::{gpu_scope, kernel, DeviceRepr};

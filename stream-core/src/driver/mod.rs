@@ -7,9 +7,10 @@
 //! * **RAII handles**, safe to use: a retained primary context and the guard that binds
 //!   it ([`context`]), a stream ([`stream`]), an event ([`event`]), a device's memory
 //!   pool ([`pool`]), a loaded module and its functions ([`module`]), an NVRTC program
-//!   ([`nvrtc`]), device queries ([`device`]), and a page-locked host allocation
-//!   ([`pinned`]). Each owns or names a driver object that stays valid as long as the
-//!   handle; what their methods do cannot break memory safety (the driver reports a
+//!   ([`nvrtc`]), device queries ([`device`]), a page-locked host allocation
+//!   ([`pinned`]), and cudarc's streams checked against a device's context
+//!   ([`cudarc_bridge`]). Each owns or names a driver object that stays valid as long as
+//!   the handle; what their methods do cannot break memory safety (the driver reports a
 //!   mismatch as an error).
 //! * **Raw operations** as `unsafe fn`, each with a `# Safety` section: copies and
 //!   memsets ([`memory`]), frees, kernel launches ([`launch`]), and freeing pinned memory
@@ -22,6 +23,7 @@
 //! ...) appear above it as plain values.
 
 pub(crate) mod context;
+pub(crate) mod cudarc_bridge;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod launch;
