@@ -5,9 +5,6 @@
 pub use crate::device::Stream;
 pub use crate::kernel::{BlockRule, Kernel, KernelShape, KernelSource, LaunchConfig, SharedRule};
 pub use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceRepr};
-/// cudarc's element traits, which `#[derive(DeviceRepr)]` also implements, so that a
-/// derived struct works in cudarc's copies and launches too.
-pub use cudarc::driver::{DeviceRepr as CudarcDeviceRepr, ValidAsZeroBits as CudarcValidAsZeroBits};
 pub use crate::scope::{arg, launch, scope, Scope};
 pub use crate::Result;
 

@@ -247,11 +247,13 @@ pub fn kernel(args: TokenStream, item: TokenStream) -> TokenStream {
 ///   `#[repr(transparent)]`), or with `repr(align(..))`: its padding depends on its
 ///   parameters, so it cannot be ruled out when the struct is declared.
 ///
-/// The struct must also be `Copy` (derive `Clone` and `Copy` next to it). The derive
-/// implements cudarc's `DeviceRepr` and `ValidAsZeroBits` too, so the struct works in
-/// cudarc's copies and launches (remove a hand-written `unsafe impl` of them).
-/// `#[device_repr(crate = path)]` names a re-export of `stream_core` for the generated
-/// code.
+/// The struct must also be `Copy` (derive `Clone` and `Copy` next to it).
+///
+/// `#[device_repr(cudarc)]` also implements cudarc's `DeviceRepr` and `ValidAsZeroBits`
+/// (through `::cudarc`, a dependency of the crate that derives), so that the struct works
+/// in cudarc's copies and launches too (it replaces a hand-written `unsafe impl` of
+/// them). `#[device_repr(crate = path)]` names a re-export of `stream_core` for the
+/// generated code.
 #[proc_macro_derive(DeviceRepr, attributes(device_repr))]
 pub fn derive_device_repr(item: TokenStream) -> TokenStream {
     derive::device_repr(item.into())

@@ -145,8 +145,7 @@ impl<'a> BoundCudarcStream<'a> {
         // for why a `CudaStream` keeps its handle alive) and its context is bound, so a
         // legacy-default handle names this context's stream; the event is alive (its
         // context is `self.context`, checked above, which `self` borrows).
-        unsafe { result::event::record(event.raw(), self.stream.cu_stream()) }
-            .call("cuEventRecord")
+        unsafe { result::event::record(event.raw(), self.stream.cu_stream()) }.call("cuEventRecord")
     }
 
     /// Makes the stream wait, on the GPU, for the work `event` captured.

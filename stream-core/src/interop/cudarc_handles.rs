@@ -24,8 +24,7 @@ struct HeldCudarcContext(OnceLock<Arc<CudaContext>>);
 /// one kernel cache). An entry whose device is gone is dropped at the next lookup; while
 /// the device lives it holds the context (its [`HeldCudarcContext`]), so the context's
 /// address cannot be reused by another one.
-static CUDARC_DEVICES: Mutex<Vec<(Weak<CudaContext>, Weak<DeviceInner>)>> =
-    Mutex::new(Vec::new());
+static CUDARC_DEVICES: Mutex<Vec<(Weak<CudaContext>, Weak<DeviceInner>)>> = Mutex::new(Vec::new());
 
 /// Why a cudarc context is refused.
 const NOT_PRIMARY: &str = "it is not the device's primary context (it was made by \

@@ -137,7 +137,11 @@ impl<T: DeviceRepr> DeviceVec<T> {
     /// `T`, aligned for `T`, owned by nothing else from now on; every earlier use of it is
     /// ordered before the housekeeping stream's current end and before `ready` (a stream
     /// that waits for `ready` may use it).
-    pub(crate) unsafe fn from_raw_parts(device: &Device, raw: RawSlice, ready: Option<RawEvent>) -> Self {
+    pub(crate) unsafe fn from_raw_parts(
+        device: &Device,
+        raw: RawSlice,
+        ready: Option<RawEvent>,
+    ) -> Self {
         DeviceVec {
             raw,
             device: device.clone(),
@@ -203,7 +207,6 @@ impl<T: DeviceRepr> DeviceVec<T> {
         }
         Ok(host)
     }
-
 }
 
 element_count!([T: DeviceRepr] DeviceVec<T>);

@@ -19,6 +19,7 @@ pub(crate) fn expand(checked: &Checked) -> TokenStream {
         krate,
         transparent,
         layout,
+        cudarc,
     } = checked;
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     let distinct = distinct(fields);
@@ -33,7 +34,9 @@ pub(crate) fn expand(checked: &Checked) -> TokenStream {
     let padding_check = match layout {
         Layout::Concrete => {
             let message = error::padding(ident);
-            let sizes = fields.iter().map(|ty| quote!(::core::mem::size_of::<#ty>()));
+            let sizes = fields
+                .iter()
+                .map(|ty| quote!(::core::mem::size_of::<#ty>()));
             quote_spanned! {ident.span()=>
                 ::core::assert!(
                     ::core::mem::size_of::<#ident>() == 0usize #(+ #sizes)*,
@@ -66,10 +69,24 @@ pub(crate) fn expand(checked: &Checked) -> TokenStream {
          bounded here), so each is `Copy`, `Send`, `Sync`, `'static`, holds no pointer or \
          interior mutability, has no padding and accepts every bit pattern; {no_padding}. \
          Hence every bit pattern of `{ident}` is a valid value and it has no padding: \
-         `DeviceRepr`'s contract. (cudarc's `DeviceRepr` and `ValidAsZeroBits` ask less: a \
-         type that CUDA can take by value, valid when all bits are zero.)"
+         `DeviceRepr`'s contract. (cudarc's `DeviceRepr` and `ValidAsZeroBits`, implemented \
+         with `#[device_repr(cudarc)]`, ask less: a type that CUDA can take by value, valid \
+         when all bits are zero.)"
     );
     let private = quote!(#krate::__private);
+    // `::cudarc` is the user's own dependency (the flag says it has one): this crate
+    // re-exports nothing of cudarc, so that its trait never shows up in the compiler's
+    // notes about `DeviceRepr`.
+    let cudarc_impls = if *cudarc {
+        quote! {
+            #[doc = #safety]
+            unsafe impl #impl_generics ::cudarc::driver::DeviceRepr for #ident #ty_generics #bounds {}
+            #[doc = #safety]
+            unsafe impl #impl_generics ::cudarc::driver::ValidAsZeroBits for #ident #ty_generics #bounds {}
+        }
+    } else {
+        TokenStream::new()
+    };
     // SAFETY (of the `unsafe impl`s below, restated in the doc attribute they carry,
     // since a token stream holds no comments): `DeviceRepr` needs `Copy + Send + Sync +
     // 'static`, no padding, no pointers or interior mutability, and every bit pattern
@@ -90,10 +107,7 @@ pub(crate) fn expand(checked: &Checked) -> TokenStream {
         };
         #[doc = #safety]
         unsafe impl #impl_generics #private::DeviceRepr for #ident #ty_generics #bounds {}
-        #[doc = #safety]
-        unsafe impl #impl_generics #private::CudarcDeviceRepr for #ident #ty_generics #bounds {}
-        #[doc = #safety]
-        unsafe impl #impl_generics #private::CudarcValidAsZeroBits for #ident #ty_generics #bounds {}
+        #cudarc_impls
     }
 }
 

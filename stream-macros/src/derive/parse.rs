@@ -10,8 +10,8 @@ use crate::diagnostics::derive as error;
 use crate::diagnostics::{reworded, Errors};
 
 /// The context of `syn`'s own messages about a `#[device_repr(..)]` attribute.
-const ATTR_SYNTAX: &str =
-    "#[derive(DeviceRepr)] could not parse `#[device_repr(..)]`, which takes `crate = path`";
+const ATTR_SYNTAX: &str = "#[derive(DeviceRepr)] could not parse `#[device_repr(..)]`, which \
+    takes `crate = path` and `cudarc`";
 
 /// What kind of item it is.
 pub(crate) enum Kind {
@@ -40,8 +40,18 @@ pub(crate) struct Item {
     /// The field types, in declaration order (none for an enum or union).
     pub(crate) fields: Vec<Type>,
     pub(crate) repr: Repr,
-    /// `#[device_repr(crate = path)]`, or the errors in the `device_repr` attributes.
-    pub(crate) krate: syn::Result<Option<Path>>,
+    /// The `#[device_repr(..)]` arguments, or the errors in them.
+    pub(crate) args: syn::Result<Args>,
+}
+
+/// The arguments of the `#[device_repr(..)]` attributes.
+#[derive(Default)]
+pub(crate) struct Args {
+    /// `crate = path`: where the generated code finds `stream_core`.
+    pub(crate) krate: Option<Path>,
+    /// `cudarc`: also implement cudarc's element traits (through `::cudarc`, which the
+    /// user's crate depends on).
+    pub(crate) cudarc: bool,
 }
 
 /// Parses the derive's input (which the compiler only ever gives as a struct, enum or
@@ -59,7 +69,7 @@ pub(crate) fn item(input: TokenStream) -> syn::Result<Item> {
     Ok(Item {
         kind,
         repr: repr(&input.attrs),
-        krate: krate(&input.attrs),
+        args: args(&input.attrs),
         ident: input.ident,
         generics: input.generics,
         fields,
@@ -90,20 +100,30 @@ fn repr(attrs: &[Attribute]) -> Repr {
     repr
 }
 
-/// The `crate = path` of the `#[device_repr(..)]` attributes, or all their errors.
-fn krate(attrs: &[Attribute]) -> syn::Result<Option<Path>> {
+/// The arguments of the `#[device_repr(..)]` attributes, or all their errors.
+fn args(attrs: &[Attribute]) -> syn::Result<Args> {
     let mut errors = Errors::default();
-    let mut krate: Option<Path> = None;
-    for attr in attrs.iter().filter(|attr| attr.path().is_ident("device_repr")) {
+    let mut args = Args::default();
+    for attr in attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("device_repr"))
+    {
         let parsed = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("cudarc") {
+                if args.cudarc {
+                    errors.push(error::duplicate_argument(meta.path.span(), "cudarc"));
+                }
+                args.cudarc = true;
+                return Ok(());
+            }
             if !meta.path.is_ident("crate") {
                 return Err(error::unknown_argument(meta.path.span()));
             }
             let path = meta.value()?.call(Path::parse_mod_style)?;
-            if krate.is_some() {
-                errors.push(error::duplicate_crate(meta.path.span()));
+            if args.krate.is_some() {
+                errors.push(error::duplicate_argument(meta.path.span(), "crate = path"));
             } else {
-                krate = Some(path);
+                args.krate = Some(path);
             }
             Ok(())
         });
@@ -118,5 +138,5 @@ fn krate(attrs: &[Attribute]) -> syn::Result<Option<Path>> {
             }
         }
     }
-    errors.finish_with(krate)
+    errors.finish_with(args)
 }

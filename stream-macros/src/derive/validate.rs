@@ -28,6 +28,8 @@ pub(crate) struct Checked {
     pub(crate) krate: Path,
     pub(crate) transparent: bool,
     pub(crate) layout: Layout,
+    /// `#[device_repr(cudarc)]`: implement cudarc's element traits too.
+    pub(crate) cudarc: bool,
 }
 
 /// What stands in for a rejected item: the struct's name and generics, when an
@@ -52,7 +54,7 @@ fn default_crate() -> Path {
 /// Checks `item`: the checked struct, or every error with what may stand in for it.
 pub(crate) fn item(item: Item) -> Result<Checked, Box<Refused>> {
     let mut errors = Errors::default();
-    let krate = errors.check(item.krate).flatten();
+    let args = errors.check(item.args).unwrap_or_default();
     let Item {
         kind,
         ident,
@@ -77,9 +79,10 @@ pub(crate) fn item(item: Item) -> Result<Checked, Box<Refused>> {
     for ty in &fields {
         check_field(ty, &mut errors);
     }
-    let first_param = generics.params.iter().find(|param| {
-        matches!(param, GenericParam::Type(_) | GenericParam::Const(_))
-    });
+    let first_param = generics
+        .params
+        .iter()
+        .find(|param| matches!(param, GenericParam::Type(_) | GenericParam::Const(_)));
     let layout = match first_param {
         None => Layout::Concrete,
         Some(param) => {
@@ -92,7 +95,7 @@ pub(crate) fn item(item: Item) -> Result<Checked, Box<Refused>> {
             Layout::Uniform
         }
     };
-    let krate = krate.unwrap_or_else(default_crate);
+    let krate = args.krate.unwrap_or_else(default_crate);
     match errors.finish() {
         Ok(()) => Ok(Checked {
             ident,
@@ -101,13 +104,16 @@ pub(crate) fn item(item: Item) -> Result<Checked, Box<Refused>> {
             krate,
             transparent: repr.transparent,
             layout,
+            cudarc: args.cudarc,
         }),
         Err(error) => {
-            let is_struct = matches!(kind, Kind::Struct);
-            // An `unsafe impl` with lifetime parameters would add errors of its own (a
-            // `DeviceRepr` type is `'static`): nothing stands in then, nor for an enum or
-            // union.
-            let stand_in = (is_struct && generics.lifetimes().next().is_none()).then(|| StandIn {
+            // An `unsafe impl` would add errors of its own for lifetime parameters (a
+            // `DeviceRepr` type is `'static`) and pointer fields (it is `Send` and
+            // `Sync`): nothing stands in then, nor for an enum or union.
+            let quiet = matches!(kind, Kind::Struct)
+                && generics.lifetimes().next().is_none()
+                && !fields.iter().any(holds_pointer);
+            let stand_in = quiet.then(|| StandIn {
                 ident,
                 generics,
                 krate,
@@ -123,6 +129,17 @@ fn all_one_type(fields: &[Type]) -> bool {
     match types.next() {
         Some(first) => types.all(|ty| ty == first),
         None => true,
+    }
+}
+
+/// `true` for a raw or function pointer, also as an array's element.
+fn holds_pointer(ty: &Type) -> bool {
+    match ty {
+        Type::Ptr(_) | Type::BareFn(_) => true,
+        Type::Array(array) => holds_pointer(&array.elem),
+        Type::Paren(inner) => holds_pointer(&inner.elem),
+        Type::Group(inner) => holds_pointer(&inner.elem),
+        _ => false,
     }
 }
 

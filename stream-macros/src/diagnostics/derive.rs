@@ -128,22 +128,25 @@ pub(crate) fn generic_align(align: &Ident) -> Error {
     )
 }
 
-/// An argument of `#[device_repr(..)]` other than `crate = path` (spanned on it).
+/// An argument of `#[device_repr(..)]` other than `crate = path` and `cudarc` (spanned
+/// on it).
 pub(crate) fn unknown_argument(span: Span) -> Error {
     Error::new(
         span,
         format!(
             "{DERIVE} takes only `#[device_repr(crate = path)]`, for crates that re-export \
-             `stream_core`, e.g. `#[device_repr(crate = my_lib::gpu)]`"
+             `stream_core` (e.g. `#[device_repr(crate = my_lib::gpu)]`), and \
+             `#[device_repr(cudarc)]`, which also implements cudarc's `DeviceRepr` and \
+             `ValidAsZeroBits`"
         ),
     )
 }
 
-/// A second `crate = path` (spanned on it).
-pub(crate) fn duplicate_crate(span: Span) -> Error {
+/// An argument given twice (spanned on the second).
+pub(crate) fn duplicate_argument(span: Span, written: &str) -> Error {
     Error::new(
         span,
-        format!("{DERIVE} takes `#[device_repr(crate = path)]` at most once: remove this one"),
+        format!("{DERIVE} takes `#[device_repr({written})]` at most once: remove this one"),
     )
 }
 
