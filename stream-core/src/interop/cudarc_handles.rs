@@ -196,7 +196,7 @@ impl Stream {
     /// let mut out = [0f32; 3];
     /// scope(&stream, |s| {
     ///     let x = s.upload(&[4.0f32, 5.0, 6.0])?; // ...then this crate's, in order
-    ///     s.copy_to_host(&x, &mut out)?;
+    ///     s.copy_to_host(&x, &mut out)?.wait()?;
     ///     Ok::<_, Error>(())
     /// })?;
     /// # drop(data); Ok(()) }

@@ -156,7 +156,7 @@ impl<T: DeviceRepr> DeviceVec<T> {
     /// let mut out = [0f32; 3];
     /// scope(&stream, |s| {
     ///     let w = s.attach_ref(&weights)?;                     // waits for cudarc's copy
-    ///     s.copy_to_host(&w, &mut out)?;
+    ///     s.copy_to_host(&w, &mut out)?.wait()?;
     ///     Ok::<_, Error>(())
     /// })?;
     /// assert_eq!(out, [1.0, 2.0, 3.0]);
