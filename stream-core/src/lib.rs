@@ -39,17 +39,19 @@
 //!   device/   Device, Stream, events that order streams (0 unsafe)
 //!     |
 //!   driver/   the only code that calls cudarc's `result`/`sys`: RAII handles and
-//!             raw operations as `unsafe fn` (64 unsafe blocks)
+//!             raw operations as `unsafe fn` (61 unsafe blocks)
 //! ```
 //!
 //! Each folder uses only the ones below it (`host/` also uses `memory/`'s element
 //! types, `scope/` all four), and `error` (the one [`Error`] type). [`interop`] sits on
 //! top: raw handles for other crates, and the conversions from and to cudarc's context,
-//! streams and slices (2 unsafe blocks: device memory changing owner). Outside `driver/`,
+//! streams and slices (3 unsafe blocks: device memory changing owner). Outside `driver/`,
 //! every `unsafe` block's proof is about memory: host memory a DMA uses, device
 //! memory a kernel or copy uses, or the scope that makes both safe. The macros
-//! (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch entry;
-//! [`interop`] gives raw handles to other crates, [`staging`] tunes staged copies.
+//! (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch entry, and
+//! [`#[derive(DeviceRepr)]`](derive@DeviceRepr) makes a `#[repr(C)]` struct an element
+//! type; [`interop`] gives raw handles to other crates and converts cudarc's values
+//! ([`docs::coming_from_cudarc`] is the porting guide), [`staging`] tunes staged copies.
 //!
 //! # Safety model
 //!
