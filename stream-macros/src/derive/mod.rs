@@ -21,7 +21,8 @@ use crate::diagnostics::Rejected;
 ///
 /// On error, the errors come with a stand-in `unsafe impl` (see [`expand::stand_in`]),
 /// so that uses of the struct elsewhere report nothing more; nothing stands in for an
-/// enum, a union or a struct with lifetime parameters.
+/// enum, a union, a generic struct or one with a pointer field (the impl would add
+/// errors of its own).
 pub(crate) fn device_repr(item: TokenStream) -> Result<TokenStream, Rejected> {
     let item = parse::item(item).map_err(|error| Rejected::new(TokenStream::new(), error))?;
     match validate::item(item) {

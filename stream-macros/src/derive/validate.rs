@@ -107,11 +107,12 @@ pub(crate) fn item(item: Item) -> Result<Checked, Box<Refused>> {
             cudarc: args.cudarc,
         }),
         Err(error) => {
-            // An `unsafe impl` would add errors of its own for lifetime parameters (a
-            // `DeviceRepr` type is `'static`) and pointer fields (it is `Send` and
-            // `Sync`): nothing stands in then, nor for an enum or union.
+            // An `unsafe impl` could add errors of its own for generic parameters (a
+            // `DeviceRepr` type is `Copy`, `Send`, `Sync` and `'static`, which a parameter
+            // need not be) and pointer fields (not `Send` or `Sync`): nothing stands in
+            // then, nor for an enum or union.
             let quiet = matches!(kind, Kind::Struct)
-                && generics.lifetimes().next().is_none()
+                && generics.params.is_empty()
                 && !fields.iter().any(holds_pointer);
             let stand_in = quiet.then(|| StandIn {
                 ident,

@@ -1,4 +1,4 @@
-// A rejected struct used as an element type: only the derive's error is reported, at the field.
+//! A rejected struct used as an element type: only the derive's error is reported, at the field.
 use stream_core::{scope, DeviceRepr, Error, Stream};
 
 #[derive(Clone, Copy, DeviceRepr)]

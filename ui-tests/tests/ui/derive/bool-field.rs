@@ -1,4 +1,4 @@
-// A `bool` field: only the bytes 0 and 1 are valid.
+//! A `bool` field: only the bytes 0 and 1 are valid.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

@@ -1,4 +1,4 @@
-// An array of `char`: not every `u32` is a `char`.
+//! An array of `char`: not every `u32` is a `char`.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

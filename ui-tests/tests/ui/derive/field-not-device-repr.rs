@@ -1,4 +1,4 @@
-// A field of a type that does not derive `DeviceRepr`.
+//! A field of a type that does not derive `DeviceRepr`.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy)]

@@ -1,4 +1,4 @@
-// A generic struct whose padding depends on its parameter.
+//! A generic struct whose padding depends on its parameter.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

@@ -1,4 +1,4 @@
-// `align` on a generic struct: trailing padding for some parameters.
+//! `align` on a generic struct: trailing padding for some parameters.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

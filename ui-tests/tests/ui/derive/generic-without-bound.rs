@@ -1,4 +1,4 @@
-// A generic parameter without the `DeviceRepr` bound.
+//! A generic parameter without the `DeviceRepr` bound.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

@@ -1,4 +1,4 @@
-// A lifetime parameter: a DeviceRepr type holds no references.
+//! A lifetime parameter: a DeviceRepr type holds no references.
 use std::marker::PhantomData;
 use stream_core::DeviceRepr;
 

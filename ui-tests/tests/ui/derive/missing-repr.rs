@@ -1,4 +1,4 @@
-// A struct without `#[repr(C)]`: Rust may reorder its fields.
+//! A struct without `#[repr(C)]`: Rust may reorder its fields.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

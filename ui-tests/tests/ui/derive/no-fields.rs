@@ -1,4 +1,4 @@
-// A struct without fields.
+//! A struct without fields.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

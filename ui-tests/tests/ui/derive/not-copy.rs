@@ -1,4 +1,4 @@
-// A struct that is not `Copy`: device memory is copied byte for byte.
+//! A struct that is not `Copy`: device memory is copied byte for byte.
 use stream_core::DeviceRepr;
 
 #[derive(DeviceRepr)]

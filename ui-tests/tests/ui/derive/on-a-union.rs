@@ -1,4 +1,4 @@
-// A union.
+//! A union.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

@@ -1,4 +1,4 @@
-// An enum: its discriminant has invalid bit patterns.
+//! An enum: its discriminant has invalid bit patterns.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

@@ -1,4 +1,4 @@
-// Padding: three bytes after `tag` keep `value` aligned.
+//! Padding: three bytes after `tag` keep `value` aligned.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

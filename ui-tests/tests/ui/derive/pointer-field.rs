@@ -1,4 +1,4 @@
-// A raw pointer field: a kernel could be made to write anywhere.
+//! A raw pointer field: a kernel could be made to write anywhere.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

@@ -1,4 +1,4 @@
-// A reference field: a host address, meaningless on the GPU.
+//! A reference field: a host address, meaningless on the GPU.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

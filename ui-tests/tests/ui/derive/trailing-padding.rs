@@ -1,4 +1,4 @@
-// Trailing padding: the struct's size is rounded up to its alignment of 8.
+//! Trailing padding: the struct's size is rounded up to its alignment of 8.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]

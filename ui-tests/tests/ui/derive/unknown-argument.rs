@@ -1,4 +1,4 @@
-// An argument of `#[device_repr(..)]` other than `crate = path`.
+//! An argument of `#[device_repr(..)]` other than `crate = path`.
 use stream_core::DeviceRepr;
 
 #[derive(Clone, Copy, DeviceRepr)]
