@@ -140,7 +140,8 @@ impl<T: DeviceRepr> DeviceVec<T> {
     /// Refused, with the slice given back ([`FromCudarcError::into_slice`]): a slice of
     /// a non-primary context ([`Error::CudarcConversion`]), of cudarc's per-thread stream,
     /// of a context that allocates with `cuMemAlloc` (freeing that memory would wait for
-    /// the whole device), of a stream being captured into a graph
+    /// the whole device), of a stream being captured into a graph, or last used in a
+    /// capture still open on another stream (waiting for it joins the capture)
     /// ([`Error::StreamCapturing`]), or whose context recorded an error of an earlier
     /// cudarc call (returned as [`Error::Driver`]).
     ///
@@ -199,17 +200,27 @@ impl<T: DeviceRepr> DeviceVec<T> {
         on_stream
             .take_recorded_error("cuStreamWaitEvent (cudarc's CudaSlice::leak)")
             .map_err(leaked)?;
-        if ptr % std::mem::align_of::<T>() as u64 != 0 {
+        // A wait for an event recorded in a graph capture on another stream (a slice last
+        // used there while that capture is open) makes the slice's stream join the
+        // capture; nothing of this crate's streams may wait behind it then.
+        let refusal = match on_stream.is_capturing().map_err(leaked)? {
+            true => Some(Error::StreamCapturing),
+            false if ptr % std::mem::align_of::<T>() as u64 != 0 => {
+                Some(cannot("CudaSlice", MISALIGNED))
+            }
+            false => None,
+        };
+        if let Some(error) = refusal {
             // SAFETY: the memory is the slice's (the same address and length, so
             // `upgrade_device_ptr`'s room and validity hold as they did; `T: DeviceRepr`
             // accepts any bytes), allocated by its context, which allocates
             // asynchronously (checked above), and owned by nothing else since `leak`;
             // every earlier use is ordered before the stream's end by `leak`'s waits.
             // Alignment is not memory safety for cudarc (its copies are bytewise): the
-            // slice is given back as it was.
+            // slice is given back as it was, on its own stream.
             let given_back = unsafe { on_stream.adopt::<T>(ptr, len) };
             return Err(match given_back {
-                Ok(slice) => refused(cannot("CudaSlice", MISALIGNED), slice),
+                Ok(slice) => refused(error, slice),
                 Err(error) => leaked(error),
             });
         }
