@@ -14,8 +14,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig as CudarcLaunch,
-    PushKernelArg,
+    result, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr,
+    LaunchConfig as CudarcLaunch, PushKernelArg,
 };
 use gpu_tests::{
     check_eq, device, ensure, expect_err, poisoned, round_trip_in, spin_then_write, Failed, Rng,
@@ -340,7 +340,7 @@ fn a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel() -> 
 fn into_cudarc_right_behind_a_long_kernel_hands_cudarc_the_kernels_result() -> TestResult {
     let (ctx, streams) = cudarc_context(3)?;
     let (a, b, d) = (&streams[0], &streams[1], &streams[2]);
-    Device::from_cudarc(Arc::clone(&ctx))?;
+    let _dev = Device::from_cudarc(Arc::clone(&ctx))?; // kept: later conversions find it
     let kernel = spin_fill_kernel(&ctx)?;
     let value = fill_value(&mut Rng::new());
     let mut y = cudarc("alloc_zeros", a.alloc_zeros::<u32>(N))?;
@@ -498,7 +498,7 @@ fn conversions_that_cannot_work_are_refused_and_give_the_slice_back() -> TestRes
 fn a_capturing_cudarc_stream_is_refused_by_conversions_and_scopes() -> TestResult {
     let (ctx, streams) = cudarc_context(1)?;
     let a = &streams[0];
-    Device::from_cudarc(Arc::clone(&ctx))?;
+    let _dev = Device::from_cudarc(Arc::clone(&ctx))?; // kept: later conversions find it
     let data: Vec<u32> = Rng::new().vec(64);
     let slice = cudarc("clone_htod", a.clone_htod(&data))?;
     let stream = Stream::from_cudarc(a)?;
@@ -510,11 +510,17 @@ fn a_capturing_cudarc_stream_is_refused_by_conversions_and_scopes() -> TestResul
     )?;
     let while_capturing = DeviceVec::from_cudarc(slice);
     let scoped = scope(&stream, |_| Ok::<_, Error>(()));
-    let graph = cudarc(
-        "end_capture",
-        a.end_capture(sys::CUgraphInstantiate_flags_enum(0)),
-    )?;
-    drop(graph);
+    // Ended with the driver's own call: the (empty) graph is destroyed, never
+    // instantiated.
+    // SAFETY: `a` is a live stream whose capture began above; ending it returns the
+    // captured graph, which nothing else holds.
+    let graph = cudarc("cuStreamEndCapture", unsafe {
+        result::stream::end_capture(a.cu_stream())
+    })?;
+    if !graph.is_null() {
+        // SAFETY: the graph just returned, destroyed once.
+        cudarc("cuGraphDestroy", unsafe { result::graph::destroy(graph) })?;
+    }
     let refused = match while_capturing {
         Ok(_) => return Err("a slice of a capturing stream was converted".into()),
         Err(refused) => refused,
