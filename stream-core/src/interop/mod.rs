@@ -1,6 +1,11 @@
 //! Raw handles for code outside this crate that calls CUDA libraries itself (a cuBLAS
-//! wrapper, a benchmark against raw driver calls), and per-device state for such
-//! libraries.
+//! wrapper, a benchmark against raw driver calls), per-device state for such libraries,
+//! and the conversions from and to cudarc's context, streams and slices ([below](#cudarc)).
+//!
+//! Owns: the raw-handle accessors, `ContextBinding`, per-device extensions,
+//! `Device::from_cudarc`/`cudarc_context`, `Stream::from_cudarc`,
+//! `DeviceVec::from_cudarc`/`into_cudarc` and [`FromCudarcError`]. Uses: `driver/` (its
+//! cudarc bridge), `device/`, `memory/`, `scope/`, `error`; nothing below uses it.
 //!
 //! Reading a handle is safe: a `CUstream` or a device address does nothing on its own,
 //! and every use of one goes through an `unsafe` driver or library call, whose caller
