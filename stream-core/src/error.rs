@@ -326,6 +326,26 @@ pub enum Error {
         /// Which argument, and why.
         reason: String,
     },
+
+    /// A cudarc value (a context, a stream, a slice) cannot be converted to this crate's
+    /// types, or this crate's memory to a cudarc slice of the given stream (see
+    /// [`interop`](crate::interop#cudarc)).
+    ///
+    /// ```
+    /// let e = stream_core::Error::CudarcConversion {
+    ///     what: "CudaStream",
+    ///     reason: "it is the per-thread default stream",
+    /// };
+    /// assert_eq!(e.to_string(), "cannot convert cudarc's CudaStream: it is the per-thread default stream");
+    /// ```
+    #[error("cannot convert cudarc's {what}: {reason}")]
+    CudarcConversion {
+        /// What was being converted: `CudaContext`, `CudaStream`, `CudaSlice`, or
+        /// `DeviceVec` (into a `CudaSlice`).
+        what: &'static str,
+        /// Why it cannot be, and what to do instead.
+        reason: &'static str,
+    },
 }
 
 /// The driver's *sticky* errors: the ones the CUDA driver API documents as ending the

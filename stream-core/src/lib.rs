@@ -49,12 +49,16 @@
 //! ```
 //!
 //! Each folder uses only the ones below it (`host/` also uses `memory/`'s element
-//! types, `scope/` all four, `managed/` everything below it), and `error` (the one
-//! [`Error`] type). Outside `driver/`,
-//! every `unsafe` block's proof is about memory: host memory a DMA uses, device
-//! memory a kernel or copy uses, or the scope that makes both safe. The macros
-//! (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch entry;
-//! [`interop`] gives raw handles to other crates, [`staging`] tunes staged copies,
+//! types, `scope/` all four, `managed/` and `graph/` everything below them), and `error`
+//! (the one [`Error`] type). [`interop`] sits on top: raw handles for other crates, and
+//! the conversions from and to cudarc's context, streams and slices (3 unsafe blocks:
+//! device memory changing owner). Outside `driver/`, every `unsafe` block's proof is
+//! about memory: host memory a DMA uses, device memory a kernel or copy uses, or the
+//! scope that makes both safe. The macros (`#[gpu_scope]`, `#[kernel]`) generate calls
+//! into [`scope`] and the launch entry, and
+//! [`#[derive(DeviceRepr)]`](derive@DeviceRepr) makes a `#[repr(C)]` struct an element
+//! type; [`interop`] gives raw handles to other crates and converts cudarc's values
+//! ([`docs::coming_from_cudarc`] is the porting guide), [`staging`] tunes staged copies,
 //! and [`future`] runs scopes and copies as futures that own their buffers, on any
 //! executor, without blocking its threads.
 //!
@@ -231,6 +235,8 @@ mod sealed;
 
 #[doc(hidden)]
 pub mod __private;
+pub mod docs;
+#[allow(unsafe_code)]
 pub mod interop;
 pub mod staging;
 
@@ -254,4 +260,4 @@ pub use memory::{
     DeviceSliceMut, DeviceVec,
 };
 pub use scope::{scope, Lend, Pending, Scope};
-pub use stream_macros::{gpu_scope, kernel};
+pub use stream_macros::{gpu_scope, kernel, DeviceRepr};

@@ -5,7 +5,7 @@
 //! `stream_core::__private`. The crate docs describe `#[gpu_scope]`; [`kernel`]
 //! describes `#[kernel]`, its launch shapes and its promise.
 //!
-//! Each attribute is a folder (`gpu_scope/`, `kernel/`) of `parse.rs`,
+//! Each macro is a folder (`gpu_scope/`, `kernel/`, `derive/`) of `parse.rs`,
 //! `validate.rs` and `expand.rs`; `diagnostics/` holds every message.
 //!
 //! # What it does
@@ -79,6 +79,7 @@
 //! - any argument other than one `crate = path`.
 #![forbid(unsafe_code)]
 
+mod derive;
 mod diagnostics;
 #[cfg(test)]
 mod fuzz;
@@ -210,6 +211,52 @@ pub fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     kernel::kernel(args.into(), item.into())
+        .unwrap_or_else(Rejected::into_compile_error)
+        .into()
+}
+
+/// Derives `DeviceRepr` for a `#[repr(C)]` (or `#[repr(transparent)]`) struct whose
+/// fields are all `DeviceRepr`, so that it can be an element of device memory
+/// (`DeviceBuffer`, `DeviceVec`, copies) and a scalar kernel argument.
+///
+/// ```ignore
+/// use stream_core::DeviceRepr;
+///
+/// #[derive(Clone, Copy, DeviceRepr)]
+/// #[repr(C)]
+/// pub struct Particle {
+///     pub position: [f32; 3],
+///     pub mass: f32,
+/// }
+/// ```
+///
+/// The derive checks `DeviceRepr`'s contract (every bit pattern valid, no padding) at
+/// compile time; each of these is an error at the offending token:
+///
+/// - no `#[repr(C)]` or `#[repr(transparent)]` (at the struct's name): Rust's own
+///   layout may reorder fields;
+/// - a field that is a reference, a raw or function pointer, a `bool`, a `char` (also as
+///   an array's element), or any other type that is not `DeviceRepr` (at the field's
+///   type);
+/// - a generic parameter without the `DeviceRepr` bound (at the field that uses it);
+/// - padding: the struct's size is more than the sum of its fields' sizes (at the
+///   struct's name), e.g. `{ a: u8, b: u32 }`; order fields from the largest alignment
+///   down, or add explicit `_pad: [u8; N]` fields;
+/// - an enum or a union, a struct without fields, lifetime parameters;
+/// - a generic struct whose fields are not all of one type (and not
+///   `#[repr(transparent)]`), or with `repr(align(..))`: its padding depends on its
+///   parameters, so it cannot be ruled out when the struct is declared.
+///
+/// The struct must also be `Copy` (derive `Clone` and `Copy` next to it).
+///
+/// `#[device_repr(cudarc)]` also implements cudarc's `DeviceRepr` and `ValidAsZeroBits`
+/// (through `::cudarc`, a dependency of the crate that derives), so that the struct works
+/// in cudarc's copies and launches too (it replaces a hand-written `unsafe impl` of
+/// them). `#[device_repr(crate = path)]` names a re-export of `stream_core` for the
+/// generated code.
+#[proc_macro_derive(DeviceRepr, attributes(device_repr))]
+pub fn derive_device_repr(item: TokenStream) -> TokenStream {
+    derive::device_repr(item.into())
         .unwrap_or_else(Rejected::into_compile_error)
         .into()
 }

@@ -26,9 +26,10 @@ pub struct Stream {
     /// Declared first: destroyed (with its context bound) before `device` may go.
     pub(crate) raw: RawStream,
     pub(crate) device: Device,
-    /// Set once the stream's raw handle has left this crate ([`interop::raw_stream`](crate::interop::raw_stream)):
-    /// from then on, code outside this crate could have begun a graph capture on it, so
-    /// a scope opening on it asks the driver (see [`Stream::may_be_capturing`]).
+    /// Set once the stream's raw handle has left this crate ([`interop::raw_stream`](crate::interop::raw_stream)),
+    /// and from the start for a stream another library owns (cudarc's): code outside this
+    /// crate could have begun a graph capture on it, so a scope opening on it asks the
+    /// driver (see [`Stream::may_be_capturing`]).
     handle_exposed: AtomicBool,
 }
 
@@ -39,6 +40,16 @@ impl Stream {
             device: device.clone(),
             handle_exposed: AtomicBool::new(false),
         })
+    }
+
+    /// A stream of `device` whose handle another library owns (`raw` is foreign): its
+    /// handle is out of this crate's hands from the start.
+    pub(crate) fn foreign(device: Device, raw: RawStream) -> Self {
+        Stream {
+            handle_exposed: AtomicBool::new(true),
+            raw,
+            device,
+        }
     }
 
     /// The device this stream belongs to.

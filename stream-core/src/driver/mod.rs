@@ -10,9 +10,10 @@
 //!   ([`nvrtc`]), device queries ([`device`]), a page-locked host allocation
 //!   ([`pinned`]), a managed (unified) allocation ([`managed`]), host functions the
 //!   driver runs after a stream's work ([`host_func`], whose callbacks promise to make no
-//!   CUDA call), and a captured graph and its executable instance ([`graph`]). Each owns
-//!   or names a driver object that stays valid as long as the handle; what their methods
-//!   do cannot break memory safety (the driver reports a mismatch as an error).
+//!   CUDA call), a captured graph and its executable instance ([`graph`]), and cudarc's
+//!   streams checked against a device's context ([`cudarc_bridge`]). Each owns or names
+//!   a driver object that stays valid as long as the handle; what their methods do
+//!   cannot break memory safety (the driver reports a mismatch as an error).
 //! * **Raw operations** as `unsafe fn`, each with a `# Safety` section: copies and
 //!   memsets ([`memory`]), frees, kernel launches ([`launch`]), graph launches and
 //!   changes to an instantiated graph ([`graph`]), prefetches and stream attachment of
@@ -26,6 +27,7 @@
 //! ...) appear above it as plain values.
 
 pub(crate) mod context;
+pub(crate) mod cudarc_bridge;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;

@@ -1,5 +1,7 @@
-//! [`RawStream`]: an owned non-blocking CUDA stream.
+//! [`RawStream`]: an owned non-blocking CUDA stream, or a foreign one (another
+//! library's, kept alive by its owner and never destroyed here).
 
+use std::any::Any;
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
@@ -16,9 +18,17 @@ use crate::error::{DriverResultExt, Error, Result};
 /// work in the stream when `cuStreamDestroy()` is called, the function will return
 /// immediately and the resources associated with stream will be released automatically
 /// once the device has completed all work in stream" (CUDA driver API).
+///
+/// A *foreign* stream ([`RawStream::foreign`]) is another library's (cudarc's, see
+/// [`super::cudarc_bridge`]): the handle is kept alive by its owner, which this value holds,
+/// and is never destroyed here. Other code may capture it into a graph at any time, so
+/// scopes on it query the driver for capture ([`is_foreign`](Self::is_foreign)).
 pub(crate) struct RawStream {
     raw: sys::CUstream,
     context: Arc<PrimaryContext>,
+    /// `Some` for a foreign stream: the handle's owner, dropped (with the context
+    /// bound) when this value is, instead of destroying the handle.
+    foreign: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 // SAFETY: a `CUstream` is an opaque handle; the driver API is thread-safe and accepts it
@@ -37,7 +47,36 @@ impl RawStream {
         Ok(RawStream {
             raw,
             context: Arc::clone(context),
+            foreign: None,
         })
+    }
+
+    /// The stream `raw` of another library, which `owner` keeps alive; dropping the
+    /// returned value drops `owner` (with the context bound) and never destroys `raw`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is a live stream object of `context` (not the legacy or per-thread default
+    /// stream, whose handles mean a different stream depending on the current context or
+    /// thread), and it is not destroyed while `owner` is alive.
+    pub(super) unsafe fn foreign(
+        context: &Arc<PrimaryContext>,
+        raw: sys::CUstream,
+        owner: Arc<dyn Any + Send + Sync>,
+    ) -> Self {
+        RawStream {
+            raw,
+            context: Arc::clone(context),
+            foreign: Some(owner),
+        }
+    }
+
+    /// `true` for a stream of another library ([`RawStream::foreign`]): code outside
+    /// this crate may start a graph capture on it at any time, so whether it is being
+    /// captured must be asked of the driver, never assumed.
+    #[inline(always)]
+    pub(crate) fn is_foreign(&self) -> bool {
+        self.foreign.is_some()
     }
 
     /// The driver's handle (for calls that name the stream).
@@ -143,6 +182,12 @@ pub(crate) unsafe fn synchronize_handle(
 impl Drop for RawStream {
     fn drop(&mut self) {
         let _bound = self.context.bind();
+        if let Some(owner) = self.foreign.take() {
+            // Not ours to destroy: hand the owner back (inside the binding, so that an
+            // owner whose drop binds its context finds it current and displaces nothing).
+            drop(owner);
+            return;
+        }
         // SAFETY: created by `cuStreamCreate` in `new`, destroyed once, here, with its
         // context (kept alive by `self`) bound (see the type's docs for work still
         // queued). A failure only leaks the stream.

@@ -138,12 +138,15 @@ impl Stream {
         device
             .ensure_same_device(src.vec(TOKEN).device())
             .map_err(Err)?;
-        let raw = src.vec(TOKEN).raw();
-        Error::check_lengths("download_owned", raw.len, host.elements(TOKEN).len()).map_err(Err)?;
-        let bytes = byte_len::<H::Item>(raw.len).map_err(Err)?;
+        let len = src.vec(TOKEN).len();
+        Error::check_lengths("download_owned", len, host.elements(TOKEN).len()).map_err(Err)?;
+        let bytes = byte_len::<H::Item>(len).map_err(Err)?;
         if bytes == 0 {
             return Err(Ok((src, host)));
         }
+        // This stream waits for the vec's ready event, if it has one (a vec converted
+        // from cudarc), before the copy below.
+        let raw = src.vec(TOKEN).raw_on(&self.raw).map_err(Err)?;
         let mut staging = match H::PINNED {
             true => None,
             false => Some(StagingBlock::take(device, bytes).map_err(Err)?),
@@ -153,8 +156,9 @@ impl Stream {
             None => host.elements_mut(TOKEN).as_mut_ptr().cast::<u8>(),
         };
         // SAFETY: `raw` is `bytes` bytes of device memory owned by `src` (a `DeviceVec` or
-        // an `Arc` of one), ready for any stream (made by a blocking `DeviceVec` call or
-        // handed out by a completed future or scope) and written by nothing while the
+        // an `Arc` of one), ready for this stream (made by a blocking `DeviceVec` call,
+        // handed out by a completed future or scope, or converted from cudarc with a
+        // ready event this stream now waits for) and written by nothing while the
         // payload holds `src` (a write needs `&mut DeviceVec`); it is freed only when the
         // payload is released. `dst` is `bytes` bytes of pinned host memory: the elements
         // of a `PinnedBuffer` (any bytes are a valid element, `DeviceRepr`) or the

@@ -2,14 +2,19 @@
 //! by [`Scope::attach`] (writable) or [`Scope::attach_ref`] (read-only).
 //!
 //! Creation blocks until the memory is allocated and filled, so it is ordered before
-//! any use on any stream. Attaching borrows the `DeviceVec` for the whole scope, which
+//! any use on any stream. The one exception is a vec converted from cudarc
+//! (`DeviceVec::from_cudarc`), whose earlier work may still run on cudarc's streams: it
+//! carries a *ready* event, which the housekeeping stream waited for at the conversion
+//! and every attaching scope's stream waits for (on the GPU) when it attaches. Attaching borrows the `DeviceVec` for the whole scope, which
 //! is what makes the scope's final synchronisation cover every use of it: it cannot be
 //! dropped, or attached mutably elsewhere, while a scope's work on it may be pending.
 
 use std::marker::PhantomData;
 
 use crate::device::Device;
+use crate::driver::event::RawEvent;
 use crate::driver::memory::{copy_device_to_host, copy_host_to_device, free_async, memset, Memset};
+use crate::driver::stream::RawStream;
 use crate::error::{byte_len, Result};
 use crate::memory::repr::DeviceRepr;
 use crate::memory::view::{element_count, RawSlice};
@@ -34,6 +39,10 @@ use crate::memory::view::{element_count, RawSlice};
 pub struct DeviceVec<T: DeviceRepr> {
     raw: RawSlice,
     device: Device,
+    /// For a vec converted from another library's memory: an event after every earlier
+    /// use of it, which a stream waits for before its first use there (see the module
+    /// docs). `None` for memory this crate made, which is ready when made.
+    ready: Option<RawEvent>,
     _elem: PhantomData<T>,
 }
 
@@ -113,6 +122,7 @@ impl<T: DeviceRepr> DeviceVec<T> {
         Ok(DeviceVec {
             raw,
             device: device.clone(),
+            ready: None,
             _elem: PhantomData,
         })
     }
@@ -139,8 +149,63 @@ impl<T: DeviceRepr> DeviceVec<T> {
         DeviceVec {
             raw: RawSlice { ptr, len },
             device: device.clone(),
+            ready: None,
             _elem: PhantomData,
         }
+    }
+
+    /// Takes ownership of `raw`, device memory of `device`, as a vec; `ready` (if any) is
+    /// an event of `device`'s context after every earlier use of the memory.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is one stream-ordered allocation of `device` (freed with `cuMemFreeAsync`
+    /// when the vec drops, on the housekeeping stream) of at least `raw.len` elements of
+    /// `T`, aligned for `T`, owned by nothing else from now on; every earlier use of it is
+    /// ordered before the housekeeping stream's current end and before `ready` (a stream
+    /// that waits for `ready` may use it).
+    pub(crate) unsafe fn from_raw_parts(
+        device: &Device,
+        raw: RawSlice,
+        ready: Option<RawEvent>,
+    ) -> Self {
+        DeviceVec {
+            raw,
+            device: device.clone(),
+            ready,
+            _elem: PhantomData,
+        }
+    }
+
+    /// Gives up the memory without freeing it: its address and length, its ready event
+    /// and its device. The caller owns the allocation from now on (forgetting it only
+    /// leaks it).
+    pub(crate) fn into_raw_parts(mut self) -> (RawSlice, Option<RawEvent>, Device) {
+        let raw = std::mem::replace(&mut self.raw, RawSlice::EMPTY);
+        let ready = self.ready.take();
+        // `self` now holds no memory: its drop frees nothing.
+        (raw, ready, self.device.clone())
+    }
+
+    /// The memory's address and length, for a view on `stream` (a stream of the
+    /// vec's device, whose context is bound): first makes `stream` wait, on the GPU, for
+    /// the vec's ready event when it has one.
+    pub(crate) fn raw_on(&self, stream: &RawStream) -> Result<RawSlice> {
+        if let Some(ready) = &self.ready {
+            stream.wait(ready)?;
+        }
+        Ok(self.raw)
+    }
+
+    /// The memory's address and length, for work that cannot wait on the GPU for the
+    /// vec's ready event (a graph capture, where a wait on an event recorded outside it
+    /// would invalidate the capture): first blocks the host until that event, when the
+    /// vec has one, has completed. Only vecs converted from another library have one.
+    pub(crate) fn raw_ready_on_host(&self) -> Result<RawSlice> {
+        if let Some(ready) = &self.ready {
+            ready.synchronize(&self.device.inner.context)?;
+        }
+        Ok(self.raw)
     }
 
     /// The device that holds the memory.
@@ -180,11 +245,6 @@ impl<T: DeviceRepr> DeviceVec<T> {
         }
         Ok(host)
     }
-
-    /// The memory's address and length, for views made by an attaching scope.
-    pub(crate) fn raw(&self) -> RawSlice {
-        self.raw
-    }
 }
 
 element_count!([T: DeviceRepr] DeviceVec<T>);
@@ -193,7 +253,8 @@ impl<T: DeviceRepr> Drop for DeviceVec<T> {
     fn drop(&mut self) {
         if self.raw.ptr != 0 {
             // SAFETY: allocated stream-ordered, freed once, on the housekeeping stream
-            // (alive as long as the device `self` holds). Every scope that used it
+            // (alive as long as the device `self` holds); a converted vec's earlier uses
+            // are ordered before its housekeeping stream (`from_raw_parts`). Every scope that used it
             // borrowed it for its whole duration and synchronised its stream before the
             // borrow ended (or stopped with a sticky error: no more work runs), so no GPU
             // work on it remains; the blocking helpers synchronised the housekeeping

@@ -4,12 +4,24 @@
 ///
 /// Host transfers move raw bytes by DMA, and freshly allocated device memory holds
 /// whatever bytes were there before, so a `DeviceRepr` type must accept *every* bit
-/// pattern. It is implemented for the primitive integers and floats.
+/// pattern. It is implemented for the primitive integers and floats and for arrays of
+/// `DeviceRepr` types, and `#[derive(DeviceRepr)]` implements it for a `#[repr(C)]` (or
+/// `#[repr(transparent)]`) struct whose fields are all `DeviceRepr`, checking at compile
+/// time that the struct has no padding (see [`derive@crate::DeviceRepr`]).
 ///
 /// ```
 /// fn takes<T: stream_core::DeviceRepr>() {}
 /// takes::<f32>();
 /// takes::<u64>();
+/// takes::<[f32; 4]>();
+///
+/// #[derive(Clone, Copy, stream_core::DeviceRepr)]
+/// #[repr(C)]
+/// struct Particle {
+///     position: [f32; 3],
+///     mass: f32,
+/// }
+/// takes::<Particle>();
 /// ```
 ///
 /// `bool` is not `DeviceRepr` (only 0 and 1 are valid bytes):
@@ -28,7 +40,7 @@
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be copied to or from the GPU",
     label = "`{Self}` is not a `DeviceRepr` element type",
-    note = "device memory holds plain numbers (u8..u128, i8..i128, usize, isize, f32, f64), whose every bit pattern is valid"
+    note = "device memory holds plain numbers (u8..u128, i8..i128, usize, isize, f32, f64), arrays of them, and `#[repr(C)]` structs of them that `#[derive(DeviceRepr)]`: types whose every bit pattern is valid"
 )]
 pub unsafe trait DeviceRepr: Copy + Send + Sync + 'static {}
 
@@ -40,6 +52,12 @@ macro_rules! device_repr {
     )*};
 }
 device_repr!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
+
+// SAFETY: an array is its elements laid out one after another, each at a multiple of
+// `size_of::<T>()` (which is a multiple of `T`'s alignment): no padding between or after
+// them. It is `Copy`, holds no pointers and has no interior mutability when `T` has
+// none, and every bit pattern is valid when every bit pattern of each element is.
+unsafe impl<T: DeviceRepr, const N: usize> DeviceRepr for [T; N] {}
 
 /// The bytes of a slice of `T`.
 pub(crate) fn as_bytes<T: DeviceRepr>(slice: &[T]) -> &[u8] {

@@ -173,9 +173,10 @@ impl<'a, 's, T: DeviceRepr> DeviceSlice<'a, 's, T> {
         token: &'s ScopeToken<'s, 'env>,
         vec: &'env DeviceVec<T>,
     ) -> Result<DeviceSlice<'s, 's, T>> {
-        token.stream().device.ensure_same_device(vec.device())?;
+        let stream = token.stream();
+        stream.device.ensure_same_device(vec.device())?;
         Ok(DeviceSlice {
-            raw: vec.raw(),
+            raw: vec.raw_on(&stream.raw)?,
             _brand: brand(),
             _borrow: PhantomData,
         })
@@ -190,7 +191,7 @@ impl<'a, 's, T: DeviceRepr> DeviceSlice<'a, 's, T> {
     ) -> Result<DeviceSlice<'s, 's, T>> {
         token.device().ensure_same_device(vec.device())?;
         Ok(DeviceSlice {
-            raw: vec.raw(),
+            raw: vec.raw_ready_on_host()?,
             _brand: brand(),
             _borrow: PhantomData,
         })
@@ -292,9 +293,10 @@ impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
         token: &'s ScopeToken<'s, 'env>,
         vec: &'env mut DeviceVec<T>,
     ) -> Result<DeviceSliceMut<'s, 's, T>> {
-        token.stream().device.ensure_same_device(vec.device())?;
+        let stream = token.stream();
+        stream.device.ensure_same_device(vec.device())?;
         Ok(DeviceSliceMut {
-            raw: vec.raw(),
+            raw: vec.raw_on(&stream.raw)?,
             _brand: brand(),
             _borrow: PhantomData,
         })
@@ -309,7 +311,7 @@ impl<'a, 's, T: DeviceRepr> DeviceSliceMut<'a, 's, T> {
     ) -> Result<DeviceSliceMut<'s, 's, T>> {
         token.device().ensure_same_device(vec.device())?;
         Ok(DeviceSliceMut {
-            raw: vec.raw(),
+            raw: vec.raw_ready_on_host()?,
             _brand: brand(),
             _borrow: PhantomData,
         })

@@ -1,8 +1,9 @@
-//! Diagnostics of both attributes: how errors are collected and emitted, and one
-//! helper per mistake (`gpu_scope`, `kernel`), so that every message names the
+//! Diagnostics of every macro: how errors are collected and emitted, and one helper per
+//! mistake (`gpu_scope`, `kernel`, `derive`), so that every message names the
 //! attribute, says what is expected and lists the valid options (STYLE.md rule 5), and
 //! every error is spanned on the token the user has to change (rule 4).
 
+pub(crate) mod derive;
 pub(crate) mod gpu_scope;
 pub(crate) mod kernel;
 

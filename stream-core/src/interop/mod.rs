@@ -1,6 +1,11 @@
 //! Raw handles for code outside this crate that calls CUDA libraries itself (a cuBLAS
-//! wrapper, a benchmark against raw driver calls), and per-device state for such
-//! libraries.
+//! wrapper, a benchmark against raw driver calls), per-device state for such libraries,
+//! and the conversions from and to cudarc's context, streams and slices ([below](#cudarc)).
+//!
+//! Owns: the raw-handle accessors, `ContextBinding`, per-device extensions,
+//! `Device::from_cudarc`/`cudarc_context`, `Stream::from_cudarc`,
+//! `DeviceVec::from_cudarc`/`into_cudarc` and [`FromCudarcError`]. Uses: `driver/` (its
+//! cudarc bridge), `device/`, `memory/`, `scope/`, `error`; nothing below uses it.
 //!
 //! Reading a handle is safe: a `CUstream` or a device address does nothing on its own,
 //! and every use of one goes through an `unsafe` driver or library call, whose caller
@@ -23,6 +28,48 @@
 //! })?;
 //! # Ok(()) }
 //! ```
+//!
+//! # cudarc
+//!
+//! Code written against cudarc's safe API (candle, most Rust CUDA programs) adopts this
+//! crate piece by piece: its values convert both ways, without copies, and run side by
+//! side with scopes on the same GPU (the guide: [`crate::docs::coming_from_cudarc`]).
+//!
+//! | cudarc | this crate | cost |
+//! |---|---|---|
+//! | `Arc<CudaContext>` | [`Device::from_cudarc`], back with [`Device::cudarc_context`] | handle comparisons; the device is made once per context |
+//! | `Arc<CudaStream>` | [`Stream::from_cudarc`](crate::Stream::from_cudarc): the same `CUstream` | handle comparisons |
+//! | `CudaSlice<T>` | [`DeviceVec::from_cudarc`](crate::DeviceVec::from_cudarc), back with [`DeviceVec::into_cudarc`](crate::DeviceVec::into_cudarc): the same allocation | a few event records and waits on the GPU; the host never waits |
+//!
+//! **cudarc's event tracking is honoured, never bypassed.** Once a cudarc context has a
+//! second stream, every `CudaSlice` carries a read and a write event recorded after its
+//! last uses, on whichever cudarc streams they ran. [`DeviceVec::from_cudarc`](crate::DeviceVec::from_cudarc) makes the
+//! slice's own stream wait for both (cudarc's `CudaSlice::leak`, the waits cudarc's own
+//! drop makes before freeing) and records a *ready* event there; the device's
+//! housekeeping stream waits for it at once, and each scope that attaches the vec waits
+//! for it on its own stream, on the GPU. So when a slice was last written by a long
+//! kernel on *another* cudarc stream, a scope's download of the converted vec runs after
+//! that kernel, and the host never blocks on it (`tests/test_cudarc.rs` checks this behind
+//! a kernel of about 100 ms). [`DeviceVec::into_cudarc`](crate::DeviceVec::into_cudarc) orders the receiving stream after
+//! every earlier use and records the new slice's write event there, so cudarc's uses on
+//! its other streams wait too. Where a context does not track events (a single stream,
+//! or the `unsafe` `disable_event_tracking`), only the slice's own stream is waited for,
+//! as cudarc itself would.
+//!
+//! Conversions accept only the concrete cudarc types, never cudarc's `DevicePtr`-style
+//! traits (a user implementation could forge addresses). Each binds the device's
+//! context around the cudarc calls it makes, so cudarc (which binds with
+//! `cuCtxSetCurrent`) finds its context current and the thread gets its previous context
+//! back. What is refused, with [`Error::CudarcConversion`](crate::Error::CudarcConversion) saying why: non-primary contexts,
+//! the per-thread default stream, the default stream as a [`Stream`](crate::Stream) (its
+//! handle means whichever context is current; slices on it convert), and slices of
+//! contexts that allocate with `cuMemAlloc` (freeing them waits for the whole device).
+//! A refused slice is given back ([`FromCudarcError`]).
+
+mod cudarc_handles;
+mod cudarc_slice;
+
+pub use cudarc_slice::FromCudarcError;
 
 use std::any::Any;
 use std::sync::Arc;
