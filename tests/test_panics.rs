@@ -10,17 +10,21 @@
 //! kernel that busy-waits about [`SPIN_CYCLES`] clock cycles (a few hundred
 //! milliseconds), so that the DMA has not even started when the panic is raised. For
 //! pinned host memory the tests prove that window: the download's `Pending::is_ready()`
-//! is `false` just before the panic. (Downloads into pageable memory return only once
-//! the copy has landed, so for them the window is inside the driver call, and the test
-//! checks the outcome alone.) The last four (`panic_after_large_*`) panic right after
-//! enqueueing the transfer, with no kernel in front: the DMA may be running at the
-//! panic.
+//! is `false` just before the panic. (A staged download into pageable memory returns at
+//! once too, but its copy-out runs on the staging thread, and the tests check the
+//! outcome alone.) The last four (`panic_after_large_*`) panic right after enqueueing
+//! the transfer, with no kernel in front: the DMA may be running at the panic.
+//!
+//! The tests run one at a time (a file-wide lock): the windows they prove are timing
+//! windows, and another test's driver calls in the same process (page-locking 256 MiB
+//! takes the driver tens of milliseconds) could delay the `is_ready` check past them.
 //!
 //! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
 
 use std::cell::Cell;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use gpu_tests::{
     check_eq, ensure, panic_message, poison, poisoned, stream, Element, Failed, Rng, TestResult,
@@ -44,6 +48,12 @@ gpu_tests::test_main! {
         panic_after_large_pageable_upload_then_freeing_the_source_is_harmless,
         panic_after_large_pinned_upload_then_freeing_the_source_is_harmless,
     ],
+}
+
+/// The lock that makes this file's tests run one at a time (see the module docs).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The message of the panics these tests raise on purpose (they print it: that is
@@ -179,6 +189,7 @@ fn spin_download_then_panic(
 /// A 256 MiB download into pinned memory, queued behind the spinning kernel, pending
 /// when the scope panics: complete once `catch_unwind` returns.
 fn panic_after_a_pinned_download_behind_a_spinning_kernel_leaves_it_complete() -> TestResult {
+    let _serial = serial();
     let stream = stream()?;
     let (input, marker) = fresh(&mut Rng::new());
     let mut host = pinned(&stream)?;
@@ -195,6 +206,7 @@ fn panic_after_a_pinned_download_behind_a_spinning_kernel_leaves_it_complete() -
 
 /// The same into pageable memory (the driver call returns once the copy has landed).
 fn panic_after_a_pageable_download_behind_a_spinning_kernel_leaves_it_complete() -> TestResult {
+    let _serial = serial();
     let stream = stream()?;
     let (input, marker) = fresh(&mut Rng::new());
     let mut host = poisoned::<u32>(LEN);
@@ -240,10 +252,12 @@ where
 }
 
 fn panic_after_a_pinned_upload_behind_a_spinning_kernel_still_uploads_all_of_it() -> TestResult {
+    let _serial = serial();
     panic_after_upload_from(pinned)
 }
 
 fn panic_after_a_pageable_upload_behind_a_spinning_kernel_still_uploads_all_of_it() -> TestResult {
+    let _serial = serial();
     panic_after_upload_from(|_| Ok(poisoned::<u32>(LEN)))
 }
 
@@ -252,6 +266,7 @@ fn panic_after_a_pageable_upload_behind_a_spinning_kernel_still_uploads_all_of_i
 /// `catch_unwind`, both are complete (each scope synchronised its own stream while
 /// unwinding).
 fn panic_in_a_nested_scope_completes_the_downloads_of_both_scopes() -> TestResult {
+    let _serial = serial();
     let a = stream()?;
     let b = a.device().new_stream()?;
     let mut rng = Rng::new();
@@ -297,6 +312,7 @@ fn panic_in_a_nested_scope_completes_the_downloads_of_both_scopes() -> TestResul
 /// spins on a lent buffer, downloads it and panics. The fork's join and the outer
 /// scope's synchronisation run while unwinding: both downloads are complete.
 fn panic_in_a_forked_child_completes_the_childs_and_the_parents_downloads() -> TestResult {
+    let _serial = serial();
     let a = stream()?;
     let b = a.device().new_stream()?;
     let mut rng = Rng::new();
@@ -339,6 +355,7 @@ fn panic_in_a_forked_child_completes_the_childs_and_the_parents_downloads() -> T
 /// orders the child's work before the parent's stream, which the scope synchronises
 /// while unwinding: the child's download is complete.
 fn panic_in_the_parent_while_a_forked_childs_download_runs_completes_it() -> TestResult {
+    let _serial = serial();
     let a = stream()?;
     let b = a.device().new_stream()?;
     let (input, marker) = fresh(&mut Rng::new());
@@ -372,6 +389,7 @@ fn panic_in_the_parent_while_a_forked_childs_download_runs_completes_it() -> Tes
 /// child (stream `b`), which downloads it and panics: the download, ordered after the
 /// parent's kernel by the hand-off's event, is complete.
 fn panic_after_a_hand_off_completes_the_new_owners_download() -> TestResult {
+    let _serial = serial();
     let a = stream()?;
     let b = a.device().new_stream()?;
     let (input, marker) = fresh(&mut Rng::new());
@@ -415,6 +433,7 @@ fn spin_download_and_panic_in_gpu_scope(
 /// A `#[gpu_scope]` function panics with its pinned download pending: complete once
 /// `catch_unwind` returns, like any scope.
 fn panic_in_a_gpu_scope_function_leaves_its_download_complete() -> TestResult {
+    let _serial = serial();
     let stream = stream()?;
     let (input, marker) = fresh(&mut Rng::new());
     let mut host = pinned(&stream)?;
@@ -453,12 +472,14 @@ fn panic_right_after_download_into(stream: &Stream, host: &mut [u32]) -> TestRes
 }
 
 fn panic_after_large_pageable_download_leaves_the_host_buffer_completely_written() -> TestResult {
+    let _serial = serial();
     let stream = stream()?;
     let mut host = poisoned::<u32>(BIG_BYTES / 4);
     panic_right_after_download_into(&stream, &mut host)
 }
 
 fn panic_after_large_pinned_download_leaves_the_host_buffer_completely_written() -> TestResult {
+    let _serial = serial();
     let stream = stream()?;
     let mut host = stream.device().alloc_pinned::<u32>(BIG_BYTES / 4)?;
     panic_right_after_download_into(&stream, &mut host)
@@ -504,11 +525,13 @@ where
 }
 
 fn panic_after_large_pageable_upload_then_freeing_the_source_is_harmless() -> TestResult {
+    let _serial = serial();
     let stream = stream()?;
     panic_right_after_upload_from(&stream, |len| Ok(vec![0u32; len]))
 }
 
 fn panic_after_large_pinned_upload_then_freeing_the_source_is_harmless() -> TestResult {
+    let _serial = serial();
     let stream = stream()?;
     let dev = stream.device().clone();
     panic_right_after_upload_from(&stream, |len| Ok(dev.alloc_pinned::<u32>(len)?))
