@@ -77,6 +77,17 @@ observes_concurrency=(
   fork_returns_while_the_childs_long_kernel_is_still_running             # test_fork
   panic_in_a_nested_scope_completes_the_downloads_of_both_scopes         # test_panics
   panic_in_a_forked_child_completes_the_childs_and_the_parents_downloads # test_panics
+  staged_download_returns_before_its_copy_out_and_wait_delivers_every_byte  # test_staged_download
+  no_executor_thread_waits_while_a_long_kernel_runs                      # test_async
+  a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel  # test_cudarc
+)
+# Tests that leak on purpose (`mem::forget` of a future or of a capture's buffer, whose
+# leak is the documented outcome): memcheck's leak check reports them (measured on an
+# H100: 36864 bytes of pinned blocks in test_async, one 4 KiB graph allocation in
+# test_graphs, and nothing else in either binary without them). Skipped under memcheck.
+leaks_on_purpose=(
+  forgotten_future_leaks_its_buffer_and_the_stream_keeps_working         # test_async
+  a_buffer_forgotten_in_a_capture_does_not_break_later_replays           # test_graphs
 )
 want_tests=1
 want_programs=1
@@ -199,6 +210,9 @@ for tool in "${tools[@]}"; do
     if [[ $kind == test ]]; then
       args=(--include-ignored "${filter[@]}")
       for t in "${observes_concurrency[@]}"; do args+=(--skip "$t"); done
+      if [[ $tool == memcheck ]]; then
+        for t in "${leaks_on_purpose[@]}"; do args+=(--skip "$t"); done
+      fi
     else
       read -r -a args <<< "$(program_args "$name")"
     fi

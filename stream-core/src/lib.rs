@@ -25,31 +25,34 @@
 //! # Layers
 //!
 //! ```text
-//!   managed/  ManagedVec: managed memory whose residency is a type (attach, prefetch,
-//!     |       advice; 10 unsafe blocks: host access to managed memory, its attachment
-//!     |       and migration)
+//!   interop/  raw handles for other crates; cudarc's context, streams and slices
+//!     |       converted both ways (3 unsafe blocks: device memory changing owner)
 //!   future/   owned-buffer futures: Stream::run_owned, upload_owned, download_owned,
 //!     |       the completion thread (4 unsafe: DMA of owned buffers, an owned scope,
-//!     |        a DeviceVec of a stream-ordered allocation)
+//!     |       a DeviceVec of a stream-ordered allocation)
+//!   graph/    Device::capture, Graph, replay, held memory, kernel-node scalars
+//!     |       (17 unsafe: a capture's own scope and tokens, graph launches, held views)
+//!   managed/  ManagedVec: managed memory whose residency is a type (attach, prefetch,
+//!     |       advice; 10 unsafe: host access to managed memory, attachment, migration)
 //!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off
-//!     |       (17 unsafe blocks: DMA into borrowed host memory, launch arguments,
+//!     |       (19 unsafe: DMA into borrowed host memory, launch arguments,
 //!     |        a scope's own creation, an owned scope's)
 //!     +-------------------+-------------------+
 //!   memory/             host/               kernel/
 //!   device memory:      pinned buffers,     declarations, launch shapes,
 //!   brand, views,       the pinned pool,    configurations, the module
 //!   DeviceBuffer,       staged copies       cache
-//!   DeviceVec, pool     (9 unsafe)          (1 unsafe)
+//!   DeviceVec, pool     (19 unsafe)         (1 unsafe)
 //!   (9 unsafe)            |                   |
 //!     +-------------------+-------------------+
 //!   device/   Device, Stream, events that order streams (0 unsafe)
 //!     |
 //!   driver/   the only code that calls cudarc's `result`/`sys`: RAII handles and
-//!             raw operations as `unsafe fn` (61 unsafe blocks)
+//!             raw operations as `unsafe fn` (78 unsafe blocks)
 //! ```
 //!
-//! Each folder uses only the ones below it (`host/` also uses `memory/`'s element
-//! types, `scope/` all four, `managed/` and `graph/` everything below them), and `error`
+//! Each folder uses only the ones below it (`host/` and `kernel/` also use `memory/`'s
+//! element types, `scope/` all four, `managed/` and `graph/` everything below them), and `error`
 //! (the one [`Error`] type). [`interop`] sits on top: raw handles for other crates, and
 //! the conversions from and to cudarc's context, streams and slices (3 unsafe blocks:
 //! device memory changing owner). Outside `driver/`, every `unsafe` block's proof is

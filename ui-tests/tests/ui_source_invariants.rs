@@ -363,3 +363,89 @@ fn the_layering_check_tells_calls_from_types() {
     let found: Vec<usize> = driver_calls(source).into_iter().map(|(n, _)| n).collect();
     assert_eq!(found, [4, 5]);
 }
+
+/// What each folder of `stream-core/src` may use of the others (issue 12's layering;
+/// the picture is in `stream-core/src/lib.rs`, "Layers"). Doc links (`[..](crate::x)`)
+/// do not count; code does (`use crate::x`, `crate::x::...` in an expression).
+const FOLDER_USES: &[(&str, &[&str])] = &[
+    ("driver", &[]),
+    ("device", &["driver"]),
+    ("memory", &["device", "driver"]),
+    ("host", &["memory", "device", "driver"]),
+    ("kernel", &["memory", "device", "driver"]),
+    ("scope", &["host", "kernel", "memory", "device", "driver"]),
+    ("managed", &["scope", "memory", "device", "driver"]),
+    (
+        "graph",
+        &["scope", "host", "kernel", "memory", "device", "driver"],
+    ),
+    ("future", &["scope", "host", "memory", "device", "driver"]),
+    ("interop", &["graph", "scope", "memory", "device", "driver"]),
+];
+
+/// The folders `source` uses in code: `crate::<folder>` outside comments and doc links.
+fn folders_used<'a>(source: &str, folders: &[&'a str]) -> Vec<(usize, &'a str)> {
+    let mut used = Vec::new();
+    for (index, line) in source.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        for &folder in folders {
+            let needle = format!("crate::{folder}");
+            let mentions = code.match_indices(&needle).any(|(at, _)| {
+                let after = code[at + needle.len()..].chars().next();
+                let before = code[..at].chars().last();
+                // A whole path segment, not a doc link's target.
+                !matches!(after, Some(c) if c.is_ascii_alphanumeric() || c == '_')
+                    && !matches!(before, Some('(' | '`' | '['))
+            });
+            if mentions {
+                used.push((index + 1, folder));
+            }
+        }
+    }
+    used
+}
+
+/// No folder of `stream-core/src` uses one that is not below it in the layering, so the
+/// folders have no import cycles.
+#[test]
+fn folders_use_only_the_layers_below_them() {
+    let root = workspace_root().join("stream-core/src");
+    let folders: Vec<&str> = FOLDER_USES.iter().map(|(folder, _)| *folder).collect();
+    let mut found = Vec::new();
+    for (folder, allowed) in FOLDER_USES {
+        let mut files = Vec::new();
+        source_files(&root.join(folder), &mut files);
+        assert!(
+            !files.is_empty(),
+            "stream-core/src/{folder}/ has no sources"
+        );
+        for file in &files {
+            let text = fs::read_to_string(file)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+            for (number, used) in folders_used(&text, &folders) {
+                if used != *folder && !allowed.contains(&used) {
+                    found.push(format!(
+                        "{}:{number}: {folder}/ uses {used}/",
+                        file.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a folder uses one that is not below it (see FOLDER_USES):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The folder check finds code paths, and lets comments and doc links through.
+#[test]
+fn the_folder_check_tells_code_from_doc_links() {
+    let source = "use crate::scope::Scope;\n\
+                  /// see [`scope`](crate::scope) and [crate::scope]\n\
+                  let x = crate::interop::raw_stream(s); // crate::graph\n\
+                  use crate::scoped_thing;\n";
+    let found = folders_used(source, &["scope", "interop", "graph"]);
+    assert_eq!(found, [(1, "scope"), (3, "interop")]);
+}

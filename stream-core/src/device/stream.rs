@@ -64,9 +64,11 @@ impl Stream {
         self.raw.is_idle()
     }
 
-    /// Notes that the raw handle is leaving this crate.
-    pub(crate) fn expose_handle(&self) {
+    /// The raw handle, for code outside this crate: noted, so that scopes on this
+    /// stream ask the driver about graph captures from then on.
+    pub(crate) fn expose_handle(&self) -> cudarc::driver::sys::CUstream {
         self.handle_exposed.store(true, Ordering::Relaxed);
+        self.raw.raw()
     }
 
     /// `Ok(true)` when the stream is being captured into a CUDA graph. Only code outside

@@ -144,8 +144,8 @@ impl<'s, 'env> Enqueue<'s> for Scope<'s, 'env> {
     }
 
     fn raw_stream(&self, _: Token) -> sys::CUstream {
-        // Through `interop::raw_stream`, whatever it records about handles handed out.
-        crate::interop::raw_stream(self)
+        // As `interop::raw_stream`: the handle leaves the crate, which the stream notes.
+        self.stream.expose_handle()
     }
 
     unsafe fn launch_kernel(

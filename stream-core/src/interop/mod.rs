@@ -114,8 +114,7 @@ pub fn bind(device: &Device) -> Result<ContextBinding<'_>> {
 /// the crate skip that query.
 #[inline]
 pub fn raw_stream(scope: &Scope<'_, '_>) -> sys::CUstream {
-    scope.stream.expose_handle();
-    scope.stream.raw.raw()
+    scope.stream.expose_handle()
 }
 
 /// The stream work issued through `target` goes on: a scope's stream (as
