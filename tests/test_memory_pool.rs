@@ -11,9 +11,8 @@
 //! No test uses managed memory; the largest allocation is 512 MiB, and host buffers
 //! stay at a few MiB.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
-use gpu_tests::{check_eq, device, ensure, poisoned, Failed, Rng, TestResult};
+use gpu_tests::pool::{begin, mib, MIB, PROBE, SLACK};
+use gpu_tests::{check_eq, ensure, poisoned, Failed, Rng, TestResult};
 use stream_core::{scope, Device, DeviceMemoryStats};
 
 gpu_tests::test_main! {
@@ -25,25 +24,6 @@ gpu_tests::test_main! {
     ],
 }
 
-const MIB: usize = 1 << 20;
-
-/// Tolerance for the pool's block granularity when comparing reserved or free bytes.
-const SLACK: usize = 64 * MIB;
-
-/// Elements of the host buffers the tests round-trip (4 MiB of `u32`).
-const PROBE: usize = MIB;
-
-/// Takes this binary's lock (the tests share one pool), and starts from the state
-/// `Device::new` leaves: release threshold `u64::MAX`, nothing cached.
-fn begin() -> TestResult<(MutexGuard<'static, ()>, Device)> {
-    static POOL: Mutex<()> = Mutex::new(());
-    let lock = POOL.lock().unwrap_or_else(PoisonError::into_inner);
-    let dev = device()?;
-    dev.set_memory_release_threshold(u64::MAX)?;
-    dev.trim_memory(0)?;
-    Ok((lock, dev))
-}
-
 /// Sets the release threshold back to `u64::MAX` when dropped, so a failing test does
 /// not leave the pool releasing memory for the tests after it.
 struct RestoreThreshold<'a>(&'a Device);
@@ -53,10 +33,6 @@ impl Drop for RestoreThreshold<'_> {
         // A failure here shows up in the next test's `begin`.
         let _ = self.0.set_memory_release_threshold(u64::MAX);
     }
-}
-
-fn mib(bytes: usize) -> String {
-    format!("{:.1} MiB", bytes as f64 / MIB as f64)
 }
 
 /// 1000 scopes, each allocating, filling and freeing 64 MiB: after the first, the

@@ -12,12 +12,11 @@
 //! No test uses managed memory; the largest allocations take about 80% of the device
 //! memory that is free when the test starts, and host buffers stay at a few MiB.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
+use gpu_tests::pool::{begin, mib, MIB, PROBE, SLACK};
 use gpu_tests::{
-    check_eq, device, ensure, expect_err, poisoned, round_trip_in, spin, Failed, Rng, TestResult,
+    check_eq, ensure, expect_err, poisoned, round_trip_in, spin, Failed, Rng, TestResult,
 };
-use stream_core::{scope, Device, Error};
+use stream_core::{scope, Error};
 
 gpu_tests::test_main! {
     gpu: [
@@ -28,32 +27,9 @@ gpu_tests::test_main! {
     ],
 }
 
-const MIB: usize = 1 << 20;
-
-/// Tolerance for the pool's block granularity when comparing reserved or free bytes.
-const SLACK: usize = 64 * MIB;
-
-/// Elements of the host buffers the tests round-trip (4 MiB of `u32`).
-const PROBE: usize = MIB;
-
 /// About 200 ms of spinning on an H100/H200 (clocks near 2 GHz): the host issues the
 /// next calls long before it ends.
 const SPIN: u64 = 400_000_000;
-
-/// Takes this binary's lock (the tests share one pool), and starts from the state
-/// `Device::new` leaves: release threshold `u64::MAX`, nothing cached.
-fn begin() -> TestResult<(MutexGuard<'static, ()>, Device)> {
-    static POOL: Mutex<()> = Mutex::new(());
-    let lock = POOL.lock().unwrap_or_else(PoisonError::into_inner);
-    let dev = device()?;
-    dev.set_memory_release_threshold(u64::MAX)?;
-    dev.trim_memory(0)?;
-    Ok((lock, dev))
-}
-
-fn mib(bytes: usize) -> String {
-    format!("{:.1} MiB", bytes as f64 / MIB as f64)
-}
 
 fn round_down(bytes: usize, to: usize) -> usize {
     bytes / to * to

@@ -27,8 +27,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use gpu_tests::{
-    check_eq, ensure, panic_message, poison, poisoned, stream, Element, Failed, Rng, TestResult,
-    BIG_BYTES,
+    check_eq, ensure, panic_message, poison, poisoned, round_trips_on, stream, Element, Failed,
+    Rng, TestResult, BIG_BYTES,
 };
 use stream_core::{gpu_scope, scope, DeviceMemoryMut, PinnedBuffer, Scope, Stream};
 
@@ -535,20 +535,4 @@ fn panic_after_large_pinned_upload_then_freeing_the_source_is_harmless() -> Test
     let stream = stream()?;
     let dev = stream.device().clone();
     panic_right_after_upload_from(&stream, |len| Ok(dev.alloc_pinned::<u32>(len)?))
-}
-
-/// `rounds` round trips of random lengths on `stream`: it still works.
-fn round_trips_on(stream: &Stream, mut rng: Rng, rounds: usize) -> TestResult {
-    for round in 0..rounds {
-        let len = 1 + rng.below(1 << 16);
-        let input: Vec<f64> = rng.vec(len);
-        let mut out = poisoned::<f64>(input.len());
-        scope(stream, |s| -> TestResult {
-            let x = s.upload(&input)?;
-            let _download = s.copy_to_host(&x, &mut out)?;
-            Ok(())
-        })?;
-        check_eq(&format!("round {round} on this thread"), &input, &out)?;
-    }
-    Ok(())
 }

@@ -16,9 +16,10 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use gpu_tests::{
-    check_eq, ensure, panic_message, poisoned, spin, stream, Element, Failed, Rng, TestResult,
+    check_eq, ensure, panic_message, poisoned, round_trips_on, spin, stream, Element, Failed, Rng,
+    TestResult,
 };
-use stream_core::{gpu_scope, scope, Error, Scope, Stream};
+use stream_core::{gpu_scope, scope, Error, Scope};
 
 gpu_tests::test_main! {
     gpu: [
@@ -306,21 +307,6 @@ fn thousand_small_scopes_in_a_loop_are_all_correct() -> TestResult {
             Ok(())
         })?;
         check_eq(&format!("scope {i} of 1000 ({len} elements)"), &input, &out)?;
-    }
-    Ok(())
-}
-
-fn round_trips_on(stream: &Stream, mut rng: Rng, rounds: usize) -> TestResult {
-    for round in 0..rounds {
-        let len = 1 + rng.below(1 << 16);
-        let input: Vec<f64> = rng.vec(len);
-        let mut out = poisoned::<f64>(input.len());
-        scope(stream, |s| -> TestResult {
-            let x = s.upload(&input)?;
-            let _download = s.copy_to_host(&x, &mut out)?;
-            Ok(())
-        })?;
-        check_eq(&format!("round {round} on this thread"), &input, &out)?;
     }
     Ok(())
 }

@@ -245,27 +245,36 @@ mod tests {
         }
     }
 
-    #[test]
-    fn interleaved_runs_round_robin_and_drops_warmup() {
-        let order = std::cell::RefCell::new(Vec::new());
-        let mut n = 0.0;
-        let mut samplers: Vec<Sampler<'_>> = vec![
+    /// Two samplers that note their calls in `order`: "a" returns 1, 2, 3, ... (counted
+    /// in `n`), "b" always 7.
+    fn counting_samplers<'a>(
+        order: &'a std::cell::RefCell<Vec<char>>,
+        n: &'a mut f64,
+    ) -> Vec<Sampler<'a>> {
+        vec![
             (
                 "a",
-                Box::new(|| {
+                Box::new(move || {
                     order.borrow_mut().push('a');
-                    n += 1.0;
-                    Ok(n)
+                    *n += 1.0;
+                    Ok(*n)
                 }),
             ),
             (
                 "b",
-                Box::new(|| {
+                Box::new(move || {
                     order.borrow_mut().push('b');
                     Ok(7.0)
                 }),
             ),
-        ];
+        ]
+    }
+
+    #[test]
+    fn interleaved_runs_round_robin_and_drops_warmup() {
+        let order = std::cell::RefCell::new(Vec::new());
+        let mut n = 0.0;
+        let mut samplers = counting_samplers(&order, &mut n);
         let rounds = interleaved(plan(1, 3, 1), &mut samplers).unwrap();
         drop(samplers);
         assert_eq!(
@@ -280,23 +289,7 @@ mod tests {
     fn rounds_follow_each_other_and_each_has_its_own_samples() {
         let order = std::cell::RefCell::new(Vec::new());
         let mut n = 0.0;
-        let mut samplers: Vec<Sampler<'_>> = vec![
-            (
-                "a",
-                Box::new(|| {
-                    order.borrow_mut().push('a');
-                    n += 1.0;
-                    Ok(n)
-                }),
-            ),
-            (
-                "b",
-                Box::new(|| {
-                    order.borrow_mut().push('b');
-                    Ok(7.0)
-                }),
-            ),
-        ];
+        let mut samplers = counting_samplers(&order, &mut n);
         let rounds = interleaved(plan(1, 2, 3), &mut samplers).unwrap();
         drop(samplers);
         // One warm-up pair, then three rounds of two pairs: always a, b alternating.

@@ -1,10 +1,11 @@
 //! Small pieces of GPU work that several test files issue inside their scopes, and the
 //! test-only kernel they use.
 
-use stream_core::{kernel, DeviceMemoryMut, Error, LaunchConfig, Scope};
+use stream_core::{kernel, scope, DeviceMemoryMut, Error, LaunchConfig, Scope, Stream};
 
-use crate::check::check_eq;
+use crate::check::{check_eq, poisoned};
 use crate::element::Element;
+use crate::rng::Rng;
 use crate::TestResult;
 
 /// CUDA source of [`spin_then_write_u32`]: one block of 32 threads spins for about
@@ -54,4 +55,21 @@ pub fn round_trip_in<'s, 'env, T: Element>(
     let x = s.upload(input)?;
     let host = s.copy_to_host(&x, out)?.wait()?;
     check_eq(what, input, host)
+}
+
+/// `rounds` round trips of random lengths (up to 64 Ki elements) on `stream`, each in a
+/// scope of its own and checked: the stream still works.
+pub fn round_trips_on(stream: &Stream, mut rng: Rng, rounds: usize) -> TestResult {
+    for round in 0..rounds {
+        let len = 1 + rng.below(1 << 16);
+        let input: Vec<f64> = rng.vec(len);
+        let mut out = poisoned::<f64>(input.len());
+        scope(stream, |s| -> TestResult {
+            let x = s.upload(&input)?;
+            let _download = s.copy_to_host(&x, &mut out)?;
+            Ok(())
+        })?;
+        check_eq(&format!("round {round} on this thread"), &input, &out)?;
+    }
+    Ok(())
 }

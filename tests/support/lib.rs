@@ -25,13 +25,14 @@ mod float;
 mod gpu;
 mod gpu_work;
 mod harness;
+pub mod pool;
 mod rng;
 
 pub use check::{check_eq, check_error, expect_err, panic_message, poison, poisoned};
 pub use element::Element;
 pub use float::{accurate_sum, check_close, signed, summation_height, Real};
 pub use gpu::{device, gpu_status, require_gpu, stream, GpuStatus, REQUIRE_GPU_ENV};
-pub use gpu_work::{round_trip_in, spin, spin_then_write};
+pub use gpu_work::{round_trip_in, round_trips_on, spin, spin_then_write};
 pub use harness::{run, Test, TestFn};
 pub use libtest_mimic::Failed;
 pub use rng::{Rng, SEED_ENV};

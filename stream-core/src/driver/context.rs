@@ -108,6 +108,23 @@ impl PrimaryContext {
             .unwrap_or(false)
     }
 
+    /// Runs `call` (a driver call that only fails, never misbehaves, under a wrong
+    /// context) with this context current: directly when this thread is believed to have
+    /// it current, and if that fails with an error that is not sticky (or the context is
+    /// not believed current), once more with the context bound for real. A wrong hint
+    /// costs a retry, never a wrong answer (see the module docs on the hint).
+    #[inline]
+    pub(crate) fn run_as_current<T>(&self, call: impl Fn() -> Result<T>) -> Result<T> {
+        if self.believed_current() {
+            match call() {
+                Err(e) if !e.is_sticky() => {} // perhaps the wrong context: bind and retry
+                done => return done,
+            }
+        }
+        let _bound = self.bind()?;
+        call()
+    }
+
     /// Makes this context current on the calling thread until the guard drops.
     #[inline]
     pub(crate) fn bind(&self) -> Result<Bound<'_>> {

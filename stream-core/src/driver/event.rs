@@ -91,14 +91,7 @@ impl RawEvent {
     /// it bound for real.
     pub(crate) fn synchronize(&self, context: &Arc<PrimaryContext>) -> Result<()> {
         self.check(context, "cuEventSynchronize")?;
-        if context.believed_current() {
-            match self.synchronize_as_bound() {
-                Err(e) if !e.is_sticky() => {} // perhaps the wrong context: bind and retry
-                done => return done,
-            }
-        }
-        let _bound = context.bind()?;
-        self.synchronize_as_bound()
+        context.run_as_current(|| self.synchronize_as_bound())
     }
 
     /// One `cuEventSynchronize` under whatever context is current; the event's context is

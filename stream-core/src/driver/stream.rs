@@ -104,14 +104,7 @@ impl RawStream {
     /// [`context`](super::context)'s docs on the hint). `Ok` means the work has
     /// completed.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        if self.context.believed_current() {
-            match self.synchronize_as_bound() {
-                Err(e) if !e.is_sticky() => {} // perhaps the wrong context: bind and retry
-                done => return done,
-            }
-        }
-        let _bound = self.bind()?;
-        self.synchronize_as_bound()
+        self.context.run_as_current(|| self.synchronize_as_bound())
     }
 
     /// One `cuStreamSynchronize`, under whatever context is current.

@@ -138,19 +138,21 @@ pub fn staged_copy_counts() -> (u64, u64) {
     STAGED.with(Cell::get)
 }
 
+/// Staging of every copy (thresholds 0) with these sizes, for unit tests.
+#[cfg(test)]
+pub(super) fn config(chunk: usize, ring: usize, threads: usize) -> StagingConfig {
+    StagingConfig {
+        upload_threshold: 0,
+        download_threshold: 0,
+        chunk_bytes: chunk,
+        ring_blocks: ring,
+        threads,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn config(chunk: usize, ring: usize, threads: usize) -> StagingConfig {
-        StagingConfig {
-            upload_threshold: 0,
-            download_threshold: 0,
-            chunk_bytes: chunk,
-            ring_blocks: ring,
-            threads,
-        }
-    }
 
     #[test]
     fn effective_config_clamps_out_of_range_values() {

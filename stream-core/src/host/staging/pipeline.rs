@@ -75,6 +75,7 @@ pub(crate) fn download_pipeline(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::staging::config::config;
 
     /// A simulated DMA engine. Late: each queued DMA runs only when the host waits for
     /// its block (as late as the rules allow), so a block written before its DMA ran
@@ -165,16 +166,6 @@ mod tests {
                 (x >> 24) as u8
             })
             .collect()
-    }
-
-    fn config(chunk: usize, ring: usize, threads: usize) -> StagingConfig {
-        StagingConfig {
-            upload_threshold: 0,
-            download_threshold: 0,
-            chunk_bytes: chunk,
-            ring_blocks: ring,
-            threads,
-        }
     }
 
     /// Lengths around every chunk boundary up to four chunks.
