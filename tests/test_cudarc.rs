@@ -31,6 +31,7 @@ gpu_tests::test_main! {
         a_scope_on_a_converted_cudarc_stream_is_ordered_with_cudarc_work_on_that_stream,
         a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel,
         into_cudarc_right_behind_a_long_kernel_hands_cudarc_the_kernels_result,
+        a_graph_and_download_owned_read_a_converted_slice_after_its_last_kernel,
         conversions_that_cannot_work_are_refused_and_give_the_slice_back,
         a_capturing_cudarc_stream_is_refused_by_conversions_and_scopes,
     ],
@@ -334,6 +335,56 @@ fn a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel() -> 
         "to_host_vec of the same vec",
         &expected,
         &vec.to_host_vec()?,
+    )
+}
+
+/// A converted slice last written by a long kernel on another cudarc stream, read by a
+/// graph that holds it (its capture cannot wait on the slice's event on the GPU, so it
+/// waits on the host before recording) and by `download_owned` (whose stream waits for
+/// the event): both see the kernel's values, never the zeros before it.
+fn a_graph_and_download_owned_read_a_converted_slice_after_its_last_kernel() -> TestResult {
+    let (ctx, streams) = cudarc_context(2)?;
+    let (a, b) = (&streams[0], &streams[1]);
+    let dev = Device::from_cudarc(Arc::clone(&ctx))?;
+    let ours = dev.new_stream()?;
+    let kernel = spin_fill_kernel(&ctx)?;
+    let mut rng = Rng::new();
+    let expected = vec![fill_value(&mut rng); N];
+
+    let mut x = cudarc("alloc_zeros", a.alloc_zeros::<u32>(N))?;
+    launch_spin_fill(b, &kernel, &mut x, expected[0])?;
+    let vec = converted(
+        "a slice behind a long kernel, for a graph",
+        DeviceVec::from_cudarc(x),
+    )?;
+    let output = dev.alloc_pinned::<u32>(N)?;
+    let (mut graph, ()) = dev.capture((&vec, output), |g, (x, mut out)| {
+        g.copy_to_host(&x, &mut out)?;
+        Ok::<_, Error>(())
+    })?;
+    gpu_tests::poison(graph.held_mut().1);
+    scope(&ours, |s| s.replay(&mut graph).map(drop))?;
+    check_eq(
+        "a graph's download of a converted slice whose last write was a long kernel on \
+         another cudarc stream",
+        &expected,
+        graph.held().1,
+    )?;
+    drop(graph);
+
+    let expected = vec![fill_value(&mut rng); N];
+    let mut x = cudarc("alloc_zeros", a.alloc_zeros::<u32>(N))?;
+    launch_spin_fill(b, &kernel, &mut x, expected[0])?;
+    let vec = converted(
+        "a slice behind a long kernel, for download_owned",
+        DeviceVec::from_cudarc(x),
+    )?;
+    let (_, out) = mini_executor::block_on(ours.download_owned(vec, poisoned::<u32>(N)))?;
+    check_eq(
+        "download_owned of a converted slice whose last write was a long kernel on another \
+         cudarc stream",
+        &expected,
+        &out,
     )
 }
 
