@@ -69,6 +69,10 @@ fn main() {
             "panic_in_a_scope_whose_kernel_faulted_aborts_the_process",
             panic_in_a_scope_whose_kernel_faulted_aborts_the_process,
         ),
+        (
+            "trap_in_a_run_owned_closure_is_the_futures_error_and_releases_dropped_futures",
+            trap_in_a_run_owned_closure_is_the_futures_error_and_releases_dropped_futures,
+        ),
     ];
     gpu_tests::run(gpu, &[])
 }
@@ -84,6 +88,10 @@ __device__ void spin(unsigned long long cycles) {
     while ((unsigned long long)(clock64() - start) < cycles) { }
 }
 
+extern "C" __global__ void spin_only(unsigned long long cycles) {
+    spin(cycles);
+}
+
 extern "C" __global__ void fault_trap(unsigned long long cycles) {
     spin(cycles);
     __trap();
@@ -95,6 +103,10 @@ extern "C" __global__ void fault_write_to(unsigned long long cycles, unsigned lo
     if (threadIdx.x == 0 && blockIdx.x == 0) *(volatile unsigned*)address = value;
 }
 "#;
+
+#[kernel(cuda = FAULTY_SRC)]
+/// Spins for about `cycles` clock cycles, and touches no memory.
+unsafe fn spin_only(cycles: u64);
 
 #[kernel(cuda = FAULTY_SRC)]
 /// Spins for about `cycles` clock cycles, then executes `__trap()`. It touches no
@@ -189,6 +201,21 @@ fn panic_in_a_scope_whose_kernel_faulted_aborts_the_process() -> TestResult {
         "the child exited successfully; it must abort.\n{run}"
     );
     Ok(())
+}
+
+/// `__trap()` in a `run_owned` closure: the future resolves (the completion thread sees
+/// the sticky error in its event wait, it does not hang) to the trap's error; a future
+/// on another stream, dropped while its kernel ran when the fault hit, has its pinned
+/// buffer released by the completion thread (the context stopped: no DMA runs any more),
+/// none leaked, nothing left in flight; and a `run_owned` after the fault fails.
+fn trap_in_a_run_owned_closure_is_the_futures_error_and_releases_dropped_futures() -> TestResult {
+    let run = run_scenario("future_trap")?;
+    exited_normally(&run)?;
+    fault_error(&run, "future", TRAP_ERRORS)?;
+    run.expect("in_flight", "0")?;
+    run.expect("released_after_drop", "1")?;
+    run.expect("leaked", "0")?;
+    any_error(&run, "future_after")
 }
 
 /// The checks shared by the same-stream scenarios.
@@ -294,6 +321,7 @@ mod child {
             "illegal_address" => same_stream_fault(Fault::IllegalAddress),
             "fork_trap" => fork_trap(),
             "panic_after_fault" => panic_after_fault(),
+            "future_trap" => future_trap(),
             other => {
                 println!("setup = err unknown scenario {other:?}");
                 return 2;
@@ -467,6 +495,45 @@ mod child {
         println!("after_pinned = {}", classify(&input, &after));
         drop((before, after, b));
         later_calls(dev, a, kept);
+        Ok(())
+    }
+
+    /// A trap in a `run_owned` closure, awaited with `block_on`, while a dropped future's
+    /// kernel runs on a second stream.
+    fn future_trap() -> stream_core::Result<()> {
+        use stream_core::future::completion_stats;
+        let dev = Device::new(0)?;
+        let (a, b) = (dev.new_stream()?, dev.new_stream()?);
+        let before = completion_stats();
+        // Spins about four times as long as the trapping kernel: still running at the
+        // fault, so its payload is parked on the completion thread when the fault hits.
+        let dropped = b.run_owned(dev.alloc_pinned::<u32>(4096)?, |s, _| {
+            spin_only(s, LaunchConfig::for_elements(1, 32), SPIN_CYCLES * 4)
+        });
+        drop(dropped);
+        let faulted =
+            mini_executor::block_on(a.run_owned(dev.alloc_pinned::<u32>(4096)?, |s, _| {
+                launch(s, Fault::Trap)
+            }));
+        report("future", &faulted.map(drop));
+        let start = std::time::Instant::now();
+        while completion_stats().in_flight > before.in_flight
+            && start.elapsed() < Duration::from_secs(30)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let after = completion_stats();
+        println!("in_flight = {}", after.in_flight - before.in_flight);
+        println!(
+            "released_after_drop = {}",
+            after.released_after_drop - before.released_after_drop
+        );
+        println!("leaked = {}", after.leaked - before.leaked);
+        let again = mini_executor::block_on(a.run_owned((), |_, ()| Ok::<_, Error>(())));
+        report("future_after", &again.map(drop));
+        drop((a, b));
+        drop(dev);
+        println!("dropped = ok");
         Ok(())
     }
 

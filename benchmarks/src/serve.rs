@@ -60,6 +60,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         server_loop(env, rep, &streams, elems, label)?;
     }
     operation_cost(env, rep)?;
+    head_of_line(env, rep, &streams)?;
     rep.note(format!(
         "serve: the async design runs {EXECUTOR_THREADS} executor threads (mini-executor, tokio is not available offline) plus stream_core's one completion thread; the threads design runs {CLIENTS}"
     ));
@@ -354,5 +355,99 @@ fn operation_cost(env: &Env, rep: &mut Report) -> Result<()> {
     if let Some(ratio) = per_round_ratio(&enqueue.figures(), &round_trip.figures()) {
         rep.figure_per_round("serve", "enqueue host time / round trip", ratio, "x");
     }
+    Ok(())
+}
+
+/// Kernel iterations of the long kernel of [`head_of_line`] (about a millisecond over
+/// `HOL_ELEMS` elements on an H100).
+const HOL_ITERS: u32 = 20_000;
+/// Elements of that kernel.
+const HOL_ELEMS: usize = 1 << 20;
+/// Operations per sample of [`head_of_line`].
+const HOL_OPS: usize = 20;
+
+/// The head-of-line effect of the completion thread: the round trip of an empty
+/// `run_owned` on an idle stream, made right after a long kernel's `run_owned` on
+/// another stream (the completion thread sleeps on the oldest operation, the long one,
+/// so the empty one is noticed when the long one ends), against an empty scope on the
+/// idle stream in the same situation; and the long kernel's own round trip.
+fn head_of_line(env: &Env, rep: &mut Report, streams: &Arc<Vec<Stream>>) -> Result<()> {
+    let (warmup, reps) = env.cfg.pick((1, 5), (1, 2));
+    let plan = env.cfg.plan(warmup, reps);
+    let (idle, busy) = (&streams[0], &streams[1]);
+    let input = env.dev.upload_vec(&vec![1.0f32; HOL_ELEMS])?;
+    let input = Arc::new(input);
+    let long = || {
+        let input = Arc::clone(&input);
+        busy.run_owned(input, |s, input| {
+            let x = s.attach_ref(&**input)?;
+            let mut y = s.alloc::<f32>(HOL_ELEMS)?;
+            cuda::work_f32(s, work_config(HOL_ELEMS), HOL_ITERS, &x, &mut y)?;
+            Ok::<_, CoreError>(())
+        })
+    };
+    let per_op = |ns: f64| ns / HOL_OPS as f64;
+    let stats = {
+        let mut samplers: Vec<Sampler<'_>> = vec![
+            (
+                "run_owned behind a long kernel",
+                Box::new(|| {
+                    let mut ns = 0.0;
+                    for _ in 0..HOL_OPS {
+                        let behind = long();
+                        let t = Instant::now();
+                        block_on(idle.run_owned((), |_, ()| Ok::<_, CoreError>(())))?;
+                        ns += t.elapsed().as_nanos() as f64;
+                        block_on(behind)?;
+                    }
+                    Ok(per_op(ns))
+                }),
+            ),
+            (
+                "scope behind a long kernel",
+                Box::new(|| {
+                    let mut ns = 0.0;
+                    for _ in 0..HOL_OPS {
+                        let behind = long();
+                        let t = Instant::now();
+                        scope(idle, |_| Ok::<_, CoreError>(()))?;
+                        ns += t.elapsed().as_nanos() as f64;
+                        block_on(behind)?;
+                    }
+                    Ok(per_op(ns))
+                }),
+            ),
+            (
+                "long kernel round trip",
+                Box::new(|| {
+                    let t = Instant::now();
+                    for _ in 0..HOL_OPS {
+                        block_on(long())?;
+                    }
+                    Ok(per_op(t.elapsed().as_nanos() as f64))
+                }),
+            ),
+        ];
+        interleaved(plan, &mut samplers)?
+    };
+    let [behind, scoped, long_trip]: [Rounds; 3] = stats
+        .try_into()
+        .map_err(|_| Error::msg("serve: expected three head-of-line results"))?;
+    let mut row = Row::new(
+        "serve",
+        "head of line: empty run_owned on an idle stream right after a long kernel's on another (raw: empty scope)",
+        "ns",
+        Better::Lower,
+    );
+    (row.ours, row.raw) = (Some(behind), Some(scoped));
+    rep.push(row);
+    let mut row = Row::new(
+        "serve",
+        "head of line: the long kernel's run_owned round trip",
+        "ns",
+        Better::Lower,
+    );
+    row.ours = Some(long_trip);
+    rep.push(row);
     Ok(())
 }

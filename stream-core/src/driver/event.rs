@@ -1,4 +1,4 @@
-//! [`RawEvent`]: an owned CUDA event without timing.
+//! [`RawEvent`]: an owned CUDA event without timing, spinning or blocking when waited for.
 
 use std::sync::{Arc, Weak};
 
@@ -8,7 +8,11 @@ use super::context::PrimaryContext;
 use super::stream::RawStream;
 use crate::error::{DriverResultExt, Error, Result};
 
-/// An event without timing (the cheapest kind).
+/// An event without timing (the cheapest kind). A thread that waits for one made by
+/// [`new`](Self::new) waits as the context's scheduling policy says (the primary
+/// context's default, `CU_CTX_SCHED_AUTO`, spins while the process has fewer active
+/// contexts than the machine has cores); one made by [`new_blocking`](Self::new_blocking)
+/// is always waited for asleep.
 ///
 /// It does not keep its context alive (per-thread caches of spare events must not keep
 /// a device's context retained after the device is dropped). Every use therefore takes
@@ -36,6 +40,27 @@ impl RawEvent {
     pub(crate) fn new(context: &Arc<PrimaryContext>) -> Result<Self> {
         let _bound = context.bind()?;
         let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .call("cuEventCreate")?;
+        Ok(RawEvent {
+            raw,
+            context: Arc::downgrade(context),
+        })
+    }
+
+    /// A new event of `context` that puts a thread waiting for it to sleep
+    /// (`CU_EVENT_BLOCKING_SYNC`): [`synchronize`](Self::synchronize) blocks the calling
+    /// thread until the driver wakes it, instead of spinning. For a thread whose job is
+    /// to wait, such as the futures' completion thread, which must not busy-poll.
+    pub(crate) fn new_blocking(context: &Arc<PrimaryContext>) -> Result<Self> {
+        let _bound = context.bind()?;
+        let flags = sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32
+            | sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        let mut raw: sys::CUevent = std::ptr::null_mut();
+        // SAFETY: `raw` is a live local the driver writes the new event's handle to;
+        // `flags` combines two documented `CUevent_flags` bits; the event is created in
+        // `context`, bound above and alive (borrowed).
+        unsafe { sys::cuEventCreate(&raw mut raw, flags) }
+            .result()
             .call("cuEventCreate")?;
         Ok(RawEvent {
             raw,

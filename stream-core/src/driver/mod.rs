@@ -8,9 +8,8 @@
 //!   it ([`context`]), a stream ([`stream`]), an event ([`event`]), a device's memory
 //!   pool ([`pool`]), a loaded module and its functions ([`module`]), an NVRTC program
 //!   ([`nvrtc`]), device queries ([`device`]), a page-locked host allocation
-//!   ([`pinned`]), a managed (unified) allocation ([`managed`]), host functions the
-//!   driver runs after a stream's work ([`host_func`], whose callbacks promise to make no
-//!   CUDA call), a captured graph and its executable instance ([`graph`]), and cudarc's
+//!   ([`pinned`]), a managed (unified) allocation ([`managed`]), a captured graph and
+//!   its executable instance ([`graph`]), and cudarc's
 //!   streams checked against a device's context ([`cudarc_bridge`]). Each owns or names
 //!   a driver object that stays valid as long as the handle; what their methods do
 //!   cannot break memory safety (the driver reports a mismatch as an error).
@@ -31,7 +30,6 @@ pub(crate) mod cudarc_bridge;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;
-pub(crate) mod host_func;
 pub(crate) mod launch;
 pub(crate) mod managed;
 pub(crate) mod memory;

@@ -318,13 +318,13 @@ impl<D: Send + 'static, H: OwnedHostBuffer> Future for CopyOwned<D, H> {
                 inflight,
                 enqueue_error,
             } => {
-                let (status, payload) = match inflight.poll_complete(cx) {
+                let payload = match inflight.poll_complete(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(done) => done,
                 };
-                Poll::Ready(match (enqueue_error.take(), status) {
+                Poll::Ready(match (enqueue_error.take(), payload) {
                     (Some(e), _) | (None, Err(e)) => Err(e),
-                    (None, Ok(())) => Ok(payload.finish()),
+                    (None, Ok(payload)) => Ok(payload.finish()),
                 })
             }
         }

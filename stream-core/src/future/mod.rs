@@ -131,9 +131,9 @@
 mod completion;
 mod copy;
 mod owned_host;
-mod queue;
 mod run_owned;
 mod stats;
+mod watcher;
 
 pub use copy::CopyOwned;
 pub use owned_host::{OwnedDeviceVec, OwnedHostBuffer};

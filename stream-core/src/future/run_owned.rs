@@ -168,17 +168,17 @@ impl<O: Send + 'static, R, E: From<Error>> Future for RunOwned<O, R, E> {
                 None => panic!("a stream_core future was polled after it completed"),
             },
             State::Waiting { inflight, result } => {
-                let (status, owned) = match inflight.poll_complete(cx) {
+                let owned = match inflight.poll_complete(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(done) => done,
                 };
                 let Some(result) = result.take() else {
                     panic!("a stream_core future was polled after it completed");
                 };
-                Poll::Ready(match (result, status) {
+                Poll::Ready(match (result, owned) {
                     (Err(e), _) => Err(e),
                     (Ok(_), Err(e)) => Err(E::from(e)),
-                    (Ok(r), Ok(())) => Ok((*owned, r)),
+                    (Ok(r), Ok(owned)) => Ok((*owned, r)),
                 })
             }
         }

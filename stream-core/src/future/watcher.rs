@@ -1,0 +1,295 @@
+//! [`Watcher`]: the completion thread of one device, which watches the events recorded
+//! after the futures' work, wakes the futures whose work has ended and releases the
+//! payloads of dropped ones.
+//!
+//! # How the thread waits, without polling
+//!
+//! Each operation hands the thread an event recorded after its work, made with
+//! `CU_EVENT_BLOCKING_SYNC`, and its [`Signal`]. The thread keeps the operations it
+//! watches in one queue per stream, in the order they were recorded, and loops:
+//!
+//! 1. With nothing to watch, it sleeps on its queue (a `Condvar`) until an operation is
+//!    handed to it.
+//! 2. It asks the driver (`cuEventQuery`) about the oldest operation of each stream,
+//!    and finishes every one whose event has completed, then the next of that stream
+//!    (work of one stream completes in order, so one query per stream finds them all).
+//! 3. If none had completed, it waits for the oldest operation of all in
+//!    `cuEventSynchronize`: the event is blocking-sync, so the thread sleeps until the
+//!    driver wakes it, and the executor threads are not involved. Then it finishes that
+//!    operation, takes the ones handed to it meanwhile, and goes back to step 2.
+//!
+//! Nothing spins: the thread is asleep in step 1 or 3 whenever no operation it watches
+//! has ended.
+//!
+//! **Head-of-line effect.** While the thread sleeps on the oldest operation (step 3), an
+//! operation of another stream that ends earlier is noticed only when that oldest one
+//! ends. A server whose requests take about as long as each other (the `serve`
+//! benchmark) completes them roughly in order and loses nothing to this; a short
+//! request behind a long one on another stream of the same device resolves when the
+//! long one ends.
+//!
+//! # Why a thread of this crate, and why per device
+//!
+//! Waking a future runs foreign code (the executor's waker), dropping a parked payload
+//! may free device memory, and waiting for the GPU must not happen on an executor
+//! thread: so one thread of this crate does all three, with the device's context bound.
+//! One per device, started with the device's first operation, so that devices do not
+//! wait for each other. It is not an executor thread.
+//!
+//! Events are reused: the thread keeps the spent ones, and operations take a spare
+//! before they create one, so creating events (about a microsecond of driver time) stays
+//! off the hot path.
+
+use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Condvar, Mutex};
+
+use super::completion::{lock, Outcome, Signal};
+use crate::device::{Device, Stream};
+use crate::driver::device::DeviceId;
+use crate::driver::event::RawEvent;
+use crate::error::{Error, Result};
+
+/// Spare events a completion thread keeps for reuse; beyond that, spent events are
+/// destroyed. Enough for every request of a busy server in flight at once.
+const SPARE_EVENTS: usize = 1024;
+
+/// The completion thread of one device, as the operations see it: where they take a
+/// spare event and hand the recorded one over.
+pub(super) struct Watcher {
+    device: DeviceId,
+    state: Mutex<State>,
+    /// Wakes the thread when it sleeps with nothing to watch.
+    handed: Condvar,
+}
+
+/// What the operations and the thread share.
+struct State {
+    /// Operations handed over since the thread last looked, in the order handed.
+    handed: Vec<Watched>,
+    /// Spent events, for reuse (blocking-sync, of this device's context, perhaps of a
+    /// context released since: checked when taken).
+    spare: Vec<RawEvent>,
+    /// The thread sleeps on [`Watcher::handed`] with nothing to watch.
+    sleeping: bool,
+}
+
+/// An operation watched by the thread: the event recorded after its work, and its
+/// signal (which keeps the device, hence the event's context, alive).
+struct Watched {
+    event: RawEvent,
+    signal: Arc<Signal>,
+    /// The stream the event was recorded on, as a key (work of one stream completes in
+    /// order).
+    stream: usize,
+    /// Handed-over order, across streams.
+    order: u64,
+}
+
+/// The watchers started so far, one per device, for the life of the process.
+static WATCHERS: Mutex<Vec<Arc<Watcher>>> = Mutex::new(Vec::new());
+
+impl Watcher {
+    /// The watcher of `device`, whose thread is started on first use.
+    pub(super) fn of(device: &Device) -> Result<Arc<Watcher>> {
+        let id = device.inner.device;
+        let mut watchers = lock(&WATCHERS);
+        if let Some(watcher) = watchers.iter().find(|w| w.device == id) {
+            return Ok(Arc::clone(watcher));
+        }
+        let watcher = Arc::new(Watcher {
+            device: id,
+            state: Mutex::new(State {
+                handed: Vec::new(),
+                spare: Vec::new(),
+                sleeping: false,
+            }),
+            handed: Condvar::new(),
+        });
+        let thread_watcher = Arc::clone(&watcher);
+        std::thread::Builder::new()
+            .name(format!("stream-core-completion-{}", device.inner.ordinal))
+            .spawn(move || thread_watcher.run())
+            .map_err(|e| Error::CompletionThread {
+                reason: e.to_string(),
+            })?;
+        watchers.push(Arc::clone(&watcher));
+        Ok(watcher)
+    }
+
+    /// Records an event after the work enqueued on `stream` so far and hands it, with
+    /// `signal`, to the thread, which finishes `signal` once the event has completed.
+    /// The caller has the stream's context bound. On `Err` nothing was handed over.
+    pub(super) fn watch(&self, stream: &Stream, signal: Arc<Signal>) -> Result<()> {
+        let context = &stream.device.inner.context;
+        let (spare, stale) = {
+            let mut state = lock(&self.state);
+            let mut stale = Vec::new();
+            let mut spare = None;
+            while let Some(event) = state.spare.pop() {
+                if event.belongs_to(context) {
+                    spare = Some(event);
+                    break;
+                }
+                stale.push(event); // of a context released since: gone with it
+            }
+            (spare, stale)
+        };
+        drop(stale);
+        let event = match spare {
+            Some(event) => event,
+            None => RawEvent::new_blocking(context)?,
+        };
+        if let Err(e) = event.record(&stream.raw) {
+            // Not recorded: its last record (if any) completed before it became a spare.
+            lock(&self.state).spare.push(event);
+            return Err(e);
+        }
+        let watched = Watched {
+            event,
+            signal,
+            stream: stream.raw.raw() as usize,
+            order: 0,
+        };
+        let mut state = lock(&self.state);
+        state.handed.push(watched);
+        if state.sleeping {
+            state.sleeping = false;
+            self.handed.notify_one();
+        }
+        Ok(())
+    }
+
+    /// The thread's loop (see the [module docs](self)). It never returns: the thread
+    /// lives as long as the process.
+    fn run(&self) {
+        let mut lanes = Lanes::default();
+        let mut spent: Vec<RawEvent> = Vec::new();
+        loop {
+            let excess = {
+                let mut state = lock(&self.state);
+                state.spare.append(&mut spent);
+                let excess = match state.spare.len() > SPARE_EVENTS {
+                    true => state.spare.split_off(SPARE_EVENTS),
+                    false => Vec::new(),
+                };
+                while state.handed.is_empty() && lanes.is_empty() {
+                    state.sleeping = true;
+                    state = self
+                        .handed
+                        .wait(state)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                state.sleeping = false;
+                for watched in state.handed.drain(..) {
+                    lanes.push(watched);
+                }
+                excess
+            };
+            drop(excess); // destroyed outside the lock
+            if lanes.finish_completed(&mut spent) == 0 {
+                lanes.wait_for_oldest(&mut spent);
+            }
+        }
+    }
+}
+
+/// The operations the thread watches: a queue per stream, oldest first.
+#[derive(Default)]
+struct Lanes {
+    by_stream: HashMap<usize, VecDeque<Watched>>,
+    next_order: u64,
+}
+
+impl Lanes {
+    fn is_empty(&self) -> bool {
+        self.by_stream.is_empty()
+    }
+
+    fn push(&mut self, mut watched: Watched) {
+        watched.order = self.next_order;
+        self.next_order += 1;
+        self.by_stream
+            .entry(watched.stream)
+            .or_default()
+            .push_back(watched);
+    }
+
+    /// Finishes, stream by stream, every operation at the front whose event has
+    /// completed (or failed); returns how many.
+    fn finish_completed(&mut self, spent: &mut Vec<RawEvent>) -> usize {
+        let mut finished = 0;
+        for lane in self.by_stream.values_mut() {
+            while let Some(front) = lane.front() {
+                let outcome = {
+                    let device = &front.signal.device.inner;
+                    let queried = device
+                        .bind()
+                        .and_then(|_bound| front.event.is_complete(&device.context));
+                    match queried {
+                        Ok(false) => break,
+                        Ok(true) => Outcome::Complete,
+                        Err(e) => Outcome::failed(e),
+                    }
+                };
+                if let Some(watched) = lane.pop_front() {
+                    finish(watched, outcome, spent);
+                    finished += 1;
+                }
+            }
+        }
+        self.by_stream.retain(|_, lane| !lane.is_empty());
+        finished
+    }
+
+    /// Sleeps until the oldest operation's event has completed (blocking-sync: no
+    /// spinning), and finishes it.
+    fn wait_for_oldest(&mut self, spent: &mut Vec<RawEvent>) {
+        let oldest = self
+            .by_stream
+            .iter()
+            .filter_map(|(stream, lane)| lane.front().map(|w| (w.order, *stream)))
+            .min();
+        let Some((_, stream)) = oldest else {
+            return;
+        };
+        let Some(watched) = self
+            .by_stream
+            .get_mut(&stream)
+            .and_then(VecDeque::pop_front)
+        else {
+            return;
+        };
+        let device = &watched.signal.device.inner;
+        let outcome = match watched.event.synchronize(&device.context) {
+            Ok(()) => Outcome::Complete,
+            Err(e) => Outcome::failed(e),
+        };
+        finish(watched, outcome, spent);
+        self.by_stream.retain(|_, lane| !lane.is_empty());
+    }
+}
+
+/// Finishes one operation: its signal (waker and parked payload, under `catch_unwind`:
+/// a panicking waker or `Drop` must not stop the completions of every other future), and
+/// keeps its event for reuse when it completed.
+fn finish(watched: Watched, outcome: Outcome, spent: &mut Vec<RawEvent>) {
+    let Watched { event, signal, .. } = watched;
+    let reusable = matches!(outcome, Outcome::Complete);
+    let finished = std::panic::catch_unwind(AssertUnwindSafe(move || {
+        signal.finish(outcome);
+        // The last handle of the signal may be the last of its device: dropped here,
+        // inside the catch.
+        drop(signal);
+    }));
+    if finished.is_err() {
+        eprintln!(
+            "stream_core: a waker or a dropped future's value panicked on the completion \
+             thread; the panic was ignored"
+        );
+    }
+    match reusable {
+        true => spent.push(event),
+        false => drop(event), // failed: not reused
+    }
+}
