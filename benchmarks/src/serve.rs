@@ -365,12 +365,15 @@ const HOL_ITERS: u32 = 20_000;
 const HOL_ELEMS: usize = 1 << 20;
 /// Operations per sample of [`head_of_line`].
 const HOL_OPS: usize = 20;
+/// How long [`head_of_line`] waits after enqueuing the long kernel, so that the
+/// completion thread is asleep on it when the empty operation comes.
+const HOL_SETTLE: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// The head-of-line effect of the completion thread: the round trip of an empty
-/// `run_owned` on an idle stream, made right after a long kernel's `run_owned` on
-/// another stream (the completion thread sleeps on the oldest operation, the long one,
-/// so the empty one is noticed when the long one ends), against an empty scope on the
-/// idle stream in the same situation; and the long kernel's own round trip.
+/// `run_owned` on an idle stream, made [`HOL_SETTLE`] after a long kernel's `run_owned`
+/// on another stream (the completion thread sleeps on the oldest operation, the long
+/// one, so the empty one is noticed when the long one ends), against an empty scope on
+/// the idle stream in the same situation; and the long kernel's own round trip.
 fn head_of_line(env: &Env, rep: &mut Report, streams: &Arc<Vec<Stream>>) -> Result<()> {
     let (warmup, reps) = env.cfg.pick((1, 5), (1, 2));
     let plan = env.cfg.plan(warmup, reps);
@@ -395,6 +398,7 @@ fn head_of_line(env: &Env, rep: &mut Report, streams: &Arc<Vec<Stream>>) -> Resu
                     let mut ns = 0.0;
                     for _ in 0..HOL_OPS {
                         let behind = long();
+                        std::thread::sleep(HOL_SETTLE);
                         let t = Instant::now();
                         block_on(idle.run_owned((), |_, ()| Ok::<_, CoreError>(())))?;
                         ns += t.elapsed().as_nanos() as f64;
@@ -409,6 +413,7 @@ fn head_of_line(env: &Env, rep: &mut Report, streams: &Arc<Vec<Stream>>) -> Resu
                     let mut ns = 0.0;
                     for _ in 0..HOL_OPS {
                         let behind = long();
+                        std::thread::sleep(HOL_SETTLE);
                         let t = Instant::now();
                         scope(idle, |_| Ok::<_, CoreError>(()))?;
                         ns += t.elapsed().as_nanos() as f64;
@@ -435,7 +440,7 @@ fn head_of_line(env: &Env, rep: &mut Report, streams: &Arc<Vec<Stream>>) -> Resu
         .map_err(|_| Error::msg("serve: expected three head-of-line results"))?;
     let mut row = Row::new(
         "serve",
-        "head of line: empty run_owned on an idle stream right after a long kernel's on another (raw: empty scope)",
+        "head of line: empty run_owned on an idle stream 200 us after a long kernel's on another (raw: empty scope)",
         "ns",
         Better::Lower,
     );
