@@ -130,13 +130,15 @@ pub(super) struct Inflight<P: Send + 'static> {
 
 impl<P: Send + 'static> Inflight<P> {
     /// Marks the end of the work enqueued so far on `stream`, which uses memory owned
-    /// by `payload`: records an event and hands it to the device's completion thread.
-    /// The caller has the stream's context bound.
+    /// by `payload`: records an event and hands it to `watcher`, the completion thread of
+    /// the stream's device (which the caller got before enqueuing anything, so that a
+    /// thread that cannot start fails the operation before any work). The caller has the
+    /// stream's context bound.
     ///
     /// On `Err` the payload is leaked: work that uses it may have been enqueued, and
     /// nothing would say when it ends.
-    pub(super) fn after(stream: &Stream, payload: P) -> Result<Self> {
-        match Self::mark(stream) {
+    pub(super) fn after(watcher: &Watcher, stream: &Stream, payload: P) -> Result<Self> {
+        match Self::mark(watcher, stream) {
             Ok(signal) => Ok(Inflight {
                 signal,
                 payload: Some(payload),
@@ -149,8 +151,7 @@ impl<P: Send + 'static> Inflight<P> {
         }
     }
 
-    fn mark(stream: &Stream) -> Result<Arc<Signal>> {
-        let watcher = Watcher::of(&stream.device)?;
+    fn mark(watcher: &Watcher, stream: &Stream) -> Result<Arc<Signal>> {
         let signal = Arc::new(Signal {
             outcome: OnceLock::new(),
             waker: Mutex::new(None),
@@ -175,43 +176,40 @@ impl<P: Send + 'static> Inflight<P> {
     ///
     /// When polled again after it returned `Ready` (as futures may).
     pub(super) fn poll_complete(&mut self, cx: &mut Context<'_>) -> Poll<Result<P>> {
-        if !self.signal.is_done() {
-            {
-                let mut slot = lock(&self.signal.waker);
-                match &*slot {
-                    Some(old) if old.will_wake(cx.waker()) => {}
-                    _ => *slot = Some(cx.waker().clone()),
+        let signal = &self.signal;
+        let outcome = match signal.outcome.get() {
+            Some(outcome) => outcome,
+            None => {
+                {
+                    let mut slot = lock(&signal.waker);
+                    match &*slot {
+                        Some(old) if old.will_wake(cx.waker()) => {}
+                        _ => *slot = Some(cx.waker().clone()),
+                    }
+                }
+                // The completion thread may have set the outcome between the first check
+                // and storing the waker, and found no waker: check again.
+                match signal.outcome.get() {
+                    Some(outcome) => outcome,
+                    None => return Poll::Pending,
                 }
             }
-            // The completion thread may have set the outcome between the first check and
-            // storing the waker, and found no waker: check again.
-            if !self.signal.is_done() {
-                return Poll::Pending;
-            }
-        }
+        };
         let Some(payload) = self.payload.take() else {
             panic!("a stream_core future was polled after it completed");
         };
-        match self.signal.outcome.get() {
-            Some(Outcome::Complete) => Poll::Ready(Ok(payload)),
-            Some(Outcome::Stopped(e)) => {
+        Poll::Ready(match outcome {
+            Outcome::Complete => Ok(payload),
+            Outcome::Stopped(e) => {
                 drop(payload); // the context stopped: nothing uses it any more
-                Poll::Ready(Err(e.clone()))
+                Err(e.clone())
             }
-            Some(Outcome::Unknown(e)) => {
+            Outcome::Unknown(e) => {
                 std::mem::forget(payload);
                 LEAKED.fetch_add(1, Ordering::Relaxed);
-                Poll::Ready(Err(e.clone()))
+                Err(e.clone())
             }
-            None => {
-                // Not reached: `is_done` saw the outcome set, and it is never unset.
-                std::mem::forget(payload);
-                LEAKED.fetch_add(1, Ordering::Relaxed);
-                Poll::Ready(Err(Error::CompletionThread {
-                    reason: "an operation's outcome vanished".to_owned(),
-                }))
-            }
-        }
+        })
     }
 }
 

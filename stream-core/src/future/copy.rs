@@ -16,6 +16,7 @@ use std::task::{Context, Poll};
 
 use super::completion::Inflight;
 use super::owned_host::{OwnedDeviceVec, OwnedHostBuffer, TOKEN};
+use super::watcher::Watcher;
 use crate::device::{Device, Stream};
 use crate::driver::memory::{copy_device_to_host, copy_host_to_device};
 use crate::error::{byte_len, Error, Result};
@@ -84,6 +85,8 @@ impl Stream {
         let device = &self.device;
         let _bound = device.inner.bind().map_err(Err)?;
         refuse_capturing(self).map_err(Err)?;
+        // Before any work: a completion thread that cannot start fails the call here.
+        let watcher = Watcher::of(device).map_err(Err)?;
         let len = host.elements(TOKEN).len();
         let bytes = byte_len::<H::Item>(len).map_err(Err)?;
         // Before the allocation: if it fails, nothing is enqueued yet.
@@ -123,7 +126,7 @@ impl Stream {
             staging,
             fill_host: false,
         };
-        let inflight = Inflight::after(self, payload).map_err(Err)?;
+        let inflight = Inflight::after(&watcher, self, payload).map_err(Err)?;
         Ok(CopyOwned::waiting(inflight, copied.err()))
     }
 
@@ -135,6 +138,7 @@ impl Stream {
         let device = &self.device;
         let _bound = device.inner.bind().map_err(Err)?;
         refuse_capturing(self).map_err(Err)?;
+        let watcher = Watcher::of(device).map_err(Err)?;
         device
             .ensure_same_device(src.vec(TOKEN).device())
             .map_err(Err)?;
@@ -172,7 +176,7 @@ impl Stream {
             staging,
             fill_host: true,
         };
-        let inflight = Inflight::after(self, payload).map_err(Err)?;
+        let inflight = Inflight::after(&watcher, self, payload).map_err(Err)?;
         Ok(CopyOwned::waiting(inflight, copied.err()))
     }
 }

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use super::completion::Inflight;
+use super::watcher::Watcher;
 use crate::device::Stream;
 use crate::error::Error;
 use crate::host::staging::download::Outstanding;
@@ -79,6 +80,11 @@ impl Stream {
         if let Err(e) = refuse_capturing(self) {
             return RunOwned::ready(Err(E::from(e)));
         }
+        // Before any work: a completion thread that cannot start fails the call here.
+        let watcher = match Watcher::of(&self.device) {
+            Ok(watcher) => watcher,
+            Err(e) => return RunOwned::ready(Err(E::from(e))),
+        };
         let mut owned = Box::new(owned);
         // Staged downloads into pageable memory of `owned` started by the closure: their
         // copy-outs write it from the staging thread after the stream's work, so they are
@@ -103,7 +109,7 @@ impl Stream {
             Ok(result) => result,
             Err(panic) => {
                 // Dropped at once: the completion thread releases `owned` after the GPU.
-                drop(Inflight::after(self, owned));
+                drop(Inflight::after(&watcher, self, owned));
                 drop(bound);
                 std::panic::resume_unwind(panic);
             }
@@ -112,7 +118,7 @@ impl Stream {
             (Ok(_), Err(e)) => Err(E::from(e)),
             (result, _) => result,
         };
-        let marked = Inflight::after(self, owned);
+        let marked = Inflight::after(&watcher, self, owned);
         drop(bound);
         match marked {
             Ok(inflight) => RunOwned {
