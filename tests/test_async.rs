@@ -74,7 +74,8 @@ fn quiet(dev: &Device, streams: &[&Stream]) -> TestResult<InUse> {
     while completion_stats().in_flight > 0 {
         ensure!(
             start.elapsed() < QUIET_TIMEOUT,
-            "{} operations still in flight after {QUIET_TIMEOUT:?}: a host function never ran",
+            "{} operations still in flight after {QUIET_TIMEOUT:?}: the completion thread \
+             never saw their events complete",
             completion_stats().in_flight
         );
         std::thread::sleep(Duration::from_millis(1));
@@ -244,7 +245,7 @@ fn empty_copies_resolve_at_once_with_their_buffers() -> TestResult {
     let upload = stream.upload_owned(Vec::<f32>::new());
     ensure!(
         completion_stats().in_flight == in_flight,
-        "an empty upload enqueued a host function"
+        "an empty upload handed an operation to the completion thread"
     );
     let (empty, host) = block_on(upload)?;
     ensure!(

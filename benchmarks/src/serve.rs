@@ -18,10 +18,14 @@
 //! design's requests/s, with 1/8 of its OS threads.
 //!
 //! **Cost per operation.** The round trip of an empty `run_owned` awaited with
-//! `block_on` (context and capture checks, an event, a host function, the completion
-//! thread's wake, the event query) against an empty scope (`cuStreamSynchronize` of an
-//! idle stream), and the host time of the `run_owned` call alone (what an executor thread
-//! spends to enqueue one), with 1,000 operations in flight.
+//! `block_on` (context and capture checks, an event recorded and handed to the device's
+//! completion thread, which sleeps in the event's blocking synchronisation and wakes the
+//! waiting thread) against an empty scope (`cuStreamSynchronize` of an idle stream,
+//! which spins), and the host time of the `run_owned` call alone (what an executor thread
+//! spends to enqueue one), with 1,000 operations in flight; the host time of a whole
+//! 1 MiB request's `run_owned` call against the same work in a scope; and the
+//! head-of-line effect of the completion thread (an empty operation on an idle stream
+//! made while the thread sleeps on a long kernel's operation of another stream).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -60,6 +64,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         server_loop(env, rep, &streams, elems, label)?;
     }
     operation_cost(env, rep)?;
+    request_enqueue_cost(env, rep)?;
     head_of_line(env, rep, &streams)?;
     rep.note(format!(
         "serve: the async design runs {EXECUTOR_THREADS} executor threads (mini-executor, tokio is not available offline) plus stream_core's one completion thread; the threads design runs {CLIENTS}"
@@ -453,6 +458,90 @@ fn head_of_line(env: &Env, rep: &mut Report, streams: &Arc<Vec<Stream>>) -> Resu
         Better::Lower,
     );
     row.ours = Some(long_trip);
+    rep.push(row);
+    Ok(())
+}
+
+/// Requests per sample of [`request_enqueue_cost`].
+const ENQUEUE_REQUESTS: usize = 200;
+
+/// The host time an executor thread spends on one 1 MiB request of the server loop: the
+/// `run_owned` call (context and capture checks, the closure's upload, allocation,
+/// kernel and download, the scope's frees, the event and the hand-over) on an idle
+/// stream, against the same closure's work in a scope up to (not including) its
+/// synchronisation. The executor threads' share of the async design's time is this
+/// figure times the requests per second, over their number.
+fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
+    let (warmup, reps) = env.cfg.pick((1, 5), (1, 2));
+    let plan = env.cfg.plan(warmup, reps);
+    let stream = &env.streams[0];
+    let elems = 1 << 18;
+    let mut buffers = client_buffers(env, elems)?;
+    let ours_buffers = RefCell::new(buffers.pop());
+    let scope_buffers = RefCell::new(buffers.pop());
+    let per_request = |ns: f64| ns / ENQUEUE_REQUESTS as f64;
+    let stats = {
+        let mut samplers: Vec<Sampler<'_>> = vec![
+            (
+                "run_owned request enqueue",
+                Box::new(|| {
+                    let mut ns = 0.0;
+                    for _ in 0..ENQUEUE_REQUESTS {
+                        let owned = ours_buffers
+                            .borrow_mut()
+                            .take()
+                            .ok_or_else(|| Error::msg("enqueue cost: the buffers were lost"))?;
+                        let t = Instant::now();
+                        let future = stream.run_owned(owned, |s, (input, output)| {
+                            let x = s.upload(&input[..])?;
+                            let mut y = s.alloc::<f32>(x.len())?;
+                            cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
+                            let _reply = s.copy_to_host(&y, &mut output[..])?;
+                            Ok::<_, CoreError>(())
+                        });
+                        ns += t.elapsed().as_nanos() as f64;
+                        let (owned, ()) = block_on(future)?;
+                        *ours_buffers.borrow_mut() = Some(owned);
+                    }
+                    Ok(per_request(ns))
+                }),
+            ),
+            (
+                "scope request enqueue",
+                Box::new(|| {
+                    let mut ns = 0.0;
+                    let mut guard = scope_buffers.borrow_mut();
+                    let (input, output) = guard
+                        .as_mut()
+                        .ok_or_else(|| Error::msg("enqueue cost: the buffers were lost"))?;
+                    for _ in 0..ENQUEUE_REQUESTS {
+                        scope(stream, |s| {
+                            let t = Instant::now();
+                            let x = s.upload(&input[..])?;
+                            let mut y = s.alloc::<f32>(x.len())?;
+                            cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
+                            let _reply = s.copy_to_host(&y, &mut output[..])?;
+                            drop((x, y));
+                            ns += t.elapsed().as_nanos() as f64;
+                            Ok::<_, CoreError>(())
+                        })?;
+                    }
+                    Ok(per_request(ns))
+                }),
+            ),
+        ];
+        interleaved(plan, &mut samplers)?
+    };
+    let [ours, scoped]: [Rounds; 2] = stats
+        .try_into()
+        .map_err(|_| Error::msg("serve: expected two enqueue results"))?;
+    let mut row = Row::new(
+        "serve",
+        "1 MiB request: host time of the run_owned call (raw: the same work in a scope, before its synchronisation)",
+        "ns",
+        Better::Lower,
+    );
+    (row.ours, row.raw) = (Some(ours), Some(scoped));
     rep.push(row);
     Ok(())
 }

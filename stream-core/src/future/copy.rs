@@ -102,9 +102,9 @@ impl Stream {
         };
         // SAFETY: `ptr` was just allocated stream-ordered on this stream for `len`
         // elements (or is 0 with `len == 0`), owned by no one else. The `DeviceVec` goes
-        // into the payload below, which `Inflight` holds until a host function enqueued
-        // after the copy has run (or leaks, if none can be enqueued); only then is it
-        // handed out or dropped.
+        // into the payload below, which `Inflight` holds until the completion thread has
+        // seen an event recorded after the copy complete (or leaks, if none can be
+        // recorded or waited for); only then is it handed out or dropped.
         let vec = unsafe { DeviceVec::from_stream_ordered(device, ptr, len) };
         if bytes == 0 {
             return Err(Ok((vec, host)));
@@ -114,11 +114,12 @@ impl Stream {
             None => host.elements(TOKEN).as_ptr().cast::<u8>(),
         };
         // SAFETY: `ptr` is `bytes` bytes of device memory allocated just above on this
-        // stream, used by nothing else, and freed only after the host function. `src` is
-        // `bytes` bytes of pinned host memory: the elements of a `PinnedBuffer`, or the
-        // staging block filled above (at least `bytes` long). Both are owned by the
-        // payload below, and moving the payload moves only their handles; `Inflight` keeps
-        // it untouched until the host function after this copy has run, or leaks it.
+        // stream, used by nothing else, and freed only after the event after this copy
+        // has completed. `src` is `bytes` bytes of pinned host memory: the elements of a
+        // `PinnedBuffer`, or the staging block filled above (at least `bytes` long). Both
+        // are owned by the payload below, and moving the payload moves only their
+        // handles; `Inflight` keeps it untouched until the completion thread has seen an
+        // event recorded after this copy complete, or leaks it.
         let copied = unsafe { copy_host_to_device(ptr, src, bytes, &self.raw) };
         let payload = Payload {
             device: vec,
@@ -167,8 +168,8 @@ impl Stream {
         // payload is released. `dst` is `bytes` bytes of pinned host memory: the elements
         // of a `PinnedBuffer` (any bytes are a valid element, `DeviceRepr`) or the
         // staging block taken above (idle, at least `bytes` long), owned by the payload,
-        // which `Inflight` keeps untouched until the host function after this copy has
-        // run, or leaks.
+        // which `Inflight` keeps untouched until the completion thread has seen an event
+        // recorded after this copy complete, or leaks.
         let copied = unsafe { copy_device_to_host(dst, raw.ptr, bytes, &self.raw) };
         let payload = Payload {
             device: src,
@@ -247,7 +248,7 @@ impl StagingBlock {
     }
 
     /// The copy's bytes of the block (the pool hands out idle blocks, and these are
-    /// never armed: their DMAs are covered by the payload's host function instead).
+    /// never armed: their DMAs are covered by the payload's completion event instead).
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         let bytes = self.bytes;
         self.block.as_mut()?.bytes_mut().map(|b| &mut b[..bytes])

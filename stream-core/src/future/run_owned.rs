@@ -16,8 +16,8 @@ use crate::scope::Scope;
 impl Stream {
     /// Runs `f` with a scope on this stream and `&mut` access to `owned`, then returns a
     /// future that completes, with `owned` and the closure's result, once the GPU has
-    /// finished everything the closure enqueued. No thread blocks: the scope ends with a
-    /// host function, not a synchronisation.
+    /// finished everything the closure enqueued. No thread blocks: the scope ends with an
+    /// event that the device's completion thread watches, not a synchronisation.
     ///
     /// The closure runs **now**, on the calling thread (an executor thread, typically):
     /// it enqueues work and returns; the future only waits. Work it enqueues may use
@@ -37,9 +37,10 @@ impl Stream {
     ///   **Forgetting** it leaks `owned`. Either way nothing is freed under a running DMA.
     /// * **A panic** in the closure propagates from this call once the work enqueued
     ///   before it is covered: `owned` is then released after the GPU is done.
-    /// * If the end of the work cannot be marked (the driver refuses the host function,
+    /// * If the end of the work cannot be marked (the driver refuses to record the event,
     ///   e.g. after a kernel fault), `owned` is leaked and the future resolves to that
-    ///   error at once.
+    ///   error at once; likewise if waiting for the event fails with an error that does
+    ///   not say the context stopped.
     /// * Copies to and from pageable memory (a `Vec`) inside the closure block: an
     ///   upload until the data has left the source, a download until it has landed
     ///   (this call waits for it before it returns); so does
@@ -95,10 +96,10 @@ impl Stream {
             // `'env` only `'static` values and `*owned`, lent here. `owned` is boxed (its
             // contents keep their address); once the scope is dropped below, the
             // copy-outs registered in `outstanding` are waited for, and then `owned`
-            // goes into `Inflight::after`, which keeps it untouched until a host
-            // function enqueued after all of the scope's work has run, or leaks it when
-            // none can be enqueued; on a panic the same happens before the panic
-            // continues. The scope stays in this frame, on this thread, and is dropped
+            // goes into `Inflight::after`, which keeps it untouched until the completion
+            // thread has seen an event recorded after all of the scope's work complete,
+            // or leaks it when none can be recorded or waited for; on a panic the same
+            // happens before the panic continues. The scope stays in this frame, on this thread, and is dropped
             // before this function returns, while `self` is borrowed.
             let scope = unsafe { Scope::owned(self, &outstanding) };
             std::panic::catch_unwind(AssertUnwindSafe(|| f(&scope, &mut *owned)))
@@ -141,7 +142,7 @@ pub struct RunOwned<O: Send + 'static, R, E> {
 }
 
 enum State<O: Send + 'static, R, E> {
-    /// Waiting for the host function after the closure's work.
+    /// Waiting for the completion thread to see the event after the closure's work.
     Waiting {
         inflight: Inflight<Box<O>>,
         /// What the closure returned; `None` once taken.

@@ -7,8 +7,8 @@ use super::completion::{COMPLETED, IN_FLIGHT, LEAKED, RELEASED_AFTER_DROP};
 /// Counters of the operations whose futures wait for the GPU, for the whole process
 /// (see [`completion_stats`]).
 ///
-/// When `in_flight` reads 0, every host function has run and every value of a dropped
-/// future has been released: device and pinned memory statistics
+/// When `in_flight` reads 0, the completion threads have seen the end of every
+/// operation's work and released every value of a dropped future: device and pinned memory statistics
 /// ([`Device::memory_stats`](crate::Device::memory_stats),
 /// [`Device::pinned_memory_stats`](crate::Device::pinned_memory_stats)) then show what
 /// the program itself still holds.
@@ -24,15 +24,16 @@ use super::completion::{COMPLETED, IN_FLIGHT, LEAKED, RELEASED_AFTER_DROP};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CompletionStats {
-    /// Operations enqueued whose completion has not been handled yet (their host
-    /// function has not run, or the completion thread has not finished with it).
+    /// Operations enqueued whose completion has not been handled yet (the event after
+    /// their work has not completed, or the completion thread has not finished with it).
     pub in_flight: usize,
     /// Operations completed since the process started.
     pub completed: u64,
     /// Values of futures dropped before completion, released by the completion thread.
     pub released_after_drop: u64,
     /// Values leaked because the end of their work could not be marked (the driver
-    /// refused the host function, e.g. after a kernel fault).
+    /// refused to record the event, e.g. after a kernel fault) or waiting for it failed
+    /// with an error that does not say the context stopped.
     pub leaked: u64,
 }
 

@@ -130,7 +130,7 @@ impl<T: DeviceRepr> DeviceVec<T> {
     /// A `DeviceVec` of `len` elements at `ptr`, a stream-ordered allocation made on a
     /// stream of `device` that is not yet known to be complete (for
     /// [`Stream::upload_owned`](crate::Stream::upload_owned), whose future hands it out
-    /// only once a host function after its last use has run).
+    /// only once an event recorded after its last use is seen complete).
     ///
     /// # Safety
     ///
@@ -138,9 +138,9 @@ impl<T: DeviceRepr> DeviceVec<T> {
     /// of `T` (or is 0 with `len == 0`) and is owned by no one else; and the returned
     /// value is neither used on any stream nor dropped (its free runs on the
     /// housekeeping stream) before the host has seen every piece of work of the
-    /// allocating stream up to its last use complete (a host function enqueued after
-    /// it has run): until then it stays in a completion record, and it is leaked if no
-    /// such host function can be enqueued.
+    /// allocating stream up to its last use complete (through an event recorded after
+    /// it): until then it stays in a completion record, and it is leaked if no such event
+    /// can be recorded or waited for.
     pub(crate) unsafe fn from_stream_ordered(
         device: &Device,
         ptr: cudarc::driver::sys::CUdeviceptr,

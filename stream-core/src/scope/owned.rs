@@ -7,8 +7,8 @@
 //! is a higher-ranked lifetime of the user's closure, so the only host memory (and
 //! `DeviceVec`s) the closure can hand to work for `'env` is `'static` or lent by the
 //! caller from values the caller owns; the caller keeps those values, unmoved and
-//! untouched, until a host function enqueued after the scope's work has run. `'env` then
-//! ends when the closure returns, long before the GPU is done, and no thread blocks.
+//! untouched, until an event recorded after the scope's work is seen complete. `'env`
+//! then ends when the closure returns, long before the GPU is done, and no thread blocks.
 
 use crate::device::Stream;
 use crate::error::Result;
@@ -18,8 +18,8 @@ use crate::memory::OpenScope;
 use crate::scope::Scope;
 
 impl<'s, 'env> Scope<'s, 'env> {
-    /// A scope on `stream` with a fresh brand, whose end is marked by the caller (a host
-    /// function enqueued after its work), not by a synchronisation.
+    /// A scope on `stream` with a fresh brand, whose end is marked by the caller (an
+    /// event recorded after its work), not by a synchronisation.
     ///
     /// # Safety
     ///
@@ -28,10 +28,11 @@ impl<'s, 'env> Scope<'s, 'env> {
     ///   can borrow for `'env` only `'static` values and what the caller lends it.
     /// * Everything the caller lends for `'env` stays alive, at the same address, and is
     ///   neither read, written, moved nor freed by the host until all work enqueued on
-    ///   `stream` before the scope is dropped has completed, as observed by a host
-    ///   function enqueued on `stream` after it (or a synchronisation); if no such
-    ///   observation can be arranged, the caller never releases it (it leaks), also when
-    ///   the closure panics.
+    ///   `stream` before the scope is dropped has completed, as observed through an event
+    ///   recorded on `stream` after it (a query or a synchronisation of that event that
+    ///   reports it complete, or a sticky error that says the context stopped); if no
+    ///   such observation can be arranged, the caller never releases it (it leaks), also
+    ///   when the closure panics.
     /// * The scope stays in the caller's frame, out of the user's reach, on this thread,
     ///   and is dropped before `stream` can go.
     /// * Every copy-out registered in `outstanding` (a staged download writes its
