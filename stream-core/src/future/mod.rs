@@ -7,8 +7,9 @@
 //! ([`RunOwned`], [`CopyOwned`]), the traits of what they may own ([`OwnedHostBuffer`],
 //! [`OwnedDeviceVec`]), the completion record and the completion thread of each device,
 //! and [`completion_stats`]. Uses: `driver/` (events, copies), `device/`, `memory/`,
-//! `host/` (the pinned pool), `scope/` (an owned scope, `scope/owned.rs`), `error`. No executor or runtime crate: the futures are plain
-//! [`std::future::Future`]s woken through [`std::task::Waker`].
+//! `host/` (the pinned pool), `scope/` (an owned scope, `scope/owned.rs`), `error`. No
+//! executor or runtime crate: the futures are plain [`std::future::Future`]s woken
+//! through [`std::task::Waker`].
 //!
 //! ```no_run
 //! use stream_core::{Device, Error};
@@ -105,16 +106,18 @@
 //! as a thread that queries every event in a busy loop). A short operation enqueued
 //! while a long one of another stream is pending resolves when the long one ends:
 //! measured on an H100, an empty `run_owned` made 200 µs after a 1 ms kernel's on another
-//! stream resolved after 0.64 ms, where it would take 20 µs alone.
+//! stream resolved after 0.62 ms, where it takes 16 µs alone.
 //!
 //! The cost per operation, on the calling thread: a context check, a capture check
-//! (`cuStreamIsCapturing`), two small allocations, two short lock holds and
-//! `cuEventRecord` (an empty `run_owned` takes 0.8 µs to enqueue on an H100); on the
-//! completion thread: about one `cuEventQuery` per stream with work pending each time it
-//! wakes, a wake of the waker, and a blocking-sync wake-up when it had to sleep. The
-//! round trip of an empty `run_owned` awaited with `block_on` is about 19 µs on an H100
-//! (an empty scope's synchronisation, which spins, 2 µs): two sleeping threads are woken
-//! (the completion thread by the driver, the waiting thread by the waker). `bench --case
+//! (`cuStreamIsCapturing`), two small allocations, three short lock holds (finding the
+//! device's completion thread, taking a spare event, handing it over) and
+//! `cuEventRecord` (an empty `run_owned` takes 0.6 to 0.9 µs to enqueue on an H100); on
+//! the completion thread: about one `cuEventQuery` per stream with work pending each
+//! time it wakes (measured: 1.5 to 1.7 queries per operation in the serve loop), a wake
+//! of the waker, and a blocking-sync wake-up when it had to sleep. The round trip of an empty
+//! `run_owned` awaited with `block_on` is 14 to 19 µs on an H100 (an empty scope's
+//! synchronisation, which spins, 1.5 to 2 µs): two sleeping threads are woken (the
+//! completion thread by the driver, the waiting thread by the waker). `bench --case
 //! serve` measures these and the throughput of a server loop against the
 //! thread-per-stream design (see the README's Benchmarks).
 //!

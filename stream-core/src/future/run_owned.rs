@@ -99,8 +99,9 @@ impl Stream {
             // goes into `Inflight::after`, which keeps it untouched until the completion
             // thread has seen an event recorded after all of the scope's work complete,
             // or leaks it when none can be recorded or waited for; on a panic the same
-            // happens before the panic continues. The scope stays in this frame, on this thread, and is dropped
-            // before this function returns, while `self` is borrowed.
+            // happens before the panic continues. The scope stays in this frame, on this
+            // thread, and is dropped before this function returns, while `self` is
+            // borrowed.
             let scope = unsafe { Scope::owned(self, &outstanding) };
             std::panic::catch_unwind(AssertUnwindSafe(|| f(&scope, &mut *owned)))
         };

@@ -8,8 +8,8 @@ use super::completion::{COMPLETED, IN_FLIGHT, LEAKED, RELEASED_AFTER_DROP};
 /// (see [`completion_stats`]).
 ///
 /// When `in_flight` reads 0, the completion threads have seen the end of every
-/// operation's work and released every value of a dropped future: device and pinned memory statistics
-/// ([`Device::memory_stats`](crate::Device::memory_stats),
+/// operation's work and released every value of a dropped future: device and pinned
+/// memory statistics ([`Device::memory_stats`](crate::Device::memory_stats),
 /// [`Device::pinned_memory_stats`](crate::Device::pinned_memory_stats)) then show what
 /// the program itself still holds.
 ///
