@@ -44,6 +44,9 @@ fn per_op(t: Instant, ops: usize) -> f64 {
 pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let (warmup, reps) = env.cfg.pick((2, 30), (1, 5));
     let plan = env.cfg.plan(warmup, reps);
+    if std::env::var_os("BENCH_SCOPE_DIAG").is_some() {
+        scope_diagnosis(env, plan)?;
+    }
     scopes(env, rep, plan)?;
     forks(env, rep, plan)?;
     allocations(env, rep, plan)?;
@@ -98,6 +101,111 @@ fn scopes(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     );
     (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r), Some(c1), Some(c2));
     rep.push(row.check_vs_raw(1.03, Source::Issue));
+    Ok(())
+}
+
+/// `BENCH_SCOPE_DIAG=1`: where a scope's cost above `cuStreamSynchronize` comes from.
+/// Fresh streams against the case's own, and a raw synchronisation of one of this
+/// library's streams, so that the stream's state and the library's own work separate
+/// (printed only).
+fn scope_diagnosis(env: &Env, plan: Plan) -> Result<()> {
+    let fresh_ours = env.dev.new_stream()?;
+    let exposed = env.dev.new_stream()?;
+    let exposed_raw = scope(&exposed, |s| {
+        Ok::<_, Error>(stream_core::interop::raw_stream(s))
+    })?;
+    let fresh_raw = crate::raw::RawStream::new()?;
+    let used_ours = &env.streams[0];
+    let used_raw = env.raw_streams[0].0;
+    let raw_sync = |h: cudarc::driver::sys::CUstream| -> Result<f64> {
+        let t = Instant::now();
+        for _ in 0..OPS {
+            // SAFETY: every handle passed is a live stream of the current context.
+            unsafe { result::stream::synchronize(h) }.context("cuStreamSynchronize")?;
+        }
+        Ok(per_op(t, OPS))
+    };
+    let scopes_on = |st: &stream_core::Stream| -> Result<f64> {
+        let t = Instant::now();
+        for _ in 0..OPS {
+            scope(st, |_| Ok::<_, Error>(()))?;
+        }
+        Ok(per_op(t, OPS))
+    };
+    let mut samplers: Vec<Sampler<'_>> = vec![
+        ("scope, fresh stream", Box::new(|| scopes_on(&fresh_ours))),
+        ("scope, case stream", Box::new(|| scopes_on(used_ours))),
+        ("raw, fresh raw stream", Box::new(|| raw_sync(fresh_raw.0))),
+        ("raw, case raw stream", Box::new(|| raw_sync(used_raw))),
+        ("raw, a stream of ours", Box::new(|| raw_sync(exposed_raw))),
+    ];
+    let labels: Vec<&str> = samplers.iter().map(|(l, _)| *l).collect();
+    let stats = interleaved(plan, &mut samplers)?;
+    drop(samplers);
+    for (label, r) in labels.iter().zip(&stats) {
+        let medians: Vec<String> = r.figures().iter().map(|m| format!("{m:.1}")).collect();
+        println!(
+            "  scope diag: {label:24} ns/op per round: {}",
+            medians.join(" ")
+        );
+    }
+    fork_diagnosis(env, plan)
+}
+
+/// `BENCH_SCOPE_DIAG=1`: a fork on two fresh streams of ours against raw event
+/// record/wait each way on two fresh raw streams and on two streams of ours.
+fn fork_diagnosis(env: &Env, plan: Plan) -> Result<()> {
+    let (a, b) = (env.dev.new_stream()?, env.dev.new_stream()?);
+    let (xa, xb) = (env.dev.new_stream()?, env.dev.new_stream()?);
+    let raw_of = |st: &stream_core::Stream| {
+        scope(st, |s| Ok::<_, Error>(stream_core::interop::raw_stream(s)))
+    };
+    let (xa, xb) = (raw_of(&xa)?, raw_of(&xb)?);
+    let (ra, rb) = (crate::raw::RawStream::new()?, crate::raw::RawStream::new()?);
+    let (fork_ev, join_ev) = (RawEvent::new()?, RawEvent::new()?);
+    let raw_forks =
+        |p: cudarc::driver::sys::CUstream, c: cudarc::driver::sys::CUstream| -> Result<f64> {
+            let t = Instant::now();
+            let enqueued = (0..OPS).try_for_each(|_| {
+                raw_order(fork_ev.0, p, c)?;
+                raw_order(join_ev.0, c, p)
+            });
+            let ns = per_op(t, OPS);
+            for s in [p, c] {
+                // SAFETY: the streams are alive for the whole function.
+                unsafe { result::stream::synchronize(s) }.context("cuStreamSynchronize")?;
+            }
+            enqueued.map(|()| ns)
+        };
+    let mut samplers: Vec<Sampler<'_>> = vec![
+        (
+            "fork, fresh streams",
+            Box::new(|| {
+                let mut ns = 0.0;
+                scope(&a, |s| {
+                    let t = Instant::now();
+                    for _ in 0..OPS {
+                        s.fork(&b, (), |_, ()| Ok::<_, Error>(()))?;
+                    }
+                    ns = per_op(t, OPS);
+                    Ok::<_, Error>(())
+                })?;
+                Ok(ns)
+            }),
+        ),
+        ("raw, fresh raw streams", Box::new(|| raw_forks(ra.0, rb.0))),
+        ("raw, streams of ours", Box::new(|| raw_forks(xa, xb))),
+    ];
+    let labels: Vec<&str> = samplers.iter().map(|(l, _)| *l).collect();
+    let stats = interleaved(plan, &mut samplers)?;
+    drop(samplers);
+    for (label, r) in labels.iter().zip(&stats) {
+        let medians: Vec<String> = r.figures().iter().map(|m| format!("{m:.1}")).collect();
+        println!(
+            "  fork diag: {label:24} ns/op per round: {}",
+            medians.join(" ")
+        );
+    }
     Ok(())
 }
 

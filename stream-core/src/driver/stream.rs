@@ -103,11 +103,13 @@ impl RawStream {
     /// current), once more with the context bound for real (see
     /// [`context`](super::context)'s docs on the hint). `Ok` means the work has
     /// completed.
+    #[inline]
     pub(crate) fn synchronize(&self) -> Result<()> {
         self.context.run_as_current(|| self.synchronize_as_bound())
     }
 
     /// One `cuStreamSynchronize`, under whatever context is current.
+    #[inline]
     fn synchronize_as_bound(&self) -> Result<()> {
         // SAFETY: `self.raw` is a live stream (owned by `self`); the call names it, and a
         // stream handle identifies its own context.
