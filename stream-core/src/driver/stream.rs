@@ -128,11 +128,15 @@ impl RawStream {
     }
 
     /// `Ok(true)` while the stream is being captured into a CUDA graph.
+    /// Under the context hint, as [`synchronize`](Self::synchronize): a scope opening on a
+    /// stream whose handle left the crate asks this every time.
+    #[inline]
     pub(crate) fn is_capturing(&self) -> Result<bool> {
-        let _bound = self.bind()?;
-        // SAFETY: `self.raw` is a live stream; a query only reads its state.
-        let status =
-            unsafe { result::stream::is_capturing(self.raw) }.call("cuStreamIsCapturing")?;
+        let status = self.context.run_as_current(|| {
+            // SAFETY: `self.raw` is a live stream; a query only reads its state, and under
+            // a wrong current context it fails, which `run_as_current` retries bound.
+            unsafe { result::stream::is_capturing(self.raw) }.call("cuStreamIsCapturing")
+        })?;
         Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
