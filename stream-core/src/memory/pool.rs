@@ -183,9 +183,13 @@ impl OpenScope {
 /// for longer than it lives.
 ///
 /// [`note_frees`]: LazyOpenScope::note_frees
+///
+/// A `OnceLock` rather than a `OnceCell` only so that this type is `Sync` (a scope is
+/// neither `Send` nor `Sync` through its brand alone, which is what the compiler's error
+/// for a scope sent to another thread should name); on x86 its check is a plain load.
 #[derive(Default)]
 pub(crate) struct LazyOpenScope {
-    entry: std::cell::OnceCell<OpenScope>,
+    entry: std::sync::OnceLock<OpenScope>,
 }
 
 impl LazyOpenScope {
