@@ -44,6 +44,9 @@ fn per_op(t: Instant, ops: usize) -> f64 {
 pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let (warmup, reps) = env.cfg.pick((2, 30), (1, 5));
     let plan = env.cfg.plan(warmup, reps);
+    if std::env::var_os("BENCH_SCOPE_DIAG").is_some() {
+        scope_diagnosis(env, plan)?;
+    }
     scopes(env, rep, plan)?;
     forks(env, rep, plan)?;
     allocations(env, rep, plan)?;
@@ -51,8 +54,19 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
 }
 
 fn scopes(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
-    let ours = &env.streams[0];
-    let raw = env.raw_streams[0].0;
+    // Streams of the same history on both sides: new ones, never used before. The
+    // driver's own synchronisation cost depends on a stream's past (measured on an H100:
+    // 1.59 us on a new stream, 1.83 us through a scope on one of the earlier cases'
+    // streams), and the library asks the driver about graph captures on a stream whose
+    // handle has left it (the earlier cases time on their streams through
+    // `interop::raw_stream`): that cost is the second row's.
+    let ours = &env.dev.new_stream()?;
+    let exposed = &env.dev.new_stream()?;
+    scope(exposed, |s| {
+        Ok::<_, Error>(stream_core::interop::raw_stream(s))
+    })?;
+    let fresh_raw = crate::raw::RawStream::new()?;
+    let raw = fresh_raw.0;
     let cu_sync = |stream: &Arc<CudaStream>| -> Result<f64> {
         let t = Instant::now();
         for _ in 0..OPS {
@@ -84,37 +98,126 @@ fn scopes(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
         ),
         ("cudarc, default stream", Box::new(|| cu_sync(&env.cu1))),
         ("cudarc, own stream", Box::new(|| cu_sync(&env.cu2[0]))),
+        (
+            "ours, exposed stream",
+            Box::new(|| {
+                let t = Instant::now();
+                for _ in 0..OPS {
+                    scope(exposed, |_| Ok::<_, Error>(()))?;
+                }
+                Ok(per_op(t, OPS))
+            }),
+        ),
     ];
     let stats = interleaved(plan, &mut samplers)?;
     drop(samplers);
-    let [o, r, c1, c2]: [Rounds; 4] = stats
+    let [o, r, c1, c2, x]: [Rounds; 5] = stats
         .try_into()
-        .map_err(|_| Error::msg("scope: expected four results"))?;
+        .map_err(|_| Error::msg("scope: expected five results"))?;
     let mut row = Row::new(
         "scope",
         "enter + exit on an idle stream (raw: cuStreamSynchronize)",
         "ns",
         Better::Lower,
     );
-    (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r), Some(c1), Some(c2));
+    (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r.clone()), Some(c1), Some(c2));
     rep.push(row.check_vs_raw(1.03, Source::Issue));
+    let mut row = Row::new(
+        "scope",
+        "enter + exit on a stream whose handle left the crate (raw: cuStreamSynchronize)",
+        "ns",
+        Better::Lower,
+    );
+    (row.ours, row.raw) = (Some(x), Some(r));
+    rep.push(row);
+    rep.note(
+        "scope: both sides on new streams (a stream's past changes the driver's own cost); \"whose handle left the crate\": a stream handed to other code through interop::raw_stream, on which every scope and fork asks the driver whether a graph capture is under way",
+    );
     Ok(())
 }
 
-fn forks(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
-    let (a, b) = (&env.streams[0], &env.streams[1]);
-    let (ra, rb) = (env.raw_streams[0].0, env.raw_streams[1].0);
+/// `BENCH_SCOPE_DIAG=1`: where a scope's cost above `cuStreamSynchronize` comes from.
+/// Fresh streams against the case's own, and a raw synchronisation of one of this
+/// library's streams, so that the stream's state and the library's own work separate
+/// (printed only).
+fn scope_diagnosis(env: &Env, plan: Plan) -> Result<()> {
+    let fresh_ours = env.dev.new_stream()?;
+    let exposed = env.dev.new_stream()?;
+    let exposed_raw = scope(&exposed, |s| {
+        Ok::<_, Error>(stream_core::interop::raw_stream(s))
+    })?;
+    let fresh_raw = crate::raw::RawStream::new()?;
+    let used_ours = &env.streams[0];
+    let used_raw = env.raw_streams[0].0;
+    let raw_sync = |h: cudarc::driver::sys::CUstream| -> Result<f64> {
+        let t = Instant::now();
+        for _ in 0..OPS {
+            // SAFETY: every handle passed is a live stream of the current context.
+            unsafe { result::stream::synchronize(h) }.context("cuStreamSynchronize")?;
+        }
+        Ok(per_op(t, OPS))
+    };
+    let scopes_on = |st: &stream_core::Stream| -> Result<f64> {
+        let t = Instant::now();
+        for _ in 0..OPS {
+            scope(st, |_| Ok::<_, Error>(()))?;
+        }
+        Ok(per_op(t, OPS))
+    };
+    let mut samplers: Vec<Sampler<'_>> = vec![
+        ("scope, fresh stream", Box::new(|| scopes_on(&fresh_ours))),
+        ("scope, case stream", Box::new(|| scopes_on(used_ours))),
+        ("raw, fresh raw stream", Box::new(|| raw_sync(fresh_raw.0))),
+        ("raw, case raw stream", Box::new(|| raw_sync(used_raw))),
+        ("raw, a stream of ours", Box::new(|| raw_sync(exposed_raw))),
+    ];
+    let labels: Vec<&str> = samplers.iter().map(|(l, _)| *l).collect();
+    let stats = interleaved(plan, &mut samplers)?;
+    drop(samplers);
+    for (label, r) in labels.iter().zip(&stats) {
+        let medians: Vec<String> = r.figures().iter().map(|m| format!("{m:.1}")).collect();
+        println!(
+            "  scope diag: {label:24} ns/op per round: {}",
+            medians.join(" ")
+        );
+    }
+    fork_diagnosis(env, plan)
+}
+
+/// `BENCH_SCOPE_DIAG=1`: a fork on two fresh streams of ours against raw event
+/// record/wait each way on two fresh raw streams and on two streams of ours.
+fn fork_diagnosis(env: &Env, plan: Plan) -> Result<()> {
+    let (a, b) = (env.dev.new_stream()?, env.dev.new_stream()?);
+    let (xa, xb) = (env.dev.new_stream()?, env.dev.new_stream()?);
+    let raw_of = |st: &stream_core::Stream| {
+        scope(st, |s| Ok::<_, Error>(stream_core::interop::raw_stream(s)))
+    };
+    let (xa, xb) = (raw_of(&xa)?, raw_of(&xb)?);
+    let (ra, rb) = (crate::raw::RawStream::new()?, crate::raw::RawStream::new()?);
     let (fork_ev, join_ev) = (RawEvent::new()?, RawEvent::new()?);
-    let (ca, cb) = (&env.cu2[0], &env.cu2[1]);
+    let raw_forks =
+        |p: cudarc::driver::sys::CUstream, c: cudarc::driver::sys::CUstream| -> Result<f64> {
+            let t = Instant::now();
+            let enqueued = (0..OPS).try_for_each(|_| {
+                raw_order(fork_ev.0, p, c)?;
+                raw_order(join_ev.0, c, p)
+            });
+            let ns = per_op(t, OPS);
+            for s in [p, c] {
+                // SAFETY: the streams are alive for the whole function.
+                unsafe { result::stream::synchronize(s) }.context("cuStreamSynchronize")?;
+            }
+            enqueued.map(|()| ns)
+        };
     let mut samplers: Vec<Sampler<'_>> = vec![
         (
-            "ours",
+            "fork, fresh streams",
             Box::new(|| {
                 let mut ns = 0.0;
-                scope(a, |s| {
+                scope(&a, |s| {
                     let t = Instant::now();
                     for _ in 0..OPS {
-                        s.fork(b, (), |_, ()| Ok::<_, Error>(()))?;
+                        s.fork(&b, (), |_, ()| Ok::<_, Error>(()))?;
                     }
                     ns = per_op(t, OPS);
                     Ok::<_, Error>(())
@@ -122,6 +225,47 @@ fn forks(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
                 Ok(ns)
             }),
         ),
+        ("raw, fresh raw streams", Box::new(|| raw_forks(ra.0, rb.0))),
+        ("raw, streams of ours", Box::new(|| raw_forks(xa, xb))),
+    ];
+    let labels: Vec<&str> = samplers.iter().map(|(l, _)| *l).collect();
+    let stats = interleaved(plan, &mut samplers)?;
+    drop(samplers);
+    for (label, r) in labels.iter().zip(&stats) {
+        let medians: Vec<String> = r.figures().iter().map(|m| format!("{m:.1}")).collect();
+        println!(
+            "  fork diag: {label:24} ns/op per round: {}",
+            medians.join(" ")
+        );
+    }
+    Ok(())
+}
+
+fn forks(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
+    // New streams on both sides, as for scopes; the exposed pair is the second row's.
+    let (a, b) = (&env.dev.new_stream()?, &env.dev.new_stream()?);
+    let (xa, xb) = (&env.dev.new_stream()?, &env.dev.new_stream()?);
+    for st in [xa, xb] {
+        scope(st, |s| Ok::<_, Error>(stream_core::interop::raw_stream(s)))?;
+    }
+    let fresh_raw = [crate::raw::RawStream::new()?, crate::raw::RawStream::new()?];
+    let (ra, rb) = (fresh_raw[0].0, fresh_raw[1].0);
+    let ours_forks = |a: &stream_core::Stream, b: &stream_core::Stream| -> Result<f64> {
+        let mut ns = 0.0;
+        scope(a, |s| {
+            let t = Instant::now();
+            for _ in 0..OPS {
+                s.fork(b, (), |_, ()| Ok::<_, Error>(()))?;
+            }
+            ns = per_op(t, OPS);
+            Ok::<_, Error>(())
+        })?;
+        Ok(ns)
+    };
+    let (fork_ev, join_ev) = (RawEvent::new()?, RawEvent::new()?);
+    let (ca, cb) = (&env.cu2[0], &env.cu2[1]);
+    let mut samplers: Vec<Sampler<'_>> = vec![
+        ("ours", Box::new(|| ours_forks(a, b))),
         (
             "raw",
             Box::new(|| {
@@ -152,20 +296,29 @@ fn forks(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
                 enqueued.map(|()| ns)
             }),
         ),
+        ("ours, exposed streams", Box::new(|| ours_forks(xa, xb))),
     ];
     let stats = interleaved(plan, &mut samplers)?;
     drop(samplers);
-    let [o, r, c2]: [Rounds; 3] = stats
+    let [o, r, c2, x]: [Rounds; 4] = stats
         .try_into()
-        .map_err(|_| Error::msg("fork: expected three results"))?;
+        .map_err(|_| Error::msg("fork: expected four results"))?;
     let mut row = Row::new(
         "scope",
         "fork + join of an empty child (raw: event record/wait each way)",
         "ns",
         Better::Lower,
     );
-    (row.ours, row.raw, row.cudarc2) = (Some(o), Some(r), Some(c2));
+    (row.ours, row.raw, row.cudarc2) = (Some(o), Some(r.clone()), Some(c2));
     rep.push(row.check_vs_raw(1.03, Source::Issue));
+    let mut row = Row::new(
+        "scope",
+        "fork + join, streams whose handles left the crate (raw: event record/wait each way)",
+        "ns",
+        Better::Lower,
+    );
+    (row.ours, row.raw) = (Some(x), Some(r));
+    rep.push(row);
     Ok(())
 }
 

@@ -126,9 +126,10 @@
 //!   the cache. [`Device::alloc_pinned_write_combined`] gives write-combined memory,
 //!   for data the host writes once and only the GPU reads.
 //! * Any other host memory (a `Vec`, a stack array) is pageable. Copies of at least
-//!   1 MiB of it are **staged**: split into 4 MiB chunks that go through a ring of four
-//!   pinned blocks of the pool, the host memcpy of one chunk (on up to 8 cores; see
-//!   [`staging`]) overlapping the DMA of the others, which is several times faster than
+//!   1 MiB of it are **staged**: split into chunks that go through a ring of four
+//!   pinned blocks of the pool, the host memcpy of one chunk (on every core but two, up
+//!   to 16, with at least 512 KiB of chunk per thread; see [`staging`]) overlapping the
+//!   DMA of the others, which is several times faster than
 //!   the driver's own pageable path. An upload returns once the data has left the source
 //!   (the DMA may still run), as the driver's pageable path does. A download returns at
 //!   once: the source is snapshotted on the device and a background thread copies each

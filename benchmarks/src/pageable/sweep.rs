@@ -21,12 +21,26 @@ pub(super) fn run(env: &Env) -> Result<()> {
     println!(
         "  staging sweep, 64 MiB: streaming stores, chunk MiB, ring, threads -> host-to-device GB/s, device-to-host GB/s"
     );
-    let grid = [(true, 4usize), (true, 8), (true, 16), (false, 8)]
+    let machine = StagingConfig::for_this_machine();
+    println!(
+        "  staging sweep: this machine's setting: chunk {} MiB, ring {}, threads {}",
+        machine.chunk_bytes / MIB,
+        machine.ring_blocks,
+        machine.threads
+    );
+    let streaming_before = stream_core::staging::streaming_stores();
+    let grid = [4usize, 8, 16]
         .into_iter()
-        .flat_map(|(streaming, chunk)| [4usize, 8].map(move |ring| (streaming, chunk, ring)))
-        .flat_map(|(streaming, chunk, ring)| {
-            [4usize, 8, 16].map(move |threads| (streaming, chunk, ring, threads))
-        });
+        .flat_map(|chunk| [4usize, 8].map(move |ring| (chunk, ring)))
+        .flat_map(|(chunk, ring)| {
+            [8usize, 12, 14, 16].map(move |threads| (false, chunk, ring, threads))
+        })
+        .chain([(
+            true,
+            machine.chunk_bytes / MIB,
+            machine.ring_blocks,
+            machine.threads,
+        )]);
     for (streaming, chunk_mib, ring, threads) in grid {
         set_streaming_stores(streaming);
         {
@@ -65,6 +79,6 @@ pub(super) fn run(env: &Env) -> Result<()> {
             }
         }
     }
-    set_streaming_stores(true);
+    set_streaming_stores(streaming_before);
     Ok(())
 }

@@ -75,6 +75,7 @@ impl Stream {
     /// this crate, holding the raw handle, can begin a capture on a `Stream` (this
     /// crate's own captures use streams of their own), so for a stream whose handle never
     /// left the crate the answer is known without asking the driver.
+    #[inline]
     pub(crate) fn may_be_capturing(&self) -> Result<bool> {
         if self.handle_exposed.load(Ordering::Relaxed) {
             self.raw.is_capturing()
@@ -85,6 +86,7 @@ impl Stream {
 
     /// Blocks until all work enqueued on this stream so far has completed, under the
     /// stream's own context (see `RawStream::synchronize`).
+    #[inline]
     pub(crate) fn synchronize(&self) -> Result<()> {
         self.raw.synchronize()
     }
@@ -95,6 +97,7 @@ impl Stream {
     /// [`STICKY`](crate::error::STICKY)); any other failure (binding the context
     /// included) proves nothing about DMA still running, so the process aborts, naming
     /// `what`.
+    #[inline]
     pub(crate) fn synchronize_before_release(&self, what: &str) -> Result<()> {
         release_or_abort(self.synchronize(), what)
     }
@@ -102,6 +105,7 @@ impl Stream {
 
 /// The rule of [`Stream::synchronize_before_release`], for the outcome of any
 /// synchronisation that would release host borrows.
+#[inline]
 pub(crate) fn release_or_abort(synced: Result<()>, what: &str) -> Result<()> {
     match synced {
         Ok(()) => Ok(()),
@@ -112,6 +116,7 @@ pub(crate) fn release_or_abort(synced: Result<()>, what: &str) -> Result<()> {
 
 /// Aborts: a synchronisation that would release host borrows failed with an error that
 /// does not prove the context has stopped, so DMA into that memory may still be running.
+#[cold]
 pub(crate) fn abort_unreleasable(what: &str, error: &Error) -> ! {
     eprintln!(
         "stream_core: aborting: {what} failed ({error}), and that error does not prove the GPU \

@@ -103,11 +103,13 @@ impl RawStream {
     /// current), once more with the context bound for real (see
     /// [`context`](super::context)'s docs on the hint). `Ok` means the work has
     /// completed.
+    #[inline]
     pub(crate) fn synchronize(&self) -> Result<()> {
         self.context.run_as_current(|| self.synchronize_as_bound())
     }
 
     /// One `cuStreamSynchronize`, under whatever context is current.
+    #[inline]
     fn synchronize_as_bound(&self) -> Result<()> {
         // SAFETY: `self.raw` is a live stream (owned by `self`); the call names it, and a
         // stream handle identifies its own context.
@@ -126,11 +128,15 @@ impl RawStream {
     }
 
     /// `Ok(true)` while the stream is being captured into a CUDA graph.
+    /// Under the context hint, as [`synchronize`](Self::synchronize): a scope opening on a
+    /// stream whose handle left the crate asks this every time.
+    #[inline]
     pub(crate) fn is_capturing(&self) -> Result<bool> {
-        let _bound = self.bind()?;
-        // SAFETY: `self.raw` is a live stream; a query only reads its state.
-        let status =
-            unsafe { result::stream::is_capturing(self.raw) }.call("cuStreamIsCapturing")?;
+        let status = self.context.run_as_current(|| {
+            // SAFETY: `self.raw` is a live stream; a query only reads its state, and under
+            // a wrong current context it fails, which `run_as_current` retries bound.
+            unsafe { result::stream::is_capturing(self.raw) }.call("cuStreamIsCapturing")
+        })?;
         Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 

@@ -59,6 +59,7 @@ impl<'s, 'env> ScopeToken<'s, 'env> {
     /// owned by the token's creator, which keeps it untouched until the stream's work
     /// has completed (an owned scope: `Scope::owned`); and the token stays in its
     /// creator's frame, out of the user's reach, on this thread; `'s` is a fresh brand.
+    #[inline]
     pub(crate) unsafe fn new(stream: &'env Stream) -> Self {
         ScopeToken {
             stream,

@@ -18,7 +18,7 @@ pub(crate) mod view;
 pub use buffer::DeviceBuffer;
 pub use device_vec::DeviceVec;
 pub use pool::DeviceMemoryStats;
-pub(crate) use pool::OpenScope;
+pub(crate) use pool::LazyOpenScope;
 pub use repr::DeviceRepr;
 pub(crate) use repr::{as_bytes, as_bytes_mut, value_bytes};
 pub use view::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};

@@ -172,6 +172,49 @@ impl OpenScope {
     }
 }
 
+/// A scope's entry in this thread's list of open scopes ([`OpenScope`]), made only when
+/// the scope first gets memory it will free on its stream ([`note_frees`]): a scope that
+/// allocates nothing has no frees for an out-of-memory retry to wait for, and its entry
+/// and exit then cost no list operations (issue 13: a scope costs what its
+/// synchronisation costs).
+///
+/// A field of [`Scope`](crate::Scope), under the same rules as [`OpenScope`]: it lives in
+/// the scope, which stays in its creator's frame, on its thread, and borrows its stream
+/// for longer than it lives.
+///
+/// [`note_frees`]: LazyOpenScope::note_frees
+///
+/// A `OnceLock` rather than a `OnceCell` only so that this type is `Sync` (a scope is
+/// neither `Send` nor `Sync` through its brand alone, which is what the compiler's error
+/// for a scope sent to another thread should name); on x86 its check is a plain load.
+#[derive(Default)]
+pub(crate) struct LazyOpenScope {
+    entry: std::sync::OnceLock<OpenScope>,
+}
+
+impl LazyOpenScope {
+    /// Lists `stream` among this thread's open scopes, once, for as long as this value
+    /// lives.
+    ///
+    /// # Safety
+    ///
+    /// As [`OpenScope::register`]: `stream` (a stream of `device`) stays alive until this
+    /// value is dropped, on this thread, and every call passes the same stream.
+    #[inline]
+    pub(crate) unsafe fn note_frees(&self, device: &DeviceInner, stream: &RawStream) {
+        self.entry.get_or_init(|| {
+            // SAFETY: this function's own contract, which is `register`'s.
+            unsafe { OpenScope::register(device, stream) }
+        });
+    }
+
+    /// `true` once [`note_frees`](Self::note_frees) listed the scope.
+    #[inline]
+    pub(crate) fn is_noted(&self) -> bool {
+        self.entry.get().is_some()
+    }
+}
+
 impl Drop for OpenScope {
     fn drop(&mut self) {
         let _ = OPEN_SCOPES.try_with(|open| {

@@ -22,7 +22,9 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// the streams on which this thread's frees may still be pending, so that the memory
     /// they free can be reused: this scope's stream, the streams of the scopes this
     /// thread has open around it on the same device (enclosing scopes, the parents of a
-    /// [fork](Self::fork)), and the device's housekeeping stream (where dropped
+    /// [fork](Self::fork)) that have memory of their own to free (they allocated, or were
+    /// handed a buffer; a scope without any is listed nowhere, so that opening and closing
+    /// it costs nothing but its synchronisation), and the device's housekeeping stream (where dropped
     /// [`DeviceVec`](crate::DeviceVec)s are freed). Then it hands the pool's cached
     /// memory back to the driver ([`Device::trim_memory`](crate::Device::trim_memory)`(0)`)
     /// and tries again. It never waits for the whole device, and never for a stream
@@ -46,6 +48,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// # }
     /// ```
     pub fn alloc<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>> {
+        self.note_frees();
         DeviceBuffer::alloc(&self.token, len)
     }
 

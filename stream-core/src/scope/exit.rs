@@ -17,6 +17,7 @@ impl<'a> ScopeExit<'a> {
     /// The guard of a scope on `stream`, or `Err(StreamCapturing)`. Built only once the
     /// scope will really run: its `Drop` is the unwinding path and must never see a
     /// stream it was not allowed to use.
+    #[inline]
     pub(super) fn enter(stream: &'a Stream, outstanding: &'a Outstanding) -> Result<Self> {
         refuse_capturing(stream)?;
         Ok(ScopeExit {
@@ -30,6 +31,7 @@ impl<'a> ScopeExit<'a> {
     /// stopped (a sticky error); any other failure aborts the process (see
     /// [`Stream::synchronize_before_release`]). A copy-out always finishes (it stops
     /// writing on an error, which is returned).
+    #[inline]
     pub(super) fn finish(self) -> Result<()> {
         let synced = self
             .stream
@@ -52,6 +54,7 @@ impl Drop for ScopeExit<'_> {
 
 /// `Err(StreamCapturing)` when `stream` is being captured into a CUDA graph: work
 /// issued to it would be recorded, not run, and no synchronisation would cover it.
+#[inline]
 pub(crate) fn refuse_capturing(stream: &Stream) -> Result<()> {
     if stream.may_be_capturing()? {
         Err(Error::StreamCapturing)
@@ -62,6 +65,7 @@ pub(crate) fn refuse_capturing(stream: &Stream) -> Result<()> {
 
 /// Aborts: while unwinding, a stream could not be proven idle, so DMA into host memory
 /// whose borrow the unwinding is about to release may still be running.
+#[cold]
 pub(crate) fn abort_unwinding(what: &str, error: &Error) -> ! {
     eprintln!(
         "stream_core: aborting: {what} and its stream could not be synchronised ({error}); \

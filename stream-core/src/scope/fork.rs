@@ -112,10 +112,17 @@ impl<'s, 'env> Scope<'s, 'env> {
             .map_err(E::from)?;
         refuse_capturing(stream).map_err(E::from)?;
         let context = &stream.device.inner.context;
-        Event::order(context, &self.stream.raw, &stream.raw).map_err(E::from)?;
+        // One event orders both ways: the child waits for its first record, and the
+        // parent for its second (a wait captures the state of the record before it, so
+        // re-recording is safe).
+        let event = Event::cached(context).map_err(E::from)?;
+        event.record(&self.stream.raw).map_err(E::from)?;
+        event.make_wait(&stream.raw).map_err(E::from)?;
         let join = JoinOnExit {
             child: stream,
             parent: &self.stream.raw,
+            event,
+            joined: false,
         };
         // SAFETY: `join` makes this scope's stream wait for the child's (or synchronises
         // the child's, or aborts) when this function returns or unwinds, and this scope's
@@ -123,6 +130,11 @@ impl<'s, 'env> Scope<'s, 'env> {
         // the child registers its copy-outs in this scope's list, which that outermost
         // scope waits for; the child scope stays in this frame.
         let child = unsafe { Scope::branded(stream, self.outstanding) };
+        if self.open.is_noted() {
+            // The parent has memory of its own, which `lent` may move to the child, to be
+            // freed on the child's stream.
+            child.note_frees();
+        }
         // SAFETY: the child scope branded by this permit runs on `stream`, which waits for
         // this scope's work so far (the event above), and `join` orders this scope's later
         // work after the child's before `lent`'s borrows end (they last for this call);
@@ -148,6 +160,10 @@ struct JoinOnExit<'env> {
     child: &'env Stream,
     /// The parent scope's stream.
     parent: &'env RawStream,
+    /// The fork's event (of the child's context), recorded on the child for the join.
+    event: Event,
+    /// Set by [`finish`](Self::finish): the join is done, and `Drop` has nothing to do.
+    joined: bool,
 }
 
 impl JoinOnExit<'_> {
@@ -155,9 +171,13 @@ impl JoinOnExit<'_> {
     /// child's work may still be running while the parent goes on to free or reuse
     /// what it lent: only a sticky error, which proves the context stopped, may be
     /// returned; any other failure aborts.
-    fn finish(self) -> Result<()> {
+    #[inline]
+    fn finish(mut self) -> Result<()> {
         let joined = self.join();
-        std::mem::forget(self);
+        // Not `forget`: the event goes back to this thread's spares when `self` drops,
+        // and `Drop` joins only while unwinding.
+        self.joined = true;
+        drop(self);
         match joined {
             Joined::ByEvent => Ok(()),
             Joined::ByHost(e) => Err(e),
@@ -169,9 +189,13 @@ impl JoinOnExit<'_> {
     /// Enqueues the join; if that fails, waits for the child's stream on the host
     /// instead (with the child's context bound), so that the outermost scope's
     /// synchronisation still covers the child.
+    #[inline]
     fn join(&self) -> Joined {
-        let context = &self.child.device.inner.context;
-        let Err(error) = Event::order(context, &self.child.raw, self.parent) else {
+        let ordered = self
+            .event
+            .record(&self.child.raw)
+            .and_then(|()| self.event.make_wait(self.parent));
+        let Err(error) = ordered else {
             return Joined::ByEvent;
         };
         match self.child.synchronize() {
@@ -192,8 +216,11 @@ enum Joined {
 }
 
 impl Drop for JoinOnExit<'_> {
-    /// Runs only while unwinding out of the closure (the normal path forgets `self`).
+    /// Joins only while unwinding out of the closure (the normal path has joined).
     fn drop(&mut self) {
+        if self.joined {
+            return;
+        }
         if let Joined::Failed(e) = self.join() {
             abort_unwinding("a fork is unwinding from a panic", &e);
         }

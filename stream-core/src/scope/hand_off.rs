@@ -58,6 +58,8 @@ impl<'s, 'env> Scope<'s, 'env> {
         to: &Scope<'t, '_>,
     ) -> Result<DeviceBuffer<'t, T>> {
         to.device().ensure_same_device(self.device())?;
+        // `to` frees the buffer on its stream from now on.
+        to.note_frees();
         let to_stream = &to.stream.raw;
         if !buffer.is_empty() {
             // On error `buffer` is dropped here, freed on its own stream after its own

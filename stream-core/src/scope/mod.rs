@@ -33,7 +33,7 @@ use crate::device::{Device, Stream};
 use crate::error::Error;
 use crate::host::staging::download::Outstanding;
 use crate::memory::brand::ScopeToken;
-use crate::memory::OpenScope;
+use crate::memory::LazyOpenScope;
 use exit::ScopeExit;
 
 /// The handle a scope's closure receives: everything asynchronous is issued through it,
@@ -67,9 +67,9 @@ pub struct Scope<'s, 'env: 's> {
     /// Where staged downloads register their copy-outs, for the outermost scope's end to
     /// wait for (forks share their parent's list).
     pub(crate) outstanding: &'s Outstanding,
-    /// Lists the stream among this thread's open scopes while the scope lives, for the
-    /// out-of-memory recovery of allocations.
-    _open: OpenScope,
+    /// Lists the stream among this thread's open scopes from the scope's first
+    /// allocation until it ends, for the out-of-memory recovery of allocations.
+    pub(crate) open: LazyOpenScope,
 }
 
 /// Runs `f` with a fresh [`Scope`] on `stream`, then waits for the stream to finish.
@@ -158,17 +158,29 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// `'env` ends (the outermost scope's final synchronisation), also on unwind; every
     /// job registered in `outstanding` is waited for before `'env` ends too; and the
     /// scope stays in the caller's frame, out of the user's reach, on this thread.
+    #[inline]
     pub(crate) unsafe fn branded(stream: &'env Stream, outstanding: &'s Outstanding) -> Self {
         Scope {
             stream,
             outstanding,
             // SAFETY: this function's own contract, which is the token's.
             token: unsafe { ScopeToken::new(stream) },
-            // SAFETY: the scope borrows `stream` for `'env`, longer than it lives, and
-            // stays in its creator's frame on this thread (this function's contract), so
-            // the registration is dropped, on this thread, before the stream can go.
-            _open: unsafe { OpenScope::register(&stream.device.inner, &stream.raw) },
+            open: LazyOpenScope::default(),
         }
+    }
+
+    /// Lists this scope's stream among the thread's open scopes (once), before the scope
+    /// gets memory that it frees on its stream: what an out-of-memory retry waits for.
+    #[inline]
+    pub(crate) fn note_frees(&self) {
+        // SAFETY: the scope borrows its stream for `'env`, longer than it lives, stays in
+        // its creator's frame on this thread (`branded`'s and `owned`'s contracts), and
+        // always passes its own stream, so the entry is dropped, on this thread, with the
+        // scope, before the stream can go.
+        unsafe {
+            self.open
+                .note_frees(&self.stream.device.inner, &self.stream.raw)
+        };
     }
 
     /// The stream this scope issues work on.

@@ -14,7 +14,7 @@ use crate::device::Stream;
 use crate::error::Result;
 use crate::host::staging::download::Outstanding;
 use crate::memory::brand::ScopeToken;
-use crate::memory::OpenScope;
+use crate::memory::LazyOpenScope;
 use crate::scope::Scope;
 
 impl<'s, 'env> Scope<'s, 'env> {
@@ -46,10 +46,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             // function's own contract makes everything borrowed for `'env` outlive every
             // use of it, and keeps the token (in the scope) in the caller's frame.
             token: unsafe { ScopeToken::new(stream) },
-            // SAFETY: the scope borrows `stream` for `'env`, longer than it lives, and
-            // stays in its creator's frame on this thread (this function's contract), so
-            // the registration is dropped, on this thread, before the stream can go.
-            _open: unsafe { OpenScope::register(&stream.device.inner, &stream.raw) },
+            open: LazyOpenScope::default(),
         }
     }
 }

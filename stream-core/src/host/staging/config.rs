@@ -2,7 +2,7 @@
 //! per-thread override for benchmarks and tests, and per-thread counts of staged copies.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use super::memcpy;
@@ -10,13 +10,27 @@ use super::memcpy;
 /// Copies of at least this many bytes of pageable memory are staged (default of both
 /// directions).
 pub const DEFAULT_THRESHOLD: usize = 1 << 20;
-/// Bytes per chunk (and per staging block).
+/// Bytes per chunk (and per staging block) at least; [`StagingConfig::for_this_machine`]
+/// makes chunks larger where more threads share one.
 pub const DEFAULT_CHUNK: usize = 4 << 20;
 /// Staging blocks per copy.
 pub const DEFAULT_RING: usize = 4;
-/// Threads of the host memcpy (the caller included); [`StagingConfig::effective`]
-/// takes at most the machine's parallelism, so the rule is "every core, up to 8".
+/// Threads of the host memcpy (the caller included) of [`StagingConfig::DEFAULT`], the
+/// machine-independent setting; copies use [`StagingConfig::for_this_machine`] unless
+/// told otherwise.
 pub const DEFAULT_THREADS: usize = 8;
+/// The most memcpy threads [`StagingConfig::for_this_machine`] picks: past 16, a staged
+/// copy is bound by the DMA and the memory bus, not the copy threads.
+const MACHINE_THREADS_MAX: usize = 16;
+/// Cores [`StagingConfig::for_this_machine`] leaves to everything else: the driver's
+/// threads, a staged download's coordinator and the rest of the program. A copy whose
+/// threads take every core stalls on whichever one is descheduled (each chunk waits for
+/// its slowest stripe): measured on a 16-core H100 host, 16 threads collapsed to 5-9 GB/s
+/// in one run of three where 8 never fell below 14.
+const CORES_LEFT_FREE: usize = 2;
+/// Bytes of a chunk per copy thread, at least: below this, waking a thread and waiting
+/// for the slowest stripe cost a large part of each chunk's copy.
+const CHUNK_PER_THREAD: usize = 512 << 10;
 /// Pending staging blocks per size class and stream beyond which a staged copy waits
 /// for the oldest of its stream's instead of page-locking more, as a multiple of the
 /// ring.
@@ -52,6 +66,45 @@ impl StagingConfig {
         threads: DEFAULT_THREADS,
     };
 
+    /// The setting copies use unless told otherwise ([`set_staging_config`],
+    /// [`with_staging_config`]): rules from this machine's core count (asked once).
+    /// See [`StagingConfig::for_cores`].
+    pub fn for_this_machine() -> StagingConfig {
+        static MACHINE: OnceLock<StagingConfig> = OnceLock::new();
+        *MACHINE.get_or_init(|| StagingConfig::for_cores(parallelism()))
+    }
+
+    /// The rules for a machine of `cores` cores: every core but two for the host memcpy
+    /// (all of them below four cores), at most 16, and chunks of at least 512 KiB per
+    /// thread (a power of two, 4 MiB at least), through a ring of [`DEFAULT_RING`]
+    /// blocks.
+    ///
+    /// ```
+    /// use stream_core::staging::StagingConfig;
+    /// let c = StagingConfig::for_cores(16);
+    /// assert_eq!((c.threads, c.chunk_bytes, c.ring_blocks), (14, 8 << 20, 4));
+    /// assert_eq!(StagingConfig::for_cores(2).threads, 2);
+    /// ```
+    pub fn for_cores(cores: usize) -> StagingConfig {
+        let cores = cores.max(1);
+        let threads = if cores >= 4 {
+            cores - CORES_LEFT_FREE
+        } else {
+            cores
+        }
+        .min(MACHINE_THREADS_MAX);
+        // A power of two: the pinned pool's blocks are (a chunk never leaves part of its
+        // block unused).
+        let chunk_bytes = (threads * CHUNK_PER_THREAD)
+            .next_power_of_two()
+            .max(DEFAULT_CHUNK);
+        StagingConfig {
+            chunk_bytes,
+            threads,
+            ..StagingConfig::DEFAULT
+        }
+    }
+
     /// Off in both directions: every copy takes the driver's direct path.
     pub const DIRECT: StagingConfig = StagingConfig {
         upload_threshold: usize::MAX,
@@ -85,6 +138,9 @@ fn parallelism() -> usize {
     *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
+/// Set once [`set_staging_config`] was called: the atomics below hold the process-wide
+/// setting; until then it is [`StagingConfig::for_this_machine`].
+static SET: AtomicBool = AtomicBool::new(false);
 static UPLOAD_THRESHOLD: AtomicUsize = AtomicUsize::new(DEFAULT_THRESHOLD);
 static DOWNLOAD_THRESHOLD: AtomicUsize = AtomicUsize::new(DEFAULT_THRESHOLD);
 static CHUNK: AtomicUsize = AtomicUsize::new(DEFAULT_CHUNK);
@@ -99,15 +155,24 @@ thread_local! {
 }
 
 /// The configuration copies issued on this thread use now: this thread's override if
-/// one is active, else the process-wide one.
+/// one is active, else the process-wide one ([`StagingConfig::for_this_machine`] until
+/// [`set_staging_config`] sets another).
 pub fn staging_config() -> StagingConfig {
-    OVERRIDE.with(Cell::get).unwrap_or_else(|| StagingConfig {
+    OVERRIDE.with(Cell::get).unwrap_or_else(process_config)
+}
+
+/// The process-wide setting.
+fn process_config() -> StagingConfig {
+    if !SET.load(Ordering::Acquire) {
+        return StagingConfig::for_this_machine();
+    }
+    StagingConfig {
         upload_threshold: UPLOAD_THRESHOLD.load(Ordering::Relaxed),
         download_threshold: DOWNLOAD_THRESHOLD.load(Ordering::Relaxed),
         chunk_bytes: CHUNK.load(Ordering::Relaxed),
         ring_blocks: RING.load(Ordering::Relaxed),
         threads: THREADS.load(Ordering::Relaxed),
-    })
+    }
 }
 
 /// Sets the process-wide configuration (each field atomically; a copy that starts
@@ -118,6 +183,7 @@ pub fn set_staging_config(config: StagingConfig) {
     CHUNK.store(config.chunk_bytes, Ordering::Relaxed);
     RING.store(config.ring_blocks, Ordering::Relaxed);
     THREADS.store(config.threads, Ordering::Relaxed);
+    SET.store(true, Ordering::Release);
 }
 
 /// Runs `f` with `config` used by the copies this thread issues, then restores the
@@ -173,6 +239,29 @@ mod tests {
         .effective();
         assert_eq!(c.ring_blocks, 64);
         assert!(c.threads <= memcpy::MAX_THREADS);
+    }
+
+    #[test]
+    fn machine_rules_leave_cores_free_and_give_each_thread_half_a_mib() {
+        for cores in 1..=256 {
+            let c = StagingConfig::for_cores(cores);
+            assert!(
+                (1..=MACHINE_THREADS_MAX).contains(&c.threads),
+                "{cores}: {c:?}"
+            );
+            assert!(c.threads <= cores, "{cores}: {c:?}");
+            if cores >= 4 {
+                assert!(c.threads <= cores - CORES_LEFT_FREE, "{cores}: {c:?}");
+            }
+            assert!(c.chunk_bytes.is_power_of_two() && c.chunk_bytes >= DEFAULT_CHUNK);
+            assert!(
+                c.chunk_bytes / c.threads >= CHUNK_PER_THREAD,
+                "{cores}: {c:?}"
+            );
+            assert_eq!(c.ring_blocks, DEFAULT_RING);
+            assert_eq!(c.effective().threads, c.threads.min(parallelism()));
+        }
+        assert_eq!(StagingConfig::for_cores(0), StagingConfig::for_cores(1));
     }
 
     #[test]

@@ -130,10 +130,17 @@ impl Outstanding {
     }
 
     /// Waits for every job; the first error, if any.
+    #[inline]
     pub(crate) fn wait_all(&self) -> Result<()> {
         if !self.any.load(Ordering::Relaxed) {
             return Ok(());
         }
+        self.wait_for_jobs()
+    }
+
+    /// [`wait_all`](Self::wait_all) once a job was pushed.
+    #[cold]
+    fn wait_for_jobs(&self) -> Result<()> {
         let jobs = std::mem::take(&mut *self.jobs.lock().unwrap_or_else(PoisonError::into_inner));
         let mut first = Ok(());
         for job in jobs {

@@ -27,18 +27,29 @@
 //! the driver may report plain pageable memory as `HOST` under HMM. The lookups cost
 //! about a microsecond, only for copies above the threshold.
 //!
-//! Chunk size, ring depth and thread count: 4 MiB chunks through a ring of 4 blocks,
-//! the host memcpy on up to 8 threads (at most the machine's parallelism), ordinary
-//! stores. The host memcpy is the slower half of a staged copy (one thread copies 9-15
-//! GB/s, a DMA 50+), so the result depends on the host more than on the GPU, and the
-//! sweeps (`BENCH_STAGING_SWEEP=1 bench --case pageable`, 64 MiB, GB/s up / down)
-//! disagree between hosts and runs: on an H200 host 4 MiB, 4, 8 threads gave 31 / 42,
-//! the best of 24 settings; on one H100 host 8 MiB, 8, 8 threads gave 37 / 47 against 27
-//! / 26; on another H100 host, whose own 16-thread memcpy moved only 18 GB/s, no setting
-//! stood out (7 to 28 GB/s with no order between runs; 16 threads and streaming stores
-//! were not better). The defaults are the settings that were never far from the best,
-//! at the smallest pinned footprint (16 MiB per copy in flight). The driver's own
-//! pageable path moved 7 to 10 GB/s on every host.
+//! Chunk size, ring depth and thread count follow the machine
+//! ([`StagingConfig::for_this_machine`](config::StagingConfig::for_this_machine), rules
+//! from the core count, asked once): the host memcpy on every core but two, up to 16,
+//! chunks of at least 512 KiB per thread (a power of two, 4 MiB at least: 14 threads and
+//! 8 MiB on 16 cores), a ring of 4 blocks, ordinary stores. The host memcpy is the slower
+//! half of a staged copy (one thread copies 9-15 GB/s, a DMA 50+), so the result depends
+//! on the host more than on the GPU. Why these rules, from the sweeps
+//! (`BENCH_STAGING_SWEEP=1 bench --case pageable`, 64 MiB):
+//! * **Two cores left free.** Each chunk waits for its slowest stripe, so a copy whose
+//!   threads take every core stalls whenever one of them is descheduled (by the driver's
+//!   own threads, a download's coordinator, the rest of the program): on a 16-core H100
+//!   host, 16 threads fell to 5-9 GB/s in several settings of one sweep where 8 never fell
+//!   below 14 (the "collapsed runs" of earlier measurements).
+//! * **More threads where there are cores.** At 1 GiB, 14 threads moved 37.5 GB/s up and
+//!   29.8 down on an H100 host whose own 16-thread memcpy moved 37.0 / 36.3 (8 threads of
+//!   the old default: 33 / 29 on an H200 host, 26 / 15 on an H100 one).
+//! * **Half a MiB per thread and chunk**: below it, waking the workers and waiting for the
+//!   slowest stripe cost a large part of each chunk.
+//!
+//! Sweeps still disagree between hosts and runs by tens of percent (the best 64 MiB
+//! setting of one H100 sweep moved 33-34 GB/s up, of another 37), which is why the rules
+//! are about cores rather than one machine's best constants. The driver's own pageable
+//! path moved 6 to 12 GB/s on every host.
 //!
 //! The threshold was estimated, not measured: at 1 MiB the driver's pageable path takes
 //! ~120 us at 8.4 GB/s, a staged copy ~60 us (a 4-thread memcpy of 1 MiB, ~35 us, then a 20 us DMA), and the
@@ -49,10 +60,9 @@
 //!
 //! # How
 //!
-//! * **Host to device**: for each chunk ([`DEFAULT_CHUNK`], 4 MiB), take the next block
-//!   of a ring of [`DEFAULT_RING`] (4) pool blocks, wait until the DMA that last read it
-//!   has completed (its event), memcpy the chunk into it on up to [`DEFAULT_THREADS`]
-//!   (8) threads, enqueue `cuMemcpyHtoDAsync` from it on the scope's stream and record
+//! * **Host to device**: for each chunk, take the next block of a ring of
+//!   [`DEFAULT_RING`] (4) pool blocks, wait until the DMA that last read it has completed
+//!   (its event), memcpy the chunk into it on the configuration's threads, enqueue `cuMemcpyHtoDAsync` from it on the scope's stream and record
 //!   the block's event. The call returns once every chunk has been copied out of the
 //!   source, as the driver's pageable path does; the last DMAs may still be running,
 //!   and their blocks go back to the pool armed with their events, to be reused only
