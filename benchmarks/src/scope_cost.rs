@@ -19,12 +19,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{result, CudaStream};
-use stream_core::scope;
+use cudarc::driver::{result, sys, CudaStream};
+use stream_core::{scope, Stream};
 
 use crate::error::{Context, Error, Result};
 use crate::measure::{interleaved, Plan, Sampler};
-use crate::raw::{order as raw_order, RawEvent};
+use crate::raw::{order as raw_order, RawEvent, RawStream};
 use crate::report::{Better, Report, Row, Source};
 use crate::rounds::Rounds;
 use crate::Env;
@@ -53,6 +53,70 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     Ok(())
 }
 
+/// `OPS` empty scopes on `stream`: ns per scope.
+fn scopes_on(stream: &Stream) -> Result<f64> {
+    let t = Instant::now();
+    for _ in 0..OPS {
+        scope(stream, |_| Ok::<_, Error>(()))?;
+    }
+    Ok(per_op(t, OPS))
+}
+
+/// `OPS` raw `cuStreamSynchronize`s of `stream` (a live stream of the current context):
+/// ns per synchronisation.
+fn raw_syncs(stream: sys::CUstream) -> Result<f64> {
+    let t = Instant::now();
+    for _ in 0..OPS {
+        // SAFETY: every caller passes a live stream of the current context.
+        unsafe { result::stream::synchronize(stream) }.context("cuStreamSynchronize")?;
+    }
+    Ok(per_op(t, OPS))
+}
+
+/// `OPS` empty forks from a scope on `parent` to `child`: ns per fork and join.
+fn forks_between(parent: &Stream, child: &Stream) -> Result<f64> {
+    let mut ns = 0.0;
+    scope(parent, |s| {
+        let t = Instant::now();
+        for _ in 0..OPS {
+            s.fork(child, (), |_, ()| Ok::<_, Error>(()))?;
+        }
+        ns = per_op(t, OPS);
+        Ok::<_, Error>(())
+    })?;
+    Ok(ns)
+}
+
+/// `OPS` raw event orderings each way between `parent` and `child` (live streams of the
+/// current context), then both synchronised (not timed): ns per pair.
+fn raw_forks(
+    (fork_ev, join_ev): (&RawEvent, &RawEvent),
+    parent: sys::CUstream,
+    child: sys::CUstream,
+) -> Result<f64> {
+    let t = Instant::now();
+    let enqueued = (0..OPS).try_for_each(|_| {
+        raw_order(fork_ev.0, parent, child)?;
+        raw_order(join_ev.0, child, parent)
+    });
+    let ns = per_op(t, OPS);
+    for s in [parent, child] {
+        // SAFETY: every caller passes live streams of the current context.
+        unsafe { result::stream::synchronize(s) }.context("cuStreamSynchronize")?;
+    }
+    enqueued.map(|()| ns)
+}
+
+/// A new stream of ours whose handle has left the library (`interop::raw_stream`), so
+/// that scopes and forks on it ask the driver about graph captures, and that handle.
+fn exposed_stream(env: &Env) -> Result<(Stream, sys::CUstream)> {
+    let stream = env.dev.new_stream()?;
+    let handle = scope(&stream, |s| {
+        Ok::<_, Error>(stream_core::interop::raw_stream(s))
+    })?;
+    Ok((stream, handle))
+}
+
 fn scopes(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     // Streams of the same history on both sides: new ones, never used before. The
     // driver's own synchronisation cost depends on a stream's past (measured on an H100:
@@ -61,12 +125,8 @@ fn scopes(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     // handle has left it (the earlier cases time on their streams through
     // `interop::raw_stream`): that cost is the second row's.
     let ours = &env.dev.new_stream()?;
-    let exposed = &env.dev.new_stream()?;
-    scope(exposed, |s| {
-        Ok::<_, Error>(stream_core::interop::raw_stream(s))
-    })?;
-    let fresh_raw = crate::raw::RawStream::new()?;
-    let raw = fresh_raw.0;
+    let (exposed, _) = &exposed_stream(env)?;
+    let fresh_raw = RawStream::new()?;
     let cu_sync = |stream: &Arc<CudaStream>| -> Result<f64> {
         let t = Instant::now();
         for _ in 0..OPS {
@@ -75,39 +135,11 @@ fn scopes(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
         Ok(per_op(t, OPS))
     };
     let mut samplers: Vec<Sampler<'_>> = vec![
-        (
-            "ours",
-            Box::new(|| {
-                let t = Instant::now();
-                for _ in 0..OPS {
-                    scope(ours, |_| Ok::<_, Error>(()))?;
-                }
-                Ok(per_op(t, OPS))
-            }),
-        ),
-        (
-            "raw",
-            Box::new(|| {
-                let t = Instant::now();
-                for _ in 0..OPS {
-                    // SAFETY: the stream is alive (owned by `Env`).
-                    unsafe { result::stream::synchronize(raw) }.context("cuStreamSynchronize")?;
-                }
-                Ok(per_op(t, OPS))
-            }),
-        ),
+        ("ours", Box::new(|| scopes_on(ours))),
+        ("raw", Box::new(|| raw_syncs(fresh_raw.0))),
         ("cudarc, default stream", Box::new(|| cu_sync(&env.cu1))),
         ("cudarc, own stream", Box::new(|| cu_sync(&env.cu2[0]))),
-        (
-            "ours, exposed stream",
-            Box::new(|| {
-                let t = Instant::now();
-                for _ in 0..OPS {
-                    scope(exposed, |_| Ok::<_, Error>(()))?;
-                }
-                Ok(per_op(t, OPS))
-            }),
-        ),
+        ("ours, exposed stream", Box::new(|| scopes_on(exposed))),
     ];
     let stats = interleaved(plan, &mut samplers)?;
     drop(samplers);
@@ -136,152 +168,78 @@ fn scopes(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     Ok(())
 }
 
-/// `BENCH_SCOPE_DIAG=1`: where a scope's cost above `cuStreamSynchronize` comes from.
-/// Fresh streams against the case's own, and a raw synchronisation of one of this
-/// library's streams, so that the stream's state and the library's own work separate
-/// (printed only).
-fn scope_diagnosis(env: &Env, plan: Plan) -> Result<()> {
-    let fresh_ours = env.dev.new_stream()?;
-    let exposed = env.dev.new_stream()?;
-    let exposed_raw = scope(&exposed, |s| {
-        Ok::<_, Error>(stream_core::interop::raw_stream(s))
-    })?;
-    let fresh_raw = crate::raw::RawStream::new()?;
-    let used_ours = &env.streams[0];
-    let used_raw = env.raw_streams[0].0;
-    let raw_sync = |h: cudarc::driver::sys::CUstream| -> Result<f64> {
-        let t = Instant::now();
-        for _ in 0..OPS {
-            // SAFETY: every handle passed is a live stream of the current context.
-            unsafe { result::stream::synchronize(h) }.context("cuStreamSynchronize")?;
-        }
-        Ok(per_op(t, OPS))
-    };
-    let scopes_on = |st: &stream_core::Stream| -> Result<f64> {
-        let t = Instant::now();
-        for _ in 0..OPS {
-            scope(st, |_| Ok::<_, Error>(()))?;
-        }
-        Ok(per_op(t, OPS))
-    };
-    let mut samplers: Vec<Sampler<'_>> = vec![
-        ("scope, fresh stream", Box::new(|| scopes_on(&fresh_ours))),
-        ("scope, case stream", Box::new(|| scopes_on(used_ours))),
-        ("raw, fresh raw stream", Box::new(|| raw_sync(fresh_raw.0))),
-        ("raw, case raw stream", Box::new(|| raw_sync(used_raw))),
-        ("raw, a stream of ours", Box::new(|| raw_sync(exposed_raw))),
-    ];
+/// Runs `samplers` interleaved and prints each one's figure per round, prefixed with
+/// `what` (the diagnosis is printed only, never judged).
+fn print_diagnosis(what: &str, plan: Plan, mut samplers: Vec<Sampler<'_>>) -> Result<()> {
     let labels: Vec<&str> = samplers.iter().map(|(l, _)| *l).collect();
     let stats = interleaved(plan, &mut samplers)?;
-    drop(samplers);
     for (label, r) in labels.iter().zip(&stats) {
-        let medians: Vec<String> = r.figures().iter().map(|m| format!("{m:.1}")).collect();
+        let figures: Vec<String> = r.figures().iter().map(|m| format!("{m:.1}")).collect();
         println!(
-            "  scope diag: {label:24} ns/op per round: {}",
-            medians.join(" ")
-        );
-    }
-    fork_diagnosis(env, plan)
-}
-
-/// `BENCH_SCOPE_DIAG=1`: a fork on two fresh streams of ours against raw event
-/// record/wait each way on two fresh raw streams and on two streams of ours.
-fn fork_diagnosis(env: &Env, plan: Plan) -> Result<()> {
-    let (a, b) = (env.dev.new_stream()?, env.dev.new_stream()?);
-    let (xa, xb) = (env.dev.new_stream()?, env.dev.new_stream()?);
-    let raw_of = |st: &stream_core::Stream| {
-        scope(st, |s| Ok::<_, Error>(stream_core::interop::raw_stream(s)))
-    };
-    let (xa, xb) = (raw_of(&xa)?, raw_of(&xb)?);
-    let (ra, rb) = (crate::raw::RawStream::new()?, crate::raw::RawStream::new()?);
-    let (fork_ev, join_ev) = (RawEvent::new()?, RawEvent::new()?);
-    let raw_forks =
-        |p: cudarc::driver::sys::CUstream, c: cudarc::driver::sys::CUstream| -> Result<f64> {
-            let t = Instant::now();
-            let enqueued = (0..OPS).try_for_each(|_| {
-                raw_order(fork_ev.0, p, c)?;
-                raw_order(join_ev.0, c, p)
-            });
-            let ns = per_op(t, OPS);
-            for s in [p, c] {
-                // SAFETY: the streams are alive for the whole function.
-                unsafe { result::stream::synchronize(s) }.context("cuStreamSynchronize")?;
-            }
-            enqueued.map(|()| ns)
-        };
-    let mut samplers: Vec<Sampler<'_>> = vec![
-        (
-            "fork, fresh streams",
-            Box::new(|| {
-                let mut ns = 0.0;
-                scope(&a, |s| {
-                    let t = Instant::now();
-                    for _ in 0..OPS {
-                        s.fork(&b, (), |_, ()| Ok::<_, Error>(()))?;
-                    }
-                    ns = per_op(t, OPS);
-                    Ok::<_, Error>(())
-                })?;
-                Ok(ns)
-            }),
-        ),
-        ("raw, fresh raw streams", Box::new(|| raw_forks(ra.0, rb.0))),
-        ("raw, streams of ours", Box::new(|| raw_forks(xa, xb))),
-    ];
-    let labels: Vec<&str> = samplers.iter().map(|(l, _)| *l).collect();
-    let stats = interleaved(plan, &mut samplers)?;
-    drop(samplers);
-    for (label, r) in labels.iter().zip(&stats) {
-        let medians: Vec<String> = r.figures().iter().map(|m| format!("{m:.1}")).collect();
-        println!(
-            "  fork diag: {label:24} ns/op per round: {}",
-            medians.join(" ")
+            "  {what} diag: {label:24} ns/op per round: {}",
+            figures.join(" ")
         );
     }
     Ok(())
 }
 
+/// `BENCH_SCOPE_DIAG=1`: where a scope's and a fork's cost above the driver's calls comes
+/// from. New streams against the case's own, and raw calls on streams of this library,
+/// so that the stream's state and the library's own work separate (printed only).
+fn scope_diagnosis(env: &Env, plan: Plan) -> Result<()> {
+    let fresh_ours = env.dev.new_stream()?;
+    let (_exposed, exposed_raw) = exposed_stream(env)?;
+    let fresh_raw = RawStream::new()?;
+    print_diagnosis(
+        "scope",
+        plan,
+        vec![
+            ("scope, fresh stream", Box::new(|| scopes_on(&fresh_ours))),
+            (
+                "scope, case stream",
+                Box::new(|| scopes_on(&env.streams[0])),
+            ),
+            ("raw, fresh raw stream", Box::new(|| raw_syncs(fresh_raw.0))),
+            (
+                "raw, case raw stream",
+                Box::new(|| raw_syncs(env.raw_streams[0].0)),
+            ),
+            ("raw, a stream of ours", Box::new(|| raw_syncs(exposed_raw))),
+        ],
+    )?;
+    let (a, b) = (env.dev.new_stream()?, env.dev.new_stream()?);
+    let ((_xa, xa), (_xb, xb)) = (exposed_stream(env)?, exposed_stream(env)?);
+    let (ra, rb) = (RawStream::new()?, RawStream::new()?);
+    let events = (RawEvent::new()?, RawEvent::new()?);
+    let events = (&events.0, &events.1);
+    print_diagnosis(
+        "fork",
+        plan,
+        vec![
+            ("fork, fresh streams", Box::new(|| forks_between(&a, &b))),
+            (
+                "raw, fresh raw streams",
+                Box::new(|| raw_forks(events, ra.0, rb.0)),
+            ),
+            (
+                "raw, streams of ours",
+                Box::new(|| raw_forks(events, xa, xb)),
+            ),
+        ],
+    )
+}
+
 fn forks(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     // New streams on both sides, as for scopes; the exposed pair is the second row's.
     let (a, b) = (&env.dev.new_stream()?, &env.dev.new_stream()?);
-    let (xa, xb) = (&env.dev.new_stream()?, &env.dev.new_stream()?);
-    for st in [xa, xb] {
-        scope(st, |s| Ok::<_, Error>(stream_core::interop::raw_stream(s)))?;
-    }
-    let fresh_raw = [crate::raw::RawStream::new()?, crate::raw::RawStream::new()?];
-    let (ra, rb) = (fresh_raw[0].0, fresh_raw[1].0);
-    let ours_forks = |a: &stream_core::Stream, b: &stream_core::Stream| -> Result<f64> {
-        let mut ns = 0.0;
-        scope(a, |s| {
-            let t = Instant::now();
-            for _ in 0..OPS {
-                s.fork(b, (), |_, ()| Ok::<_, Error>(()))?;
-            }
-            ns = per_op(t, OPS);
-            Ok::<_, Error>(())
-        })?;
-        Ok(ns)
-    };
-    let (fork_ev, join_ev) = (RawEvent::new()?, RawEvent::new()?);
+    let ((xa, _), (xb, _)) = (&exposed_stream(env)?, &exposed_stream(env)?);
+    let (ra, rb) = (RawStream::new()?, RawStream::new()?);
+    let events = (RawEvent::new()?, RawEvent::new()?);
+    let events = (&events.0, &events.1);
     let (ca, cb) = (&env.cu2[0], &env.cu2[1]);
     let mut samplers: Vec<Sampler<'_>> = vec![
-        ("ours", Box::new(|| ours_forks(a, b))),
-        (
-            "raw",
-            Box::new(|| {
-                let t = Instant::now();
-                let enqueued = (0..OPS).try_for_each(|_| {
-                    raw_order(fork_ev.0, ra, rb)?;
-                    raw_order(join_ev.0, rb, ra)
-                });
-                let ns = per_op(t, OPS);
-                for s in [ra, rb] {
-                    // SAFETY: the streams are alive (owned by `Env`).
-                    unsafe { result::stream::synchronize(s) }.context("cuStreamSynchronize")?;
-                }
-                enqueued.map(|()| ns)
-            }),
-        ),
+        ("ours", Box::new(|| forks_between(a, b))),
+        ("raw", Box::new(|| raw_forks(events, ra.0, rb.0))),
         (
             "cudarc, own streams",
             Box::new(|| {
@@ -296,7 +254,7 @@ fn forks(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
                 enqueued.map(|()| ns)
             }),
         ),
-        ("ours, exposed streams", Box::new(|| ours_forks(xa, xb))),
+        ("ours, exposed streams", Box::new(|| forks_between(xa, xb))),
     ];
     let stats = interleaved(plan, &mut samplers)?;
     drop(samplers);

@@ -395,36 +395,37 @@ fn head_of_line(env: &Env, rep: &mut Report, streams: &Arc<Vec<Stream>>) -> Resu
         })
     };
     let per_op = |ns: f64| ns / HOL_OPS as f64;
+    // ns of `empty_op`, each made `HOL_SETTLE` after a long kernel's `run_owned`.
+    let behind_long = |empty_op: &dyn Fn() -> Result<()>| -> Result<f64> {
+        let mut ns = 0.0;
+        for _ in 0..HOL_OPS {
+            let behind = long();
+            std::thread::sleep(HOL_SETTLE);
+            let t = Instant::now();
+            empty_op()?;
+            ns += t.elapsed().as_nanos() as f64;
+            block_on(behind)?;
+        }
+        Ok(per_op(ns))
+    };
     let stats = {
         let mut samplers: Vec<Sampler<'_>> = vec![
             (
                 "run_owned behind a long kernel",
                 Box::new(|| {
-                    let mut ns = 0.0;
-                    for _ in 0..HOL_OPS {
-                        let behind = long();
-                        std::thread::sleep(HOL_SETTLE);
-                        let t = Instant::now();
+                    behind_long(&|| {
                         block_on(idle.run_owned((), |_, ()| Ok::<_, CoreError>(())))?;
-                        ns += t.elapsed().as_nanos() as f64;
-                        block_on(behind)?;
-                    }
-                    Ok(per_op(ns))
+                        Ok(())
+                    })
                 }),
             ),
             (
                 "scope behind a long kernel",
                 Box::new(|| {
-                    let mut ns = 0.0;
-                    for _ in 0..HOL_OPS {
-                        let behind = long();
-                        std::thread::sleep(HOL_SETTLE);
-                        let t = Instant::now();
+                    behind_long(&|| {
                         scope(idle, |_| Ok::<_, CoreError>(()))?;
-                        ns += t.elapsed().as_nanos() as f64;
-                        block_on(behind)?;
-                    }
-                    Ok(per_op(ns))
+                        Ok(())
+                    })
                 }),
             ),
             (

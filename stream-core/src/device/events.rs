@@ -83,9 +83,16 @@ impl Event {
         source: &RawStream,
         waiter: &RawStream,
     ) -> Result<()> {
-        let event = Event::cached(context)?;
-        event.record(source)?;
-        event.make_wait(waiter)
+        Event::cached(context)?.reorder(source, waiter)
+    }
+
+    /// Makes `waiter` wait on the GPU for everything enqueued on `source` so far, through
+    /// this event (recorded on `source` again: a wait made earlier keeps the state of the
+    /// record before it).
+    #[inline]
+    pub(crate) fn reorder(&self, source: &RawStream, waiter: &RawStream) -> Result<()> {
+        self.record(source)?;
+        self.make_wait(waiter)
     }
 
     /// Blocks the host until the recorded work is complete, with `context` (the

@@ -38,13 +38,7 @@ unsafe impl Sync for RawEvent {}
 impl RawEvent {
     /// A new event of `context`.
     pub(crate) fn new(context: &Arc<PrimaryContext>) -> Result<Self> {
-        let _bound = context.bind()?;
-        let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-            .call("cuEventCreate")?;
-        Ok(RawEvent {
-            raw,
-            context: Arc::downgrade(context),
-        })
+        Self::with_flags(context, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
     }
 
     /// A new event of `context` that puts a thread waiting for it to sleep
@@ -52,13 +46,20 @@ impl RawEvent {
     /// thread until the driver wakes it, instead of spinning. For a thread whose job is
     /// to wait, such as the futures' completion thread, which must not busy-poll.
     pub(crate) fn new_blocking(context: &Arc<PrimaryContext>) -> Result<Self> {
+        Self::with_flags(
+            context,
+            sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32
+                | sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+        )
+    }
+
+    /// A new event of `context` with `flags` (documented `CUevent_flags` bits).
+    fn with_flags(context: &Arc<PrimaryContext>, flags: u32) -> Result<Self> {
         let _bound = context.bind()?;
-        let flags = sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32
-            | sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
         let mut raw: sys::CUevent = std::ptr::null_mut();
         // SAFETY: `raw` is a live local the driver writes the new event's handle to;
-        // `flags` combines two documented `CUevent_flags` bits; the event is created in
-        // `context`, bound above and alive (borrowed).
+        // `flags` combines documented `CUevent_flags` bits (both callers); the event is
+        // created in `context`, bound above and alive (borrowed).
         unsafe { sys::cuEventCreate(&raw mut raw, flags) }
             .result()
             .call("cuEventCreate")?;

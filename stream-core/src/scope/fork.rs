@@ -116,8 +116,9 @@ impl<'s, 'env> Scope<'s, 'env> {
         // parent for its second (a wait captures the state of the record before it, so
         // re-recording is safe).
         let event = Event::cached(context).map_err(E::from)?;
-        event.record(&self.stream.raw).map_err(E::from)?;
-        event.make_wait(&stream.raw).map_err(E::from)?;
+        event
+            .reorder(&self.stream.raw, &stream.raw)
+            .map_err(E::from)?;
         let join = JoinOnExit {
             child: stream,
             parent: &self.stream.raw,
@@ -191,11 +192,7 @@ impl JoinOnExit<'_> {
     /// synchronisation still covers the child.
     #[inline]
     fn join(&self) -> Joined {
-        let ordered = self
-            .event
-            .record(&self.child.raw)
-            .and_then(|()| self.event.make_wait(self.parent));
-        let Err(error) = ordered else {
+        let Err(error) = self.event.reorder(&self.child.raw, self.parent) else {
             return Joined::ByEvent;
         };
         match self.child.synchronize() {
