@@ -1,5 +1,5 @@
-//! Serve: many clients send requests to one GPU through async/await, on two executor
-//! threads, and every reply is checked against the CPU.
+//! Serve: many clients send requests to one GPU through async/await, on a tokio runtime
+//! of two worker threads, and every reply is checked against the CPU.
 //!
 //! Run with `cargo run --release --example serve`. It needs an NVIDIA GPU with its
 //! driver; without one it says so and exits with status 1.
@@ -11,13 +11,13 @@
 //! ever waits for the GPU. The shared weights are an `Arc<DeviceVec>` that every request
 //! owns a clone of.
 //!
-//! The executor is the workspace's `mini-executor` (tokio cannot be fetched where this
-//! workspace is built). `stream_core`'s futures need nothing from an executor but a
-//! `Waker`, so the same code runs on tokio: `tokio::spawn` in place of `executor.spawn`.
+//! `stream_core` depends on no runtime: its futures need nothing from an executor but a
+//! `Waker`, and complete from the device's completion thread, so the same code runs on
+//! any executor. Cancelling a request (dropping its future) does not stop the GPU work:
+//! the buffers go to the completion thread, which frees them once the work is done.
 
 use std::sync::Arc;
 
-use mini_executor::Executor;
 use stream_core::{Device, DeviceVec, Error, PinnedBuffer, Stream};
 
 const CLIENTS: usize = 64;
@@ -27,7 +27,17 @@ const EXECUTOR_THREADS: usize = 2;
 const N: usize = 1 << 16;
 
 fn main() {
-    match run() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(EXECUTOR_THREADS)
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("serve: cannot start the tokio runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    match run(&runtime) {
         Ok(0) => println!(
             "serve: all {} replies match the CPU",
             CLIENTS * REQUESTS_PER_CLIENT
@@ -54,11 +64,12 @@ struct Client {
     reply: PinnedBuffer<f32>,
 }
 
-/// Runs the example; returns how many replies differ from the CPU's.
-fn run() -> Result<usize, Error> {
+/// Runs the example's clients as tasks of `runtime`; returns how many replies differ
+/// from the CPU's.
+fn run(runtime: &tokio::runtime::Runtime) -> Result<usize, Error> {
     let dev = Device::new(0)?;
     println!(
-        "device 0: {}; {CLIENTS} clients, {STREAMS} streams, {EXECUTOR_THREADS} executor threads",
+        "device 0: {}; {CLIENTS} clients, {STREAMS} streams, {EXECUTOR_THREADS} tokio worker threads",
         dev.name()?
     );
     let weights: Vec<f32> = (0..N).map(|i| (i % 100) as f32 * 0.5).collect();
@@ -70,7 +81,6 @@ fn run() -> Result<usize, Error> {
             .map(|_| dev.new_stream())
             .collect::<Result<Vec<_>, _>>()?,
     );
-    let executor = Executor::new(EXECUTOR_THREADS);
     let clients: Vec<_> = (0..CLIENTS)
         .map(|id| {
             let client = Client {
@@ -82,14 +92,14 @@ fn run() -> Result<usize, Error> {
                 Arc::clone(&shared),
                 Arc::clone(&weights),
             );
-            Ok(executor.spawn(async move {
+            Ok(runtime.spawn(async move {
                 serve_client(id, client, &streams[id % STREAMS], shared, &weights).await
             }))
         })
         .collect::<Result<_, Error>>()?;
     let mut wrong = 0;
     for (id, client) in clients.into_iter().enumerate() {
-        match client.join() {
+        match runtime.block_on(client) {
             Ok(result) => wrong += result?,
             Err(_) => {
                 eprintln!("serve: client {id} panicked");

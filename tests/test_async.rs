@@ -1,29 +1,32 @@
 //! The owned-buffer futures (`stream_core::future`): `run_owned`, `upload_owned`,
-//! `download_owned` on the workspace's minimal executor (multi-threaded, one worker, and
-//! `block_on`; tokio cannot be fetched where this workspace is built, and the futures
-//! need nothing but a `Waker`).
+//! `download_owned` on tokio's multi-threaded runtime and on the workspace's minimal
+//! hand-written executor (`mini-executor`: worker threads, and `block_on`). The futures
+//! need nothing from either but a `Waker`.
 //!
-//! What is proven: results equal the CPU's for 10,000 concurrent requests over four
-//! streams; futures dropped at random points, forgotten, or whose closure panicked
-//! never release memory before the GPU is done, and everything not forgotten is back in
-//! the pools afterwards (device and pinned statistics equal to before); no executor
-//! thread waits while a long kernel runs.
+//! What is proven, on both executors: results equal the CPU's for 10,000 concurrent
+//! requests over four streams; futures dropped at random points, forgotten, or whose
+//! closure panicked never release memory before the GPU is done, and everything not
+//! forgotten is back in the pools afterwards (device and pinned statistics equal to
+//! before); no executor thread waits while a long kernel runs.
 //!
 //! The tests of this file take one lock each, so that they run one at a time: the pool
 //! statistics and the completion counters they compare are shared by the process.
 //!
 //! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
 
+mod async_support;
+
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use async_support::workers::{Kind, Workers};
+use async_support::{doubled, new_streams, pinned_copy, quiet, request, serial, DropAfter};
 use gpu_tests::{check_eq, device, ensure, panic_message, poisoned, spin, Failed, Rng, TestResult};
-use mini_executor::{block_on, Executor};
+use mini_executor::block_on;
 use stream_core::future::completion_stats;
-use stream_core::{scope, Device, Error, PinnedBuffer, Stream};
+use stream_core::{Device, Error, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -32,13 +35,32 @@ gpu_tests::test_main! {
         staged_download_into_an_owned_vec_has_landed_when_the_future_resolves,
         empty_copies_resolve_at_once_with_their_buffers,
         download_owned_of_mismatched_lengths_is_length_mismatch,
-        ten_thousand_concurrent_requests_over_four_streams_on_four_workers,
-        ten_thousand_concurrent_requests_over_four_streams_on_one_worker,
+        ten_thousand_concurrent_requests_over_four_streams_on_tokio_four_workers =
+            || concurrent_requests(Kind::Tokio, 4),
+        ten_thousand_concurrent_requests_over_four_streams_on_tokio_one_worker =
+            || concurrent_requests(Kind::Tokio, 1),
+        ten_thousand_concurrent_requests_over_four_streams_on_mini_executor_four_workers =
+            || concurrent_requests(Kind::Mini, 4),
+        ten_thousand_concurrent_requests_over_four_streams_on_mini_executor_one_worker =
+            || concurrent_requests(Kind::Mini, 1),
         requests_on_block_on_are_correct,
-        futures_dropped_at_random_points_release_their_memory_only_after_the_gpu,
-        forgotten_future_leaks_its_buffer_and_the_stream_keeps_working,
+        futures_dropped_at_random_points_on_tokio_release_their_memory_only_after_the_gpu =
+            || futures_dropped_at_random_points(Kind::Tokio),
+        futures_dropped_at_random_points_on_mini_executor_release_their_memory_only_after_the_gpu =
+            || futures_dropped_at_random_points(Kind::Mini),
+        forgotten_future_on_tokio_leaks_its_buffer_and_the_stream_keeps_working =
+            || forgotten_future(Kind::Tokio),
+        forgotten_future_on_mini_executor_leaks_its_buffer_and_the_stream_keeps_working =
+            || forgotten_future(Kind::Mini),
         panic_in_the_run_owned_closure_propagates_and_releases_after_the_gpu,
-        no_executor_thread_waits_while_a_long_kernel_runs,
+        panic_in_a_run_owned_closure_of_a_tokio_task_releases_after_the_gpu =
+            || panic_in_a_spawned_task(Kind::Tokio),
+        panic_in_a_run_owned_closure_of_a_mini_executor_task_releases_after_the_gpu =
+            || panic_in_a_spawned_task(Kind::Mini),
+        no_tokio_worker_waits_while_a_long_kernel_runs =
+            || no_worker_waits_while_a_long_kernel_runs(Kind::Tokio),
+        no_mini_executor_worker_waits_while_a_long_kernel_runs =
+            || no_worker_waits_while_a_long_kernel_runs(Kind::Mini),
     ],
 }
 
@@ -51,105 +73,11 @@ const LONG_SPIN: u64 = 2_000_000_000;
 const REQUESTS: usize = 10_000;
 /// Streams the requests are spread over.
 const STREAMS: usize = 4;
-/// How long a test waits for the completion thread to finish everything.
-const QUIET_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The lock that makes this file's tests run one at a time.
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Device and pinned bytes in use once nothing is in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct InUse {
-    device: usize,
-    pinned: usize,
-}
-
-/// Waits until no future's completion is pending, synchronises `streams` (so the pool
-/// sees their frees complete) and the housekeeping stream, and reads what is in use.
-fn quiet(dev: &Device, streams: &[&Stream]) -> TestResult<InUse> {
-    let start = Instant::now();
-    while completion_stats().in_flight > 0 {
-        ensure!(
-            start.elapsed() < QUIET_TIMEOUT,
-            "{} operations still in flight after {QUIET_TIMEOUT:?}: the completion thread \
-             never saw their events complete",
-            completion_stats().in_flight
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    for stream in streams {
-        scope(stream, |_| Ok::<_, Error>(()))?;
-    }
-    dev.trim_memory(0)?;
-    Ok(InUse {
-        device: dev.memory_stats()?.in_use_bytes,
-        pinned: dev.pinned_memory_stats().in_use_bytes,
-    })
-}
-
-fn doubled(input: &[f32]) -> Vec<f32> {
-    input.iter().map(|v| v * 2.0).collect()
-}
-
-fn new_streams(dev: &Device, n: usize) -> TestResult<Arc<Vec<Stream>>> {
-    let streams = (0..n)
-        .map(|_| dev.new_stream())
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Arc::new(streams))
-}
-
-fn pinned_copy(dev: &Device, data: &[f32]) -> Result<PinnedBuffer<f32>, Error> {
-    let mut buf = dev.alloc_pinned::<f32>(data.len())?;
-    buf.copy_from_slice(data);
-    Ok(buf)
-}
-
-/// One request of the load tests, of one of three kinds (`kind` is 0, 1 or 2), checked
-/// against the CPU: 2x through `run_owned` over pinned buffers; a plain round trip
-/// through `upload_owned(Vec)` and `download_owned(DeviceVec, Box<[f32]>)`; and 2x in
-/// three steps (`upload_owned(PinnedBuffer)`, `run_owned` over the `DeviceVec`,
-/// `download_owned` into a `Vec`).
-async fn request(kind: usize, dev: Device, stream: &Stream, input: Vec<f32>) -> TestResult {
-    let n = input.len();
-    match kind {
-        0 => {
-            let owned = (pinned_copy(&dev, &input)?, pinned_copy(&dev, &poisoned(n))?);
-            let ((_, output), ()) = stream
-                .run_owned(owned, |s, (input, output)| {
-                    let x = s.upload(&input[..])?;
-                    let mut y = s.alloc::<f32>(x.len())?;
-                    kernels::scale(s, 2.0f32, &x, &mut y)?;
-                    let _download = s.copy_to_host(&y, &mut output[..])?;
-                    Ok::<_, Error>(())
-                })
-                .await?;
-            check_eq("run_owned request (2x)", &doubled(&input), &output)
-        }
-        1 => {
-            let (on_gpu, input) = stream.upload_owned(input).await?;
-            let (_, output) = stream
-                .download_owned(on_gpu, poisoned::<f32>(n).into_boxed_slice())
-                .await?;
-            check_eq("upload_owned + download_owned round trip", &input, &output)
-        }
-        _ => {
-            let (on_gpu, _) = stream.upload_owned(pinned_copy(&dev, &input)?).await?;
-            let (on_gpu, ()) = stream
-                .run_owned(on_gpu, |s, on_gpu| {
-                    let mut x = s.attach(on_gpu)?;
-                    let mut y = s.alloc::<f32>(x.len())?;
-                    kernels::scale(s, 2.0f32, &x, &mut y)?;
-                    s.copy_device(&y, &mut x)?;
-                    Ok::<_, Error>(())
-                })
-                .await?;
-            let (_, output) = stream.download_owned(on_gpu, poisoned::<f32>(n)).await?;
-            check_eq("three-step request (2x)", &doubled(&input), &output)
-        }
-    }
+/// `threads` workers of `kind`, or the reason there are none.
+fn workers(kind: Kind, threads: usize) -> TestResult<Workers> {
+    Workers::new(kind, threads)
+        .map_err(|e| Failed::from(format!("cannot start {kind:?} with {threads} workers: {e}")))
 }
 
 /// Each owned buffer type makes the round trip, and every buffer comes back.
@@ -279,12 +207,12 @@ fn download_owned_of_mismatched_lengths_is_length_mismatch() -> TestResult {
 /// `REQUESTS` requests of random small sizes, all spawned at once on `workers` worker
 /// threads over `STREAMS` streams; every result is checked, and the pools hold what they
 /// held before.
-fn concurrent_requests(workers: usize) -> TestResult {
+fn concurrent_requests(kind: Kind, threads: usize) -> TestResult {
     let _serial = serial();
     let dev = device()?;
     let streams = new_streams(&dev, STREAMS)?;
     let before = quiet(&dev, &streams.iter().collect::<Vec<_>>())?;
-    let executor = Executor::new(workers);
+    let executor = workers(kind, threads)?;
     let mut rng = Rng::new();
     let handles: Vec<_> = (0..REQUESTS)
         .map(|i| {
@@ -298,14 +226,16 @@ fn concurrent_requests(workers: usize) -> TestResult {
         match handle.join() {
             Ok(result) => result.map_err(|e| {
                 Failed::from(format!(
-                    "request {i} (kind {}): {}",
+                    "{}: request {i} (kind {}): {}",
+                    executor.name(),
                     i % 3,
                     e.message().map_or("", |m| m)
                 ))
             })?,
             Err(panic) => {
                 return Err(Failed::from(format!(
-                    "request {i} panicked: {}",
+                    "{}: request {i} panicked: {}",
+                    executor.name(),
                     panic_message(panic.as_ref())
                 )))
             }
@@ -319,14 +249,6 @@ fn concurrent_requests(workers: usize) -> TestResult {
          memory of a request was not released"
     );
     Ok(())
-}
-
-fn ten_thousand_concurrent_requests_over_four_streams_on_four_workers() -> TestResult {
-    concurrent_requests(4)
-}
-
-fn ten_thousand_concurrent_requests_over_four_streams_on_one_worker() -> TestResult {
-    concurrent_requests(1)
 }
 
 /// The same requests, one after the other, on the calling thread.
@@ -343,41 +265,13 @@ fn requests_on_block_on_are_correct() -> TestResult {
     Ok(())
 }
 
-/// Polls the inner future at most `polls` times (asking to be polled again at once
-/// while it is pending), then drops it: `None`.
-struct DropAfter<F> {
-    inner: Option<F>,
-    polls: usize,
-}
-
-impl<F: Future + Unpin> Future for DropAfter<F> {
-    type Output = Option<F::Output>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if self.polls == 0 {
-            self.inner = None;
-            return Poll::Ready(None);
-        }
-        self.polls -= 1;
-        let Some(inner) = self.inner.as_mut() else {
-            return Poll::Ready(None);
-        };
-        match Pin::new(inner).poll(cx) {
-            Poll::Ready(output) => Poll::Ready(Some(output)),
-            Poll::Pending => {
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            }
-        }
-    }
-}
-
-/// Behind a spinning kernel on each stream, 2,000 futures of every kind are dropped
-/// before their first poll or after one to three polls. Right after the drops, the
+/// Behind a spinning kernel on each stream, 2,000 futures of every kind, spawned on
+/// `kind`'s two workers, are dropped before their first poll or after one to three
+/// polls. Right after the drops, the
 /// pinned memory they own is still in use (the GPU has not finished); once the
 /// completion thread is done, everything is back in the pools, and the completion thread
 /// released at least the futures dropped while their stream was busy.
-fn futures_dropped_at_random_points_release_their_memory_only_after_the_gpu() -> TestResult {
+fn futures_dropped_at_random_points(kind: Kind) -> TestResult {
     let _serial = serial();
     let dev = device()?;
     let streams = new_streams(&dev, STREAMS)?;
@@ -389,7 +283,7 @@ fn futures_dropped_at_random_points_release_their_memory_only_after_the_gpu() ->
     for stream in streams.iter() {
         drop(stream.run_owned((), |s, ()| spin(s, LONG_SPIN)));
     }
-    let executor = Executor::new(2);
+    let executor = workers(kind, 2)?;
     let mut rng = Rng::new();
     let n = 1000;
     let mut handles = Vec::new();
@@ -475,22 +369,38 @@ fn futures_dropped_at_random_points_release_their_memory_only_after_the_gpu() ->
 }
 
 /// A forgotten future keeps its buffer (a leak, never a free under the DMA), and its
-/// stream runs on. The future is made on a device handle of its own, which the leak
-/// keeps open, so that the shared handle's pools stay clean.
-fn forgotten_future_leaks_its_buffer_and_the_stream_keeps_working() -> TestResult {
+/// stream runs on. The future is polled once by a task of `kind` (so the completion
+/// thread holds that task's waker) and forgotten there. It is made on a device handle
+/// of its own, which the leak keeps open, so that the shared handle's pools stay clean.
+fn forgotten_future(kind: Kind) -> TestResult {
     let _serial = serial();
     let dev = Device::new(0)?;
-    let stream = dev.new_stream()?;
+    let stream = Arc::new(dev.new_stream()?);
     let before = quiet(&dev, &[&stream])?;
     let buffer = dev.alloc_pinned::<u32>(1024)?; // one 4 KiB block
     let block = dev.pinned_memory_stats().in_use_bytes - before.pinned;
-    let future = stream.run_owned(buffer, |s, buffer| {
-        spin(s, SPIN)?;
-        let x = s.alloc_zeroed::<u32>(buffer.len())?;
-        let _download = s.copy_to_host(&x, &mut buffer[..])?;
-        Ok::<_, Error>(())
+    let executor = workers(kind, 1)?;
+    let task_stream = Arc::clone(&stream);
+    let pending_at_first_poll = executor.spawn(async move {
+        let mut future = Box::pin(task_stream.run_owned(buffer, |s, buffer| {
+            spin(s, SPIN)?;
+            let x = s.alloc_zeroed::<u32>(buffer.len())?;
+            let _download = s.copy_to_host(&x, &mut buffer[..])?;
+            Ok::<_, Error>(())
+        }));
+        let pending =
+            std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx).is_pending())).await;
+        std::mem::forget(future);
+        pending
     });
-    std::mem::forget(future);
+    let pending = pending_at_first_poll
+        .join()
+        .map_err(|p| Failed::from(panic_message(p.as_ref())))?;
+    ensure!(
+        pending,
+        "the future behind a 50 ms kernel was ready at its first poll"
+    );
+    drop(executor);
     let after = quiet(&dev, &[&stream])?;
     ensure!(
         after.pinned == before.pinned + block,
@@ -551,16 +461,74 @@ fn panic_in_the_run_owned_closure_propagates_and_releases_after_the_gpu() -> Tes
     Ok(())
 }
 
+/// A panic in the closure of a `run_owned` called by a task of `kind` ends that task
+/// with the panic (the executor reports it), and the owned buffer stays in use until
+/// the work enqueued before the panic has completed.
+fn panic_in_a_spawned_task(kind: Kind) -> TestResult {
+    let _serial = serial();
+    let dev = device()?;
+    let stream = Arc::new(dev.new_stream()?);
+    let before = quiet(&dev, &[&stream])?;
+    let buffer = dev.alloc_pinned::<u32>(1024)?;
+    let with_buffer = dev.pinned_memory_stats().in_use_bytes;
+    let executor = workers(kind, 2)?;
+    let task_stream = Arc::clone(&stream);
+    let task = executor.spawn(async move {
+        task_stream
+            .run_owned(buffer, |s, buffer| {
+                spin(s, SPIN)?;
+                let x = s.alloc_zeroed::<u32>(buffer.len())?;
+                let len = buffer.len();
+                let _download = s.copy_to_host(&x, &mut buffer[..])?;
+                if len == 1024 {
+                    panic!("deliberate panic in a spawned run_owned closure");
+                }
+                Ok::<_, Error>(())
+            })
+            .await
+            .map(|_| ())
+    });
+    let joined = task.join();
+    let in_use_right_after = dev.pinned_memory_stats().in_use_bytes;
+    let busy = !stream.is_idle()?;
+    match joined {
+        Err(panic) => ensure!(
+            panic_message(panic.as_ref()).contains("deliberate"),
+            "{}: the task ended with another panic: {}",
+            executor.name(),
+            panic_message(panic.as_ref())
+        ),
+        Ok(result) => {
+            return Err(Failed::from(format!(
+                "{}: the task returned {result:?} although its run_owned closure panicked",
+                executor.name()
+            )))
+        }
+    }
+    ensure!(
+        !busy || in_use_right_after == with_buffer,
+        "the stream is still busy, yet the panicked closure's buffer is already back in the \
+         pool ({in_use_right_after} bytes in use, {with_buffer} with the buffer)"
+    );
+    drop(executor);
+    let after = quiet(&dev, &[&stream])?;
+    ensure!(
+        after == before,
+        "after the work before the panic completed the pools hold {after:?}, before {before:?}"
+    );
+    Ok(())
+}
+
 /// While a one-second kernel runs behind a `run_owned` future, the one worker thread of
-/// the executor runs other tasks: nothing waits on the GPU.
-fn no_executor_thread_waits_while_a_long_kernel_runs() -> TestResult {
+/// a `kind` executor runs other tasks: nothing waits on the GPU.
+fn no_worker_waits_while_a_long_kernel_runs(kind: Kind) -> TestResult {
     let _serial = serial();
     let dev = device()?;
     let stream = Arc::new(dev.new_stream()?);
     // Warm up: the spin kernel's module and the completion thread, so that neither is
     // made while the clock runs.
     block_on(stream.run_owned((), |s, ()| spin(s, 1)))?;
-    let executor = Executor::new(1);
+    let executor = workers(kind, 1)?;
     let long_stream = Arc::clone(&stream);
     let start = Instant::now();
     let long = executor.spawn(async move {
@@ -578,8 +546,9 @@ fn no_executor_thread_waits_while_a_long_kernel_runs() -> TestResult {
         .map_err(|p| Failed::from(panic_message(p.as_ref())))??;
     ensure!(
         quick_done < long_done && quick_done.duration_since(start) < Duration::from_millis(200),
-        "the quick task finished {:?} after the start and the long one {:?}: the worker \
-         thread waited for the GPU",
+        "{}: the quick task finished {:?} after the start and the long one {:?}: the \
+         worker thread waited for the GPU",
+        executor.name(),
         quick_done.duration_since(start),
         long_done.duration_since(start)
     );

@@ -36,6 +36,7 @@ mod pageable;
 mod pipeline;
 mod raw;
 mod report;
+mod request_steps;
 mod rounds;
 mod scope_cost;
 mod serve;

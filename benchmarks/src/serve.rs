@@ -7,10 +7,9 @@
 //! flight on `CLIENTS` streams.
 //! * **threads** (the baseline, in the `raw` column): one OS thread and one stream per
 //!   client, a scope per request (it blocks its thread until the reply has landed).
-//! * **async** (`ours`): the clients are tasks of an executor with `CLIENTS / 8` worker
-//!   threads; a request is one [`Stream::run_owned`] over the client's own pinned
-//!   buffers, awaited. The executor is the workspace's `mini-executor` (tokio cannot be
-//!   fetched where the workspace is built; the futures need nothing but a `Waker`).
+//! * **async** (`ours`): the clients are tasks of a tokio multi-threaded runtime with
+//!   `CLIENTS / 8` worker threads; a request is one [`Stream::run_owned`] over the
+//!   client's own pinned buffers, awaited.
 //!
 //! Requests per second are measured over the whole batch, and each request's latency
 //! (from its start to its reply) is kept: p50 and p99 are taken per round over every
@@ -31,8 +30,9 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Instant;
 
-use mini_executor::{block_on, Executor};
+use mini_executor::block_on;
 use stream_core::{scope, Error as CoreError, PinnedBuffer, Stream};
+use tokio::runtime::Runtime;
 
 use crate::cuda::{self, work_config, work_reference};
 use crate::error::{Error, Result};
@@ -56,6 +56,9 @@ fn input(i: usize) -> f32 {
 
 /// Runs case 8.
 pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
+    if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
+        crate::request_steps::print(env)?;
+    }
     let streams = (0..CLIENTS)
         .map(|_| env.dev.new_stream())
         .collect::<stream_core::Result<Vec<_>>>()?;
@@ -67,7 +70,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     request_enqueue_cost(env, rep)?;
     head_of_line(env, rep, &streams)?;
     rep.note(format!(
-        "serve: the async design runs {EXECUTOR_THREADS} executor threads (mini-executor, tokio is not available offline) plus stream_core's one completion thread; the threads design runs {CLIENTS}"
+        "serve: the async design runs {EXECUTOR_THREADS} executor threads (a tokio multi-threaded runtime) plus stream_core's one completion thread; the threads design runs {CLIENTS}"
     ));
     Ok(())
 }
@@ -117,7 +120,10 @@ fn server_loop(
     let plan = env.cfg.plan(warmup, reps);
     let threads_state = RefCell::new(client_buffers(env, elems)?);
     let async_state = RefCell::new(Some(client_buffers(env, elems)?));
-    let executor = Executor::new(EXECUTOR_THREADS);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(EXECUTOR_THREADS)
+        .build()
+        .map_err(|e| Error::msg(format!("serve: cannot start the tokio runtime: {e}")))?;
     let (threads_latency, async_latency): (Latencies, Latencies) = Default::default();
     let stats = {
         let mut samplers: Vec<Sampler<'_>> = vec![
@@ -129,7 +135,7 @@ fn server_loop(
                         .take()
                         .ok_or_else(|| Error::msg("async: the buffers were lost"))?;
                     let (seconds, buffers, latencies) =
-                        async_batch(&executor, streams, buffers, per_client)?;
+                        async_batch(&runtime, streams, buffers, per_client)?;
                     check_reply("async", &buffers[0].1)?;
                     *async_state.borrow_mut() = Some(buffers);
                     async_latency.borrow_mut().push(latencies);
@@ -215,9 +221,9 @@ async fn async_request(
     Ok(buffers)
 }
 
-/// `per_client` requests from each client, all clients at once, on the executor.
+/// `per_client` requests from each client, all clients at once, on the runtime.
 fn async_batch(
-    executor: &Executor,
+    runtime: &Runtime,
     streams: &Arc<Vec<Stream>>,
     buffers: Vec<Buffers>,
     per_client: usize,
@@ -228,7 +234,7 @@ fn async_batch(
         .enumerate()
         .map(|(c, mut buffers)| {
             let streams = Arc::clone(streams);
-            executor.spawn(async move {
+            runtime.spawn(async move {
                 let mut latencies = Vec::with_capacity(per_client);
                 for _ in 0..per_client {
                     let t = Instant::now();
@@ -242,9 +248,9 @@ fn async_batch(
     let mut all_buffers = Vec::with_capacity(CLIENTS);
     let mut latencies = Vec::with_capacity(CLIENTS * per_client);
     for client in clients {
-        let (buffers, l) = client
-            .join()
-            .map_err(|_| Error::msg("async: a client task panicked"))??;
+        let (buffers, l) = runtime
+            .block_on(client)
+            .map_err(|e| Error::msg(format!("async: a client task failed: {e}")))??;
         all_buffers.push(buffers);
         latencies.extend(l);
     }

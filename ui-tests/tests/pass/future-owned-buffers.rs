@@ -1,10 +1,9 @@
 //! The owned-buffer futures in the forms users write: `run_owned` over a tuple of
 //! pinned buffers and a `DeviceVec`, `'static` host memory, an `Arc<Stream>` in the owned
 //! value for a fork, `upload_owned` of each owned buffer type, `download_owned` of a
-//! `DeviceVec` and of an `Arc` of one, and futures spawned on a multi-threaded executor.
+//! `DeviceVec` and of an `Arc` of one, and futures spawned on a multi-threaded tokio runtime.
 use std::sync::Arc;
 
-use mini_executor::Executor;
 use stream_core::{Device, DeviceVec, Error, PinnedBuffer, Stream};
 
 static TABLE: [f32; 4] = [1.0, 2.0, 3.0, 4.0];
@@ -56,16 +55,15 @@ async fn copies(dev: &Device, stream: &Stream) -> Result<(), Error> {
     Ok(())
 }
 
-fn run(dev: Device) -> Result<(), Error> {
-    let executor = Executor::new(2);
+fn run(dev: Device, runtime: tokio::runtime::Runtime) -> Result<(), Error> {
     let stream = Arc::new(dev.new_stream()?);
     let weights = dev.upload_vec(&[0.5f32; 1024])?;
     let (input, output) = (dev.alloc_pinned(1024)?, dev.alloc_pinned(1024)?);
-    let task = executor.spawn(request(Arc::clone(&stream), input, output, weights));
-    let _ = task.join();
+    let task = runtime.spawn(request(Arc::clone(&stream), input, output, weights));
+    let _ = runtime.block_on(task);
     let other = Arc::new(dev.new_stream()?);
-    mini_executor::block_on(fork_on_an_owned_stream(&stream, other))?;
-    mini_executor::block_on(copies(&dev, &stream))
+    runtime.block_on(fork_on_an_owned_stream(&stream, other))?;
+    runtime.block_on(copies(&dev, &stream))
 }
 
 fn main() {

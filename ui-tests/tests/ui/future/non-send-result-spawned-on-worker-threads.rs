@@ -1,14 +1,13 @@
 //! A non-`Send` value captured by the `run_owned` closure and returned from it stays in
-//! the future, which then cannot run on a multi-threaded executor's workers.
+//! the future, which then cannot run on a multi-threaded runtime's workers.
 use std::rc::Rc;
 use std::sync::Arc;
 
-use mini_executor::Executor;
 use stream_core::{Error, Stream};
 
-fn serve(executor: &Executor, stream: Arc<Stream>) {
+fn serve(stream: Arc<Stream>) {
     let label = Rc::new("request 1".to_owned());
-    executor.spawn(async move {
+    tokio::spawn(async move {
         let ((), label) = stream
             .run_owned((), move |s, ()| {
                 let _x = s.alloc::<f32>(16)?;

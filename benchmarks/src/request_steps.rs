@@ -1,0 +1,136 @@
+//! `BENCH_SERVE_DIAG=1`: where the host time of one 1 MiB request of case `serve` goes,
+//! step by step, ours in a scope against the same raw driver calls (printed only).
+//!
+//! The request is the server loop's: an upload from pinned memory, an allocation, the
+//! `work_f32` kernel, a download into pinned memory, the frees and the synchronisation.
+//! Ours takes its pinned buffers from the device's pool (`alloc_pinned`); the raw side
+//! runs once from a `cuMemHostAlloc` buffer of its own and once from the pool's buffers,
+//! so that a cost of the memory itself and a cost of the library separate.
+#![allow(unsafe_code)]
+
+use std::time::Instant;
+
+use cudarc::driver::result;
+use stream_core::{scope, Error as CoreError, PinnedBuffer};
+
+use crate::cuda::{self, work_config};
+use crate::error::{Context, Result};
+use crate::raw::{arg, RawPinned};
+use crate::Env;
+
+/// Requests per side.
+const REQUESTS: usize = 300;
+/// Kernel iterations per element, as in case `serve`.
+const ITERS: u32 = 32;
+
+/// Host nanoseconds of each step of one request.
+type Steps = Vec<(&'static str, f64)>;
+
+/// Prints the median host time of each step, ours and raw.
+pub fn print(env: &Env) -> Result<()> {
+    let elems = 1 << 18;
+    let mut input = env.dev.alloc_pinned::<f32>(elems)?;
+    input.fill(1.0);
+    let mut output = env.dev.alloc_pinned::<f32>(elems)?;
+    let mut raw_input = RawPinned::new(elems)?;
+    raw_input.as_mut_slice().fill(1.0);
+    let mut raw_output = RawPinned::new(elems)?;
+    for name in [
+        "ours, pool pinned",
+        "raw, own cuMemHostAlloc",
+        "raw, pool pinned",
+    ] {
+        let mut samples: Vec<Steps> = Vec::with_capacity(REQUESTS);
+        for _ in 0..REQUESTS {
+            samples.push(match name {
+                "ours, pool pinned" => ours(env, &input, &mut output)?,
+                "raw, own cuMemHostAlloc" => {
+                    raw(env, raw_input.as_slice(), raw_output.as_mut_slice())?
+                }
+                _ => raw(env, &input, &mut output)?,
+            });
+        }
+        let line = (0..samples[0].len())
+            .map(|step| {
+                let mut ns: Vec<f64> = samples.iter().map(|s| s[step].1).collect();
+                ns.sort_by(f64::total_cmp);
+                format!("{} {:.0}", samples[0][step].0, ns[ns.len() / 2])
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!("  serve diag: 1 MiB request, {name}, median ns per step: {line}");
+    }
+    Ok(())
+}
+
+/// One request in a scope on the case's first stream, each step timed.
+fn ours(env: &Env, input: &PinnedBuffer<f32>, output: &mut PinnedBuffer<f32>) -> Result<Steps> {
+    let mut steps = Steps::new();
+    let mut t = Instant::now();
+    let mut lap = |steps: &mut Steps, name: &'static str| {
+        steps.push((name, t.elapsed().as_nanos() as f64));
+        t = Instant::now();
+    };
+    scope(&env.streams[0], |s| {
+        lap(&mut steps, "enter");
+        let mut x = s.alloc::<f32>(input.len())?;
+        lap(&mut steps, "alloc x");
+        s.copy_to_device(&input[..], &mut x)?;
+        lap(&mut steps, "upload");
+        let mut y = s.alloc::<f32>(x.len())?;
+        lap(&mut steps, "alloc y");
+        cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
+        lap(&mut steps, "kernel");
+        let _reply = s.copy_to_host(&y, &mut output[..])?;
+        lap(&mut steps, "download");
+        drop((x, y));
+        lap(&mut steps, "frees");
+        Ok::<_, CoreError>(())
+    })?;
+    lap(&mut steps, "exit");
+    Ok(steps)
+}
+
+/// The same request in raw driver calls on the first raw stream.
+fn raw(env: &Env, input: &[f32], output: &mut [f32]) -> Result<Steps> {
+    let st = env.raw_streams[0].0;
+    let bytes = std::mem::size_of_val(input);
+    let mut steps = Steps::new();
+    let mut t = Instant::now();
+    let mut lap = |steps: &mut Steps, name: &'static str| {
+        steps.push((name, t.elapsed().as_nanos() as f64));
+        t = Instant::now();
+    };
+    lap(&mut steps, "enter");
+    // SAFETY: `st` is a live stream of the current context.
+    let dx = unsafe { result::malloc_async(st, bytes) }.context("cuMemAllocAsync")?;
+    lap(&mut steps, "alloc x");
+    // SAFETY: `dx` holds `bytes`, as many as `input`, which is pinned and outlives the
+    // copy (the stream is synchronised before this function returns).
+    unsafe { result::memcpy_htod_async(dx, input, st) }.context("cuMemcpyHtoDAsync")?;
+    lap(&mut steps, "upload");
+    // SAFETY: as above.
+    let dy = unsafe { result::malloc_async(st, bytes) }.context("cuMemAllocAsync")?;
+    lap(&mut steps, "alloc y");
+    let len = input.len();
+    let cfg = work_config(len);
+    let mut args = [arg(&ITERS), arg(&dx), arg(&len), arg(&dy), arg(&len)];
+    // SAFETY: `work_f32(unsigned, const float*, size_t, float*, size_t)` gets two device
+    // buffers of `len` floats, alive until their stream-ordered frees below.
+    unsafe { result::launch_kernel(env.raw_work.0, cfg.grid, cfg.block, 0, st, &mut args) }
+        .context("cuLaunchKernel")?;
+    lap(&mut steps, "kernel");
+    // SAFETY: `output` has as many bytes as `dy`; nothing reads it before the
+    // synchronisation below.
+    unsafe { result::memcpy_dtoh_async(output, dy, st) }.context("cuMemcpyDtoHAsync")?;
+    lap(&mut steps, "download");
+    // SAFETY: allocated above on `st`; every use was enqueued on `st` before.
+    unsafe { result::free_async(dx, st) }.context("cuMemFreeAsync")?;
+    // SAFETY: as above.
+    unsafe { result::free_async(dy, st) }.context("cuMemFreeAsync")?;
+    lap(&mut steps, "frees");
+    // SAFETY: `st` is a live stream.
+    unsafe { result::stream::synchronize(st) }.context("cuStreamSynchronize")?;
+    lap(&mut steps, "exit");
+    Ok(steps)
+}

@@ -1,0 +1,87 @@
+//! The two executors the async tests run on, behind one small interface: tokio's
+//! multi-threaded runtime, and the workspace's minimal hand-written `mini-executor`.
+//! `stream_core`'s futures need nothing from either but a `Waker`, so every test runs
+//! the same code on both.
+
+use std::future::Future;
+use std::thread;
+
+/// Which executor a test runs on.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    Tokio,
+    Mini,
+}
+
+/// Worker threads that run spawned tasks.
+pub enum Workers {
+    Tokio(tokio::runtime::Runtime),
+    Mini(mini_executor::Executor),
+}
+
+/// A spawned task's output, joined from the test thread.
+pub enum Task<T> {
+    Tokio(tokio::runtime::Handle, tokio::task::JoinHandle<T>),
+    Mini(mini_executor::JoinHandle<T>),
+}
+
+impl Workers {
+    /// `threads` workers of `kind`.
+    pub fn new(kind: Kind, threads: usize) -> std::io::Result<Self> {
+        match kind {
+            Kind::Tokio => Self::tokio(threads),
+            Kind::Mini => Ok(Self::mini(threads)),
+        }
+    }
+
+    /// tokio's multi-threaded runtime with `threads` workers (and nothing else enabled:
+    /// no timers, no I/O driver; the futures do not need them).
+    pub fn tokio(threads: usize) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("test-tokio-worker")
+            .build()?;
+        Ok(Self::Tokio(runtime))
+    }
+
+    /// The workspace's minimal executor with `threads` workers.
+    pub fn mini(threads: usize) -> Self {
+        Self::Mini(mini_executor::Executor::new(threads))
+    }
+
+    /// Which executor, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Tokio(_) => "tokio",
+            Self::Mini(_) => "mini-executor",
+        }
+    }
+
+    /// Runs `future` on the worker threads.
+    pub fn spawn<F>(&self, future: F) -> Task<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match self {
+            Self::Tokio(runtime) => Task::Tokio(runtime.handle().clone(), runtime.spawn(future)),
+            Self::Mini(executor) => Task::Mini(executor.spawn(future)),
+        }
+    }
+}
+
+impl<T> Task<T> {
+    /// Blocks the test thread until the task has finished; `Err` holds its panic.
+    pub fn join(self) -> thread::Result<T> {
+        match self {
+            Self::Tokio(runtime, handle) => runtime.block_on(handle).map_err(|error| {
+                if error.is_panic() {
+                    error.into_panic()
+                } else {
+                    Box::new(format!("the tokio task did not finish: {error}"))
+                }
+            }),
+            Self::Mini(handle) => handle.join(),
+        }
+    }
+}
