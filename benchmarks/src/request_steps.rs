@@ -6,6 +6,14 @@
 //! Ours takes its pinned buffers from the device's pool (`alloc_pinned`); the raw side
 //! runs once from a `cuMemHostAlloc` buffer of its own and once from the pool's buffers,
 //! so that a cost of the memory itself and a cost of the library separate.
+//!
+//! Case `serve` prints these steps (and, the first time, the enqueue-cost row's own
+//! per-request distribution) three times: before its server loops, after them and the
+//! cost rows, and at its end. What it showed on an H100: the library adds nothing per
+//! step that the raw calls do not cost, but `cuMemAllocAsync` itself costs 0.6 to 6 µs
+//! of host time in one state of the device's pool and 47 to 53 µs in another (after the
+//! 16-stream server loops; raw calls alike), which is what the 1 MiB enqueue-cost row
+//! (about 110 µs per request) consists of.
 #![allow(unsafe_code)]
 
 use std::time::Instant;
@@ -35,15 +43,24 @@ pub fn print(env: &Env) -> Result<()> {
     let mut raw_input = RawPinned::new(elems)?;
     raw_input.as_mut_slice().fill(1.0);
     let mut raw_output = RawPinned::new(elems)?;
+    let (serve_input, mut serve_output) = crate::serve::client_buffers(env, elems)?
+        .pop()
+        .ok_or_else(|| crate::error::Error::msg("no client buffers"))?;
+    let staged_before = stream_core::staging::staged_copy_counts();
     for name in [
+        "ours, the serve case's buffers",
+        "raw, the serve case's buffers",
         "ours, pool pinned",
         "raw, own cuMemHostAlloc",
         "raw, pool pinned",
+        "ours, the serve case's buffers",
     ] {
         let mut samples: Vec<Steps> = Vec::with_capacity(REQUESTS);
         for _ in 0..REQUESTS {
             samples.push(match name {
                 "ours, pool pinned" => ours(env, &input, &mut output)?,
+                "ours, the serve case's buffers" => ours(env, &serve_input, &mut serve_output)?,
+                "raw, the serve case's buffers" => raw(env, &serve_input, &mut serve_output)?,
                 "raw, own cuMemHostAlloc" => {
                     raw(env, raw_input.as_slice(), raw_output.as_mut_slice())?
                 }
@@ -54,12 +71,22 @@ pub fn print(env: &Env) -> Result<()> {
             .map(|step| {
                 let mut ns: Vec<f64> = samples.iter().map(|s| s[step].1).collect();
                 ns.sort_by(f64::total_cmp);
-                format!("{} {:.0}", samples[0][step].0, ns[ns.len() / 2])
+                let mean = ns.iter().sum::<f64>() / ns.len() as f64;
+                format!(
+                    "{} {:.0}/{mean:.0}/{:.0}",
+                    samples[0][step].0,
+                    ns[ns.len() / 2],
+                    ns[ns.len() - 1]
+                )
             })
             .collect::<Vec<_>>()
             .join(", ");
-        println!("  serve diag: 1 MiB request, {name}, median ns per step: {line}");
+        println!("  serve diag: 1 MiB request, {name}, ns per step (median/mean/max): {line}");
     }
+    println!(
+        "  serve diag: staged (uploads, downloads) before the steps {staged_before:?}, after {:?}",
+        stream_core::staging::staged_copy_counts()
+    );
     Ok(())
 }
 
@@ -71,6 +98,8 @@ fn ours(env: &Env, input: &PinnedBuffer<f32>, output: &mut PinnedBuffer<f32>) ->
         steps.push((name, t.elapsed().as_nanos() as f64));
         t = Instant::now();
     };
+    cpu_reference();
+    lap(&mut steps, "cpu ref");
     scope(&env.streams[0], |s| {
         lap(&mut steps, "enter");
         let mut x = s.alloc::<f32>(input.len())?;
@@ -101,6 +130,8 @@ fn raw(env: &Env, input: &[f32], output: &mut [f32]) -> Result<Steps> {
         steps.push((name, t.elapsed().as_nanos() as f64));
         t = Instant::now();
     };
+    cpu_reference();
+    lap(&mut steps, "cpu ref");
     lap(&mut steps, "enter");
     // SAFETY: `st` is a live stream of the current context.
     let dx = unsafe { result::malloc_async(st, bytes) }.context("cuMemAllocAsync")?;
@@ -133,4 +164,14 @@ fn raw(env: &Env, input: &[f32], output: &mut [f32]) -> Result<Steps> {
     unsafe { result::stream::synchronize(st) }.context("cuStreamSynchronize")?;
     lap(&mut steps, "exit");
     Ok(steps)
+}
+
+/// A fixed amount of host work (about a microsecond), whose time tells whether the host
+/// thread itself runs slower in one variant than in another.
+fn cpu_reference() {
+    let mut sum = 0u64;
+    for i in 0..2000u64 {
+        sum = std::hint::black_box(sum.wrapping_add(i * i));
+    }
+    std::hint::black_box(sum);
 }

@@ -58,6 +58,7 @@ fn input(i: usize) -> f32 {
 pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
         crate::request_steps::print(env)?;
+        request_enqueue_cost(env, &mut Report::default())?;
     }
     let streams = (0..CLIENTS)
         .map(|_| env.dev.new_stream())
@@ -67,8 +68,14 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         server_loop(env, rep, &streams, elems, label)?;
     }
     operation_cost(env, rep)?;
+    if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
+        crate::request_steps::print(env)?;
+    }
     request_enqueue_cost(env, rep)?;
     head_of_line(env, rep, &streams)?;
+    if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
+        crate::request_steps::print(env)?;
+    }
     rep.note(format!(
         "serve: the async design runs {EXECUTOR_THREADS} executor threads (a tokio multi-threaded runtime) plus stream_core's one completion thread; the threads design runs {CLIENTS}"
     ));
@@ -76,12 +83,12 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
 }
 
 /// One client's pinned buffers.
-type Buffers = (PinnedBuffer<f32>, PinnedBuffer<f32>);
+pub(crate) type Buffers = (PinnedBuffer<f32>, PinnedBuffer<f32>);
 
 /// Every request's latency in seconds, one vector per sample taken (warm-up included).
 type Latencies = RefCell<Vec<Vec<f64>>>;
 
-fn client_buffers(env: &Env, elems: usize) -> Result<Vec<Buffers>> {
+pub(crate) fn client_buffers(env: &Env, elems: usize) -> Result<Vec<Buffers>> {
     (0..CLIENTS)
         .map(|_| {
             let mut i = env.dev.alloc_pinned::<f32>(elems)?;
@@ -487,6 +494,9 @@ fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
     let ours_buffers = RefCell::new(buffers.pop());
     let scope_buffers = RefCell::new(buffers.pop());
     let per_request = |ns: f64| ns / ENQUEUE_REQUESTS as f64;
+    // Every request's host time, and the copies staged meanwhile, for BENCH_SERVE_DIAG.
+    let staged_before = stream_core::staging::staged_copy_counts();
+    let (ours_each, scope_each) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
     let stats = {
         let mut samplers: Vec<Sampler<'_>> = vec![
             (
@@ -506,7 +516,9 @@ fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
                             let _reply = s.copy_to_host(&y, &mut output[..])?;
                             Ok::<_, CoreError>(())
                         });
-                        ns += t.elapsed().as_nanos() as f64;
+                        let elapsed = t.elapsed().as_nanos() as f64;
+                        ns += elapsed;
+                        ours_each.borrow_mut().push(elapsed);
                         let (owned, ()) = block_on(future)?;
                         *ours_buffers.borrow_mut() = Some(owned);
                     }
@@ -529,7 +541,9 @@ fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
                             cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
                             let _reply = s.copy_to_host(&y, &mut output[..])?;
                             drop((x, y));
-                            ns += t.elapsed().as_nanos() as f64;
+                            let elapsed = t.elapsed().as_nanos() as f64;
+                            ns += elapsed;
+                            scope_each.borrow_mut().push(elapsed);
                             Ok::<_, CoreError>(())
                         })?;
                     }
@@ -542,6 +556,26 @@ fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
     let [ours, scoped]: [Rounds; 2] = stats
         .try_into()
         .map_err(|_| Error::msg("serve: expected two enqueue results"))?;
+    if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
+        let staged_after = stream_core::staging::staged_copy_counts();
+        println!(
+            "  serve diag: 1 MiB request enqueue: staged (uploads, downloads) before {staged_before:?}, after {staged_after:?}"
+        );
+        for (name, each) in [("run_owned", ours_each), ("scope", scope_each)] {
+            let mut each = each.into_inner();
+            each.sort_by(f64::total_cmp);
+            let mean = each.iter().sum::<f64>() / each.len().max(1) as f64;
+            let at = |q: f64| each[((each.len() - 1) as f64 * q) as usize];
+            println!(
+                "  serve diag: 1 MiB request enqueue, {name}: {} requests, ns median {:.0} mean {mean:.0} p90 {:.0} p99 {:.0} max {:.0}",
+                each.len(),
+                at(0.5),
+                at(0.9),
+                at(0.99),
+                at(1.0)
+            );
+        }
+    }
     let mut row = Row::new(
         "serve",
         "1 MiB request: host time of the run_owned call (raw: the same work in a scope, before its synchronisation)",
