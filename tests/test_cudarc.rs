@@ -10,8 +10,14 @@
 //! as a cudarc program would) and its own streams, so cudarc's multi-stream event
 //! tracking is on. Without a CUDA device the tests are reported as ignored (see
 //! `gpu_tests::run`).
+//!
+//! The tests take one lock each and run one at a time. Several check that a call did
+//! not wait for a ~100 ms kernel by finding the kernel still running right after it;
+//! another test's driver calls in the same primary context (a module load, a free) may
+//! wait for the device and hold this thread up meanwhile, which once made such a check
+//! fail on an H100 although nothing of ours had waited.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cudarc::driver::{
     result, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr,
@@ -55,6 +61,12 @@ extern "C" __global__ void spin_then_fill_u32(unsigned long long cycles, unsigne
     for (size_t i = threadIdx.x; i < n; i += blockDim.x) y[i] = value;
 }
 "#;
+
+/// The lock that makes this file's tests run one at a time (see the file's docs).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// Turns a cudarc error into a failure naming the call.
 fn cudarc<T, E: std::fmt::Debug>(what: &str, result: Result<T, E>) -> TestResult<T> {
@@ -146,6 +158,7 @@ fn check_refusal(context: &str, error: &Error, what: &str, says: &str) -> TestRe
 }
 
 fn a_device_from_a_cudarc_context_shares_it_and_hands_the_same_context_back() -> TestResult {
+    let _serial = serial();
     let (ctx, _) = cudarc_context(0)?;
     let dev = Device::from_cudarc(Arc::clone(&ctx))?;
     let again = Device::from_cudarc(Arc::clone(&ctx))?;
@@ -194,6 +207,7 @@ fn a_device_from_a_cudarc_context_shares_it_and_hands_the_same_context_back() ->
 }
 
 fn slices_round_trip_through_device_vec_and_back_at_the_same_address() -> TestResult {
+    let _serial = serial();
     let (ctx, streams) = cudarc_context(2)?;
     let (a, b) = (&streams[0], &streams[1]);
     let data: Vec<f32> = Rng::new().vec(N);
@@ -246,6 +260,7 @@ fn slices_round_trip_through_device_vec_and_back_at_the_same_address() -> TestRe
 }
 
 fn a_scope_on_a_converted_cudarc_stream_is_ordered_with_cudarc_work_on_that_stream() -> TestResult {
+    let _serial = serial();
     let (_ctx, streams) = cudarc_context(1)?;
     let a = &streams[0];
     let stream = Stream::from_cudarc(a)?;
@@ -296,6 +311,7 @@ fn a_scope_on_a_converted_cudarc_stream_is_ordered_with_cudarc_work_on_that_stre
 }
 
 fn a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel() -> TestResult {
+    let _serial = serial();
     let (ctx, streams) = cudarc_context(2)?;
     let (a, b) = (&streams[0], &streams[1]);
     // Made before the kernel starts, so that the conversion does no first-time work.
@@ -343,6 +359,7 @@ fn a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel() -> 
 /// waits on the host before recording) and by `download_owned` (whose stream waits for
 /// the event): both see the kernel's values, never the zeros before it.
 fn a_graph_and_download_owned_read_a_converted_slice_after_its_last_kernel() -> TestResult {
+    let _serial = serial();
     let (ctx, streams) = cudarc_context(2)?;
     let (a, b) = (&streams[0], &streams[1]);
     let dev = Device::from_cudarc(Arc::clone(&ctx))?;
@@ -389,6 +406,7 @@ fn a_graph_and_download_owned_read_a_converted_slice_after_its_last_kernel() -> 
 }
 
 fn into_cudarc_right_behind_a_long_kernel_hands_cudarc_the_kernels_result() -> TestResult {
+    let _serial = serial();
     let (ctx, streams) = cudarc_context(3)?;
     let (a, b, d) = (&streams[0], &streams[1], &streams[2]);
     let _dev = Device::from_cudarc(Arc::clone(&ctx))?; // kept: later conversions find it
@@ -411,6 +429,7 @@ fn into_cudarc_right_behind_a_long_kernel_hands_cudarc_the_kernels_result() -> T
 }
 
 fn conversions_that_cannot_work_are_refused_and_give_the_slice_back() -> TestResult {
+    let _serial = serial();
     let (ctx, _) = cudarc_context(1)?;
     let dev = Device::from_cudarc(Arc::clone(&ctx))?;
     let per_thread = ctx.per_thread_stream();
@@ -547,6 +566,7 @@ fn conversions_that_cannot_work_are_refused_and_give_the_slice_back() -> TestRes
 }
 
 fn a_capturing_cudarc_stream_is_refused_by_conversions_and_scopes() -> TestResult {
+    let _serial = serial();
     let (ctx, streams) = cudarc_context(1)?;
     let a = &streams[0];
     let _dev = Device::from_cudarc(Arc::clone(&ctx))?; // kept: later conversions find it
