@@ -1,4 +1,4 @@
-//! Case 8: an async server loop against the thread-per-stream design of the `threads`
+//! Case 9: an async server loop against the thread-per-stream design of the `threads`
 //! example, at the same load, and the cost of one asynchronous operation (issue 17).
 //!
 //! **Server loop.** `CLIENTS` clients each send requests back to back; a request is
@@ -11,13 +11,20 @@
 //!   `CLIENTS / 8` worker threads; a request is one [`Stream::run_owned`] over the
 //!   client's own pinned buffers, awaited.
 //!
+//! The request sizes are 64 KiB and 1 MiB, with device memory allocated per request
+//! (stream-ordered, from the device's pool), and 1 MiB again with each client keeping
+//! its two device buffers (attached instead of allocated): `cuMemAllocAsync` costs 0.6
+//! to 50 µs of host time depending on the pool's state (see `request_steps`), which the
+//! async design's two threads feel more than sixteen.
+//!
 //! Requests per second are measured over the whole batch, and each request's latency
 //! (from its start to its reply) is kept: p50 and p99 are taken per round over every
 //! request of that round's samples. Target (issue 17): async at least 0.95x the threads
 //! design's requests/s, with 1/8 of its OS threads.
 //!
 //! **Cost per operation.** The round trip of an empty `run_owned` awaited with
-//! `block_on` (context and capture checks, an event recorded and handed to the device's
+//! `mini_executor::block_on`, the smallest executor, so that the row measures this
+//! library rather than a runtime (context and capture checks, an event recorded and handed to the device's
 //! completion thread, which sleeps in the event's blocking synchronisation and wakes the
 //! waiting thread) against an empty scope (`cuStreamSynchronize` of an idle stream,
 //! which spins), and the host time of the `run_owned` call alone (what an executor thread
@@ -31,7 +38,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mini_executor::block_on;
-use stream_core::{scope, Error as CoreError, PinnedBuffer, Stream};
+use stream_core::{scope, DeviceVec, Error as CoreError, PinnedBuffer, Scope, Stream};
 use tokio::runtime::Runtime;
 
 use crate::cuda::{self, work_config, work_reference};
@@ -64,8 +71,16 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         .map(|_| env.dev.new_stream())
         .collect::<stream_core::Result<Vec<_>>>()?;
     let streams = Arc::new(streams);
-    for (elems, label) in [(1usize << 14, "64 KiB"), (1 << 18, "1 MiB")] {
-        server_loop(env, rep, &streams, elems, label)?;
+    for (elems, keep, label) in [
+        (1usize << 14, false, "64 KiB requests"),
+        (1 << 18, false, "1 MiB requests"),
+        (
+            1 << 18,
+            true,
+            "1 MiB requests, device buffers kept per client",
+        ),
+    ] {
+        server_loop(env, rep, &streams, elems, keep, label)?;
     }
     operation_cost(env, rep)?;
     if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
@@ -82,22 +97,72 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     Ok(())
 }
 
-/// One client's pinned buffers.
-pub(crate) type Buffers = (PinnedBuffer<f32>, PinnedBuffer<f32>);
+/// What one client owns between requests: its request and reply buffers (pinned), and,
+/// in the loop that keeps them, the device buffers its requests use.
+pub(crate) struct Client {
+    pub(crate) input: PinnedBuffer<f32>,
+    pub(crate) output: PinnedBuffer<f32>,
+    kept: Option<(DeviceVec<f32>, DeviceVec<f32>)>,
+}
 
 /// Every request's latency in seconds, one vector per sample taken (warm-up included).
 type Latencies = RefCell<Vec<Vec<f64>>>;
 
-pub(crate) fn client_buffers(env: &Env, elems: usize) -> Result<Vec<Buffers>> {
+/// `CLIENTS` clients with requests of `elems` elements; with `keep_device_buffers`, each
+/// also owns the device buffers of its requests.
+pub(crate) fn client_buffers(
+    env: &Env,
+    elems: usize,
+    keep_device_buffers: bool,
+) -> Result<Vec<Client>> {
     (0..CLIENTS)
         .map(|_| {
-            let mut i = env.dev.alloc_pinned::<f32>(elems)?;
-            i.iter_mut().enumerate().for_each(|(j, v)| *v = input(j));
-            let mut o = env.dev.alloc_pinned::<f32>(elems)?;
-            o.fill(f32::NAN);
-            Ok((i, o))
+            let mut input_buffer = env.dev.alloc_pinned::<f32>(elems)?;
+            for (j, v) in input_buffer.iter_mut().enumerate() {
+                *v = input(j);
+            }
+            let mut output = env.dev.alloc_pinned::<f32>(elems)?;
+            output.fill(f32::NAN);
+            let kept = match keep_device_buffers {
+                true => Some((env.dev.alloc_vec(elems)?, env.dev.alloc_vec(elems)?)),
+                false => None,
+            };
+            Ok(Client {
+                input: input_buffer,
+                output,
+                kept,
+            })
         })
         .collect()
+}
+
+/// One request's work, in both designs: the upload, the kernel and the download, into
+/// device memory allocated for the request (stream-ordered) or into the client's own.
+fn request_work<'s, 'env>(
+    s: &'s Scope<'s, 'env>,
+    client: &'env mut Client,
+) -> std::result::Result<(), CoreError> {
+    let Client {
+        input,
+        output,
+        kept,
+    } = client;
+    match kept {
+        Some((x, y)) => {
+            let mut x = s.attach(x)?;
+            s.copy_to_device(&input[..], &mut x)?;
+            let mut y = s.attach(y)?;
+            cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
+            let _reply = s.copy_to_host(&y, &mut output[..])?;
+        }
+        None => {
+            let x = s.upload(&input[..])?;
+            let mut y = s.alloc::<f32>(x.len())?;
+            cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
+            let _reply = s.copy_to_host(&y, &mut output[..])?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks every 997th element and the last of one reply.
@@ -119,14 +184,15 @@ fn server_loop(
     rep: &mut Report,
     streams: &Arc<Vec<Stream>>,
     elems: usize,
+    keep_device_buffers: bool,
     label: &str,
 ) -> Result<()> {
     let per_client = env.cfg.pick(250, 20);
     let total = per_client * CLIENTS;
     let (warmup, reps) = env.cfg.pick((1, 3), (1, 2));
     let plan = env.cfg.plan(warmup, reps);
-    let threads_state = RefCell::new(client_buffers(env, elems)?);
-    let async_state = RefCell::new(Some(client_buffers(env, elems)?));
+    let threads_state = RefCell::new(client_buffers(env, elems, keep_device_buffers)?);
+    let async_state = RefCell::new(Some(client_buffers(env, elems, keep_device_buffers)?));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(EXECUTOR_THREADS)
         .build()
@@ -137,14 +203,14 @@ fn server_loop(
             (
                 "async",
                 Box::new(|| {
-                    let buffers = async_state
+                    let clients = async_state
                         .borrow_mut()
                         .take()
                         .ok_or_else(|| Error::msg("async: the buffers were lost"))?;
-                    let (seconds, buffers, latencies) =
-                        async_batch(&runtime, streams, buffers, per_client)?;
-                    check_reply("async", &buffers[0].1)?;
-                    *async_state.borrow_mut() = Some(buffers);
+                    let (seconds, clients, latencies) =
+                        async_batch(&runtime, streams, clients, per_client)?;
+                    check_reply("async", &clients[0].output)?;
+                    *async_state.borrow_mut() = Some(clients);
                     async_latency.borrow_mut().push(latencies);
                     Ok(seconds)
                 }),
@@ -152,9 +218,9 @@ fn server_loop(
             (
                 "threads",
                 Box::new(|| {
-                    let mut buffers = threads_state.borrow_mut();
-                    let (seconds, latencies) = threads_batch(streams, &mut buffers, per_client)?;
-                    check_reply("threads", &buffers[0].1)?;
+                    let mut clients = threads_state.borrow_mut();
+                    let (seconds, latencies) = threads_batch(streams, &mut clients, per_client)?;
+                    check_reply("threads", &clients[0].output)?;
                     threads_latency.borrow_mut().push(latencies);
                     Ok(seconds)
                 }),
@@ -169,7 +235,7 @@ fn server_loop(
     let mut row = Row::new(
         "serve",
         format!(
-            "{label} requests, {CLIENTS} clients: async on {EXECUTOR_THREADS} threads (raw: {CLIENTS} threads)"
+            "{label}, {CLIENTS} clients: async on {EXECUTOR_THREADS} threads (raw: {CLIENTS} threads)"
         ),
         "requests/s",
         Better::Higher,
@@ -187,7 +253,7 @@ fn server_loop(
         };
         let mut row = Row::new(
             "serve",
-            format!("{label} requests: {name} latency (raw: threads)"),
+            format!("{label}: {name} latency (raw: threads)"),
             "us",
             Better::Lower,
         );
@@ -210,84 +276,67 @@ fn percentile(mut values: Vec<f64>, quantile: f64) -> f64 {
     values[rank - 1]
 }
 
-/// One request of the async design: the client's buffers go into the future and come
-/// back with the reply.
-async fn async_request(
-    stream: &Stream,
-    buffers: Buffers,
-) -> std::result::Result<Buffers, CoreError> {
-    let (buffers, ()) = stream
-        .run_owned(buffers, |s, (input, output)| {
-            let x = s.upload(&input[..])?;
-            let mut y = s.alloc::<f32>(x.len())?;
-            cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
-            let _reply = s.copy_to_host(&y, &mut output[..])?;
-            Ok::<_, CoreError>(())
-        })
-        .await?;
-    Ok(buffers)
+/// One request of the async design: the client goes into the future and comes back
+/// with the reply.
+async fn async_request(stream: &Stream, client: Client) -> std::result::Result<Client, CoreError> {
+    let (client, ()) = stream.run_owned(client, request_work).await?;
+    Ok(client)
 }
 
 /// `per_client` requests from each client, all clients at once, on the runtime.
 fn async_batch(
     runtime: &Runtime,
     streams: &Arc<Vec<Stream>>,
-    buffers: Vec<Buffers>,
+    clients: Vec<Client>,
     per_client: usize,
-) -> Result<(f64, Vec<Buffers>, Vec<f64>)> {
+) -> Result<(f64, Vec<Client>, Vec<f64>)> {
     let start = Instant::now();
-    let clients: Vec<_> = buffers
+    let tasks: Vec<_> = clients
         .into_iter()
         .enumerate()
-        .map(|(c, mut buffers)| {
+        .map(|(c, mut client)| {
             let streams = Arc::clone(streams);
             runtime.spawn(async move {
                 let mut latencies = Vec::with_capacity(per_client);
                 for _ in 0..per_client {
                     let t = Instant::now();
-                    buffers = async_request(&streams[c], buffers).await?;
+                    client = async_request(&streams[c], client).await?;
                     latencies.push(t.elapsed().as_secs_f64());
                 }
-                Ok::<_, CoreError>((buffers, latencies))
+                Ok::<_, CoreError>((client, latencies))
             })
         })
         .collect();
-    let mut all_buffers = Vec::with_capacity(CLIENTS);
+    let mut clients = Vec::with_capacity(CLIENTS);
     let mut latencies = Vec::with_capacity(CLIENTS * per_client);
-    for client in clients {
-        let (buffers, l) = runtime
-            .block_on(client)
+    for task in tasks {
+        let (client, l) = runtime
+            .block_on(task)
             .map_err(|e| Error::msg(format!("async: a client task failed: {e}")))??;
-        all_buffers.push(buffers);
+        clients.push(client);
         latencies.extend(l);
     }
-    Ok((start.elapsed().as_secs_f64(), all_buffers, latencies))
+    Ok((start.elapsed().as_secs_f64(), clients, latencies))
 }
 
 /// `per_client` requests from each client, a thread and a stream per client, a scope
 /// per request.
 fn threads_batch(
     streams: &[Stream],
-    buffers: &mut [Buffers],
+    clients: &mut [Client],
     per_client: usize,
 ) -> Result<(f64, Vec<f64>)> {
     let start = Instant::now();
     let latencies = std::thread::scope(|t| {
         let workers: Vec<_> = streams
             .iter()
-            .zip(buffers.iter_mut())
-            .map(|(stream, (input, output))| {
+            .zip(clients.iter_mut())
+            .map(|(stream, client)| {
                 t.spawn(move || {
                     let mut latencies = Vec::with_capacity(per_client);
                     for _ in 0..per_client {
                         let t = Instant::now();
-                        scope(stream, |s| {
-                            let x = s.upload(&input[..])?;
-                            let mut y = s.alloc::<f32>(x.len())?;
-                            cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
-                            let _reply = s.copy_to_host(&y, &mut output[..])?;
-                            Ok::<_, CoreError>(())
-                        })?;
+                        scope(stream, |s| request_work(s, client))?;
                         latencies.push(t.elapsed().as_secs_f64());
                     }
                     Ok::<_, CoreError>(latencies)
@@ -490,9 +539,9 @@ fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
     let plan = env.cfg.plan(warmup, reps);
     let stream = &env.streams[0];
     let elems = 1 << 18;
-    let mut buffers = client_buffers(env, elems)?;
-    let ours_buffers = RefCell::new(buffers.pop());
-    let scope_buffers = RefCell::new(buffers.pop());
+    let mut clients = client_buffers(env, elems, false)?;
+    let ours_client = RefCell::new(clients.pop());
+    let scope_client = RefCell::new(clients.pop());
     let per_request = |ns: f64| ns / ENQUEUE_REQUESTS as f64;
     // Every request's host time, and the copies staged meanwhile, for BENCH_SERVE_DIAG.
     let staged_before = stream_core::staging::staged_copy_counts();
@@ -504,23 +553,17 @@ fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
                 Box::new(|| {
                     let mut ns = 0.0;
                     for _ in 0..ENQUEUE_REQUESTS {
-                        let owned = ours_buffers
+                        let client = ours_client
                             .borrow_mut()
                             .take()
                             .ok_or_else(|| Error::msg("enqueue cost: the buffers were lost"))?;
                         let t = Instant::now();
-                        let future = stream.run_owned(owned, |s, (input, output)| {
-                            let x = s.upload(&input[..])?;
-                            let mut y = s.alloc::<f32>(x.len())?;
-                            cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
-                            let _reply = s.copy_to_host(&y, &mut output[..])?;
-                            Ok::<_, CoreError>(())
-                        });
+                        let future = stream.run_owned(client, request_work);
                         let elapsed = t.elapsed().as_nanos() as f64;
                         ns += elapsed;
                         ours_each.borrow_mut().push(elapsed);
-                        let (owned, ()) = block_on(future)?;
-                        *ours_buffers.borrow_mut() = Some(owned);
+                        let (client, ()) = block_on(future)?;
+                        *ours_client.borrow_mut() = Some(client);
                     }
                     Ok(per_request(ns))
                 }),
@@ -529,18 +572,14 @@ fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
                 "scope request enqueue",
                 Box::new(|| {
                     let mut ns = 0.0;
-                    let mut guard = scope_buffers.borrow_mut();
-                    let (input, output) = guard
+                    let mut guard = scope_client.borrow_mut();
+                    let client = guard
                         .as_mut()
                         .ok_or_else(|| Error::msg("enqueue cost: the buffers were lost"))?;
                     for _ in 0..ENQUEUE_REQUESTS {
                         scope(stream, |s| {
                             let t = Instant::now();
-                            let x = s.upload(&input[..])?;
-                            let mut y = s.alloc::<f32>(x.len())?;
-                            cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
-                            let _reply = s.copy_to_host(&y, &mut output[..])?;
-                            drop((x, y));
+                            request_work(s, &mut *client)?;
                             let elapsed = t.elapsed().as_nanos() as f64;
                             ns += elapsed;
                             scope_each.borrow_mut().push(elapsed);
