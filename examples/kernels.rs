@@ -24,7 +24,7 @@ fn run() -> Result<(), Error> {
     );
     let mut blas = kernels::Cublas::new(&dev)?;
 
-    // Correctness at a shape that is not a multiple of the 64x64 tile.
+    // Correctness at a shape that is not a multiple of the 128x128 tile.
     let (m, n, k) = (515, 257, 129);
     let a = pseudo_random(m * k, 1);
     let b = pseudo_random(k * n, 2);

@@ -24,6 +24,7 @@ gpu_tests::test_main! {
         sgemm_tiled_matches_the_reference_for_beta_zero_and_half,
         cublas_sgemm_matches_the_reference_for_beta_zero_and_half,
         sgemm_tiled_with_k_zero_scales_c_by_beta,
+        sgemm_tiled_on_views_at_odd_offsets_matches_the_reference,
         cublas_sgemm_with_k_zero_scales_c_by_beta,
         one_cublas_handle_on_two_streams_at_once_gives_the_results_of_one_stream,
         dropping_a_cublas_handle_inside_a_scope_waits_for_no_other_work,
@@ -35,9 +36,19 @@ gpu_tests::test_main! {
     ],
 }
 
-/// SGEMM shapes `(m, n, k)`, none a multiple of the 64x64x16 tile.
-const GEMM_SHAPES: [(usize, usize, usize); 4] =
-    [(1, 1, 1), (65, 33, 17), (129, 257, 63), (1000, 999, 513)];
+/// SGEMM shapes `(m, n, k)`: the first four are multiples of neither the tiled kernel's
+/// 128x128 tile nor its 8-deep slice, nor of 4 in `n` and `k` (its scalar loads and
+/// stores); the others have `n` and `k` multiples of 4 (its 16-byte loads and stores),
+/// in whole tiles, in partial tiles, and with a partial last slice.
+const GEMM_SHAPES: [(usize, usize, usize); 7] = [
+    (1, 1, 1),
+    (65, 33, 17),
+    (129, 257, 63),
+    (1000, 999, 513),
+    (256, 384, 64),
+    (300, 260, 100),
+    (130, 140, 12),
+];
 
 // ---------------------------------------------------------------------------------------
 // Transpose and SGEMM.
@@ -227,6 +238,66 @@ fn sgemm_with_k_zero_scales_c_by_beta(which: Gemm) -> TestResult {
         })?;
         check_close(&format!("sgemm {m}x{n}x0 with beta {beta}"), &out, |i| {
             (f64::from(expected[i]), 0.0)
+        })?;
+    }
+    Ok(())
+}
+
+/// The tiled kernel on views that start one to three elements into their buffers (rows
+/// no longer 16-byte aligned although `n` and `k` are multiples of 4: it must fall back
+/// to its scalar loads and stores), in whole tiles, against the `f64` reference with the
+/// bound of [`sgemm_matches_the_reference`]. The elements around the view of `C` keep
+/// their poison.
+fn sgemm_tiled_on_views_at_odd_offsets_matches_the_reference() -> TestResult {
+    let stream = stream()?;
+    let mut rng = Rng::new();
+    let (m, n, k) = (256, 256, 64);
+    let a: Vec<f32> = signed(&mut rng, m * k);
+    let b: Vec<f32> = signed(&mut rng, k * n);
+    let c: Vec<f32> = signed(&mut rng, m * n);
+    let (ab, abs) = gemm_reference((m, n, k), &a, &b);
+    let (alpha, beta) = (0.75f32, 0.5f32);
+    for (offset_a, offset_b, offset_c) in [(1, 0, 0), (0, 2, 0), (0, 0, 3), (3, 1, 2)] {
+        let padded = |v: &[f32], offset: usize| {
+            let mut p = poisoned::<f32>(offset);
+            p.extend_from_slice(v);
+            p.push(f32::POISON);
+            p
+        };
+        let (pa, pb, pc) = (
+            padded(&a, offset_a),
+            padded(&b, offset_b),
+            padded(&c, offset_c),
+        );
+        let mut out = poisoned::<f32>(pc.len());
+        scope(&stream, |s| -> TestResult {
+            let (da, db) = (s.upload(&pa)?, s.upload(&pb)?);
+            let mut dc = s.upload(&pc)?;
+            let (va, vb) = (
+                da.slice(offset_a..offset_a + m * k)?,
+                db.slice(offset_b..offset_b + k * n)?,
+            );
+            let (mu, nu, ku) = (m as u32, n as u32, k as u32);
+            {
+                let mut vc = dc.slice_mut(offset_c..offset_c + m * n)?;
+                kernels::sgemm_tiled(s, mu, nu, ku, alpha, &va, &vb, beta, &mut vc)?;
+            }
+            let _download = s.copy_to_host(&dc, &mut out)?;
+            Ok(())
+        })?;
+        let context = format!(
+            "sgemm_tiled {m}x{n}x{k} on views at offsets {offset_a}, {offset_b}, {offset_c}"
+        );
+        check_eq(
+            &format!("{context}: the elements before and after C's view"),
+            &[&pc[..offset_c], &pc[offset_c + m * n..]].concat(),
+            &[&out[..offset_c], &out[offset_c + m * n..]].concat(),
+        )?;
+        let (alpha, beta) = (f64::from(alpha), f64::from(beta));
+        check_close(&context, &out[offset_c..offset_c + m * n], |i| {
+            let bc = beta * f64::from(c[i]);
+            let bound = (k + 3) as f64 * f32::U * (alpha.abs() * abs[i] + bc.abs());
+            (alpha * ab[i] + bc, bound)
         })?;
     }
     Ok(())

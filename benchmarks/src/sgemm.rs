@@ -150,10 +150,7 @@ fn check_against_cpu(who: &str, c: &[f32], a: &[f32], b: &[f32], size: usize) ->
 
 /// The tiled kernel's launch shape (as `kernels::sgemm_tiled` launches it).
 fn tiled_config(size: usize) -> LaunchConfig {
-    LaunchConfig {
-        block: (256, 1, 1),
-        ..LaunchConfig::for_2d(size, size, (64, 64))
-    }
+    kernels::sgemm_tiled_config(size as u32, size as u32)
 }
 
 /// This library: `DeviceVec`s attached to a scope per sample.

@@ -1,63 +1,143 @@
 // Shared-memory tiled SGEMM, row-major: C = alpha * A * B + beta * C with A m x k,
-// B k x n, C m x n. Each 256-thread block computes a 64x64 tile of C, stepping through
-// k in slices of 16 staged in shared memory; each thread accumulates a 4x4 register
-// tile whose rows and columns are 16 apart, so that shared-memory reads are broadcasts
-// or consecutive (no bank conflicts) and global writes are coalesced. Edges of shapes
-// that are not multiples of the tile are zero-padded on load and masked on store.
-// Nothing is computed unless the slices hold m*k, k*n and m*n elements.
+// B k x n, C m x n. Nothing is computed unless the slices hold m*k, k*n and m*n elements.
+//
+// Each 256-thread block computes a 128x128 tile of C, stepping through k in slices of 8
+// staged in shared memory, two slices deep: while the block computes on one slice, each
+// thread already holds its part of the next one in registers and stores it into the
+// other buffer afterwards, so one barrier per slice suffices. Each thread accumulates an
+// 8x8 register tile made of four 4x4 quarters 64 rows and 64 columns apart: its shared
+// reads are 16-byte vectors that a warp reads as broadcasts or as 256 consecutive bytes
+// (no bank conflicts), and 64 multiply-adds follow every four of them.
+//
+// Loads are 16-byte vectors where the slice lies inside the matrix and the rows are
+// 16-byte aligned (k, resp. n, a multiple of 4 and the pointer aligned); elsewhere
+// (edges of shapes that are not multiples of the tile, a k that is not a multiple of 8,
+// views at odd offsets) they are scalar, zero-padded outside the matrix. Stores are
+// masked the same way.
 
-#define BM 64
-#define BN 64
-#define BK 16
+#define BM 128
+#define BN 128
+#define BK 8
+// A tile rows padded by 4 floats: the transposed stores of a warp then fall in distinct
+// banks, and rows stay 16-byte aligned.
+#define AS_STRIDE (BM + 4)
 // Declared for blocks of exactly THREADS threads in x (`#[kernel(block = 256)]` in
-// ../src/declarations.rs): a thread's rows `ty + 16 * i` stay within the A tile only
+// ../src/declarations.rs): the load and compute mappings below cover the tiles only
 // for threadIdx.x < THREADS.
 #define THREADS 256
+
+// Thread `t` loads A row `t / 2`, k offsets `(t % 2) * 4 + 0..3`, and B row `t / 32`,
+// columns `(t % 32) * 4 + 0..3`: 4 floats of each per slice.
+__device__ __forceinline__ void load_slice(unsigned m, unsigned n, unsigned k, const float* a,
+                                           const float* b, unsigned row0, unsigned col0,
+                                           unsigned k0, bool a_vec, bool b_vec, float* ra,
+                                           float* rb) {
+    const unsigned t = threadIdx.x;
+    const unsigned ar = row0 + t / 2, ak = k0 + (t % 2) * 4;
+    if (a_vec && row0 + BM <= m && k0 + BK <= k) {
+        const float4 v = *reinterpret_cast<const float4*>(a + (size_t)ar * k + ak);
+        ra[0] = v.x; ra[1] = v.y; ra[2] = v.z; ra[3] = v.w;
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            ra[q] = (ar < m && ak + q < k) ? a[(size_t)ar * k + ak + q] : 0.0f;
+    }
+    const unsigned bk = k0 + t / 32, bc = col0 + (t % 32) * 4;
+    if (b_vec && col0 + BN <= n && k0 + BK <= k) {
+        const float4 v = *reinterpret_cast<const float4*>(b + (size_t)bk * n + bc);
+        rb[0] = v.x; rb[1] = v.y; rb[2] = v.z; rb[3] = v.w;
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            rb[q] = (bk < k && bc + q < n) ? b[(size_t)bk * n + bc + q] : 0.0f;
+    }
+}
+
+// Stores what `load_slice` loaded: A transposed (as[kk][row]), B as it is (bs[kk][col]).
+__device__ __forceinline__ void store_slice(float (*as)[AS_STRIDE], float (*bs)[BN],
+                                            const float* ra, const float* rb) {
+    const unsigned t = threadIdx.x;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) as[(t % 2) * 4 + q][t / 2] = ra[q];
+    const float4 v = {rb[0], rb[1], rb[2], rb[3]};
+    *reinterpret_cast<float4*>(&bs[t / 32][(t % 32) * 4]) = v;
+}
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 sgemm_tiled(unsigned m, unsigned n, unsigned k, float alpha, const float* a, size_t a_len,
             const float* b, size_t b_len, float beta, float* c, size_t c_len) {
     if ((size_t)m * k > a_len || (size_t)k * n > b_len || (size_t)m * n > c_len) return;
-    __shared__ float as[BK][BM + 4];  // A tile, transposed: as[kk][row]
-    __shared__ float bs[BK][BN];      // B tile: bs[kk][col]
+    __shared__ __align__(16) float as[2][BK][AS_STRIDE];
+    __shared__ __align__(16) float bs[2][BK][BN];
     const unsigned tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const unsigned row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    float acc[4][4] = {};
-    for (unsigned k0 = 0; k0 < k; k0 += BK) {
-        for (unsigned i = threadIdx.x; i < BM * BK; i += THREADS) {
-            unsigned r = i / BK, kk = i % BK, gr = row0 + r, gk = k0 + kk;
-            as[kk][r] = (gr < m && gk < k) ? a[(size_t)gr * k + gk] : 0.0f;
-        }
-        for (unsigned i = threadIdx.x; i < BK * BN; i += THREADS) {
-            unsigned kk = i / BN, col = i % BN, gk = k0 + kk, gc = col0 + col;
-            bs[kk][col] = (gk < k && gc < n) ? b[(size_t)gk * n + gc] : 0.0f;
-        }
-        __syncthreads();
+    const bool a_vec = k % 4 == 0 && (reinterpret_cast<size_t>(a) & 15) == 0;
+    const bool b_vec = n % 4 == 0 && (reinterpret_cast<size_t>(b) & 15) == 0;
+
+    float acc[8][8];
 #pragma unroll
-        for (unsigned kk = 0; kk < BK; ++kk) {
-            float av[4], bv[4];
+    for (int i = 0; i < 8; ++i)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) av[i] = as[kk][ty + 16 * i];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) bv[j] = bs[kk][tx + 16 * j];
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
-        }
-        __syncthreads();
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+    float ra[4], rb[4];
+    if (k > 0) {
+        load_slice(m, n, k, a, b, row0, col0, 0, a_vec, b_vec, ra, rb);
+        store_slice(as[0], bs[0], ra, rb);
     }
+    __syncthreads();
+    unsigned cur = 0;
+    for (unsigned k0 = 0; k0 < k; k0 += BK) {
+        const bool next = k0 + BK < k;
+        if (next) load_slice(m, n, k, a, b, row0, col0, k0 + BK, a_vec, b_vec, ra, rb);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        unsigned r = row0 + ty + 16 * i;
+        for (int kk = 0; kk < BK; ++kk) {
+            const float4 a0 = *reinterpret_cast<const float4*>(&as[cur][kk][ty * 4]);
+            const float4 a1 = *reinterpret_cast<const float4*>(&as[cur][kk][64 + ty * 4]);
+            const float4 b0 = *reinterpret_cast<const float4*>(&bs[cur][kk][tx * 4]);
+            const float4 b1 = *reinterpret_cast<const float4*>(&bs[cur][kk][64 + tx * 4]);
+            const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] += av[i] * bv[j];
+        }
+        // The other buffer was last read before the previous barrier: safe to fill.
+        if (next) store_slice(as[cur ^ 1], bs[cur ^ 1], ra, rb);
+        __syncthreads();
+        cur ^= 1;
+    }
+
+    const bool c_vec = n % 4 == 0 && (reinterpret_cast<size_t>(c) & 15) == 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const unsigned r = row0 + (i < 4 ? 0 : 64) + ty * 4 + (i % 4);
         if (r >= m) continue;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            unsigned col = col0 + tx + 16 * j;
-            if (col >= n) continue;
-            size_t idx = (size_t)r * n + col;
-            float prior = beta == 0.0f ? 0.0f : beta * c[idx];  // beta == 0: C may be uninitialised
-            c[idx] = alpha * acc[i][j] + prior;
+        for (int half = 0; half < 2; ++half) {
+            const unsigned col = col0 + half * 64 + tx * 4;
+            const size_t idx = (size_t)r * n + col;
+            float out[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) out[q] = alpha * acc[i][half * 4 + q];
+            if (c_vec && col + 4 <= n) {
+                float4* p = reinterpret_cast<float4*>(c + idx);
+                if (beta != 0.0f) {  // beta == 0: C may be uninitialised, never read
+                    const float4 prior = *p;
+                    out[0] += beta * prior.x; out[1] += beta * prior.y;
+                    out[2] += beta * prior.z; out[3] += beta * prior.w;
+                }
+                const float4 v = {out[0], out[1], out[2], out[3]};
+                *p = v;
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    if (col + q >= n) break;
+                    const float prior = beta == 0.0f ? 0.0f : beta * c[idx + q];
+                    c[idx + q] = out[q] + prior;
+                }
+            }
         }
     }
 }

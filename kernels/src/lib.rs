@@ -55,7 +55,7 @@ mod transpose;
 pub use cublas::Cublas;
 pub use elementwise::{axpy, fill, scale, Element, Float};
 pub use reduce::{dot, reduce_sum};
-pub use sgemm::sgemm_tiled;
+pub use sgemm::{sgemm_tiled, sgemm_tiled_config};
 pub use transpose::transpose;
 
 use stream_core::LaunchConfig;
