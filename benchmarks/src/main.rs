@@ -284,6 +284,21 @@ fn main() {
         header,
         ..Report::default()
     };
+    // BENCH_STAGING_RING=N: this run's staged copies use a ring of N blocks (the other
+    // staging settings stay this machine's), to compare ring depths in the pageable
+    // case's own rows.
+    if let Some(ring) = std::env::var("BENCH_STAGING_RING")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        stream_core::staging::set_staging_config(stream_core::staging::StagingConfig {
+            ring_blocks: ring,
+            ..stream_core::staging::StagingConfig::for_this_machine()
+        });
+        report
+            .header
+            .push(("staging_ring".to_owned(), ring.to_string()));
+    }
     for (k, v) in &report.header {
         println!("{k}: {v}");
     }
