@@ -1,10 +1,11 @@
-//! A minimal async executor for the workspace's tests, benchmarks and examples: worker
-//! threads sharing one queue of tasks ([`Executor`]), and [`block_on`] for one future on
-//! the calling thread.
+//! A minimal async executor for the workspace's tests and benchmarks: worker threads
+//! sharing one queue of tasks ([`Executor`]), and [`block_on`] for one future on the
+//! calling thread.
 //!
-//! It exists because no async runtime (tokio) can be fetched where this workspace is
-//! built; `stream_core`'s futures need nothing from it but a [`Waker`], so any executor
-//! runs them the same way. It is small on purpose: one `Mutex`-guarded queue, a
+//! It exists to show that `stream_core`'s futures need nothing from an executor but a
+//! [`Waker`]: the async tests run on it as well as on tokio, and the benchmark's cost
+//! rows await with its `block_on`, so that they measure `stream_core` rather than a
+//! runtime. It is small on purpose: one `Mutex`-guarded queue, a
 //! `Condvar`, tasks that are `Arc`s implementing [`Wake`], and no `unsafe`.
 //!
 //! ```
