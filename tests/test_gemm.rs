@@ -25,6 +25,7 @@ gpu_tests::test_main! {
         cublas_sgemm_matches_the_reference_for_beta_zero_and_half,
         sgemm_tiled_with_k_zero_scales_c_by_beta,
         sgemm_tiled_on_views_at_odd_offsets_matches_the_reference,
+        sgemm_tiled_with_more_row_tiles_than_a_grid_holds_computes_every_row,
         cublas_sgemm_with_k_zero_scales_c_by_beta,
         one_cublas_handle_on_two_streams_at_once_gives_the_results_of_one_stream,
         dropping_a_cublas_handle_inside_a_scope_waits_for_no_other_work,
@@ -301,6 +302,40 @@ fn sgemm_tiled_on_views_at_odd_offsets_matches_the_reference() -> TestResult {
         })?;
     }
     Ok(())
+}
+
+/// More rows than 65,535 blocks of 128 rows (the grid's limit in y): the launch shape
+/// stays valid and each block computes several row tiles; every row is checked, the
+/// last ones (beyond the first grid's reach) included.
+fn sgemm_tiled_with_more_row_tiles_than_a_grid_holds_computes_every_row() -> TestResult {
+    let stream = stream()?;
+    let mut rng = Rng::new();
+    let (m, n, k) = (65_535 * 128 + 200, 2, 3);
+    let a: Vec<f32> = signed(&mut rng, m * k);
+    let b: Vec<f32> = signed(&mut rng, k * n);
+    let c: Vec<f32> = signed(&mut rng, m * n);
+    let (ab, abs) = gemm_reference((m, n, k), &a, &b);
+    let (alpha, beta) = (1.5f32, 0.5f32);
+    let config = kernels::sgemm_tiled_config(m as u32, n as u32);
+    ensure!(
+        config.grid.1 == 65_535,
+        "the launch shape for {m} rows has {} blocks in y, expected the limit 65535",
+        config.grid.1
+    );
+    let mut out = poisoned::<f32>(m * n);
+    scope(&stream, |s| -> TestResult {
+        let (da, db) = (s.upload(&a)?, s.upload(&b)?);
+        let mut dc = s.upload(&c)?;
+        gemm(None, s, (m, n, k), alpha, &da, &db, beta, &mut dc)?;
+        let _download = s.copy_to_host(&dc, &mut out)?;
+        Ok(())
+    })?;
+    let (alpha, beta) = (f64::from(alpha), f64::from(beta));
+    check_close(&format!("sgemm_tiled {m}x{n}x{k}"), &out, |i| {
+        let bc = beta * f64::from(c[i]);
+        let bound = (k + 3) as f64 * f32::U * (alpha.abs() * abs[i] + bc.abs());
+        (alpha * ab[i] + bc, bound)
+    })
 }
 
 fn sgemm_tiled_with_k_zero_scales_c_by_beta() -> TestResult {

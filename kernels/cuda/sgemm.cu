@@ -9,6 +9,9 @@
 // reads are 16-byte vectors that a warp reads as broadcasts or as 256 consecutive bytes
 // (no bank conflicts), and 64 multiply-adds follow every four of them.
 //
+// The grid's y dimension is capped (65535 blocks): a block computes row tiles blockIdx.y,
+// blockIdx.y + gridDim.y, ... so that any m has a valid launch shape.
+//
 // Loads are 16-byte vectors where the slice lies inside the matrix and the rows are
 // 16-byte aligned (k, resp. n, a multiple of 4 and the pointer aligned); elsewhere
 // (edges of shapes that are not multiples of the tile, a k that is not a multiple of 8,
@@ -70,72 +73,77 @@ sgemm_tiled(unsigned m, unsigned n, unsigned k, float alpha, const float* a, siz
     __shared__ __align__(16) float as[2][BK][AS_STRIDE];
     __shared__ __align__(16) float bs[2][BK][BN];
     const unsigned tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const unsigned row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const unsigned col0 = blockIdx.x * BN;
     const bool a_vec = k % 4 == 0 && (reinterpret_cast<size_t>(a) & 15) == 0;
     const bool b_vec = n % 4 == 0 && (reinterpret_cast<size_t>(b) & 15) == 0;
-
-    float acc[8][8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-
-    float ra[4], rb[4];
-    if (k > 0) {
-        load_slice(m, n, k, a, b, row0, col0, 0, a_vec, b_vec, ra, rb);
-        store_slice(as[0], bs[0], ra, rb);
-    }
-    __syncthreads();
-    unsigned cur = 0;
-    for (unsigned k0 = 0; k0 < k; k0 += BK) {
-        const bool next = k0 + BK < k;
-        if (next) load_slice(m, n, k, a, b, row0, col0, k0 + BK, a_vec, b_vec, ra, rb);
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            const float4 a0 = *reinterpret_cast<const float4*>(&as[cur][kk][ty * 4]);
-            const float4 a1 = *reinterpret_cast<const float4*>(&as[cur][kk][64 + ty * 4]);
-            const float4 b0 = *reinterpret_cast<const float4*>(&bs[cur][kk][tx * 4]);
-            const float4 b1 = *reinterpret_cast<const float4*>(&bs[cur][kk][64 + tx * 4]);
-            const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-            const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) acc[i][j] += av[i] * bv[j];
-        }
-        // The other buffer was last read before the previous barrier: safe to fill.
-        if (next) store_slice(as[cur ^ 1], bs[cur ^ 1], ra, rb);
-        __syncthreads();
-        cur ^= 1;
-    }
-
     const bool c_vec = n % 4 == 0 && (reinterpret_cast<size_t>(c) & 15) == 0;
+    const unsigned row_tiles = (m + BM - 1) / BM;
+    // Every shared-memory access of one row tile is followed by a barrier before the
+    // next tile's first store: the tiles reuse the buffers safely.
+    for (unsigned tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
+        const unsigned row0 = tile * BM;
+        float acc[8][8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const unsigned r = row0 + (i < 4 ? 0 : 64) + ty * 4 + (i % 4);
-        if (r >= m) continue;
+        for (int i = 0; i < 8; ++i)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const unsigned col = col0 + half * 64 + tx * 4;
-            const size_t idx = (size_t)r * n + col;
-            float out[4];
+            for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+        float ra[4], rb[4];
+        if (k > 0) {
+            load_slice(m, n, k, a, b, row0, col0, 0, a_vec, b_vec, ra, rb);
+            store_slice(as[0], bs[0], ra, rb);
+        }
+        __syncthreads();
+        unsigned cur = 0;
+        for (unsigned k0 = 0; k0 < k; k0 += BK) {
+            const bool next = k0 + BK < k;
+            if (next) load_slice(m, n, k, a, b, row0, col0, k0 + BK, a_vec, b_vec, ra, rb);
 #pragma unroll
-            for (int q = 0; q < 4; ++q) out[q] = alpha * acc[i][half * 4 + q];
-            if (c_vec && col + 4 <= n) {
-                float4* p = reinterpret_cast<float4*>(c + idx);
-                if (beta != 0.0f) {  // beta == 0: C may be uninitialised, never read
-                    const float4 prior = *p;
-                    out[0] += beta * prior.x; out[1] += beta * prior.y;
-                    out[2] += beta * prior.z; out[3] += beta * prior.w;
-                }
-                const float4 v = {out[0], out[1], out[2], out[3]};
-                *p = v;
-            } else {
+            for (int kk = 0; kk < BK; ++kk) {
+                const float4 a0 = *reinterpret_cast<const float4*>(&as[cur][kk][ty * 4]);
+                const float4 a1 = *reinterpret_cast<const float4*>(&as[cur][kk][64 + ty * 4]);
+                const float4 b0 = *reinterpret_cast<const float4*>(&bs[cur][kk][tx * 4]);
+                const float4 b1 = *reinterpret_cast<const float4*>(&bs[cur][kk][64 + tx * 4]);
+                const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    if (col + q >= n) break;
-                    const float prior = beta == 0.0f ? 0.0f : beta * c[idx + q];
-                    c[idx + q] = out[q] + prior;
+                for (int i = 0; i < 8; ++i)
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) acc[i][j] += av[i] * bv[j];
+            }
+            // The other buffer was last read before the previous barrier: safe to fill.
+            if (next) store_slice(as[cur ^ 1], bs[cur ^ 1], ra, rb);
+            __syncthreads();
+            cur ^= 1;
+        }
+
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const unsigned r = row0 + (i < 4 ? 0 : 64) + ty * 4 + (i % 4);
+            if (r >= m) continue;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const unsigned col = col0 + half * 64 + tx * 4;
+                const size_t idx = (size_t)r * n + col;
+                float out[4];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) out[q] = alpha * acc[i][half * 4 + q];
+                if (c_vec && col + 4 <= n) {
+                    float4* p = reinterpret_cast<float4*>(c + idx);
+                    if (beta != 0.0f) {  // beta == 0: C may be uninitialised, never read
+                        const float4 prior = *p;
+                        out[0] += beta * prior.x; out[1] += beta * prior.y;
+                        out[2] += beta * prior.z; out[3] += beta * prior.w;
+                    }
+                    const float4 v = {out[0], out[1], out[2], out[3]};
+                    *p = v;
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        if (col + q >= n) break;
+                        const float prior = beta == 0.0f ? 0.0f : beta * c[idx + q];
+                        c[idx + q] = out[q] + prior;
+                    }
                 }
             }
         }

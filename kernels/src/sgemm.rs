@@ -38,14 +38,19 @@ pub fn sgemm_tiled<'s>(
 }
 
 /// The launch shape [`sgemm_tiled`] uses for a `m x n` result: one 256-thread block per
-/// 128x128 tile of C. For programs that launch the kernel themselves (the benchmark's
-/// raw and cudarc baselines), so that they measure the same shape.
+/// 128x128 tile of C, with at most 65,535 blocks in y (each block then
+/// computes every 65,535th row tile), so that every `m` has a valid shape.
+/// For programs that launch the kernel themselves (the benchmark's raw and cudarc
+/// baselines), so that they measure the same shape.
 pub fn sgemm_tiled_config(m: u32, n: u32) -> LaunchConfig {
-    LaunchConfig {
-        block: (256, 1, 1),
-        ..LaunchConfig::for_2d(n as usize, m as usize, (128, 128))
-    }
+    let tiles = |len: u32| len.div_ceil(TILE);
+    LaunchConfig::new((tiles(n), tiles(m).min(MAX_ROW_BLOCKS), 1), (256, 1, 1))
 }
+
+/// Rows and columns of C per block.
+const TILE: u32 = 128;
+/// The most blocks a grid may have in y (CUDA's limit).
+const MAX_ROW_BLOCKS: u32 = 65_535;
 
 /// Checks that `a`, `b`, `c` (named by `operands`) hold `m*k`, `k*n`, `m*n` elements.
 pub(crate) fn check_shapes(
