@@ -299,6 +299,21 @@ fn main() {
             .header
             .push(("staging_ring".to_owned(), ring.to_string()));
     }
+    // BENCH_STREAMING_STORES=never|downloads|always: which staged copies of this run
+    // write with streaming stores (the library's default: downloads), to compare the
+    // settings in the pageable case's own rows.
+    if let Ok(value) = std::env::var("BENCH_STREAMING_STORES") {
+        use stream_core::staging::StreamingStores;
+        let setting = match value.trim() {
+            "never" | "0" => StreamingStores::Never,
+            "always" | "1" => StreamingStores::Always,
+            _ => StreamingStores::Downloads,
+        };
+        stream_core::staging::set_streaming_stores(setting);
+        report
+            .header
+            .push(("streaming_stores".to_owned(), format!("{setting:?}")));
+    }
     for (k, v) in &report.header {
         println!("{k}: {v}");
     }

@@ -1,7 +1,9 @@
 //! The staging sweep of the pageable case, with `BENCH_STAGING_SWEEP` set: printed only,
 //! used to choose the library's staging defaults.
 
-use stream_core::staging::{set_streaming_stores, with_staging_config, StagingConfig};
+use stream_core::staging::{
+    set_streaming_stores, with_staging_config, StagingConfig, StreamingStores,
+};
 use stream_core::{scope, DeviceVec};
 
 use super::MIB;
@@ -19,7 +21,7 @@ pub(super) fn run(env: &Env) -> Result<()> {
     let mut dev_buf: DeviceVec<f32> = env.dev.alloc_vec(n)?;
     let stream = &env.streams[0];
     println!(
-        "  staging sweep, 64 MiB: streaming stores, chunk MiB, ring, threads -> host-to-device GB/s, device-to-host GB/s"
+        "  staging sweep, 64 MiB: streaming stores (which copies), chunk MiB, ring, threads -> host-to-device GB/s, device-to-host GB/s"
     );
     let machine = StagingConfig::for_this_machine();
     println!(
@@ -33,14 +35,19 @@ pub(super) fn run(env: &Env) -> Result<()> {
         .into_iter()
         .flat_map(|chunk| [4usize, 8].map(move |ring| (chunk, ring)))
         .flat_map(|(chunk, ring)| {
-            [8usize, 12, 14, 16].map(move |threads| (false, chunk, ring, threads))
+            [8usize, 12, 14, 16]
+                .map(move |threads| (StreamingStores::Downloads, chunk, ring, threads))
         })
-        .chain([(
-            true,
-            machine.chunk_bytes / MIB,
-            machine.ring_blocks,
-            machine.threads,
-        )]);
+        .chain(
+            [StreamingStores::Never, StreamingStores::Always].map(|streaming| {
+                (
+                    streaming,
+                    machine.chunk_bytes / MIB,
+                    machine.ring_blocks,
+                    machine.threads,
+                )
+            }),
+        );
     for (streaming, chunk_mib, ring, threads) in grid {
         set_streaming_stores(streaming);
         {
@@ -74,7 +81,8 @@ pub(super) fn run(env: &Env) -> Result<()> {
                 let up = time(true)?;
                 let down = time(false)?;
                 println!(
-                    "  staging sweep: {streaming:5} {chunk_mib:>2} {ring} {threads:>2} -> {up:6.2} {down:6.2}"
+                    "  staging sweep: {:9} {chunk_mib:>2} {ring} {threads:>2} -> {up:6.2} {down:6.2}",
+                    format!("{streaming:?}")
                 );
             }
         }

@@ -34,13 +34,14 @@ const SPIN: Duration = Duration::from_micros(50);
 /// Copies `src` into `dst` (the first `min` of their lengths) using up to `threads`
 /// threads (the caller included), in stripes of at least [`MIN_STRIPE`] bytes. Returns
 /// once every byte has been copied, also if it unwinds (a guard waits for the workers),
-/// so the stripes it lends to workers never outlive the borrows they come from.
-pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8], threads: usize) {
+/// so the stripes it lends to workers never outlive the borrows they come from. With
+/// `streaming`, the stripes are written with streaming stores (see [`copy_stripe`]).
+pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8], threads: usize, streaming: bool) {
     let len = dst.len().min(src.len());
     let (dst, src) = (&mut dst[..len], &src[..len]);
     let stripes = stripe_count(len, threads);
     if stripes <= 1 {
-        copy_stripe(dst, src);
+        copy_stripe(dst, src, streaming);
         return;
     }
     let per = stripe_len(len, stripes);
@@ -54,6 +55,7 @@ pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8], threads: usize) {
             dst: d.as_mut_ptr(),
             src: s.as_ptr(),
             len: d.len(),
+            streaming,
             latch: None,
         })
         .collect();
@@ -65,7 +67,7 @@ pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8], threads: usize) {
         job.latch = Some(Arc::clone(&latch));
         job
     }));
-    copy_stripe(first_dst, first_src);
+    copy_stripe(first_dst, first_src, streaming);
     drop(guard);
 }
 
@@ -87,6 +89,8 @@ struct Job {
     dst: *mut u8,
     src: *const u8,
     len: usize,
+    /// Whether to write with streaming stores.
+    streaming: bool,
     /// `Some` until the job has run; taken by `run`.
     latch: Option<Arc<Latch>>,
 }
@@ -112,7 +116,7 @@ impl Job {
             let dst = unsafe { std::slice::from_raw_parts_mut(self.dst, self.len) };
             // SAFETY: as above; `src` is `len` bytes nothing writes until the count-down.
             let src = unsafe { std::slice::from_raw_parts(self.src, self.len) };
-            copy_stripe(dst, src);
+            copy_stripe(dst, src, self.streaming);
             latch.count_down();
         }
     }
@@ -255,7 +259,12 @@ mod tests {
         let src = pattern(len + 2, len as u64 ^ 0x9E37_79B9);
         let mut dst = vec![0xA5u8; len + 2];
         // Copy into the middle so that writes past either end would show.
-        copy_bytes(&mut dst[1..=len], &src[1..=len], threads);
+        copy_bytes(
+            &mut dst[1..=len],
+            &src[1..=len],
+            threads,
+            len.is_multiple_of(2),
+        );
         assert_eq!(dst[0], 0xA5, "byte before the range written (len {len})");
         assert_eq!(
             dst[len + 1],

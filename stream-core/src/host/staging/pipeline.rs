@@ -3,6 +3,7 @@
 
 use super::config::StagingConfig;
 use super::memcpy;
+use super::stripe::streaming_stores;
 use crate::error::{Error, Result};
 
 /// The GPU side of a staged copy: a ring of staging blocks and the DMAs between them
@@ -38,7 +39,12 @@ pub(crate) fn upload_pipeline(dma: &mut impl Dma, src: &[u8], config: StagingCon
     for (i, piece) in src.chunks(chunk).enumerate() {
         let slot = i % config.ring_blocks;
         let block = chunk_of(dma.idle_block(slot)?, piece.len())?;
-        memcpy::copy_bytes(block, piece, config.threads);
+        memcpy::copy_bytes(
+            block,
+            piece,
+            config.threads,
+            streaming_stores().for_direction(false),
+        );
         dma.to_device(slot, i * chunk, piece.len())?;
     }
     Ok(())
@@ -63,7 +69,12 @@ pub(crate) fn download_pipeline(
         let slot = i % ring;
         // `idle_block` returns after the DMA of chunk `i` into the block completed.
         let block = chunk_of(dma.idle_block(slot)?, piece.len())?;
-        memcpy::copy_bytes(piece, block, config.threads);
+        memcpy::copy_bytes(
+            piece,
+            block,
+            config.threads,
+            streaming_stores().for_direction(true),
+        );
         if i + ring < chunks {
             let (offset, len) = span(i + ring);
             dma.to_host(slot, offset, len)?;

@@ -1,42 +1,87 @@
 //! Copying one stripe of a staged copy, with non-temporal ("streaming") stores where the
-//! processor has them.
+//! processor has them and the direction calls for them.
 //!
-//! A staged copy writes memory it will not read again soon (a pinned block the DMA
-//! engine reads next, or a destination far larger than the caches). An ordinary store
-//! first reads the destination's cache line into the cache (a read for ownership), so
-//! the copy moves each byte three times through memory; a streaming store writes the
-//! line without reading it, so twice. Streaming stores are weakly ordered: an `sfence`
-//! at the end of the stripe makes them visible, to other processors and to the DMA
-//! engine, before the stripe reports that it is done.
+//! An ordinary store first reads the destination's cache line into the cache (a read
+//! for ownership), so a copy into memory that is not cached moves each byte three times
+//! through memory; a streaming store writes the line without reading it, so twice, and
+//! leaves the caches to the source. Streaming stores are weakly ordered: an `sfence` at
+//! the end of the stripe makes them visible, to other processors and to the DMA engine,
+//! before the stripe reports that it is done.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
-/// Whether stripes use streaming stores (where the processor has them).
-static STREAMING: AtomicBool = AtomicBool::new(false);
-
-/// Turns streaming stores in staged copies on or off for the whole process (off by
-/// default: on the H100 host they were slower, see [`staging`](crate::staging);
-/// processors other than x86-64 always copy with ordinary stores). For benchmarks
-/// that compare the two.
-pub fn set_streaming_stores(on: bool) {
-    STREAMING.store(on, Ordering::Relaxed);
+/// Which staged copies write with streaming stores (on x86-64; other processors always
+/// copy with ordinary stores).
+///
+/// Which direction gains was measured (`BENCH_STREAMING_STORES` in the benchmark's
+/// pageable case, H100 and H200 hosts, 2026-11-24). A download writes the user's
+/// memory, which is not in the cache: streaming stores moved 64 MiB downloads from
+/// 0.46-0.66x to 0.69-0.72x of pinned DMA and left 1 GiB ones where they were (0.79-0.83x
+/// against 0.78-0.81x on the H200). An upload writes the same few staging blocks over and
+/// over, which ordinary stores keep in the cache for the DMA engine to read: 1 GiB
+/// uploads ran at 0.87x of pinned with ordinary stores against 0.67-0.73x with
+/// streaming ones on the H200 (64 MiB ones, whose source the benchmark's repeats leave
+/// partly cached, gained from streaming stores: 0.63x against 0.46-0.49x). So downloads
+/// stream and uploads do not, unless [`set_streaming_stores`] says otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamingStores {
+    /// None: ordinary stores both ways.
+    Never,
+    /// Downloads only (the default): their destination is the user's memory.
+    Downloads,
+    /// Uploads (into the staging blocks) and downloads.
+    Always,
 }
 
-/// Whether staged copies use streaming stores (see [`set_streaming_stores`]).
-pub fn streaming_stores() -> bool {
-    cfg!(target_arch = "x86_64") && STREAMING.load(Ordering::Relaxed)
+impl StreamingStores {
+    /// Whether a copy in this direction (`download`: device to host) streams.
+    pub fn for_direction(self, download: bool) -> bool {
+        cfg!(target_arch = "x86_64")
+            && match self {
+                StreamingStores::Never => false,
+                StreamingStores::Downloads => download,
+                StreamingStores::Always => true,
+            }
+    }
+}
+
+/// The process-wide setting, as a [`StreamingStores`] discriminant.
+static STREAMING: AtomicU8 = AtomicU8::new(StreamingStores::Downloads as u8);
+
+/// Sets which staged copies use streaming stores, for the whole process (see
+/// [`StreamingStores`] for the measurements behind the default,
+/// [`StreamingStores::Downloads`]). For benchmarks that compare the settings.
+pub fn set_streaming_stores(setting: StreamingStores) {
+    STREAMING.store(setting as u8, Ordering::Relaxed);
+}
+
+/// Which staged copies use streaming stores (see [`set_streaming_stores`]).
+pub fn streaming_stores() -> StreamingStores {
+    StreamingStores::from_discriminant(STREAMING.load(Ordering::Relaxed))
+}
+
+impl StreamingStores {
+    /// The setting stored as `value` (`setting as u8`).
+    fn from_discriminant(value: u8) -> StreamingStores {
+        match value {
+            x if x == StreamingStores::Never as u8 => StreamingStores::Never,
+            x if x == StreamingStores::Always as u8 => StreamingStores::Always,
+            _ => StreamingStores::Downloads,
+        }
+    }
 }
 
 /// Below this, a stripe is copied with ordinary stores (a streaming store of a few
 /// cache lines gains nothing).
 const STREAMING_MIN: usize = 4096;
 
-/// Copies `src` into `dst` (the first `min` of their lengths).
-pub(super) fn copy_stripe(dst: &mut [u8], src: &[u8]) {
+/// Copies `src` into `dst` (the first `min` of their lengths), with streaming stores
+/// when `streaming` (and the processor has them).
+pub(super) fn copy_stripe(dst: &mut [u8], src: &[u8], streaming: bool) {
     let len = dst.len().min(src.len());
     let (dst, src) = (&mut dst[..len], &src[..len]);
     #[cfg(target_arch = "x86_64")]
-    if len >= STREAMING_MIN && streaming_stores() {
+    if len >= STREAMING_MIN && streaming {
         // SAFETY: `streaming_copy` needs SSE2, which every x86-64 processor has (it is
         // part of the architecture's baseline).
         unsafe { streaming_copy(dst, src) };
@@ -86,13 +131,11 @@ mod tests {
     #[test]
     fn stripes_are_exact_at_every_alignment_and_length_with_and_without_streaming() {
         let src: Vec<u8> = (0..(1 << 16) + 64).map(|i| (i * 131 + 7) as u8).collect();
-        let before = STREAMING.load(Ordering::Relaxed);
         for streaming in [true, false] {
-            set_streaming_stores(streaming);
             for offset in 0..17 {
                 for len in [0, 1, 15, 16, 17, 4095, 4096, 4097, 40_000, 1 << 16] {
                     let mut dst = vec![0xA5u8; len + 40];
-                    copy_stripe(&mut dst[offset..offset + len], &src[3..3 + len]);
+                    copy_stripe(&mut dst[offset..offset + len], &src[3..3 + len], streaming);
                     assert!(
                         dst[..offset].iter().all(|&b| b == 0xA5),
                         "before the stripe"
@@ -102,6 +145,25 @@ mod tests {
                 }
             }
         }
-        set_streaming_stores(before);
+    }
+
+    #[test]
+    fn downloads_stream_by_default_and_the_setting_picks_the_directions() {
+        let x86 = cfg!(target_arch = "x86_64");
+        assert_eq!(StreamingStores::Downloads.for_direction(true), x86);
+        assert!(!StreamingStores::Downloads.for_direction(false));
+        assert_eq!(StreamingStores::Always.for_direction(false), x86);
+        assert!(!StreamingStores::Never.for_direction(true));
+        for setting in [
+            StreamingStores::Never,
+            StreamingStores::Downloads,
+            StreamingStores::Always,
+        ] {
+            assert_eq!(
+                StreamingStores::from_discriminant(setting as u8),
+                setting,
+                "{setting:?} does not survive the process-wide setting's encoding"
+            );
+        }
     }
 }
