@@ -94,59 +94,70 @@ pub fn print(env: &Env) -> Result<()> {
     Ok(())
 }
 
+/// A stopwatch that notes the time since its last lap under each step's name, starting
+/// with a lap of [`cpu_reference`].
+struct Laps {
+    steps: Steps,
+    last: Instant,
+}
+
+impl Laps {
+    fn start() -> Self {
+        let mut laps = Laps {
+            steps: Steps::new(),
+            last: Instant::now(),
+        };
+        cpu_reference();
+        laps.lap("cpu ref");
+        laps
+    }
+
+    fn lap(&mut self, name: &'static str) {
+        self.steps
+            .push((name, self.last.elapsed().as_nanos() as f64));
+        self.last = Instant::now();
+    }
+}
+
 /// One request in a scope on the case's first stream, each step timed.
 fn ours(env: &Env, input: &PinnedBuffer<f32>, output: &mut PinnedBuffer<f32>) -> Result<Steps> {
-    let mut steps = Steps::new();
-    let mut t = Instant::now();
-    let mut lap = |steps: &mut Steps, name: &'static str| {
-        steps.push((name, t.elapsed().as_nanos() as f64));
-        t = Instant::now();
-    };
-    cpu_reference();
-    lap(&mut steps, "cpu ref");
+    let mut laps = Laps::start();
     scope(&env.streams[0], |s| {
-        lap(&mut steps, "enter");
+        laps.lap("enter");
         let mut x = s.alloc::<f32>(input.len())?;
-        lap(&mut steps, "alloc x");
+        laps.lap("alloc x");
         s.copy_to_device(&input[..], &mut x)?;
-        lap(&mut steps, "upload");
+        laps.lap("upload");
         let mut y = s.alloc::<f32>(x.len())?;
-        lap(&mut steps, "alloc y");
+        laps.lap("alloc y");
         cuda::work_f32(s, work_config(x.len()), ITERS, &x, &mut y)?;
-        lap(&mut steps, "kernel");
+        laps.lap("kernel");
         let _reply = s.copy_to_host(&y, &mut output[..])?;
-        lap(&mut steps, "download");
+        laps.lap("download");
         drop((x, y));
-        lap(&mut steps, "frees");
+        laps.lap("frees");
         Ok::<_, CoreError>(())
     })?;
-    lap(&mut steps, "exit");
-    Ok(steps)
+    laps.lap("exit");
+    Ok(laps.steps)
 }
 
 /// The same request in raw driver calls on the first raw stream.
 fn raw(env: &Env, input: &[f32], output: &mut [f32]) -> Result<Steps> {
     let st = env.raw_streams[0].0;
     let bytes = std::mem::size_of_val(input);
-    let mut steps = Steps::new();
-    let mut t = Instant::now();
-    let mut lap = |steps: &mut Steps, name: &'static str| {
-        steps.push((name, t.elapsed().as_nanos() as f64));
-        t = Instant::now();
-    };
-    cpu_reference();
-    lap(&mut steps, "cpu ref");
-    lap(&mut steps, "enter");
+    let mut laps = Laps::start();
+    laps.lap("enter");
     // SAFETY: `st` is a live stream of the current context.
     let dx = unsafe { result::malloc_async(st, bytes) }.context("cuMemAllocAsync")?;
-    lap(&mut steps, "alloc x");
+    laps.lap("alloc x");
     // SAFETY: `dx` holds `bytes`, as many as `input`, which is pinned and outlives the
     // copy (the stream is synchronised before this function returns).
     unsafe { result::memcpy_htod_async(dx, input, st) }.context("cuMemcpyHtoDAsync")?;
-    lap(&mut steps, "upload");
+    laps.lap("upload");
     // SAFETY: as above.
     let dy = unsafe { result::malloc_async(st, bytes) }.context("cuMemAllocAsync")?;
-    lap(&mut steps, "alloc y");
+    laps.lap("alloc y");
     let len = input.len();
     let cfg = work_config(len);
     let mut args = [arg(&ITERS), arg(&dx), arg(&len), arg(&dy), arg(&len)];
@@ -154,20 +165,20 @@ fn raw(env: &Env, input: &[f32], output: &mut [f32]) -> Result<Steps> {
     // buffers of `len` floats, alive until their stream-ordered frees below.
     unsafe { result::launch_kernel(env.raw_work.0, cfg.grid, cfg.block, 0, st, &mut args) }
         .context("cuLaunchKernel")?;
-    lap(&mut steps, "kernel");
+    laps.lap("kernel");
     // SAFETY: `output` has as many bytes as `dy`; nothing reads it before the
     // synchronisation below.
     unsafe { result::memcpy_dtoh_async(output, dy, st) }.context("cuMemcpyDtoHAsync")?;
-    lap(&mut steps, "download");
+    laps.lap("download");
     // SAFETY: allocated above on `st`; every use was enqueued on `st` before.
     unsafe { result::free_async(dx, st) }.context("cuMemFreeAsync")?;
     // SAFETY: as above.
     unsafe { result::free_async(dy, st) }.context("cuMemFreeAsync")?;
-    lap(&mut steps, "frees");
+    laps.lap("frees");
     // SAFETY: `st` is a live stream.
     unsafe { result::stream::synchronize(st) }.context("cuStreamSynchronize")?;
-    lap(&mut steps, "exit");
-    Ok(steps)
+    laps.lap("exit");
+    Ok(laps.steps)
 }
 
 /// A fixed amount of host work (about a microsecond), whose time tells whether the host

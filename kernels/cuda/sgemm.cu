@@ -29,31 +29,32 @@
 // for threadIdx.x < THREADS.
 #define THREADS 256
 
+// Four consecutive floats of row `row` of a `rows x cols` row-major matrix, from column
+// `col`: one 16-byte load when `vector` (the caller checked bounds and alignment), else
+// scalar loads, zero outside the matrix.
+__device__ __forceinline__ void load4(const float* base, unsigned row, unsigned col,
+                                      unsigned rows, unsigned cols, bool vector, float* out) {
+    if (vector) {
+        const float4 v = *reinterpret_cast<const float4*>(base + (size_t)row * cols + col);
+        out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            out[q] = (row < rows && col + q < cols) ? base[(size_t)row * cols + col + q] : 0.0f;
+    }
+}
+
 // Thread `t` loads A row `t / 2`, k offsets `(t % 2) * 4 + 0..3`, and B row `t / 32`,
-// columns `(t % 32) * 4 + 0..3`: 4 floats of each per slice.
+// columns `(t % 32) * 4 + 0..3`: 4 floats of each per slice, as 16-byte loads where the
+// whole tile lies inside the matrix and its rows are aligned.
 __device__ __forceinline__ void load_slice(unsigned m, unsigned n, unsigned k, const float* a,
                                            const float* b, unsigned row0, unsigned col0,
                                            unsigned k0, bool a_vec, bool b_vec, float* ra,
                                            float* rb) {
     const unsigned t = threadIdx.x;
-    const unsigned ar = row0 + t / 2, ak = k0 + (t % 2) * 4;
-    if (a_vec && row0 + BM <= m && k0 + BK <= k) {
-        const float4 v = *reinterpret_cast<const float4*>(a + (size_t)ar * k + ak);
-        ra[0] = v.x; ra[1] = v.y; ra[2] = v.z; ra[3] = v.w;
-    } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-            ra[q] = (ar < m && ak + q < k) ? a[(size_t)ar * k + ak + q] : 0.0f;
-    }
-    const unsigned bk = k0 + t / 32, bc = col0 + (t % 32) * 4;
-    if (b_vec && col0 + BN <= n && k0 + BK <= k) {
-        const float4 v = *reinterpret_cast<const float4*>(b + (size_t)bk * n + bc);
-        rb[0] = v.x; rb[1] = v.y; rb[2] = v.z; rb[3] = v.w;
-    } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-            rb[q] = (bk < k && bc + q < n) ? b[(size_t)bk * n + bc + q] : 0.0f;
-    }
+    const bool whole_k = k0 + BK <= k;
+    load4(a, row0 + t / 2, k0 + (t % 2) * 4, m, k, a_vec && row0 + BM <= m && whole_k, ra);
+    load4(b, k0 + t / 32, col0 + (t % 32) * 4, k, n, b_vec && col0 + BN <= n && whole_k, rb);
 }
 
 // Stores what `load_slice` loaded: A transposed (as[kk][row]), B as it is (bs[kk][col]).
