@@ -12,6 +12,9 @@
 // The grid's y dimension is capped (65535 blocks): a block computes row tiles blockIdx.y,
 // blockIdx.y + gridDim.y, ... so that any m has a valid launch shape.
 //
+// Row, column and k positions are 64-bit: with m, n or k near 2^32, a 32-bit `row0 + BM`
+// or `k0 + BK` would wrap (a wrong bound check, or a k loop that never ends).
+//
 // Loads are 16-byte vectors where the slice lies inside the matrix and the rows are
 // 16-byte aligned (k, resp. n, a multiple of 4 and the pointer aligned); elsewhere
 // (edges of shapes that are not multiples of the tile, a k that is not a multiple of 8,
@@ -32,25 +35,24 @@
 // Four consecutive floats of row `row` of a `rows x cols` row-major matrix, from column
 // `col`: one 16-byte load when `vector` (the caller checked bounds and alignment), else
 // scalar loads, zero outside the matrix.
-__device__ __forceinline__ void load4(const float* base, unsigned row, unsigned col,
-                                      unsigned rows, unsigned cols, bool vector, float* out) {
+__device__ __forceinline__ void load4(const float* base, size_t row, size_t col, size_t rows,
+                                      size_t cols, bool vector, float* out) {
     if (vector) {
-        const float4 v = *reinterpret_cast<const float4*>(base + (size_t)row * cols + col);
+        const float4 v = *reinterpret_cast<const float4*>(base + row * cols + col);
         out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
     } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-            out[q] = (row < rows && col + q < cols) ? base[(size_t)row * cols + col + q] : 0.0f;
+            out[q] = (row < rows && col + q < cols) ? base[row * cols + col + q] : 0.0f;
     }
 }
 
 // Thread `t` loads A row `t / 2`, k offsets `(t % 2) * 4 + 0..3`, and B row `t / 32`,
 // columns `(t % 32) * 4 + 0..3`: 4 floats of each per slice, as 16-byte loads where the
 // whole tile lies inside the matrix and its rows are aligned.
-__device__ __forceinline__ void load_slice(unsigned m, unsigned n, unsigned k, const float* a,
-                                           const float* b, unsigned row0, unsigned col0,
-                                           unsigned k0, bool a_vec, bool b_vec, float* ra,
-                                           float* rb) {
+__device__ __forceinline__ void load_slice(size_t m, size_t n, size_t k, const float* a,
+                                           const float* b, size_t row0, size_t col0, size_t k0,
+                                           bool a_vec, bool b_vec, float* ra, float* rb) {
     const unsigned t = threadIdx.x;
     const bool whole_k = k0 + BK <= k;
     load4(a, row0 + t / 2, k0 + (t % 2) * 4, m, k, a_vec && row0 + BM <= m && whole_k, ra);
@@ -68,21 +70,22 @@ __device__ __forceinline__ void store_slice(float (*as)[AS_STRIDE], float (*bs)[
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-sgemm_tiled(unsigned m, unsigned n, unsigned k, float alpha, const float* a, size_t a_len,
-            const float* b, size_t b_len, float beta, float* c, size_t c_len) {
-    if ((size_t)m * k > a_len || (size_t)k * n > b_len || (size_t)m * n > c_len) return;
+sgemm_tiled(unsigned m32, unsigned n32, unsigned k32, float alpha, const float* a,
+            size_t a_len, const float* b, size_t b_len, float beta, float* c, size_t c_len) {
+    const size_t m = m32, n = n32, k = k32;
+    if (m * k > a_len || k * n > b_len || m * n > c_len) return;
     __shared__ __align__(16) float as[2][BK][AS_STRIDE];
     __shared__ __align__(16) float bs[2][BK][BN];
     const unsigned tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const unsigned col0 = blockIdx.x * BN;
+    const size_t col0 = (size_t)blockIdx.x * BN;
     const bool a_vec = k % 4 == 0 && (reinterpret_cast<size_t>(a) & 15) == 0;
     const bool b_vec = n % 4 == 0 && (reinterpret_cast<size_t>(b) & 15) == 0;
     const bool c_vec = n % 4 == 0 && (reinterpret_cast<size_t>(c) & 15) == 0;
-    const unsigned row_tiles = (m + BM - 1) / BM;
+    const size_t row_tiles = (m + BM - 1) / BM;
     // Every shared-memory access of one row tile is followed by a barrier before the
     // next tile's first store: the tiles reuse the buffers safely.
-    for (unsigned tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
-        const unsigned row0 = tile * BM;
+    for (size_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
+        const size_t row0 = tile * BM;
         float acc[8][8];
 #pragma unroll
         for (int i = 0; i < 8; ++i)
@@ -96,7 +99,7 @@ sgemm_tiled(unsigned m, unsigned n, unsigned k, float alpha, const float* a, siz
         }
         __syncthreads();
         unsigned cur = 0;
-        for (unsigned k0 = 0; k0 < k; k0 += BK) {
+        for (size_t k0 = 0; k0 < k; k0 += BK) {
             const bool next = k0 + BK < k;
             if (next) load_slice(m, n, k, a, b, row0, col0, k0 + BK, a_vec, b_vec, ra, rb);
 #pragma unroll
@@ -120,12 +123,12 @@ sgemm_tiled(unsigned m, unsigned n, unsigned k, float alpha, const float* a, siz
 
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-            const unsigned r = row0 + (i < 4 ? 0 : 64) + ty * 4 + (i % 4);
+            const size_t r = row0 + (i < 4 ? 0 : 64) + ty * 4 + (i % 4);
             if (r >= m) continue;
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-                const unsigned col = col0 + half * 64 + tx * 4;
-                const size_t idx = (size_t)r * n + col;
+                const size_t col = col0 + half * 64 + tx * 4;
+                const size_t idx = r * n + col;
                 float out[4];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) out[q] = alpha * acc[i][half * 4 + q];

@@ -78,3 +78,17 @@ pub(crate) fn check_shapes(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_shape_is_valid_for_every_m_and_n() {
+        let c = sgemm_tiled_config(u32::MAX, u32::MAX);
+        assert_eq!(c.grid, (u32::MAX.div_ceil(128), MAX_ROW_BLOCKS, 1));
+        assert_eq!(c.block, (256, 1, 1));
+        assert_eq!(sgemm_tiled_config(129, 1).grid, (1, 2, 1));
+        assert_eq!(sgemm_tiled_config(0, 5).grid, (1, 0, 1));
+    }
+}
