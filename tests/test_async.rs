@@ -61,6 +61,10 @@ gpu_tests::test_main! {
             || no_worker_waits_while_a_long_kernel_runs(Kind::Tokio),
         no_mini_executor_worker_waits_while_a_long_kernel_runs =
             || no_worker_waits_while_a_long_kernel_runs(Kind::Mini),
+        short_operation_on_tokio_is_not_held_behind_a_long_one_of_another_stream =
+            || short_operation_is_not_held_behind_a_long_one(Kind::Tokio),
+        short_operation_on_mini_executor_is_not_held_behind_a_long_one_of_another_stream =
+            || short_operation_is_not_held_behind_a_long_one(Kind::Mini),
     ],
 }
 
@@ -556,6 +560,59 @@ fn no_worker_waits_while_a_long_kernel_runs(kind: Kind) -> TestResult {
         long_done.duration_since(start) > Duration::from_millis(100),
         "the one-second kernel's future resolved after {:?}: it did not wait for the GPU",
         long_done.duration_since(start)
+    );
+    Ok(())
+}
+
+/// A short operation on one stream, made while the completion thread sleeps on a
+/// one-second kernel's operation of another stream, resolves long before that kernel
+/// ends: it rang the doorbell, so it is not held behind the long one (head of line).
+fn short_operation_is_not_held_behind_a_long_one(kind: Kind) -> TestResult {
+    let _serial = serial();
+    let dev = device()?;
+    let long_stream = Arc::new(dev.new_stream()?);
+    let short_stream = Arc::new(dev.new_stream()?);
+    // Warm up: the spin kernel's module, the completion thread, and the doorbell thread
+    // (started by the first operation handed over while another stream has work).
+    let warm = long_stream.run_owned((), |s, ()| spin(s, SPIN));
+    block_on(short_stream.run_owned((), |s, ()| spin(s, 1)))?;
+    block_on(warm)?;
+    let executor = workers(kind, 1)?;
+    let start = Instant::now();
+    let long = executor.spawn(async move {
+        long_stream
+            .run_owned((), |s, ()| spin(s, LONG_SPIN))
+            .await
+            .map(|_| Instant::now())
+    });
+    // By now the completion thread sleeps on the long kernel's event.
+    std::thread::sleep(Duration::from_millis(50));
+    let short = executor.spawn(async move {
+        short_stream
+            .run_owned((), |s, ()| spin(s, 1))
+            .await
+            .map(|_| Instant::now())
+    });
+    let short_done = short
+        .join()
+        .map_err(|p| Failed::from(panic_message(p.as_ref())))??;
+    let long_done = long
+        .join()
+        .map_err(|p| Failed::from(panic_message(p.as_ref())))??;
+    let (short_after, long_after) = (
+        short_done.duration_since(start),
+        long_done.duration_since(start),
+    );
+    ensure!(
+        long_after > Duration::from_millis(300),
+        "the one-second kernel's future resolved after {long_after:?}: it did not wait for \
+         the GPU, so the test proves nothing"
+    );
+    ensure!(
+        short_done < long_done && short_after < Duration::from_millis(250),
+        "{}: the short operation resolved {short_after:?} after the start and the long one \
+         {long_after:?}: the short one was held behind the long one",
+        executor.name()
     );
     Ok(())
 }

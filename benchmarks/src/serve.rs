@@ -92,7 +92,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         crate::request_steps::print(env)?;
     }
     rep.note(format!(
-        "serve: the async design runs {EXECUTOR_THREADS} executor threads (a tokio multi-threaded runtime) plus stream_core's one completion thread; the threads design runs {CLIENTS}"
+        "serve: the async design runs {EXECUTOR_THREADS} executor threads (a tokio multi-threaded runtime) plus stream_core's completion thread and its doorbell thread; the threads design runs {CLIENTS}"
     ));
     Ok(())
 }
@@ -436,10 +436,10 @@ const HOL_OPS: usize = 20;
 /// completion thread is asleep on it when the empty operation comes.
 const HOL_SETTLE: std::time::Duration = std::time::Duration::from_micros(200);
 
-/// The head-of-line effect of the completion thread: the round trip of an empty
-/// `run_owned` on an idle stream, made [`HOL_SETTLE`] after a long kernel's `run_owned`
-/// on another stream (the completion thread sleeps on the oldest operation, the long
-/// one, so the empty one is noticed when the long one ends), against an empty scope on
+/// The head-of-line test of the completion: the round trip of an empty `run_owned` on
+/// an idle stream, made [`HOL_SETTLE`] after a long kernel's `run_owned` on another
+/// stream (the completion thread sleeps on the oldest operation, the long one; the
+/// empty one rings the doorbell, whose thread finishes it), against an empty scope on
 /// the idle stream in the same situation; and the long kernel's own round trip.
 fn head_of_line(env: &Env, rep: &mut Report, streams: &Arc<Vec<Stream>>) -> Result<()> {
     let (warmup, reps) = env.cfg.pick((1, 5), (1, 2));

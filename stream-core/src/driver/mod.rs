@@ -9,7 +9,9 @@
 //!   pool ([`pool`]), a loaded module and its functions ([`module`]), an NVRTC program
 //!   ([`nvrtc`]), device queries ([`device`]), a page-locked host allocation
 //!   ([`pinned`]), a managed (unified) allocation ([`managed`]), a captured graph and
-//!   its executable instance ([`graph`]), and cudarc's
+//!   its executable instance ([`graph`]), a host function the driver calls after a
+//!   stream's work ([`host_func`], behind an `unsafe trait` whose contract is the
+//!   driver's rule for such callbacks), and cudarc's
 //!   streams checked against a device's context ([`cudarc_bridge`]). Each owns or names
 //!   a driver object that stays valid as long as the handle; what their methods do
 //!   cannot break memory safety (the driver reports a mismatch as an error).
@@ -30,6 +32,7 @@ pub(crate) mod cudarc_bridge;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;
+pub(crate) mod host_func;
 pub(crate) mod launch;
 pub(crate) mod managed;
 pub(crate) mod memory;

@@ -83,13 +83,33 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Finishes `signal` with `outcome` (see [`Signal::finish`]) under `catch_unwind`: a
+/// panicking waker or `Drop` must not stop the completions of every other future. The
+/// last handle of the signal may be the last of its device, so it is dropped inside the
+/// catch too. Runs on this crate's own threads only, never on the driver's.
+pub(super) fn finish_caught(signal: Arc<Signal>, outcome: Outcome) {
+    let finished = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        signal.finish(outcome);
+        drop(signal);
+    }));
+    if finished.is_err() {
+        eprintln!(
+            "stream_core: a waker or a dropped future's value panicked on a completion \
+             thread; the panic was ignored"
+        );
+    }
+}
+
 impl Signal {
-    /// Runs on the completion thread, once per operation, when its work has ended: sets
-    /// the outcome, wakes the future, and releases (or, for [`Outcome::Unknown`], leaks)
-    /// the payload of a dropped one.
+    /// Runs on the completion thread (or the doorbell thread, whichever learns first)
+    /// when the operation's work has ended: sets the outcome, wakes the future, and
+    /// releases (or, for [`Outcome::Unknown`], leaks) the payload of a dropped one. Only
+    /// the first call does anything: the outcome is set once.
     pub(super) fn finish(&self, outcome: Outcome) {
         let leak = matches!(outcome, Outcome::Unknown(_));
-        let _ = self.outcome.set(outcome);
+        if self.outcome.set(outcome).is_err() {
+            return; // finished already, by the other thread
+        }
         let waker = lock(&self.waker).take();
         if let Some(waker) = waker {
             waker.wake();

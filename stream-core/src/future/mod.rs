@@ -150,6 +150,7 @@
 
 mod completion;
 mod copy;
+mod doorbell;
 mod owned_host;
 mod run_owned;
 mod stats;

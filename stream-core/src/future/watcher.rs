@@ -21,12 +21,14 @@
 //! Nothing spins: the thread is asleep in step 1 or 3 whenever no operation it watches
 //! has ended.
 //!
-//! **Head-of-line effect.** While the thread sleeps on the oldest operation (step 3), an
-//! operation of another stream that ends earlier is noticed only when that oldest one
-//! ends. A server whose requests take about as long as each other (the `serve`
-//! benchmark) completes them roughly in order and loses nothing to this; a short
-//! request behind a long one on another stream of the same device resolves when the
-//! long one ends.
+//! **No head of line.** While the thread sleeps on the oldest operation (step 3), an
+//! operation of another stream may end first. Such an operation was handed over while
+//! the other stream had work pending, so it also rang the device's
+//! [`doorbell`](super::doorbell): a host function after its event, which wakes a
+//! second thread that finishes it. An operation handed over while only its own stream
+//! had work pending does not ring, and needs not: the thread waits on that stream's
+//! operations in order. The thread counts the pending operations of each stream for
+//! that decision ([`StreamsWithWork`]).
 //!
 //! # Why a thread of this crate, and why per device
 //!
@@ -41,10 +43,10 @@
 //! off the hot path.
 
 use std::collections::{HashMap, VecDeque};
-use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use super::completion::{lock, Outcome, Signal};
+use super::completion::{finish_caught, lock, Outcome, Signal};
+use super::doorbell::{Doorbell, StreamsWithWork};
 use crate::device::{Device, Stream};
 use crate::driver::device::DeviceId;
 use crate::driver::event::RawEvent;
@@ -58,9 +60,14 @@ const SPARE_EVENTS: usize = 1024;
 /// spare event and hand the recorded one over.
 pub(super) struct Watcher {
     device: DeviceId,
+    /// The device's ordinal, for the threads' names.
+    ordinal: usize,
     state: Mutex<State>,
     /// Wakes the thread when it sleeps with nothing to watch.
     handed: Condvar,
+    /// The device's doorbell thread, started with the first operation that rings;
+    /// `None` if it could not start (operations are then left to this thread).
+    doorbell: OnceLock<Option<Arc<Doorbell>>>,
 }
 
 /// What the operations and the thread share.
@@ -72,6 +79,9 @@ struct State {
     spare: Vec<RawEvent>,
     /// The thread sleeps on [`Watcher::handed`] with nothing to watch.
     sleeping: bool,
+    /// The operations handed over and not yet finished by the thread, per stream: an
+    /// operation handed over while another stream has some rings the doorbell.
+    with_work: StreamsWithWork,
 }
 
 /// An operation watched by the thread: the event recorded after its work, and its
@@ -99,12 +109,15 @@ impl Watcher {
         }
         let watcher = Arc::new(Watcher {
             device: id,
+            ordinal: device.inner.ordinal,
             state: Mutex::new(State {
                 handed: Vec::new(),
                 spare: Vec::new(),
                 sleeping: false,
+                with_work: StreamsWithWork::default(),
             }),
             handed: Condvar::new(),
+            doorbell: OnceLock::new(),
         });
         let thread_watcher = Arc::clone(&watcher);
         std::thread::Builder::new()
@@ -118,8 +131,9 @@ impl Watcher {
     }
 
     /// Records an event after the work enqueued on `stream` so far and hands it, with
-    /// `signal`, to the thread, which finishes `signal` once the event has completed.
-    /// The caller has the stream's context bound. On `Err` nothing was handed over.
+    /// `signal`, to the thread, which finishes `signal` once the event has completed;
+    /// rings the doorbell after it too when another stream has work pending. The caller
+    /// has the stream's context bound. On `Err` nothing was handed over.
     pub(super) fn watch(&self, stream: &Stream, signal: Arc<Signal>) -> Result<()> {
         let context = &stream.device.inner.context;
         let (spare, stale) = {
@@ -145,30 +159,54 @@ impl Watcher {
             lock(&self.state).spare.push(event);
             return Err(e);
         }
+        let key = stream.raw.raw() as usize;
+        let ring = Arc::downgrade(&signal);
         let watched = Watched {
             event,
             signal,
-            stream: stream.raw.raw() as usize,
+            stream: key,
             order: 0,
         };
-        let mut state = lock(&self.state);
-        state.handed.push(watched);
-        if state.sleeping {
-            state.sleeping = false;
-            self.handed.notify_one();
+        let rings = {
+            let mut state = lock(&self.state);
+            // Decided and counted under the lock that hands it over, so that an
+            // operation that does not ring had only its own stream's before it.
+            let rings = state.with_work.others_than(key);
+            state.with_work.add(key);
+            state.handed.push(watched);
+            if state.sleeping {
+                state.sleeping = false;
+                self.handed.notify_one();
+            }
+            rings
+        };
+        if rings {
+            if let Some(doorbell) = self.doorbell() {
+                doorbell.ring_after(&stream.raw, ring);
+            }
         }
         Ok(())
+    }
+
+    /// The device's doorbell, started on first use.
+    fn doorbell(&self) -> Option<&Arc<Doorbell>> {
+        self.doorbell
+            .get_or_init(|| Doorbell::start(self.ordinal).ok())
+            .as_ref()
     }
 
     /// The thread's loop (see the [module docs](self)). It never returns: the thread
     /// lives as long as the process.
     fn run(&self) {
         let mut lanes = Lanes::default();
-        let mut spent: Vec<RawEvent> = Vec::new();
+        let mut spent = Spent::default();
         loop {
             let excess = {
                 let mut state = lock(&self.state);
-                state.spare.append(&mut spent);
+                for stream in spent.streams.drain(..) {
+                    state.with_work.remove(stream);
+                }
+                state.spare.append(&mut spent.events);
                 let excess = match state.spare.len() > SPARE_EVENTS {
                     true => state.spare.split_off(SPARE_EVENTS),
                     false => Vec::new(),
@@ -217,7 +255,7 @@ impl Lanes {
 
     /// Finishes, stream by stream, every operation at the front whose event has
     /// completed (or failed); returns how many.
-    fn finish_completed(&mut self, spent: &mut Vec<RawEvent>) -> usize {
+    fn finish_completed(&mut self, spent: &mut Spent) -> usize {
         let mut finished = 0;
         for lane in self.by_stream.values_mut() {
             while let Some(front) = lane.front() {
@@ -244,7 +282,7 @@ impl Lanes {
 
     /// Sleeps until the oldest operation's event has completed (blocking-sync: no
     /// spinning), and finishes it.
-    fn wait_for_oldest(&mut self, spent: &mut Vec<RawEvent>) {
+    fn wait_for_oldest(&mut self, spent: &mut Spent) {
         let oldest = self
             .by_stream
             .iter()
@@ -270,26 +308,29 @@ impl Lanes {
     }
 }
 
-/// Finishes one operation: its signal (waker and parked payload, under `catch_unwind`:
-/// a panicking waker or `Drop` must not stop the completions of every other future), and
-/// keeps its event for reuse when it completed.
-fn finish(watched: Watched, outcome: Outcome, spent: &mut Vec<RawEvent>) {
-    let Watched { event, signal, .. } = watched;
+/// What the thread finished since it last took its state's lock: the events to reuse,
+/// and the stream of each operation (for [`State::with_work`]).
+#[derive(Default)]
+struct Spent {
+    events: Vec<RawEvent>,
+    streams: Vec<usize>,
+}
+
+/// Finishes one operation (unless the doorbell thread did): its signal (waker and
+/// parked payload, see [`finish_caught`]), and keeps its event for reuse when it
+/// completed.
+fn finish(watched: Watched, outcome: Outcome, spent: &mut Spent) {
+    let Watched {
+        event,
+        signal,
+        stream,
+        ..
+    } = watched;
     let reusable = matches!(outcome, Outcome::Complete);
-    let finished = std::panic::catch_unwind(AssertUnwindSafe(move || {
-        signal.finish(outcome);
-        // The last handle of the signal may be the last of its device: dropped here,
-        // inside the catch.
-        drop(signal);
-    }));
-    if finished.is_err() {
-        eprintln!(
-            "stream_core: a waker or a dropped future's value panicked on the completion \
-             thread; the panic was ignored"
-        );
-    }
+    finish_caught(signal, outcome);
+    spent.streams.push(stream);
     match reusable {
-        true => spent.push(event),
+        true => spent.events.push(event),
         false => drop(event), // failed: not reused
     }
 }
