@@ -1,6 +1,7 @@
 //! [`Stream`]: a non-blocking CUDA stream of a [`Device`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use crate::device::Device;
 use crate::driver::stream::RawStream;
@@ -25,6 +26,12 @@ use crate::error::{Error, Result};
 pub struct Stream {
     /// Declared first: destroyed (with its context bound) before `device` may go.
     pub(crate) raw: RawStream,
+    /// A stream of this crate's own, made by this stream's first async operation that
+    /// rings the completion doorbell (`future/doorbell.rs`): the ring waits there for
+    /// the operation's event, so that it never stalls this stream (work enqueued after a
+    /// host function waits until it returns). `None` if it could not be made. Declared
+    /// before `device` too.
+    pub(crate) ring: OnceLock<Option<RawStream>>,
     pub(crate) device: Device,
     /// Set once the stream's raw handle has left this crate ([`interop::raw_stream`](crate::interop::raw_stream)),
     /// and from the start for a stream another library owns (cudarc's): code outside this
@@ -37,6 +44,7 @@ impl Stream {
     pub(crate) fn new(device: &Device) -> Result<Self> {
         Ok(Stream {
             raw: RawStream::new(&device.inner.context)?,
+            ring: OnceLock::new(),
             device: device.clone(),
             handle_exposed: AtomicBool::new(false),
         })
@@ -48,6 +56,7 @@ impl Stream {
         Stream {
             handle_exposed: AtomicBool::new(true),
             raw,
+            ring: OnceLock::new(),
             device,
         }
     }

@@ -9,11 +9,19 @@
 //! request) only when an older one of another stream (a long kernel) ends: the
 //! head-of-line effect. So when an operation is handed over while operations of
 //! *another* stream are pending, it also gets a host function (`cuLaunchHostFunc`)
-//! enqueued after its event: the *ring*. The driver calls it when the stream gets there,
-//! whatever the completion thread is waiting for; it only puts the operation on this
-//! thread's list and wakes it (a host function may not call CUDA, nor run a foreign
-//! waker that might), and this thread finishes the operation: sets its outcome, wakes
-//! its future, releases a dropped future's values.
+//! ordered after its event: the *ring*. The driver calls it once the event has
+//! completed, whatever the completion thread is waiting for; it only puts the operation
+//! on this thread's list and wakes it (a host function may not call CUDA, nor run a
+//! foreign waker that might), and this thread finishes the operation: sets its outcome,
+//! wakes its future, releases a dropped future's values.
+//!
+//! The ring is not enqueued on the operation's own stream: work enqueued after a host
+//! function waits until the driver has called it, which takes tens of microseconds, and
+//! a server's next request on that stream would wait with it (measured on an H100: the
+//! 64 KiB server loop fell from 1.04-1.09x to 0.90-0.91x of the thread-per-stream
+//! design). Each stream has a companion stream of this crate's own (`Stream::ring`,
+//! made on first use) where the ring waits for the event (`cuStreamWaitEvent`) and then
+//! runs; only rings wait behind rings there.
 //!
 //! The completion thread still watches every operation's event, and stays the one that
 //! sees errors (after a kernel fault the driver calls no host function) and recycles the
@@ -32,6 +40,7 @@
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 
 use super::completion::{finish_caught, lock, Outcome, Signal};
+use crate::driver::event::RawEvent;
 use crate::driver::host_func::{launch_host_callback, HostCallback};
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
@@ -96,16 +105,24 @@ impl Doorbell {
         Ok(doorbell)
     }
 
-    /// Enqueues the ring of `signal`'s operation on `stream`, after the work enqueued so
-    /// far (its event included). The caller has the stream's context bound.
-    pub(super) fn ring_after(self: &Arc<Self>, stream: &RawStream, signal: Weak<Signal>) {
+    /// Enqueues the ring of `signal`'s operation on `ring_stream`, after `event` (recorded
+    /// after the operation's work, and not reused before this returns). The caller has
+    /// the streams' context bound. A ring that cannot be enqueued only leaves the
+    /// operation to the completion thread, which watches its event anyway.
+    pub(super) fn ring_after(
+        self: &Arc<Self>,
+        ring_stream: &RawStream,
+        event: &RawEvent,
+        signal: Weak<Signal>,
+    ) {
+        if ring_stream.wait(event).is_err() {
+            return;
+        }
         let ring = Box::new(Ring {
             doorbell: Arc::clone(self),
             signal,
         });
-        // A ring that cannot be enqueued only leaves the operation to the completion
-        // thread, which watches its event anyway.
-        let _ = launch_host_callback(stream, ring);
+        let _ = launch_host_callback(ring_stream, ring);
     }
 
     /// The thread's loop: sleeps until rung, then finishes the rung operations that are

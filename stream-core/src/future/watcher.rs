@@ -50,6 +50,7 @@ use super::doorbell::{Doorbell, StreamsWithWork};
 use crate::device::{Device, Stream};
 use crate::driver::device::DeviceId;
 use crate::driver::event::RawEvent;
+use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
 
 /// Spare events a completion thread keeps for reuse; beyond that, spent events are
@@ -160,39 +161,47 @@ impl Watcher {
             return Err(e);
         }
         let key = stream.raw.raw() as usize;
-        let ring = Arc::downgrade(&signal);
         let watched = Watched {
             event,
             signal,
             stream: key,
             order: 0,
         };
-        let rings = {
-            let mut state = lock(&self.state);
-            // Decided and counted under the lock that hands it over, so that an
-            // operation that does not ring had only its own stream's before it.
-            let rings = state.with_work.others_than(key);
-            state.with_work.add(key);
-            state.handed.push(watched);
-            if state.sleeping {
-                state.sleeping = false;
-                self.handed.notify_one();
-            }
-            rings
-        };
+        let mut state = lock(&self.state);
+        // Decided and counted under the lock that hands it over (or, when it rings,
+        // before it is handed over), so that an operation that does not ring had only its
+        // own stream's before it.
+        let rings = state.with_work.others_than(key);
+        state.with_work.add(key);
         if rings {
-            if let Some(doorbell) = self.doorbell() {
-                doorbell.ring_after(&stream.raw, ring);
-            }
+            // Rung before it is handed over: its event is not reused before then.
+            drop(state);
+            self.ring(stream, &watched);
+            state = lock(&self.state);
+        }
+        state.handed.push(watched);
+        if state.sleeping {
+            state.sleeping = false;
+            self.handed.notify_one();
         }
         Ok(())
     }
 
-    /// The device's doorbell, started on first use.
-    fn doorbell(&self) -> Option<&Arc<Doorbell>> {
-        self.doorbell
+    /// Rings the doorbell after `watched`'s event, on `stream`'s companion stream (both
+    /// made on first use; without them, `watched` is left to this thread).
+    fn ring(&self, stream: &Stream, watched: &Watched) {
+        let Some(doorbell) = self
+            .doorbell
             .get_or_init(|| Doorbell::start(self.ordinal).ok())
-            .as_ref()
+        else {
+            return;
+        };
+        let ring_stream = stream
+            .ring
+            .get_or_init(|| RawStream::new(&stream.device.inner.context).ok());
+        if let Some(ring_stream) = ring_stream {
+            doorbell.ring_after(ring_stream, &watched.event, Arc::downgrade(&watched.signal));
+        }
     }
 
     /// The thread's loop (see the [module docs](self)). It never returns: the thread
