@@ -80,8 +80,8 @@ observes_concurrency=(
   staged_download_returns_before_its_copy_out_and_wait_delivers_every_byte  # test_staged_download
   no_tokio_worker_waits_while_a_long_kernel_runs                         # test_async
   no_mini_executor_worker_waits_while_a_long_kernel_runs                 # test_async
-  short_operation_on_tokio_is_not_held_behind_a_long_one_of_another_stream         # test_async
-  short_operation_on_mini_executor_is_not_held_behind_a_long_one_of_another_stream # test_async
+  head_of_line_bypass_on_tokio_resolves_a_short_operation_before_a_long_one_of_another_stream         # test_async
+  head_of_line_bypass_on_mini_executor_resolves_a_short_operation_before_a_long_one_of_another_stream # test_async
   a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel  # test_cudarc
 )
 # Tests that leak on purpose (`mem::forget` of a future or of a capture's buffer, whose

@@ -61,9 +61,9 @@ gpu_tests::test_main! {
             || no_worker_waits_while_a_long_kernel_runs(Kind::Tokio),
         no_mini_executor_worker_waits_while_a_long_kernel_runs =
             || no_worker_waits_while_a_long_kernel_runs(Kind::Mini),
-        short_operation_on_tokio_is_not_held_behind_a_long_one_of_another_stream =
+        head_of_line_bypass_on_tokio_resolves_a_short_operation_before_a_long_one_of_another_stream =
             || short_operation_is_not_held_behind_a_long_one(Kind::Tokio),
-        short_operation_on_mini_executor_is_not_held_behind_a_long_one_of_another_stream =
+        head_of_line_bypass_on_mini_executor_resolves_a_short_operation_before_a_long_one_of_another_stream =
             || short_operation_is_not_held_behind_a_long_one(Kind::Mini),
     ],
 }
@@ -564,14 +564,16 @@ fn no_worker_waits_while_a_long_kernel_runs(kind: Kind) -> TestResult {
     Ok(())
 }
 
-/// A short operation on one stream, made while the completion thread sleeps on a
-/// one-second kernel's operation of another stream, resolves long before that kernel
-/// ends: it rang the doorbell, so it is not held behind the long one (head of line).
+/// A short operation on a stream with the head-of-line bypass on, made while the
+/// completion thread sleeps on a one-second kernel's operation of another stream,
+/// resolves long before that kernel ends: it rang the doorbell, so it is not held
+/// behind the long one.
 fn short_operation_is_not_held_behind_a_long_one(kind: Kind) -> TestResult {
     let _serial = serial();
     let dev = device()?;
     let long_stream = Arc::new(dev.new_stream()?);
     let short_stream = Arc::new(dev.new_stream()?);
+    short_stream.set_head_of_line_bypass(true);
     // Warm up: the spin kernel's module, the completion thread, and the doorbell thread
     // (started by the first operation handed over while another stream has work).
     let warm = long_stream.run_owned((), |s, ()| spin(s, SPIN));

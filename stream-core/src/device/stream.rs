@@ -32,6 +32,9 @@ pub struct Stream {
     /// host function waits until it returns). `None` if it could not be made. Declared
     /// before `device` too.
     pub(crate) ring: OnceLock<Option<RawStream>>,
+    /// Set by [`Stream::set_head_of_line_bypass`]: this stream's async operations ring
+    /// the completion doorbell when another stream has work pending.
+    pub(crate) head_of_line_bypass: AtomicBool,
     pub(crate) device: Device,
     /// Set once the stream's raw handle has left this crate ([`interop::raw_stream`](crate::interop::raw_stream)),
     /// and from the start for a stream another library owns (cudarc's): code outside this
@@ -45,6 +48,7 @@ impl Stream {
         Ok(Stream {
             raw: RawStream::new(&device.inner.context)?,
             ring: OnceLock::new(),
+            head_of_line_bypass: AtomicBool::new(false),
             device: device.clone(),
             handle_exposed: AtomicBool::new(false),
         })
@@ -57,6 +61,7 @@ impl Stream {
             handle_exposed: AtomicBool::new(true),
             raw,
             ring: OnceLock::new(),
+            head_of_line_bypass: AtomicBool::new(false),
             device,
         }
     }

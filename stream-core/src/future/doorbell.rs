@@ -7,8 +7,9 @@
 //! the oldest operation it watches, and the driver has no call that waits for the first
 //! of several events. Alone, it would notice an operation that ends early (a short
 //! request) only when an older one of another stream (a long kernel) ends: the
-//! head-of-line effect. So when an operation is handed over while operations of
-//! *another* stream are pending, it also gets a host function (`cuLaunchHostFunc`)
+//! head-of-line effect. So on a stream with the bypass on
+//! ([`Stream::set_head_of_line_bypass`]), an operation handed over while operations of
+//! *another* stream are pending also gets a host function (`cuLaunchHostFunc`)
 //! ordered after its event: the *ring*. The driver calls it once the event has
 //! completed, whatever the completion thread is waiting for; it only puts the operation
 //! on this thread's list and wakes it (a host function may not call CUDA, nor run a
@@ -22,6 +23,16 @@
 //! design). Each stream has a companion stream of this crate's own (`Stream::ring`,
 //! made on first use) where the ring waits for the event (`cuStreamWaitEvent`) and then
 //! runs; only rings wait behind rings there.
+//!
+//! # Why it is opt-in
+//!
+//! Rings are not free: measured on an H100 with every stream's bypass on, the 64 KiB
+//! server loop of `bench --case serve` (16 streams, so every operation rings) fell from
+//! 1.00-1.11x of the thread-per-stream design to 0.80-0.92x, with ring streams or
+//! without, and with `CUDA_DEVICE_MAX_CONNECTIONS` 8 or 32. In exchange, an empty
+//! operation made while a 1 ms kernel's is pending on another stream resolved after
+//! 82-109 µs instead of 608-641 µs. A server of requests of about equal length loses to
+//! rings; a stream of short, latency-bound work next to streams of long kernels wins.
 //!
 //! The completion thread still watches every operation's event, and stays the one that
 //! sees errors (after a kernel fault the driver calls no host function) and recycles the
@@ -37,13 +48,49 @@
 //! stream, a single request) therefore costs no host function; a server with requests on
 //! many streams pays one `cuLaunchHostFunc` per operation.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 
 use super::completion::{finish_caught, lock, Outcome, Signal};
+use crate::device::Stream;
 use crate::driver::event::RawEvent;
 use crate::driver::host_func::{launch_host_callback, HostCallback};
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
+
+impl Stream {
+    /// Whether this stream's async operations ([`run_owned`](Stream::run_owned),
+    /// [`upload_owned`](Stream::upload_owned), [`download_owned`](Stream::download_owned))
+    /// may be held behind longer operations of other streams of the device (off, the
+    /// default) or bypass them (on).
+    ///
+    /// The device's completion thread sleeps on its oldest pending operation, so an
+    /// operation that ends while an older one of another stream still runs is noticed
+    /// only when that one ends: a short request behind a long kernel waits for the
+    /// kernel. With the bypass on, such an operation also gets a host function after
+    /// its work (on a companion stream of this one, so this stream never waits for it),
+    /// which hands it to a second thread as soon as the GPU is done: measured on an
+    /// H100, an empty operation made while a 1 ms kernel's was pending on another stream
+    /// resolved after 82-109 µs, against 608-641 µs without.
+    ///
+    /// The cost, paid only while another stream has work pending: a
+    /// `cuStreamWaitEvent` and a `cuLaunchHostFunc` per operation, and a wake-up of the
+    /// second thread. For many streams of requests of about equal length it costs more
+    /// than it saves (see the [module docs](crate::future)); turn it on for the streams
+    /// whose latency matters next to streams of long work.
+    ///
+    /// ```no_run
+    /// # async fn f(dev: &stream_core::Device) -> stream_core::Result<()> {
+    /// let training = dev.new_stream()?;      // long kernels
+    /// let requests = dev.new_stream()?;      // short, latency-bound requests
+    /// requests.set_head_of_line_bypass(true);
+    /// let ((), ()) = requests.run_owned((), |_s, ()| Ok::<_, stream_core::Error>(())).await?;
+    /// # let _ = training; Ok(()) }
+    /// ```
+    pub fn set_head_of_line_bypass(&self, on: bool) {
+        self.head_of_line_bypass.store(on, Ordering::Relaxed);
+    }
+}
 
 /// The streams with pending operations, as the completion thread's state counts them:
 /// what decides whether a new operation rings (see the [module docs](self)).

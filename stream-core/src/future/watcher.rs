@@ -21,14 +21,15 @@
 //! Nothing spins: the thread is asleep in step 1 or 3 whenever no operation it watches
 //! has ended.
 //!
-//! **No head of line.** While the thread sleeps on the oldest operation (step 3), an
-//! operation of another stream may end first. Such an operation was handed over while
-//! the other stream had work pending, so it also rang the device's
-//! [`doorbell`](super::doorbell): a host function after its event, which wakes a
-//! second thread that finishes it. An operation handed over while only its own stream
-//! had work pending does not ring, and needs not: the thread waits on that stream's
-//! operations in order. The thread counts the pending operations of each stream for
-//! that decision ([`StreamsWithWork`]).
+//! **Head of line.** While the thread sleeps on the oldest operation (step 3), an
+//! operation of another stream that ends earlier is noticed only when that oldest one
+//! ends. On a stream with the head-of-line bypass on
+//! ([`Stream::set_head_of_line_bypass`]), an operation handed over while another stream
+//! has work pending also rings the device's [`doorbell`](super::doorbell): a host
+//! function after its event, which wakes a second thread that finishes it. One handed
+//! over while only its own stream had work pending needs no ring: the thread waits on
+//! that stream's operations in order. The thread counts the pending operations of each
+//! stream for that decision ([`StreamsWithWork`]).
 //!
 //! # Why a thread of this crate, and why per device
 //!
@@ -43,6 +44,7 @@
 //! off the hot path.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use super::completion::{finish_caught, lock, Outcome, Signal};
@@ -171,7 +173,8 @@ impl Watcher {
         // Decided and counted under the lock that hands it over (or, when it rings,
         // before it is handed over), so that an operation that does not ring had only its
         // own stream's before it.
-        let rings = state.with_work.others_than(key);
+        let rings =
+            stream.head_of_line_bypass.load(Ordering::Relaxed) && state.with_work.others_than(key);
         state.with_work.add(key);
         if rings {
             // Rung before it is handed over: its event is not reused before then.
