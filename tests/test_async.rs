@@ -45,9 +45,11 @@ gpu_tests::test_main! {
             || concurrent_requests(Kind::Mini, 1),
         requests_on_block_on_are_correct,
         futures_dropped_at_random_points_on_tokio_release_their_memory_only_after_the_gpu =
-            || futures_dropped_at_random_points(Kind::Tokio),
+            || futures_dropped_at_random_points(Kind::Tokio, false),
         futures_dropped_at_random_points_on_mini_executor_release_their_memory_only_after_the_gpu =
-            || futures_dropped_at_random_points(Kind::Mini),
+            || futures_dropped_at_random_points(Kind::Mini, false),
+        futures_dropped_at_random_points_on_head_of_line_bypass_streams_release_their_memory_only_after_the_gpu =
+            || futures_dropped_at_random_points(Kind::Tokio, true),
         forgotten_future_on_tokio_leaks_its_buffer_and_the_stream_keeps_working =
             || forgotten_future(Kind::Tokio),
         forgotten_future_on_mini_executor_leaks_its_buffer_and_the_stream_keeps_working =
@@ -65,6 +67,7 @@ gpu_tests::test_main! {
             || short_operation_is_not_held_behind_a_long_one(Kind::Tokio),
         head_of_line_bypass_on_mini_executor_resolves_a_short_operation_before_a_long_one_of_another_stream =
             || short_operation_is_not_held_behind_a_long_one(Kind::Mini),
+        bypass_stream_dropped_while_its_operation_is_pending_still_resolves_it,
     ],
 }
 
@@ -274,11 +277,16 @@ fn requests_on_block_on_are_correct() -> TestResult {
 /// polls. Right after the drops, the
 /// pinned memory they own is still in use (the GPU has not finished); once the
 /// completion thread is done, everything is back in the pools, and the completion thread
-/// released at least the futures dropped while their stream was busy.
-fn futures_dropped_at_random_points(kind: Kind) -> TestResult {
+/// released at least the futures dropped while their stream was busy. With `bypass`,
+/// every other stream has the head-of-line bypass on, so that the futures dropped on
+/// those are released by the doorbell thread as often as by the completion thread.
+fn futures_dropped_at_random_points(kind: Kind, bypass: bool) -> TestResult {
     let _serial = serial();
     let dev = device()?;
     let streams = new_streams(&dev, STREAMS)?;
+    for stream in streams.iter().skip(1).step_by(2) {
+        stream.set_head_of_line_bypass(bypass);
+    }
     let all: Vec<&Stream> = streams.iter().collect();
     let before = quiet(&dev, &all)?;
     let released_before = completion_stats().released_after_drop;
@@ -615,6 +623,39 @@ fn short_operation_is_not_held_behind_a_long_one(kind: Kind) -> TestResult {
         "{}: the short operation resolved {short_after:?} after the start and the long one \
          {long_after:?}: the short one was held behind the long one",
         executor.name()
+    );
+    Ok(())
+}
+
+/// A stream with the head-of-line bypass on is dropped (its companion stream, where the
+/// ring waits, with it) right after an upload was made on it, while a long kernel runs
+/// on another stream: the future still resolves, with its data on the device and its
+/// buffer back, and nothing stays in flight.
+fn bypass_stream_dropped_while_its_operation_is_pending_still_resolves_it() -> TestResult {
+    let _serial = serial();
+    let dev = device()?;
+    let long_stream = dev.new_stream()?;
+    let short_stream = dev.new_stream()?;
+    short_stream.set_head_of_line_bypass(true);
+    let in_flight_before = completion_stats().in_flight;
+    let long = long_stream.run_owned((), |s, ()| spin(s, SPIN));
+    let input = Rng::new().vec::<f32>(1 << 16);
+    let upload = short_stream.upload_owned(input.clone());
+    drop(short_stream);
+    let (on_gpu, back) = block_on(upload)?;
+    check_eq("the upload's host buffer, handed back", &back, &input)?;
+    check_eq("the uploaded data", &on_gpu.to_host_vec()?, &input)?;
+    block_on(long)?;
+    let start = Instant::now();
+    while completion_stats().in_flight > in_flight_before
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    ensure!(
+        completion_stats().in_flight == in_flight_before,
+        "operations still in flight 10 s after both futures resolved: {} (before: {in_flight_before})",
+        completion_stats().in_flight
     );
     Ok(())
 }

@@ -73,6 +73,10 @@ fn main() {
             "trap_in_a_run_owned_closure_is_the_futures_error_and_releases_dropped_futures",
             trap_in_a_run_owned_closure_is_the_futures_error_and_releases_dropped_futures,
         ),
+        (
+            "trap_on_head_of_line_bypass_streams_is_the_futures_error_and_releases_dropped_futures",
+            trap_on_head_of_line_bypass_streams_is_the_futures_error_and_releases_dropped_futures,
+        ),
     ];
     gpu_tests::run(gpu, &[])
 }
@@ -209,7 +213,19 @@ fn panic_in_a_scope_whose_kernel_faulted_aborts_the_process() -> TestResult {
 /// buffer released by the completion thread (the context stopped: no DMA runs any more),
 /// none leaked, nothing left in flight; and a `run_owned` after the fault fails.
 fn trap_in_a_run_owned_closure_is_the_futures_error_and_releases_dropped_futures() -> TestResult {
-    let run = run_scenario("future_trap")?;
+    future_trap_checks("future_trap")
+}
+
+/// The same with the head-of-line bypass on both streams: the trapping operation's ring
+/// is never called (the context stopped), and the completion thread still resolves it.
+fn trap_on_head_of_line_bypass_streams_is_the_futures_error_and_releases_dropped_futures(
+) -> TestResult {
+    future_trap_checks("future_trap_bypass")
+}
+
+/// The checks of the `run_owned` trap scenarios.
+fn future_trap_checks(scenario: &str) -> TestResult {
+    let run = run_scenario(scenario)?;
     exited_normally(&run)?;
     fault_error(&run, "future", TRAP_ERRORS)?;
     run.expect("in_flight", "0")?;
@@ -321,7 +337,8 @@ mod child {
             "illegal_address" => same_stream_fault(Fault::IllegalAddress),
             "fork_trap" => fork_trap(),
             "panic_after_fault" => panic_after_fault(),
-            "future_trap" => future_trap(),
+            "future_trap" => future_trap(false),
+            "future_trap_bypass" => future_trap(true),
             other => {
                 println!("setup = err unknown scenario {other:?}");
                 return 2;
@@ -499,11 +516,15 @@ mod child {
     }
 
     /// A trap in a `run_owned` closure, awaited with `block_on`, while a dropped future's
-    /// kernel runs on a second stream.
-    fn future_trap() -> stream_core::Result<()> {
+    /// kernel runs on a second stream. With `bypass`, both streams have the head-of-line
+    /// bypass on, so the trapping operation rings (the driver then never calls its host
+    /// function).
+    fn future_trap(bypass: bool) -> stream_core::Result<()> {
         use stream_core::future::completion_stats;
         let dev = Device::new(0)?;
         let (a, b) = (dev.new_stream()?, dev.new_stream()?);
+        a.set_head_of_line_bypass(bypass);
+        b.set_head_of_line_bypass(bypass);
         let before = completion_stats();
         // Spins about four times as long as the trapping kernel: still running at the
         // fault, so its payload is parked on the completion thread when the fault hits.

@@ -28,8 +28,9 @@
 //!   interop/  raw handles for other crates; cudarc's context, streams and slices
 //!     |       converted both ways (3 unsafe blocks: device memory changing owner)
 //!   future/   owned-buffer futures: Stream::run_owned, upload_owned, download_owned,
-//!     |       a completion thread per device (4 unsafe: DMA of owned buffers,
-//!     |       an owned scope, a DeviceVec of a stream-ordered allocation)
+//!     |       a completion thread per device, a doorbell for the head-of-line
+//!     |       bypass (5 unsafe: DMA of owned buffers, an owned scope, a DeviceVec of
+//!     |       a stream-ordered allocation, a host function's contract)
 //!   graph/    Device::capture, Graph, replay, held memory, kernel-node scalars
 //!     |       (17 unsafe: a capture's own scope and tokens, graph launches, held views)
 //!   managed/  ManagedVec: managed memory whose residency is a type (attach, prefetch,
@@ -48,7 +49,7 @@
 //!   device/   Device, Stream, events that order streams (0 unsafe)
 //!     |
 //!   driver/   the only code that calls cudarc's `result`/`sys`: RAII handles and
-//!             raw operations as `unsafe fn` (77 unsafe blocks)
+//!             raw operations as `unsafe fn` (79 unsafe blocks)
 //! ```
 //!
 //! Each folder uses only the ones below it (`host/` and `kernel/` also use `memory/`'s
