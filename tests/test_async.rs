@@ -541,21 +541,11 @@ fn no_worker_waits_while_a_long_kernel_runs(kind: Kind) -> TestResult {
     // made while the clock runs.
     block_on(stream.run_owned((), |s, ()| spin(s, 1)))?;
     let executor = workers(kind, 1)?;
-    let long_stream = Arc::clone(&stream);
     let start = Instant::now();
-    let long = executor.spawn(async move {
-        long_stream
-            .run_owned((), |s, ()| spin(s, LONG_SPIN))
-            .await
-            .map(|_| Instant::now())
-    });
-    let quick = executor.spawn(async { Instant::now() });
-    let quick_done = quick
-        .join()
-        .map_err(|p| Failed::from(panic_message(p.as_ref())))?;
-    let long_done = long
-        .join()
-        .map_err(|p| Failed::from(panic_message(p.as_ref())))??;
+    let long = spawn_spin(&executor, Arc::clone(&stream), LONG_SPIN);
+    let quick = executor.spawn(async { Ok(Instant::now()) });
+    let quick_done = joined(quick)?;
+    let long_done = joined(long)?;
     ensure!(
         quick_done < long_done && quick_done.duration_since(start) < Duration::from_millis(200),
         "{}: the quick task finished {:?} after the start and the long one {:?}: the \
@@ -589,26 +579,12 @@ fn short_operation_is_not_held_behind_a_long_one(kind: Kind) -> TestResult {
     block_on(warm)?;
     let executor = workers(kind, 1)?;
     let start = Instant::now();
-    let long = executor.spawn(async move {
-        long_stream
-            .run_owned((), |s, ()| spin(s, LONG_SPIN))
-            .await
-            .map(|_| Instant::now())
-    });
+    let long = spawn_spin(&executor, long_stream, LONG_SPIN);
     // By now the completion thread sleeps on the long kernel's event.
     std::thread::sleep(Duration::from_millis(50));
-    let short = executor.spawn(async move {
-        short_stream
-            .run_owned((), |s, ()| spin(s, 1))
-            .await
-            .map(|_| Instant::now())
-    });
-    let short_done = short
-        .join()
-        .map_err(|p| Failed::from(panic_message(p.as_ref())))??;
-    let long_done = long
-        .join()
-        .map_err(|p| Failed::from(panic_message(p.as_ref())))??;
+    let short = spawn_spin(&executor, short_stream, 1);
+    let short_done = joined(short)?;
+    let long_done = joined(long)?;
     let (short_after, long_after) = (
         short_done.duration_since(start),
         long_done.duration_since(start),
@@ -658,4 +634,26 @@ fn bypass_stream_dropped_while_its_operation_is_pending_still_resolves_it() -> T
         completion_stats().in_flight
     );
     Ok(())
+}
+
+/// Spawns on `executor` a `run_owned` of a kernel spinning `cycles` on `stream`; the task
+/// resolves to the instant the future resolved.
+fn spawn_spin(
+    executor: &Workers,
+    stream: Arc<Stream>,
+    cycles: u64,
+) -> async_support::workers::Task<Result<Instant, Error>> {
+    executor.spawn(async move {
+        stream
+            .run_owned((), |s, ()| spin(s, cycles))
+            .await
+            .map(|_| Instant::now())
+    })
+}
+
+/// The value of a task, its panic or its error as the test's failure.
+fn joined<T>(task: async_support::workers::Task<Result<T, Error>>) -> TestResult<T> {
+    Ok(task
+        .join()
+        .map_err(|p| Failed::from(panic_message(p.as_ref())))??)
 }
