@@ -8,7 +8,11 @@
 //!   prefetch: the GPU faults the pages in, and the host's reads after the scope fault
 //!   them back;
 //! * **managed, prefetched**: `prefetch_to_device`, the kernel, `prefetch_to_host` and
-//!   `wait`.
+//!   `wait`;
+//! * **managed, host-resident** (not one of issue 16's rows): advised to stay in host
+//!   memory (`PreferredLocation(Host)`) and to be mapped by the device
+//!   (`AccessedBy(Device)`), so that the kernel reads and writes it over the bus where it
+//!   lives and nothing migrates either way.
 //!
 //! Each sample gives two figures: **end-to-end**, host time from the scope's start until
 //! the host has read one element of every 4 KiB page of the result after the scope (what
@@ -24,7 +28,10 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use stream_core::interop::raw_stream;
-use stream_core::{kernel, scope, DeviceVec, LaunchConfig, ManagedVec, PinnedBuffer, Stream};
+use stream_core::{
+    kernel, scope, DeviceVec, LaunchConfig, ManagedAdvice, ManagedLocation, ManagedVec,
+    PinnedBuffer, Stream,
+};
 
 use crate::error::{Error, Result};
 use crate::measure::{interleaved, GpuTimer, Plan, Sampler, Stats};
@@ -86,11 +93,12 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let plan = cfg.plan(1, cfg.pick(3, 2));
     let stream = &env.streams[0];
     let mut explicit = Explicit::new(env, n)?;
-    let mut demand = Managed::new(env, n, false)?;
-    let mut prefetched = Managed::new(env, n, true)?;
-    let kernel_times: [RefCell<Vec<f64>>; 3] = Default::default();
+    let mut demand = Managed::new(env, n, Mode::DemandPaged)?;
+    let mut prefetched = Managed::new(env, n, Mode::Prefetched)?;
+    let mut resident = Managed::new(env, n, Mode::HostResident)?;
+    let kernel_times: [RefCell<Vec<f64>>; 4] = Default::default();
     let end_to_end = {
-        let [k_explicit, k_demand, k_prefetched] = &kernel_times;
+        let [k_explicit, k_demand, k_prefetched, k_resident] = &kernel_times;
         let mut samplers: Vec<Sampler<'_>> = vec![
             (
                 "explicit pinned copies",
@@ -104,6 +112,10 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                 "managed, prefetched",
                 Box::new(|| prefetched.sample(stream, k_prefetched)),
             ),
+            (
+                "managed, host-resident",
+                Box::new(|| resident.sample(stream, k_resident)),
+            ),
         ];
         interleaved(plan, &mut samplers)?
     };
@@ -111,20 +123,21 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     explicit.check(runs)?;
     demand.check(runs)?;
     prefetched.check(runs)?;
+    resident.check(runs)?;
 
     let gbs: Vec<Rounds> = end_to_end
         .iter()
         .map(|t| t.map(|s| bytes as f64 / s / 1e9))
         .collect();
-    let [e_explicit, e_demand, e_prefetched] = &gbs[..] else {
-        return Err(Error::msg("managed: expected three end-to-end results"));
+    let [e_explicit, e_demand, e_prefetched, e_resident] = &gbs[..] else {
+        return Err(Error::msg("managed: expected four end-to-end results"));
     };
     let kernel: Vec<Rounds> = kernel_times
         .into_iter()
         .map(|t| rounds_of(t.into_inner(), plan))
         .collect::<Result<_>>()?;
-    let [k_explicit, k_demand, k_prefetched] = &kernel[..] else {
-        return Err(Error::msg("managed: expected three kernel results"));
+    let [k_explicit, k_demand, k_prefetched, k_resident] = &kernel[..] else {
+        return Err(Error::msg("managed: expected four kernel results"));
     };
     let size = format!("{} MiB", bytes / MIB);
     let ms = |r: &Rounds| r.map(|s| s * 1e3);
@@ -156,7 +169,22 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     (row.ours, row.raw) = (Some(e_demand.clone()), Some(e_explicit.clone()));
     rep.push(row);
 
-    for (name, managed) in [("prefetched", k_prefetched), ("demand-paged", k_demand)] {
+    let mut row = Row::new(
+        "managed",
+        format!(
+            "{size} end-to-end: host-resident (mapped by the device) vs explicit pinned copies"
+        ),
+        "GB/s",
+        Better::Higher,
+    );
+    (row.ours, row.raw) = (Some(e_resident.clone()), Some(e_explicit.clone()));
+    rep.push(row);
+
+    for (name, managed) in [
+        ("prefetched", k_prefetched),
+        ("demand-paged", k_demand),
+        ("host-resident", k_resident),
+    ] {
         let mut row = Row::new(
             "managed",
             format!("{size} kernel only: {name} vs device memory"),
@@ -246,23 +274,48 @@ impl Explicit {
     }
 }
 
-/// A `ManagedVec`, processed with or without prefetches.
+/// How a [`Managed`] sample moves the data.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// No prefetch, no hint: the GPU's and then the host's page faults migrate it.
+    DemandPaged,
+    /// Prefetched to the device before the kernel and back to the host after it.
+    Prefetched,
+    /// Kept in host memory and mapped by the device: nothing migrates.
+    HostResident,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::DemandPaged => "managed, demand-paged",
+            Mode::Prefetched => "managed, prefetched",
+            Mode::HostResident => "managed, host-resident",
+        }
+    }
+}
+
+/// A `ManagedVec`, processed in one of the [`Mode`]s.
 struct Managed {
     data: ManagedVec<u32>,
-    prefetch: bool,
+    mode: Mode,
     timer: GpuTimer,
 }
 
 impl Managed {
-    fn new(env: &Env, n: usize, prefetch: bool) -> Result<Self> {
+    fn new(env: &Env, n: usize, mode: Mode) -> Result<Self> {
         let mut data = env.dev.alloc_managed::<u32>(n)?;
+        if mode == Mode::HostResident {
+            data.advise(ManagedAdvice::PreferredLocation(ManagedLocation::Host))?;
+            data.advise(ManagedAdvice::AccessedBy(ManagedLocation::Device(&env.dev)))?;
+        }
         data.host_mut()?
             .iter_mut()
             .enumerate()
             .for_each(|(i, v)| *v = pattern(i));
         Ok(Managed {
             data,
-            prefetch,
+            mode,
             timer: GpuTimer::new()?,
         })
     }
@@ -270,12 +323,8 @@ impl Managed {
     /// (Prefetch,) kernel, (prefetch back and `wait`,) the host's page reads after the
     /// scope: host seconds; the kernel's GPU seconds go to `kernel`.
     fn sample(&mut self, stream: &Stream, kernel: &RefCell<Vec<f64>>) -> Result<f64> {
-        let Managed {
-            data,
-            prefetch,
-            timer,
-        } = self;
-        let prefetch = *prefetch;
+        let Managed { data, mode, timer } = self;
+        let prefetch = *mode == Mode::Prefetched;
         let start = Instant::now();
         scope(stream, |s| {
             let mut view = s.attach_managed(&mut *data)?;
@@ -297,12 +346,7 @@ impl Managed {
     }
 
     fn check(&self, runs: u32) -> Result<()> {
-        let what = if self.prefetch {
-            "managed, prefetched"
-        } else {
-            "managed, demand-paged"
-        };
-        check(what, self.data.host()?, runs)
+        check(self.mode.name(), self.data.host()?, runs)
     }
 }
 
