@@ -35,6 +35,7 @@ gpu_tests::test_main! {
         host_reads_after_prefetch_to_host_and_wait_inside_the_scope,
         part_handed_back_to_the_host_while_the_rest_stays_with_the_scope,
         every_advice_is_accepted_and_leaves_results_unchanged,
+        host_resident_memory_mapped_by_the_device_computes_without_prefetches,
         two_scopes_on_two_streams_and_the_host_share_a_read_only_attach,
         fork_prefetches_the_next_chunk_while_the_parent_computes,
         panic_while_a_prefetch_to_host_is_in_flight_completes_it_before_unwinding,
@@ -335,6 +336,35 @@ fn every_advice_is_accepted_and_leaves_results_unchanged() -> TestResult {
         expected = affine_cpu(&expected, a, b);
         check_eq(
             &format!("after advise({hint:?}) and a kernel"),
+            &expected,
+            data.host()?,
+        )?;
+    }
+    Ok(())
+}
+
+/// Managed memory advised to stay on the host (`PreferredLocation(Host)`) and to be
+/// mapped by the device (`AccessedBy(Device)`): kernels with no prefetch read and write
+/// it over the bus, three scopes in a row, and the host reads the CPU's results after
+/// each (the benchmark's host-resident variant).
+fn host_resident_memory_mapped_by_the_device_computes_without_prefetches() -> TestResult {
+    let (_lock, dev) = begin()?;
+    require_concurrent(&dev)?;
+    let stream = dev.new_stream()?;
+    let (input, a, b) = fresh(LEN);
+    let mut data = managed_from(&dev, &input, ManagedAccess::Concurrent)?;
+    data.advise(ManagedAdvice::PreferredLocation(ManagedLocation::Host))?;
+    data.advise(ManagedAdvice::AccessedBy(ManagedLocation::Device(&dev)))?;
+    let mut expected = input;
+    for round in 0..3 {
+        scope(&stream, |s| -> TestResult {
+            let mut view = s.attach_managed(&mut data)?;
+            affine(s, a, b, &mut view)?;
+            Ok(())
+        })?;
+        expected = affine_cpu(&expected, a, b);
+        check_eq(
+            &format!("host-resident data after kernel {}", round + 1),
             &expected,
             data.host()?,
         )?;
