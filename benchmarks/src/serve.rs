@@ -52,6 +52,16 @@ use crate::Env;
 const CLIENTS: usize = 16;
 /// Worker threads of the async design: 1/8 of the threads design's.
 const EXECUTOR_THREADS: usize = CLIENTS / 8;
+
+/// The async design's worker threads: [`EXECUTOR_THREADS`], or `BENCH_SERVE_WORKERS`
+/// for a diagnosis (how the loop scales with them).
+fn executor_threads() -> usize {
+    std::env::var("BENCH_SERVE_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(EXECUTOR_THREADS)
+}
 /// Kernel iterations per element, as in case 5.
 const ITERS: u32 = 32;
 /// Operations per sample of the cost rows.
@@ -92,7 +102,8 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         crate::request_steps::print(env)?;
     }
     rep.note(format!(
-        "serve: the async design runs {EXECUTOR_THREADS} executor threads (a tokio multi-threaded runtime) plus stream_core's one completion thread (no doorbell thread: no stream has the head-of-line bypass on); the threads design runs {CLIENTS}"
+        "serve: the async design runs {} executor threads (a tokio multi-threaded runtime) plus stream_core's one completion thread (no doorbell thread: no stream has the head-of-line bypass on); the threads design runs {CLIENTS}",
+        executor_threads()
     ));
     Ok(())
 }
@@ -105,8 +116,17 @@ pub(crate) struct Client {
     kept: Option<(DeviceVec<f32>, DeviceVec<f32>)>,
 }
 
-/// Every request's latency in seconds, one vector per sample taken (warm-up included).
-type Latencies = RefCell<Vec<Vec<f64>>>;
+/// Every request's latency and the host time its closure took to enqueue the work, in
+/// seconds, one vector per sample taken (warm-up included).
+type Latencies = RefCell<Vec<Vec<Timing>>>;
+
+/// One request's times in seconds: from its start to its reply, and the closure's own
+/// host time (upload, allocation, launch and download enqueued).
+#[derive(Clone, Copy)]
+struct Timing {
+    latency: f64,
+    enqueue: f64,
+}
 
 /// `CLIENTS` clients with requests of `elems` elements; with `keep_device_buffers`, each
 /// also owns the device buffers of its requests.
@@ -194,7 +214,7 @@ fn server_loop(
     let threads_state = RefCell::new(client_buffers(env, elems, keep_device_buffers)?);
     let async_state = RefCell::new(Some(client_buffers(env, elems, keep_device_buffers)?));
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(EXECUTOR_THREADS)
+        .worker_threads(executor_threads())
         .build()
         .map_err(|e| Error::msg(format!("serve: cannot start the tokio runtime: {e}")))?;
     let (threads_latency, async_latency): (Latencies, Latencies) = Default::default();
@@ -235,25 +255,35 @@ fn server_loop(
     let mut row = Row::new(
         "serve",
         format!(
-            "{label}, {CLIENTS} clients: async on {EXECUTOR_THREADS} threads (raw: {CLIENTS} threads)"
+            "{label}, {CLIENTS} clients: async on {} threads (raw: {CLIENTS} threads)",
+            executor_threads()
         ),
         "requests/s",
         Better::Higher,
     );
     (row.ours, row.raw) = (Some(ours), Some(threads));
     rep.push(row.check_vs_raw(0.95, Source::Issue));
-    for (quantile, name) in [(0.5, "p50"), (0.99, "p99")] {
+    let latency = |t: &Timing| t.latency;
+    let enqueue = |t: &Timing| t.enqueue;
+    for (quantile, name, of) in [
+        (0.5, "p50 latency", &latency as &dyn Fn(&Timing) -> f64),
+        (0.99, "p99 latency", &latency),
+        (0.5, "p50 host time of the request's closure", &enqueue),
+    ] {
         let per_round = |latencies: &Latencies| -> Result<Rounds> {
             let samples = latencies.borrow();
             let rounds = samples[plan.warmup..]
                 .chunks(plan.samples)
-                .map(|round| Stats::new(vec![percentile(round.concat(), quantile) * 1e6]))
+                .map(|round| {
+                    let values = round.iter().flatten().map(of).collect();
+                    Stats::new(vec![percentile(values, quantile) * 1e6])
+                })
                 .collect::<Result<Vec<_>>>()?;
             Rounds::new(rounds)
         };
         let mut row = Row::new(
             "serve",
-            format!("{label}: {name} latency (raw: threads)"),
+            format!("{label}: {name} (raw: threads)"),
             "us",
             Better::Lower,
         );
@@ -277,10 +307,22 @@ fn percentile(mut values: Vec<f64>, quantile: f64) -> f64 {
 }
 
 /// One request of the async design: the client goes into the future and comes back
-/// with the reply.
-async fn async_request(stream: &Stream, client: Client) -> std::result::Result<Client, CoreError> {
-    let (client, ()) = stream.run_owned(client, request_work).await?;
-    Ok(client)
+/// with the reply, and the closure's host time.
+async fn async_request(
+    stream: &Stream,
+    client: Client,
+) -> std::result::Result<(Client, f64), CoreError> {
+    stream.run_owned(client, timed_request_work).await
+}
+
+/// [`request_work`], and the host seconds it took.
+fn timed_request_work<'s, 'env>(
+    s: &'s Scope<'s, 'env>,
+    client: &'env mut Client,
+) -> std::result::Result<f64, CoreError> {
+    let t = Instant::now();
+    request_work(s, client)?;
+    Ok(t.elapsed().as_secs_f64())
 }
 
 /// `per_client` requests from each client, all clients at once, on the runtime.
@@ -289,7 +331,7 @@ fn async_batch(
     streams: &Arc<Vec<Stream>>,
     clients: Vec<Client>,
     per_client: usize,
-) -> Result<(f64, Vec<Client>, Vec<f64>)> {
+) -> Result<(f64, Vec<Client>, Vec<Timing>)> {
     let start = Instant::now();
     let tasks: Vec<_> = clients
         .into_iter()
@@ -300,8 +342,12 @@ fn async_batch(
                 let mut latencies = Vec::with_capacity(per_client);
                 for _ in 0..per_client {
                     let t = Instant::now();
-                    client = async_request(&streams[c], client).await?;
-                    latencies.push(t.elapsed().as_secs_f64());
+                    let enqueue;
+                    (client, enqueue) = async_request(&streams[c], client).await?;
+                    latencies.push(Timing {
+                        latency: t.elapsed().as_secs_f64(),
+                        enqueue,
+                    });
                 }
                 Ok::<_, CoreError>((client, latencies))
             })
@@ -325,7 +371,7 @@ fn threads_batch(
     streams: &[Stream],
     clients: &mut [Client],
     per_client: usize,
-) -> Result<(f64, Vec<f64>)> {
+) -> Result<(f64, Vec<Timing>)> {
     let start = Instant::now();
     let latencies = std::thread::scope(|t| {
         let workers: Vec<_> = streams
@@ -336,8 +382,11 @@ fn threads_batch(
                     let mut latencies = Vec::with_capacity(per_client);
                     for _ in 0..per_client {
                         let t = Instant::now();
-                        scope(stream, |s| request_work(s, client))?;
-                        latencies.push(t.elapsed().as_secs_f64());
+                        let enqueue = scope(stream, |s| timed_request_work(s, client))?;
+                        latencies.push(Timing {
+                            latency: t.elapsed().as_secs_f64(),
+                            enqueue,
+                        });
                     }
                     Ok::<_, CoreError>(latencies)
                 })
