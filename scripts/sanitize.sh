@@ -92,6 +92,7 @@ observes_concurrency=(
 leaks_on_purpose=(
   forgotten_future_on_tokio_leaks_its_buffer_and_the_stream_keeps_working          # test_async
   forgotten_future_on_mini_executor_leaks_its_buffer_and_the_stream_keeps_working  # test_async
+  forgotten_future_that_rang_the_doorbell_leaks_its_buffer_and_the_stream_keeps_working # test_async
   a_buffer_forgotten_in_a_capture_does_not_break_later_replays           # test_graphs
 )
 want_tests=1

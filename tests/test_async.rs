@@ -36,13 +36,15 @@ gpu_tests::test_main! {
         empty_copies_resolve_at_once_with_their_buffers,
         download_owned_of_mismatched_lengths_is_length_mismatch,
         ten_thousand_concurrent_requests_over_four_streams_on_tokio_four_workers =
-            || concurrent_requests(Kind::Tokio, 4),
+            || concurrent_requests(Kind::Tokio, 4, false),
         ten_thousand_concurrent_requests_over_four_streams_on_tokio_one_worker =
-            || concurrent_requests(Kind::Tokio, 1),
+            || concurrent_requests(Kind::Tokio, 1, false),
         ten_thousand_concurrent_requests_over_four_streams_on_mini_executor_four_workers =
-            || concurrent_requests(Kind::Mini, 4),
+            || concurrent_requests(Kind::Mini, 4, false),
         ten_thousand_concurrent_requests_over_four_streams_on_mini_executor_one_worker =
-            || concurrent_requests(Kind::Mini, 1),
+            || concurrent_requests(Kind::Mini, 1, false),
+        ten_thousand_concurrent_requests_over_four_streams_two_with_the_head_of_line_bypass =
+            || concurrent_requests(Kind::Tokio, 4, true),
         requests_on_block_on_are_correct,
         futures_dropped_at_random_points_on_tokio_release_their_memory_only_after_the_gpu =
             || futures_dropped_at_random_points(Kind::Tokio, false),
@@ -51,9 +53,11 @@ gpu_tests::test_main! {
         futures_dropped_at_random_points_on_head_of_line_bypass_streams_release_their_memory_only_after_the_gpu =
             || futures_dropped_at_random_points(Kind::Tokio, true),
         forgotten_future_on_tokio_leaks_its_buffer_and_the_stream_keeps_working =
-            || forgotten_future(Kind::Tokio),
+            || forgotten_future(Kind::Tokio, false),
         forgotten_future_on_mini_executor_leaks_its_buffer_and_the_stream_keeps_working =
-            || forgotten_future(Kind::Mini),
+            || forgotten_future(Kind::Mini, false),
+        forgotten_future_that_rang_the_doorbell_leaks_its_buffer_and_the_stream_keeps_working =
+            || forgotten_future(Kind::Tokio, true),
         panic_in_the_run_owned_closure_propagates_and_releases_after_the_gpu,
         panic_in_a_run_owned_closure_of_a_tokio_task_releases_after_the_gpu =
             || panic_in_a_spawned_task(Kind::Tokio),
@@ -213,11 +217,15 @@ fn download_owned_of_mismatched_lengths_is_length_mismatch() -> TestResult {
 
 /// `REQUESTS` requests of random small sizes, all spawned at once on `workers` worker
 /// threads over `STREAMS` streams; every result is checked, and the pools hold what they
-/// held before.
-fn concurrent_requests(kind: Kind, threads: usize) -> TestResult {
+/// held before. With `bypass`, every other stream has the head-of-line bypass on, so
+/// that their requests ring the doorbell while the other streams have work.
+fn concurrent_requests(kind: Kind, threads: usize, bypass: bool) -> TestResult {
     let _serial = serial();
     let dev = device()?;
     let streams = new_streams(&dev, STREAMS)?;
+    for stream in streams.iter().skip(1).step_by(2) {
+        stream.set_head_of_line_bypass(bypass);
+    }
     let before = quiet(&dev, &streams.iter().collect::<Vec<_>>())?;
     let executor = workers(kind, threads)?;
     let mut rng = Rng::new();
@@ -384,11 +392,20 @@ fn futures_dropped_at_random_points(kind: Kind, bypass: bool) -> TestResult {
 /// stream runs on. The future is polled once by a task of `kind` (so the completion
 /// thread holds that task's waker) and forgotten there. It is made on a device handle
 /// of its own, which the leak keeps open, so that the shared handle's pools stay clean.
-fn forgotten_future(kind: Kind) -> TestResult {
+/// With `ring`, the stream has the head-of-line bypass on and another stream runs a long
+/// kernel meanwhile, so the forgotten operation also rings the doorbell, whose thread
+/// finishes it: the buffer must stay leaked all the same.
+fn forgotten_future(kind: Kind, ring: bool) -> TestResult {
     let _serial = serial();
     let dev = Device::new(0)?;
     let stream = Arc::new(dev.new_stream()?);
-    let before = quiet(&dev, &[&stream])?;
+    let other = dev.new_stream()?;
+    let before = quiet(&dev, &[&stream, &other])?;
+    stream.set_head_of_line_bypass(ring);
+    let busy_other = match ring {
+        true => Some(other.run_owned((), |s, ()| spin(s, 4 * SPIN))),
+        false => None,
+    };
     let buffer = dev.alloc_pinned::<u32>(1024)?; // one 4 KiB block
     let block = dev.pinned_memory_stats().in_use_bytes - before.pinned;
     let executor = workers(kind, 1)?;
@@ -413,7 +430,10 @@ fn forgotten_future(kind: Kind) -> TestResult {
         "the future behind a 50 ms kernel was ready at its first poll"
     );
     drop(executor);
-    let after = quiet(&dev, &[&stream])?;
+    if let Some(busy) = busy_other {
+        block_on(busy)?;
+    }
+    let after = quiet(&dev, &[&stream, &other])?;
     ensure!(
         after.pinned == before.pinned + block,
         "the forgotten future's pinned block must stay in use (leaked): {} bytes in use, \
