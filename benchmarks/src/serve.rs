@@ -522,25 +522,22 @@ fn head_of_line(env: &Env, rep: &mut Report, streams: &Arc<Vec<Stream>>) -> Resu
         }
         Ok(per_op(ns))
     };
+    // ns of an empty `run_owned` on `stream`, awaited, behind a long kernel.
+    let empty_run_owned_behind_long = |stream: &Stream| {
+        behind_long(&|| {
+            block_on(stream.run_owned((), |_, ()| Ok::<_, CoreError>(())))?;
+            Ok(())
+        })
+    };
     let stats = {
         let mut samplers: Vec<Sampler<'_>> = vec![
             (
                 "run_owned behind a long kernel",
-                Box::new(|| {
-                    behind_long(&|| {
-                        block_on(idle.run_owned((), |_, ()| Ok::<_, CoreError>(())))?;
-                        Ok(())
-                    })
-                }),
+                Box::new(|| empty_run_owned_behind_long(idle)),
             ),
             (
                 "run_owned with the bypass behind a long kernel",
-                Box::new(|| {
-                    behind_long(&|| {
-                        block_on(bypass.run_owned((), |_, ()| Ok::<_, CoreError>(())))?;
-                        Ok(())
-                    })
-                }),
+                Box::new(|| empty_run_owned_behind_long(bypass)),
             ),
             (
                 "scope behind a long kernel",
