@@ -78,21 +78,22 @@ observes_concurrency=(
   panic_in_a_nested_scope_completes_the_downloads_of_both_scopes         # test_panics
   panic_in_a_forked_child_completes_the_childs_and_the_parents_downloads # test_panics
   staged_download_returns_before_its_copy_out_and_wait_delivers_every_byte  # test_staged_download
-  no_tokio_worker_waits_while_a_long_kernel_runs                         # test_async
-  no_mini_executor_worker_waits_while_a_long_kernel_runs                 # test_async
-  head_of_line_bypass_on_tokio_resolves_a_short_operation_before_a_long_one_of_another_stream         # test_async
-  head_of_line_bypass_on_mini_executor_resolves_a_short_operation_before_a_long_one_of_another_stream # test_async
+  no_tokio_worker_waits_while_a_long_kernel_runs                         # test_async_waiting
+  no_mini_executor_worker_waits_while_a_long_kernel_runs                 # test_async_waiting
+  head_of_line_bypass_on_tokio_resolves_a_short_operation_before_a_long_one_of_another_stream         # test_async_waiting
+  head_of_line_bypass_on_mini_executor_resolves_a_short_operation_before_a_long_one_of_another_stream # test_async_waiting
   a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel  # test_cudarc
 )
 # Tests that leak on purpose (`mem::forget` of a future or of a capture's buffer, whose
 # leak is the documented outcome): memcheck's leak check reports them (measured on an
-# H100: 36864 bytes of pinned blocks in test_async, one 4 KiB graph allocation in
-# test_graphs, and nothing else in either binary without them; on an H200, 2026-11-24:
-# 73728 bytes in test_async, 36864 per executor's forget test). Skipped under memcheck.
+# H100: 36864 bytes of pinned blocks in the forget tests, then in test_async and now in
+# test_async_release, one 4 KiB graph allocation in test_graphs, and nothing else in
+# either binary without them; on an H200, 2026-11-24: 73728 bytes, 36864 per executor's
+# forget test). Skipped under memcheck.
 leaks_on_purpose=(
-  forgotten_future_on_tokio_leaks_its_buffer_and_the_stream_keeps_working          # test_async
-  forgotten_future_on_mini_executor_leaks_its_buffer_and_the_stream_keeps_working  # test_async
-  forgotten_future_that_rang_the_doorbell_leaks_its_buffer_and_the_stream_keeps_working # test_async
+  forgotten_future_on_tokio_leaks_its_buffer_and_the_stream_keeps_working          # test_async_release
+  forgotten_future_on_mini_executor_leaks_its_buffer_and_the_stream_keeps_working  # test_async_release
+  forgotten_future_that_rang_the_doorbell_leaks_its_buffer_and_the_stream_keeps_working # test_async_release
   a_buffer_forgotten_in_a_capture_does_not_break_later_replays           # test_graphs
 )
 want_tests=1

@@ -1,6 +1,9 @@
-//! What the async tests share: the executors they run on ([`workers`]), one request of
-//! each kind checked against the CPU, the pool statistics once nothing is in flight,
-//! and a future wrapper that drops what it polls after a few polls.
+//! What the async test binaries share (`test_async`, `test_async_release`,
+//! `test_async_waiting`): the executors they run on ([`workers`]), one request of each
+//! kind checked against the CPU, the pool statistics once nothing is in flight, and a
+//! future wrapper that drops what it polls after a few polls. Each binary uses the part
+//! it needs.
+#![allow(dead_code)]
 
 pub mod workers;
 
@@ -17,7 +20,16 @@ use stream_core::{scope, Device, Error, PinnedBuffer, Stream};
 /// How long a test waits for the completion thread to finish everything.
 const QUIET_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The lock that makes the async tests run one at a time.
+/// About 50 ms of spinning on an H100/H200: long enough that work behind it is still
+/// pending when the test looks.
+pub const SPIN: u64 = 100_000_000;
+/// About one second of spinning.
+pub const LONG_SPIN: u64 = 2_000_000_000;
+/// Streams the load tests spread their requests over.
+pub const STREAMS: usize = 4;
+
+/// The lock that makes the tests of one binary run one at a time: the pool statistics
+/// and the completion counters they compare are shared by the process.
 pub fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL.lock().unwrap_or_else(PoisonError::into_inner)

@@ -1,10 +1,16 @@
 //! The two executors the async tests run on, behind one small interface: tokio's
 //! multi-threaded runtime, and the workspace's minimal hand-written `mini-executor`.
 //! `stream_core`'s futures need nothing from either but a `Waker`, so every test runs
-//! the same code on both.
+//! the same code on both. Also the tasks the waiting tests spawn: a `run_owned` of a
+//! spinning kernel, and how a task's result becomes the test's.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::thread;
+use std::time::Instant;
+
+use gpu_tests::{panic_message, spin, Failed, TestResult};
+use stream_core::{Error, Stream};
 
 /// Which executor a test runs on.
 #[derive(Debug, Clone, Copy)]
@@ -84,4 +90,32 @@ impl<T> Task<T> {
             Self::Mini(handle) => handle.join(),
         }
     }
+}
+
+/// `threads` workers of `kind`, or the reason there are none as the test's failure.
+pub fn start(kind: Kind, threads: usize) -> TestResult<Workers> {
+    Workers::new(kind, threads)
+        .map_err(|e| Failed::from(format!("cannot start {kind:?} with {threads} workers: {e}")))
+}
+
+/// Spawns on `executor` a `run_owned` of a kernel spinning `cycles` on `stream`; the task
+/// resolves to the instant the future resolved.
+pub fn spawn_spin(
+    executor: &Workers,
+    stream: Arc<Stream>,
+    cycles: u64,
+) -> Task<Result<Instant, Error>> {
+    executor.spawn(async move {
+        stream
+            .run_owned((), |s, ()| spin(s, cycles))
+            .await
+            .map(|_| Instant::now())
+    })
+}
+
+/// The value of a task, its panic or its error as the test's failure.
+pub fn joined<T>(task: Task<Result<T, Error>>) -> TestResult<T> {
+    Ok(task
+        .join()
+        .map_err(|p| Failed::from(panic_message(p.as_ref())))??)
 }
