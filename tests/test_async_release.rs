@@ -17,14 +17,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::Poll;
 
-use async_support::workers::{self, Kind};
+use async_support::workers::{self, Kind, Task, Workers};
 use async_support::{
     new_streams, pinned_copy, quiet, request, serial, DropAfter, LONG_SPIN, SPIN, STREAMS,
 };
 use gpu_tests::{device, ensure, panic_message, spin, Failed, Rng, TestResult};
 use mini_executor::block_on;
 use stream_core::future::completion_stats;
-use stream_core::{Device, Error, Stream};
+use stream_core::{Device, Error, PinnedBuffer, Scope, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -87,37 +87,16 @@ fn futures_dropped_at_random_points(kind: Kind, bypass: bool) -> TestResult {
                     let _download = s.copy_to_host(&x, &mut output[..])?;
                     Ok::<_, Error>(())
                 });
-                handles.push(executor.spawn(async move {
-                    DropAfter {
-                        inner: Some(future),
-                        polls,
-                    }
-                    .await
-                    .map(|r| r.map(|_| ()))
-                }));
+                handles.push(spawn_dropped_after(&executor, future, polls));
             }
             1 => {
                 let future = stream.upload_owned(input);
-                handles.push(executor.spawn(async move {
-                    DropAfter {
-                        inner: Some(future),
-                        polls,
-                    }
-                    .await
-                    .map(|r| r.map(|_| ()))
-                }));
+                handles.push(spawn_dropped_after(&executor, future, polls));
             }
             _ => {
                 let vec = dev.upload_vec(&input)?;
                 let future = stream.download_owned(vec, dev.alloc_pinned::<f32>(n)?);
-                handles.push(executor.spawn(async move {
-                    DropAfter {
-                        inner: Some(future),
-                        polls,
-                    }
-                    .await
-                    .map(|r| r.map(|_| ()))
-                }));
+                handles.push(spawn_dropped_after(&executor, future, polls));
             }
         }
     }
@@ -154,6 +133,27 @@ fn futures_dropped_at_random_points(kind: Kind, bypass: bool) -> TestResult {
          streams were busy when they were dropped"
     );
     Ok(())
+}
+
+/// Spawns on `executor` a task that polls `future` at most `polls` times and then drops
+/// it ([`DropAfter`]); the task's output is `None` when it was dropped.
+fn spawn_dropped_after<F, T>(
+    executor: &Workers,
+    future: F,
+    polls: usize,
+) -> Task<Option<Result<(), Error>>>
+where
+    F: Future<Output = Result<T, Error>> + Unpin + Send + 'static,
+    T: Send + 'static,
+{
+    executor.spawn(async move {
+        DropAfter {
+            inner: Some(future),
+            polls,
+        }
+        .await
+        .map(|r| r.map(|_| ()))
+    })
 }
 
 /// A forgotten future keeps its buffer (a leak, never a free under the DMA), and its
@@ -223,36 +223,11 @@ fn panic_in_the_run_owned_closure_propagates_and_releases_after_the_gpu() -> Tes
     let buffer = dev.alloc_pinned::<u32>(1024)?;
     let with_buffer = dev.pinned_memory_stats().in_use_bytes;
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        stream.run_owned(buffer, |s, buffer| {
-            spin(s, SPIN)?;
-            let x = s.alloc_zeroed::<u32>(buffer.len())?;
-            let len = buffer.len();
-            let _download = s.copy_to_host(&x, &mut buffer[..])?;
-            if len == 1024 {
-                panic!("deliberate panic in a run_owned closure");
-            }
-            Ok::<_, Error>(())
-        })
+        drop(stream.run_owned(buffer, download_behind_a_spin_then_panic));
     }));
-    let in_use_right_after = dev.pinned_memory_stats().in_use_bytes;
-    let busy = !stream.is_idle()?;
-    match caught {
-        Err(panic) => ensure!(
-            panic_message(panic.as_ref()).contains("deliberate"),
-            "run_owned propagated another panic: {}",
-            panic_message(panic.as_ref())
-        ),
-        Ok(_) => {
-            return Err(Failed::from(
-                "run_owned returned although its closure panicked",
-            ))
-        }
-    }
-    ensure!(
-        !busy || in_use_right_after == with_buffer,
-        "the stream is still busy, yet the panicked closure's buffer is already back in the \
-         pool ({in_use_right_after} bytes in use, {with_buffer} with the buffer)"
-    );
+    let right_after = AfterThePanic::now(&dev, &stream)?;
+    let outcome = caught.map(|()| "run_owned returned".to_string());
+    right_after.check("run_owned", outcome, with_buffer)?;
     let after = quiet(&dev, &[&stream])?;
     ensure!(
         after == before,
@@ -275,41 +250,14 @@ fn panic_in_a_spawned_task(kind: Kind) -> TestResult {
     let task_stream = Arc::clone(&stream);
     let task = executor.spawn(async move {
         task_stream
-            .run_owned(buffer, |s, buffer| {
-                spin(s, SPIN)?;
-                let x = s.alloc_zeroed::<u32>(buffer.len())?;
-                let len = buffer.len();
-                let _download = s.copy_to_host(&x, &mut buffer[..])?;
-                if len == 1024 {
-                    panic!("deliberate panic in a spawned run_owned closure");
-                }
-                Ok::<_, Error>(())
-            })
+            .run_owned(buffer, download_behind_a_spin_then_panic)
             .await
             .map(|_| ())
     });
     let joined = task.join();
-    let in_use_right_after = dev.pinned_memory_stats().in_use_bytes;
-    let busy = !stream.is_idle()?;
-    match joined {
-        Err(panic) => ensure!(
-            panic_message(panic.as_ref()).contains("deliberate"),
-            "{}: the task ended with another panic: {}",
-            executor.name(),
-            panic_message(panic.as_ref())
-        ),
-        Ok(result) => {
-            return Err(Failed::from(format!(
-                "{}: the task returned {result:?} although its run_owned closure panicked",
-                executor.name()
-            )))
-        }
-    }
-    ensure!(
-        !busy || in_use_right_after == with_buffer,
-        "the stream is still busy, yet the panicked closure's buffer is already back in the \
-         pool ({in_use_right_after} bytes in use, {with_buffer} with the buffer)"
-    );
+    let right_after = AfterThePanic::now(&dev, &stream)?;
+    let outcome = joined.map(|result| format!("the task returned {result:?}"));
+    right_after.check(executor.name(), outcome, with_buffer)?;
     drop(executor);
     let after = quiet(&dev, &[&stream])?;
     ensure!(
@@ -317,4 +265,61 @@ fn panic_in_a_spawned_task(kind: Kind) -> TestResult {
         "after the work before the panic completed the pools hold {after:?}, before {before:?}"
     );
     Ok(())
+}
+
+/// The closure of the panic tests: a download into the owned buffer enqueued behind a
+/// spinning kernel (so it is still running when the panic unwinds), then the panic.
+fn download_behind_a_spin_then_panic<'s, 'env>(
+    s: &'s Scope<'s, 'env>,
+    buffer: &'env mut PinnedBuffer<u32>,
+) -> Result<(), Error> {
+    spin(s, SPIN)?;
+    let x = s.alloc_zeroed::<u32>(buffer.len())?;
+    let _download = s.copy_to_host(&x, &mut buffer[..])?;
+    panic!("deliberate panic in a run_owned closure");
+}
+
+/// What the panic tests read right after the panic reached them: the pinned bytes in
+/// use, and whether the stream still ran the work enqueued before the panic.
+struct AfterThePanic {
+    in_use: usize,
+    busy: bool,
+}
+
+impl AfterThePanic {
+    fn now(dev: &Device, stream: &Stream) -> TestResult<Self> {
+        Ok(AfterThePanic {
+            in_use: dev.pinned_memory_stats().in_use_bytes,
+            busy: !stream.is_idle()?,
+        })
+    }
+
+    /// `outcome` is the deliberate panic (`Ok` says what `who` returned instead), and
+    /// while the stream was busy the buffer was still in use (`with_buffer` bytes).
+    fn check(
+        self,
+        who: &str,
+        outcome: std::thread::Result<String>,
+        with_buffer: usize,
+    ) -> TestResult {
+        match outcome {
+            Err(panic) => ensure!(
+                panic_message(panic.as_ref()).contains("deliberate"),
+                "{who}: the panic that came out is another one: {}",
+                panic_message(panic.as_ref())
+            ),
+            Ok(returned) => {
+                return Err(Failed::from(format!(
+                    "{who}: {returned} although the run_owned closure panicked"
+                )))
+            }
+        }
+        ensure!(
+            !self.busy || self.in_use == with_buffer,
+            "{who}: the stream is still busy, yet the panicked closure's buffer is already \
+             back in the pool ({} bytes in use, {with_buffer} with the buffer)",
+            self.in_use
+        );
+        Ok(())
+    }
 }
