@@ -2,7 +2,8 @@
 //! (`scope/lend.rs`): the child on a second stream sees what the parent wrote before
 //! the fork, the parent sees what the child wrote after the join, buffers lent shared,
 //! exclusively, by value and as views arrive intact, a grandchild uses what the child
-//! lends it, a failing child is still joined, and `fork` never blocks the host.
+//! lends it, a failing child is still joined, a scope's repeated forks (which reuse
+//! one event) order every fork and join, and `fork` never blocks the host.
 //! (Hand-offs between a parent and its children are tested in `test_hand_off.rs`.)
 //!
 //! Long spinning kernels (`gpu_tests::spin`) are queued in front of the work under
@@ -27,6 +28,7 @@ gpu_tests::test_main! {
         fork_onto_the_parents_own_stream_is_correct,
         failing_child_is_still_joined_before_the_parent_continues,
         fork_returns_while_the_childs_long_kernel_is_still_running,
+        repeated_forks_of_one_scope_order_every_fork_and_join,
     ],
 }
 
@@ -268,5 +270,68 @@ fn fork_returns_while_the_childs_long_kernel_is_still_running() -> TestResult {
         b.is_idle()?,
         "the child's stream is still busy after the scope ended"
     );
+    Ok(())
+}
+
+/// Eight forks in a row from one scope, to two child streams in turn and once through a
+/// grandchild on a third: each child doubles `y` behind a spinning kernel, and after each
+/// join the parent adds `x` behind another. The ops do not commute, so a fork whose
+/// child did not wait for the parent's last addition, or a join the parent did not wait
+/// for, changes the result; the scope reuses its fork's event from one fork to the
+/// next, which must order each of them all the same. Expected: `y = (2^9 - 1) x`,
+/// computed on the CPU in the same order (each step rounds once, as on the GPU).
+fn repeated_forks_of_one_scope_order_every_fork_and_join() -> TestResult {
+    let a = stream()?;
+    let dev = a.device();
+    let (b, c, d) = (dev.new_stream()?, dev.new_stream()?, dev.new_stream()?);
+    let n = (1 << 20) + 3;
+    let input: Vec<f32> = Rng::new().vec(n);
+    let mut out = poisoned::<f32>(n);
+    let spin_cycles = SPIN / 10; // about 5 ms: 16 of them in the test
+    scope(&a, |s| -> TestResult {
+        let x = s.upload(&input)?;
+        let mut y = s.upload(&input)?;
+        for round in 0..8 {
+            let child = if round % 2 == 0 { &b } else { &c };
+            s.fork(child, &mut y, |ch, mut y| -> TestResult {
+                if round == 5 {
+                    // A fork inside the child: the grandchild doubles `y` on a third stream.
+                    ch.fork(&d, &mut y, |g, mut y| -> TestResult {
+                        double_behind_a_spin(g, spin_cycles, &mut y)
+                    })?;
+                    return Ok(());
+                }
+                double_behind_a_spin(ch, spin_cycles, &mut y)
+            })?;
+            spin(s, spin_cycles)?;
+            kernels::axpy(s, 1.0f32, &x, &mut y)?;
+        }
+        s.copy_to_host(&y, &mut out)?.wait()?;
+        Ok(())
+    })?;
+    let mut expected = input.clone();
+    for _ in 0..8 {
+        for (e, &x) in expected.iter_mut().zip(&input) {
+            *e = 2.0 * *e + x;
+        }
+    }
+    check_eq(
+        "x after eight rounds of y = 2y (child), y += x (parent)",
+        &expected,
+        &out,
+    )
+}
+
+/// `y = 2y` on `s`'s stream behind a spinning kernel (through a temporary: `scale` reads
+/// and writes distinct memory).
+fn double_behind_a_spin<'s>(
+    s: &'s stream_core::Scope<'s, '_>,
+    cycles: u64,
+    y: &mut impl stream_core::DeviceMemoryMut<'s, f32>,
+) -> TestResult {
+    spin(s, cycles)?;
+    let mut doubled = s.alloc::<f32>(y.len())?;
+    kernels::scale(s, 2.0f32, &*y, &mut doubled)?;
+    s.copy_device(&doubled, y)?;
     Ok(())
 }

@@ -37,7 +37,8 @@
 //!     |       advice; 10 unsafe: host access to managed memory, attachment, migration)
 //!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off
 //!     |       (19 unsafe: DMA into borrowed host memory, launch arguments,
-//!     |        a scope's own creation, an owned scope's)
+//!     |        a scope's own creation, an owned scope's; one unsafe impl: `Sync`
+//!     |        for the event a scope keeps between its forks)
 //!     +-------------------+-------------------+
 //!   memory/             host/               kernel/
 //!   device memory:      pinned buffers,     declarations, launch shapes,

@@ -55,6 +55,12 @@ impl Event {
         Ok(Event { raw: Some(raw) })
     }
 
+    /// `true` when this is an event of `context`.
+    #[inline]
+    pub(crate) fn belongs_to(&self, context: &Arc<PrimaryContext>) -> bool {
+        self.raw.as_ref().is_some_and(|raw| raw.belongs_to(context))
+    }
+
     /// The event. `raw` is `None` only inside `drop`, so the error is never seen.
     fn raw(&self) -> Result<&RawEvent> {
         self.raw.as_ref().ok_or_else(|| {

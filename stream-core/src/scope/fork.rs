@@ -114,15 +114,22 @@ impl<'s, 'env> Scope<'s, 'env> {
         let context = &stream.device.inner.context;
         // One event orders both ways: the child waits for its first record, and the
         // parent for its second (a wait captures the state of the record before it, so
-        // re-recording is safe).
-        let event = Event::cached(context).map_err(E::from)?;
+        // re-recording is safe, also at once by this scope's next fork, which takes it
+        // from `fork_event` instead of the thread's spares).
+        let event = match self.fork_event.take() {
+            Some(kept) if kept.belongs_to(context) => kept,
+            other => {
+                drop(other);
+                Event::cached(context).map_err(E::from)?
+            }
+        };
         event
             .reorder(&self.stream.raw, &stream.raw)
             .map_err(E::from)?;
         let join = JoinOnExit {
             child: stream,
             parent: &self.stream.raw,
-            event,
+            event: &event,
             joined: false,
         };
         // SAFETY: `join` makes this scope's stream wait for the child's (or synchronises
@@ -144,6 +151,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         let views = lent.lend(&permit);
         let out = f(&child, views);
         let joined = join.finish();
+        self.fork_event.keep(event);
         match (out, joined) {
             (Err(e), _) => Err(e),
             (Ok(_), Err(e)) => Err(E::from(e)),
@@ -157,17 +165,17 @@ impl<'s, 'env> Scope<'s, 'env> {
 /// user's reach.
 ///
 /// [`finish`]: JoinOnExit::finish
-struct JoinOnExit<'env> {
+struct JoinOnExit<'env, 'e> {
     child: &'env Stream,
     /// The parent scope's stream.
     parent: &'env RawStream,
     /// The fork's event (of the child's context), recorded on the child for the join.
-    event: Event,
+    event: &'e Event,
     /// Set by [`finish`](Self::finish): the join is done, and `Drop` has nothing to do.
     joined: bool,
 }
 
-impl JoinOnExit<'_> {
+impl JoinOnExit<'_, '_> {
     /// Normal return. If neither the event join nor the host fallback worked, the
     /// child's work may still be running while the parent goes on to free or reuse
     /// what it lent: only a sticky error, which proves the context stopped, may be
@@ -175,8 +183,7 @@ impl JoinOnExit<'_> {
     #[inline]
     fn finish(mut self) -> Result<()> {
         let joined = self.join();
-        // Not `forget`: the event goes back to this thread's spares when `self` drops,
-        // and `Drop` joins only while unwinding.
+        // `Drop` joins only while unwinding.
         self.joined = true;
         drop(self);
         match joined {
@@ -212,7 +219,7 @@ enum Joined {
     Failed(Error),
 }
 
-impl Drop for JoinOnExit<'_> {
+impl Drop for JoinOnExit<'_, '_> {
     /// Joins only while unwinding out of the closure (the normal path has joined).
     fn drop(&mut self) {
         if self.joined {

@@ -47,6 +47,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             // use of it, and keeps the token (in the scope) in the caller's frame.
             token: unsafe { ScopeToken::new(stream) },
             open: LazyOpenScope::default(),
+            fork_event: super::KeptForkEvent::default(),
         }
     }
 }
