@@ -274,8 +274,9 @@ fn fork_returns_while_the_childs_long_kernel_is_still_running() -> TestResult {
 }
 
 /// Eight forks in a row from one scope, to two child streams in turn and once through a
-/// grandchild on a third: each child doubles `y` behind a spinning kernel, and after each
-/// join the parent adds `x` behind another. The ops do not commute, so a fork whose
+/// grandchild on a third, and once with the parent forking again (to a fourth stream,
+/// `z = 3x`) inside an open fork: each child doubles `y` behind a spinning kernel, and
+/// after each join the parent adds `x` behind another. The ops do not commute, so a fork whose
 /// child did not wait for the parent's last addition, or a join the parent did not wait
 /// for, changes the result; the scope reuses its fork's event from one fork to the
 /// next, which must order each of them all the same. Expected: `y = (2^9 - 1) x`,
@@ -283,17 +284,30 @@ fn fork_returns_while_the_childs_long_kernel_is_still_running() -> TestResult {
 fn repeated_forks_of_one_scope_order_every_fork_and_join() -> TestResult {
     let a = stream()?;
     let dev = a.device();
-    let (b, c, d) = (dev.new_stream()?, dev.new_stream()?, dev.new_stream()?);
+    let (b, c) = (dev.new_stream()?, dev.new_stream()?);
+    let (d, e) = (dev.new_stream()?, dev.new_stream()?);
     let n = (1 << 20) + 3;
     let input: Vec<f32> = Rng::new().vec(n);
     let mut out = poisoned::<f32>(n);
-    let spin_cycles = SPIN / 10; // about 5 ms: 16 of them in the test
+    let mut tripled = poisoned::<f32>(n);
+    let spin_cycles = SPIN / 10; // about 5 ms: 17 of them in the test
     scope(&a, |s| -> TestResult {
         let x = s.upload(&input)?;
         let mut y = s.upload(&input)?;
+        let mut z = s.alloc::<f32>(n)?;
         for round in 0..8 {
             let child = if round % 2 == 0 { &b } else { &c };
             s.fork(child, &mut y, |ch, mut y| -> TestResult {
+                if round == 2 {
+                    // The parent forks again while this fork is open: that fork takes a
+                    // spare event (this one holds the kept one) and keeps its own at
+                    // its end, which this fork's end then replaces.
+                    s.fork(&e, (&x, &mut z), |g, (x, mut z)| -> TestResult {
+                        spin(g, spin_cycles)?;
+                        kernels::scale(g, 3.0f32, &x, &mut z)?;
+                        Ok(())
+                    })?;
+                }
                 if round == 5 {
                     // A fork inside the child: the grandchild doubles `y` on a third stream.
                     ch.fork(&d, &mut y, |g, mut y| -> TestResult {
@@ -307,8 +321,14 @@ fn repeated_forks_of_one_scope_order_every_fork_and_join() -> TestResult {
             kernels::axpy(s, 1.0f32, &x, &mut y)?;
         }
         s.copy_to_host(&y, &mut out)?.wait()?;
+        s.copy_to_host(&z, &mut tripled)?.wait()?;
         Ok(())
     })?;
+    check_eq(
+        "3x, from a fork the parent made inside another fork",
+        &times(&input, 3.0),
+        &tripled,
+    )?;
     let mut expected = input.clone();
     for _ in 0..8 {
         for (e, &x) in expected.iter_mut().zip(&input) {
