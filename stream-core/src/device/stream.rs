@@ -89,7 +89,7 @@ impl Stream {
     /// this crate, holding the raw handle, can begin a capture on a `Stream` (this
     /// crate's own captures use streams of their own), so for a stream whose handle never
     /// left the crate the answer is known without asking the driver.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn may_be_capturing(&self) -> Result<bool> {
         if self.handle_exposed.load(Ordering::Relaxed) {
             self.raw.is_capturing()

@@ -103,6 +103,7 @@ impl RawEvent {
     }
 
     /// Captures the work enqueued on `stream` so far.
+    #[inline]
     pub(crate) fn record(&self, stream: &RawStream) -> Result<()> {
         self.check(stream.context(), "cuEventRecord")?;
         // SAFETY: both handles are live: `stream` is borrowed and keeps its context, the

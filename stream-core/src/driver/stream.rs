@@ -143,6 +143,7 @@ impl RawStream {
     /// Makes this stream wait, on the GPU, for the work `event` captured at its last
     /// record. The host does not block; re-recording the event later does not change
     /// what this wait waits for.
+    #[inline]
     pub(crate) fn wait(&self, event: &RawEvent) -> Result<()> {
         if !event.belongs_to(&self.context) {
             return Err(Error::driver(

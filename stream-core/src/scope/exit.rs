@@ -54,7 +54,7 @@ impl Drop for ScopeExit<'_> {
 
 /// `Err(StreamCapturing)` when `stream` is being captured into a CUDA graph: work
 /// issued to it would be recorded, not run, and no synchronisation would cover it.
-#[inline]
+#[inline(always)] // on every scope's and fork's path: a load and a branch
 pub(crate) fn refuse_capturing(stream: &Stream) -> Result<()> {
     if stream.may_be_capturing()? {
         Err(Error::StreamCapturing)

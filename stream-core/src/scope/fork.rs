@@ -130,7 +130,6 @@ impl<'s, 'env> Scope<'s, 'env> {
             child: stream,
             parent: &self.stream.raw,
             event: &event,
-            joined: false,
         };
         // SAFETY: `join` makes this scope's stream wait for the child's (or synchronises
         // the child's, or aborts) when this function returns or unwinds, and this scope's
@@ -171,8 +170,6 @@ struct JoinOnExit<'env, 'e> {
     parent: &'env RawStream,
     /// The fork's event (of the child's context), recorded on the child for the join.
     event: &'e Event,
-    /// Set by [`finish`](Self::finish): the join is done, and `Drop` has nothing to do.
-    joined: bool,
 }
 
 impl JoinOnExit<'_, '_> {
@@ -181,11 +178,11 @@ impl JoinOnExit<'_, '_> {
     /// what it lent: only a sticky error, which proves the context stopped, may be
     /// returned; any other failure aborts.
     #[inline]
-    fn finish(mut self) -> Result<()> {
+    fn finish(self) -> Result<()> {
         let joined = self.join();
-        // `Drop` joins only while unwinding.
-        self.joined = true;
-        drop(self);
+        // Joined: `Drop` would join again, and `self` holds only borrows, so there is
+        // nothing else to drop.
+        std::mem::forget(self);
         match joined {
             Joined::ByEvent => Ok(()),
             Joined::ByHost(e) => Err(e),
@@ -220,11 +217,8 @@ enum Joined {
 }
 
 impl Drop for JoinOnExit<'_, '_> {
-    /// Joins only while unwinding out of the closure (the normal path has joined).
+    /// Runs only while unwinding out of the closure (the normal path forgets `self`).
     fn drop(&mut self) {
-        if self.joined {
-            return;
-        }
         if let Joined::Failed(e) = self.join() {
             abort_unwinding("a fork is unwinding from a panic", &e);
         }
