@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use gpu_tests::{check_eq, ensure, poisoned, spin, stream, Element, Failed, Rng, TestResult};
-use stream_core::scope;
+use stream_core::{scope, DeviceMemoryMut, Scope};
 
 gpu_tests::test_main! {
     gpu: [
@@ -276,11 +276,12 @@ fn fork_returns_while_the_childs_long_kernel_is_still_running() -> TestResult {
 /// Eight forks in a row from one scope, to two child streams in turn and once through a
 /// grandchild on a third, and once with the parent forking again (to a fourth stream,
 /// `z = 3x`) inside an open fork: each child doubles `y` behind a spinning kernel, and
-/// after each join the parent adds `x` behind another. The ops do not commute, so a fork whose
-/// child did not wait for the parent's last addition, or a join the parent did not wait
-/// for, changes the result; the scope reuses its fork's event from one fork to the
-/// next, which must order each of them all the same. Expected: `y = (2^9 - 1) x`,
-/// computed on the CPU in the same order (each step rounds once, as on the GPU).
+/// after each join the parent adds `x` behind another. The ops do not commute, so a
+/// fork whose child did not wait for the parent's last addition, or a join the parent
+/// did not wait for, changes the result; the scope reuses its fork's event from one
+/// fork to the next, which must order each of them all the same. Expected:
+/// `y = (2^9 - 1) x`, computed on the CPU in the same order (each step rounds once, as
+/// on the GPU).
 fn repeated_forks_of_one_scope_order_every_fork_and_join() -> TestResult {
     let a = stream()?;
     let dev = a.device();
@@ -336,7 +337,7 @@ fn repeated_forks_of_one_scope_order_every_fork_and_join() -> TestResult {
         }
     }
     check_eq(
-        "x after eight rounds of y = 2y (child), y += x (parent)",
+        "y after eight rounds of y = 2y (child), y += x (parent)",
         &expected,
         &out,
     )
@@ -345,9 +346,9 @@ fn repeated_forks_of_one_scope_order_every_fork_and_join() -> TestResult {
 /// `y = 2y` on `s`'s stream behind a spinning kernel (through a temporary: `scale` reads
 /// and writes distinct memory).
 fn double_behind_a_spin<'s>(
-    s: &'s stream_core::Scope<'s, '_>,
+    s: &'s Scope<'s, '_>,
     cycles: u64,
-    y: &mut impl stream_core::DeviceMemoryMut<'s, f32>,
+    y: &mut impl DeviceMemoryMut<'s, f32>,
 ) -> TestResult {
     spin(s, cycles)?;
     let mut doubled = s.alloc::<f32>(y.len())?;

@@ -619,39 +619,14 @@ fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
             (
                 "run_owned request enqueue",
                 Box::new(|| {
-                    let mut ns = 0.0;
-                    for _ in 0..ENQUEUE_REQUESTS {
-                        let client = ours_client
-                            .borrow_mut()
-                            .take()
-                            .ok_or_else(|| Error::msg("enqueue cost: the buffers were lost"))?;
-                        let t = Instant::now();
-                        let future = stream.run_owned(client, request_work);
-                        let elapsed = t.elapsed().as_nanos() as f64;
-                        ns += elapsed;
-                        ours_each.borrow_mut().push(elapsed);
-                        let (client, ()) = block_on(future)?;
-                        *ours_client.borrow_mut() = Some(client);
-                    }
-                    Ok(per_request(ns))
+                    run_owned_requests(stream, &ours_client, Await::BlockOn, Some(&ours_each))
+                        .map(per_request)
                 }),
             ),
             (
                 "run_owned request enqueue, awaited by spinning",
                 Box::new(|| {
-                    let mut ns = 0.0;
-                    for _ in 0..ENQUEUE_REQUESTS {
-                        let client = spun_client
-                            .borrow_mut()
-                            .take()
-                            .ok_or_else(|| Error::msg("enqueue cost: the buffers were lost"))?;
-                        let t = Instant::now();
-                        let future = stream.run_owned(client, request_work);
-                        ns += t.elapsed().as_nanos() as f64;
-                        let (client, ()) = spin_on(future)?;
-                        *spun_client.borrow_mut() = Some(client);
-                    }
-                    Ok(per_request(ns))
+                    run_owned_requests(stream, &spun_client, Await::Spin, None).map(per_request)
                 }),
             ),
             (
@@ -718,6 +693,46 @@ fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
     (row.ours, row.raw) = (Some(spun), Some(scoped));
     rep.push(row);
     Ok(())
+}
+
+/// How [`run_owned_requests`] waits for each request before the next.
+#[derive(Clone, Copy)]
+enum Await {
+    /// `mini_executor::block_on`: the thread sleeps until the completion thread wakes it.
+    BlockOn,
+    /// [`spin_on`]: the thread stays busy.
+    Spin,
+}
+
+/// [`ENQUEUE_REQUESTS`] 1 MiB requests through `run_owned`, one after the other, over
+/// the client in `client` (taken and put back); returns the total host nanoseconds of
+/// the `run_owned` calls alone, and notes each call's in `each`.
+fn run_owned_requests(
+    stream: &Stream,
+    client: &RefCell<Option<Client>>,
+    wait: Await,
+    each: Option<&RefCell<Vec<f64>>>,
+) -> Result<f64> {
+    let mut ns = 0.0;
+    for _ in 0..ENQUEUE_REQUESTS {
+        let taken = client
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| Error::msg("enqueue cost: the buffers were lost"))?;
+        let t = Instant::now();
+        let future = stream.run_owned(taken, request_work);
+        let elapsed = t.elapsed().as_nanos() as f64;
+        ns += elapsed;
+        if let Some(each) = each {
+            each.borrow_mut().push(elapsed);
+        }
+        let (back, ()) = match wait {
+            Await::BlockOn => block_on(future)?,
+            Await::Spin => spin_on(future)?,
+        };
+        *client.borrow_mut() = Some(back);
+    }
+    Ok(ns)
 }
 
 /// Polls `future` in a busy loop until it is ready: the thread never sleeps (only for
