@@ -1,8 +1,13 @@
-//! `Cublas` handles and streams on a real GPU (`kernels/src/cublas.rs`): one handle used
-//! by two unordered streams at once gives the results of one stream (each call has its
-//! own workspace), and dropping a handle inside a scope waits for no other work (the
-//! handle goes back to an idle list instead of `cublasDestroy`, which would wait for
-//! the whole device).
+//! `Cublas` handles, streams and their workspaces on a real GPU (`kernels/src/cublas.rs`,
+//! `interop::with_stream_scratch`): one handle used by two unordered streams at once
+//! gives the results of one stream (each stream lends its own workspace), two threads
+//! issuing GEMMs on one stream take its workspace in turn, a stream's workspace is
+//! allocated once and freed with the stream, and dropping a handle inside a scope waits
+//! for no other work (the handle goes back to an idle list instead of `cublasDestroy`,
+//! which would wait for the whole device).
+//!
+//! The tests measure the device's pool (a workspace is pool memory), so they run one at a
+//! time, each from the state `Device::new` leaves (`gpu_tests::pool::begin`).
 //!
 //! Products are compared with the `f64` reference `gpu_tests::gemm_reference` within
 //! the rounding bound of `test_gemm`, and with the same calls made on one stream, bit
@@ -10,28 +15,213 @@
 //!
 //! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
 
+use std::time::{Duration, Instant};
+
+use gpu_tests::pool::{begin, mib, MIB};
 use gpu_tests::{
-    check_close, check_eq, device, ensure, gemm_reference, poisoned, signed, spin, Real, Rng,
-    TestResult,
+    check_close, check_eq, ensure, gemm_reference, poisoned, signed, spin, Real, Rng, TestResult,
 };
 use kernels::Cublas;
-use stream_core::scope;
+use stream_core::{interop, scope, Device, Stream};
 
 gpu_tests::test_main! {
     gpu: [
         one_cublas_handle_on_two_streams_at_once_gives_the_results_of_one_stream,
+        two_threads_issuing_gemms_on_one_stream_take_its_workspace_in_turn,
+        a_streams_workspace_is_allocated_once_and_freed_with_the_stream,
+        stream_scratch_is_one_block_per_stream_that_only_grows_and_none_in_a_capture,
         dropping_a_cublas_handle_inside_a_scope_waits_for_no_other_work,
     ],
 }
 
+/// The smallest workspace `Cublas` asks of a stream (4 MiB before Hopper, 32 MiB on it).
+const MIN_WORKSPACE: usize = 4 * MIB;
+
+/// One GEMM of `a` (`m x k`) and `b` (`k x n`) in a scope of its own on `stream`, through
+/// `blas`: its product.
+fn gemm_in_a_scope(
+    blas: &mut Cublas,
+    stream: &Stream,
+    (m, n, k): (usize, usize, usize),
+    (a, b): (&[f32], &[f32]),
+) -> TestResult<Vec<f32>> {
+    let mut out = poisoned::<f32>(m * n);
+    scope(stream, |s| -> TestResult {
+        let (da, db) = (s.upload(a)?, s.upload(b)?);
+        let mut dc = s.alloc::<f32>(m * n)?;
+        blas.sgemm(s, m as u32, n as u32, k as u32, 1.0, &da, &db, 0.0, &mut dc)?;
+        let _download = s.copy_to_host(&dc, &mut out)?;
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Two threads, each with a handle of its own, issue GEMMs long in `k` (cuBLAS reduces
+/// their split sums through its workspace) on one stream at the same time, 8 each. Both
+/// calls on the stream borrow its one workspace, under a lock for as long as each one
+/// enqueues, so the kernels of two GEMMs never interleave around it on the stream: every
+/// product is bit for bit what the same call gives alone, and within the rounding bound
+/// of the `f64` reference.
+fn two_threads_issuing_gemms_on_one_stream_take_its_workspace_in_turn() -> TestResult {
+    let (_pool, dev) = begin()?;
+    let stream = dev.new_stream()?;
+    let (m, n, k) = (64, 64, 1 << 15);
+    let mut rng = Rng::new();
+    let inputs: Vec<(Vec<f32>, Vec<f32>)> = (0..2)
+        .map(|_| (signed(&mut rng, m * k), signed(&mut rng, k * n)))
+        .collect();
+    let mut blas = Cublas::new(&dev)?;
+    let alone: Vec<Vec<f32>> = inputs
+        .iter()
+        .map(|(a, b)| gemm_in_a_scope(&mut blas, &stream, (m, n, k), (a, b)))
+        .collect::<TestResult<_>>()?;
+    let products: Vec<TestResult<Vec<Vec<f32>>>> = std::thread::scope(|t| {
+        let workers: Vec<_> = inputs
+            .iter()
+            .map(|(a, b)| {
+                let (dev, stream) = (&dev, &stream);
+                t.spawn(move || -> TestResult<Vec<Vec<f32>>> {
+                    let mut blas = Cublas::new(dev)?;
+                    (0..8)
+                        .map(|_| gemm_in_a_scope(&mut blas, stream, (m, n, k), (a, b)))
+                        .collect()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err("a GEMM thread panicked".into()))
+            })
+            .collect()
+    });
+    for (i, (thread_products, ((a, b), alone))) in products
+        .into_iter()
+        .zip(inputs.iter().zip(&alone))
+        .enumerate()
+    {
+        let (ab, abs) = gemm_reference((m, n, k), a, b);
+        for (j, got) in thread_products?.iter().enumerate() {
+            let what = format!(
+                "thread {i}'s GEMM {j} of {m}x{n}x{k}, the other thread issuing on the same stream"
+            );
+            check_eq(&what, alone, got)?;
+            check_close(&what, got, |x| (ab[x], (k + 3) as f64 * f32::U * abs[x]))?;
+        }
+    }
+    Ok(())
+}
+
+/// A stream's workspace is pool memory allocated by its first GEMM and kept: 20 more
+/// GEMMs on it leave the pool's memory in use where the first left it. Dropping the
+/// stream frees it (stream-ordered on the stream, which is idle): in use goes back to
+/// where it was before the first GEMM.
+fn a_streams_workspace_is_allocated_once_and_freed_with_the_stream() -> TestResult {
+    let (_pool, dev) = begin()?;
+    let mut blas = Cublas::new(&dev)?;
+    let (m, n, k) = (32, 32, 256);
+    let mut rng = Rng::new();
+    let (a, b) = (
+        signed::<f32>(&mut rng, m * k),
+        signed::<f32>(&mut rng, k * n),
+    );
+    let in_use = |dev: &Device| -> TestResult<usize> { Ok(dev.memory_stats()?.in_use_bytes) };
+    let before = in_use(&dev)?;
+    let stream = dev.new_stream()?;
+    let first = gemm_in_a_scope(&mut blas, &stream, (m, n, k), (&a, &b))?;
+    let after_first = in_use(&dev)?;
+    ensure!(
+        after_first >= before + MIN_WORKSPACE,
+        "the first GEMM on a stream left {} in use, {} before it: no workspace was kept",
+        mib(after_first),
+        mib(before)
+    );
+    for i in 0..20 {
+        let again = gemm_in_a_scope(&mut blas, &stream, (m, n, k), (&a, &b))?;
+        check_eq(&format!("GEMM {i} after the first"), &first, &again)?;
+        let now = in_use(&dev)?;
+        ensure!(
+            now == after_first,
+            "GEMM {i} after the first left {} in use, against {} after the first: the \
+             workspace was not reused",
+            mib(now),
+            mib(after_first)
+        );
+    }
+    drop(stream);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let now = in_use(&dev)?;
+        if now <= before {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "5 s after the stream was dropped, {} were still in use, against {} before its \
+             first GEMM: its workspace was not freed",
+            mib(now),
+            mib(before)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// `interop::with_stream_scratch`: the same block for a request of the same size or
+/// smaller; a larger request gets a new block, which later smaller requests get too;
+/// another stream has a block of its own; a graph capture gets none (its graph must own
+/// its memory).
+fn stream_scratch_is_one_block_per_stream_that_only_grows_and_none_in_a_capture() -> TestResult {
+    let (_pool, dev) = begin()?;
+    let (one, other) = (dev.new_stream()?, dev.new_stream()?);
+    let lent = |stream: &Stream, bytes: usize| -> TestResult<u64> {
+        let ptr = scope(stream, |s| {
+            interop::with_stream_scratch(s, bytes, |ptr| ptr)
+        })?;
+        ptr.ok_or_else(|| "a scope's stream lent no scratch".into())
+    };
+    let first = lent(&one, MIB)?;
+    ensure!(first != 0, "a 1 MiB scratch block at address 0");
+    let smaller = lent(&one, MIB / 2)?;
+    ensure!(
+        smaller == first,
+        "a smaller request got {smaller:#x}, not the stream's block {first:#x}"
+    );
+    let grown = lent(&one, 8 * MIB)?;
+    ensure!(
+        grown != first && grown != 0,
+        "an 8 MiB request got {grown:#x} (the 1 MiB block was {first:#x})"
+    );
+    let after = lent(&one, MIB)?;
+    ensure!(
+        after == grown,
+        "after growing, a 1 MiB request got {after:#x}, not the grown block {grown:#x}"
+    );
+    let others = lent(&other, MIB)?;
+    ensure!(
+        others != grown && others != 0,
+        "another stream lent {others:#x}, the first stream's block is {grown:#x}"
+    );
+    let (_graph, in_capture) = dev.capture((), |g, ()| -> TestResult<Option<u64>> {
+        let mut x = g.alloc::<u32>(16)?;
+        g.zero(&mut x)?;
+        Ok(interop::with_stream_scratch(g, MIB, |ptr| ptr)?)
+    })?;
+    ensure!(
+        in_capture.is_none(),
+        "a capture lent scratch memory ({in_capture:?}), which its graph would outlive"
+    );
+    Ok(())
+}
+
 /// One `Cublas` handle used by a scope and its fork's child at the same time, on two
-/// unordered streams. Each call gets its own workspace (a handle's default one would be
-/// shared by both streams), so both products are bit for bit the ones the same calls
+/// unordered streams. Each stream lends its own workspace (a handle's default one would
+/// be shared by both streams), so both products are bit for bit the ones the same calls
 /// give one after the other on one stream, and within the rounding bound of the `f64`
 /// reference. The shapes are long in `k`, where cuBLAS splits the sum over blocks and
 /// reduces the parts through its workspace.
 fn one_cublas_handle_on_two_streams_at_once_gives_the_results_of_one_stream() -> TestResult {
-    let dev = device()?;
+    let (_pool, dev) = begin()?;
     let (parent, child) = (dev.new_stream()?, dev.new_stream()?);
     let mut blas = Cublas::new(&dev)?;
     let mut rng = Rng::new();
@@ -80,7 +270,7 @@ fn one_cublas_handle_on_two_streams_at_once_gives_the_results_of_one_stream() ->
 /// inside a scope whose stream runs a long kernel, creating and dropping handles
 /// returns while that kernel still runs, and the handle is reused afterwards.
 fn dropping_a_cublas_handle_inside_a_scope_waits_for_no_other_work() -> TestResult {
-    let dev = device()?;
+    let (_pool, dev) = begin()?;
     let (busy, other) = (dev.new_stream()?, dev.new_stream()?);
     drop(Cublas::new(&dev)?); // the library is loaded and one handle exists
     let mut rng = Rng::new();

@@ -41,6 +41,7 @@ mod rounds;
 mod scope_cost;
 mod serve;
 mod sgemm;
+mod sgemm_enqueue;
 mod threads;
 
 use std::sync::Arc;
@@ -97,7 +98,7 @@ const CASES: [Case; 10] = [
     },
     Case {
         name: "sgemm",
-        what: "7. tiled and cuBLAS SGEMM GFLOP/s (GPU time)",
+        what: "7. tiled and cuBLAS SGEMM GFLOP/s (GPU time), and the enqueue cost of small cuBLAS GEMMs (host time)",
         run: sgemm::run,
     },
     Case {

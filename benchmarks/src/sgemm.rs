@@ -3,7 +3,8 @@
 //! library (`kernels::sgemm_tiled`, `kernels::Cublas`), raw calls (`cuLaunchKernel` of
 //! the same CUBIN, `cublasSgemm` on a raw stream) and cudarc's safe API
 //! (`launch_builder`, `CudaBlas` + `Gemm`). Results are checked against each other and
-//! against an f64 CPU reference at sampled entries.
+//! against an f64 CPU reference at sampled entries. Then the host cost of enqueuing
+//! small cuBLAS GEMMs ([`crate::sgemm_enqueue`]).
 #![allow(unsafe_code)]
 
 use std::sync::Arc;
@@ -96,6 +97,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     }
     if let [tiled, blas] = medians[..] {
         rep.figure("sgemm", "ours: tiled / cuBLAS", 100.0 * tiled / blas, "%");
+        crate::sgemm_enqueue::run(env, rep)?;
     } else {
         rep.note(
             "sgemm: cuBLAS (libcublas) could not be loaded; only the tiled kernel was measured",

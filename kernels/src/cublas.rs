@@ -6,12 +6,15 @@
 //! A cuBLAS handle owns one default workspace, which every stream it is used on would
 //! share: two GEMMs issued through one handle on two unordered streams (a scope and a
 //! fork's child, say) could then write the same scratch memory at once. So every call
-//! gives cuBLAS a workspace of its own: device memory of the calling scope, allocated
-//! stream-ordered on the scope's stream for the call and freed, stream-ordered, right
-//! after it (`cublasSetStream`, which resets the workspace to the default, then
-//! `cublasSetWorkspace`). Work on one stream runs in order, so a workspace is never used
-//! by two GEMMs at once; the allocations come from the device's pool, which keeps freed
-//! memory cached, so a call costs one pool allocation and one stream-ordered free.
+//! gives cuBLAS the workspace of its own stream (`cublasSetStream`, which resets the
+//! workspace to the default, then `cublasSetWorkspace`): the stream's scratch memory
+//! ([`interop::with_stream_scratch`]), one block per stream, kept from the first call on
+//! that stream until the stream is dropped, and lent to one call at a time. Work on one
+//! stream runs in order, so two GEMMs never use one block at once, and two streams have
+//! two blocks. A call therefore allocates nothing after the first on its stream (the
+//! earlier design allocated and freed a workspace from the device's pool in every call,
+//! which cost a microsecond of host time per GEMM). In a graph capture the workspace is
+//! an allocation of the graph's own, made and freed in each replay.
 //!
 //! # Handles are never destroyed inside a scope
 //!
@@ -28,6 +31,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::cublas::{result as blas, sys as blas_sys};
+use cudarc::driver::sys;
 use stream_core::interop::{self, device_ptr, device_ptr_mut, raw_stream_of};
 use stream_core::{DeviceMemory, DeviceMemoryMut, Enqueue, Error, Result};
 
@@ -138,7 +142,9 @@ impl Cublas {
     /// `m x n`, enqueued on the scope's stream, or recorded into a graph when `s` is a
     /// [`Capture`](stream_core::Capture) (cuBLAS supports stream capture; the call's
     /// workspace is then an allocation of the graph's own, made and freed in each
-    /// replay).
+    /// replay). On a scope, the workspace is the stream's scratch memory (32 MiB on
+    /// Hopper, 4 MiB before), allocated by the first call on the stream and kept until
+    /// the stream is dropped (see the [module docs](self)).
     #[allow(clippy::too_many_arguments)] // the BLAS signature, unchanged
     pub fn sgemm<'s>(
         &mut self,
@@ -175,53 +181,67 @@ impl Cublas {
         };
         let (m, n, k) = (to_i32(m)?, to_i32(n)?, to_i32(k)?);
         let (a, b, c) = (device_ptr(a), device_ptr(b), device_ptr_mut(c));
-        // This call's own workspace: memory of this scope on its stream, freed (stream-
-        // ordered, after the GEMM) when `workspace` drops at the end of this call.
-        let mut workspace = s.alloc::<u8>(self.workspace_bytes)?;
+        let handle = self.handle;
+        let stream = raw_stream_of(s);
         let _bound = interop::bind(&self.device)?;
-        // SAFETY: the handle belongs to this device (checked above), whose context is
-        // bound; the scope's (or the capture's) stream is live for the whole scope (or
-        // capture).
-        unsafe { blas::set_stream(self.handle, raw_stream_of(s) as _) }
-            .map_err(|e| cublas_error("cublasSetStream", &format!("{e:?}")))?;
-        // SAFETY: after `cublasSetStream` (which resets the workspace to the default), the
-        // handle's calls on this stream use `workspace`: `workspace_bytes` of device
-        // memory of this scope, allocated on the same stream and freed on it only after
-        // the GEMM below, so no other work uses it meanwhile.
-        unsafe {
-            blas_sys::cublasSetWorkspace_v2(
-                self.handle,
-                device_ptr_mut(&mut workspace) as *mut std::ffi::c_void,
-                self.workspace_bytes,
-            )
+        // Binds the handle to the stream and the workspace, then enqueues the GEMM.
+        let gemm = |workspace: sys::CUdeviceptr| -> Result<()> {
+            // SAFETY: the handle belongs to this device (checked above), whose context is
+            // bound; the scope's (or the capture's) stream is live for the whole scope (or
+            // capture).
+            unsafe { blas::set_stream(handle, stream as _) }
+                .map_err(|e| cublas_error("cublasSetStream", &format!("{e:?}")))?;
+            // SAFETY: after `cublasSetStream` (which resets the workspace to the default),
+            // the handle's calls on this stream use `workspace`: `workspace_bytes` of
+            // device memory valid for work enqueued on this stream now (the stream's
+            // scratch, lent to this call alone, or this capture's own allocation), which
+            // no other work uses while the GEMM below runs.
+            unsafe {
+                blas_sys::cublasSetWorkspace_v2(
+                    handle,
+                    workspace as *mut std::ffi::c_void,
+                    self.workspace_bytes,
+                )
+            }
+            .result()
+            .map_err(|e| cublas_error("cublasSetWorkspace", &format!("{e:?}")))?;
+            // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
+            // SAFETY: `a`, `b`, `c` are device memory of this scope holding exactly k*m,
+            // n*k and n*m floats (checked above), borrowed for the call (`c` mutably, so
+            // it aliases neither input) and freed, if at all, stream-ordered after this
+            // call; `alpha` and `beta` are host scalars alive for the call, read before it
+            // returns (the handle's default host pointer mode); the workspace is this
+            // call's alone (above).
+            unsafe {
+                blas::sgemm(
+                    handle,
+                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                    n,
+                    m,
+                    k,
+                    &alpha,
+                    b as *const f32,
+                    n,
+                    a as *const f32,
+                    k.max(1), // cuBLAS needs a leading dimension >= 1 even when k == 0
+                    &beta,
+                    c as *mut f32,
+                    n,
+                )
+            }
+            .map_err(|e| cublas_error("cublasSgemm", &format!("{e:?}")))
+        };
+        // On a scope: the stream's scratch memory, lent to this call for as long as it
+        // enqueues (see the module docs).
+        if let Some(done) = interop::with_stream_scratch(s, self.workspace_bytes, gemm)? {
+            return done;
         }
-        .result()
-        .map_err(|e| cublas_error("cublasSetWorkspace", &format!("{e:?}")))?;
-        // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
-        // SAFETY: `a`, `b`, `c` are device memory of this scope holding exactly k*m, n*k
-        // and n*m floats (checked above), borrowed for the call (`c` mutably, so it
-        // aliases neither input) and freed, if at all, stream-ordered after this call;
-        // `alpha` and `beta` are host scalars alive for the call, read before it returns
-        // (the handle's default host pointer mode); the workspace is this call's own.
-        unsafe {
-            blas::sgemm(
-                self.handle,
-                blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                n,
-                m,
-                k,
-                &alpha,
-                b as *const f32,
-                n,
-                a as *const f32,
-                k.max(1), // cuBLAS needs a leading dimension >= 1 even when k == 0
-                &beta,
-                c as *mut f32,
-                n,
-            )
-        }
-        .map_err(|e| cublas_error("cublasSgemm", &format!("{e:?}")))
+        // In a capture: an allocation of the graph's own, made and freed in each replay
+        // (freed, stream-ordered after the GEMM, when `workspace` drops at the end of
+        // this call).
+        let mut workspace = s.alloc::<u8>(self.workspace_bytes)?;
+        gemm(device_ptr_mut(&mut workspace))
     }
 }
 

@@ -25,8 +25,9 @@
 //! # Layers
 //!
 //! ```text
-//!   interop/  raw handles for other crates; cudarc's context, streams and slices
-//!     |       converted both ways (3 unsafe blocks: device memory changing owner)
+//!   interop/  raw handles for other crates, a stream's scratch memory for their
+//!     |       workspaces; cudarc's context, streams and slices converted both ways
+//!     |       (4 unsafe blocks: device memory changing owner, the scratch's allocation)
 //!   future/   owned-buffer futures: Stream::run_owned, upload_owned, download_owned,
 //!     |       a completion thread per device, a doorbell for the head-of-line
 //!     |       bypass (5 unsafe: DMA of owned buffers, an owned scope, a DeviceVec of
@@ -50,14 +51,15 @@
 //!   device/   Device, Stream, events that order streams (0 unsafe)
 //!     |
 //!   driver/   the only code that calls cudarc's `result`/`sys`: RAII handles and
-//!             raw operations as `unsafe fn` (79 unsafe blocks)
+//!             raw operations as `unsafe fn` (81 unsafe blocks)
 //! ```
 //!
 //! Each folder uses only the ones below it (`host/` and `kernel/` also use `memory/`'s
 //! element types, `scope/` all four, `managed/` and `graph/` everything below them), and `error`
-//! (the one [`Error`] type). [`interop`] sits on top: raw handles for other crates, and
-//! the conversions from and to cudarc's context, streams and slices (3 unsafe blocks:
-//! device memory changing owner). Outside `driver/`, every `unsafe` block's proof is
+//! (the one [`Error`] type). [`interop`] sits on top: raw handles for other crates, a
+//! stream's scratch memory for their workspaces, and the conversions from and to
+//! cudarc's context, streams and slices (4 unsafe blocks: device memory changing owner,
+//! and the scratch's allocation). Outside `driver/`, every `unsafe` block's proof is
 //! about memory: host memory a DMA uses, device memory a kernel or copy uses, or the
 //! scope that makes both safe. The macros (`#[gpu_scope]`, `#[kernel]`) generate calls
 //! into [`scope`] and the launch entry, and

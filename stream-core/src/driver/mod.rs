@@ -5,7 +5,8 @@
 //! per-slice event tracking, and offers two kinds of items:
 //!
 //! * **RAII handles**, safe to use: a retained primary context and the guard that binds
-//!   it ([`context`]), a stream ([`stream`]), an event ([`event`]), a device's memory
+//!   it ([`context`]), a stream ([`stream`]) and the scratch memory it keeps for
+//!   libraries' workspaces ([`stream_scratch`]), an event ([`event`]), a device's memory
 //!   pool ([`pool`]), a loaded module and its functions ([`module`]), an NVRTC program
 //!   ([`nvrtc`]), device queries ([`device`]), a page-locked host allocation
 //!   ([`pinned`]), a managed (unified) allocation ([`managed`]), a captured graph and
@@ -41,3 +42,4 @@ pub(crate) mod nvrtc;
 pub(crate) mod pinned;
 pub(crate) mod pool;
 pub(crate) mod stream;
+pub(crate) mod stream_scratch;

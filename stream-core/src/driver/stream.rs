@@ -8,6 +8,7 @@ use cudarc::driver::{result, sys};
 
 use super::context::{Bound, PrimaryContext};
 use super::event::RawEvent;
+use super::stream_scratch::StreamScratch;
 use crate::error::{DriverResultExt, Error, Result};
 
 /// A non-blocking stream (it never synchronises implicitly with the legacy default
@@ -26,6 +27,9 @@ use crate::error::{DriverResultExt, Error, Result};
 pub(crate) struct RawStream {
     raw: sys::CUstream,
     context: Arc<PrimaryContext>,
+    /// Device memory kept for library workspaces, freed stream-ordered before the
+    /// stream goes (see [`StreamScratch`]).
+    pub(super) scratch: StreamScratch,
     /// `Some` for a foreign stream: the handle's owner, dropped (with the context
     /// bound) when this value is, instead of destroying the handle.
     foreign: Option<Arc<dyn Any + Send + Sync>>,
@@ -47,6 +51,7 @@ impl RawStream {
         Ok(RawStream {
             raw,
             context: Arc::clone(context),
+            scratch: StreamScratch::default(),
             foreign: None,
         })
     }
@@ -67,6 +72,7 @@ impl RawStream {
         RawStream {
             raw,
             context: Arc::clone(context),
+            scratch: StreamScratch::default(),
             foreign: Some(owner),
         }
     }
@@ -181,7 +187,9 @@ pub(crate) unsafe fn synchronize_handle(
 
 impl Drop for RawStream {
     fn drop(&mut self) {
+        let scratch = std::mem::take(&mut self.scratch);
         let _bound = self.context.bind();
+        scratch.release(self);
         if let Some(owner) = self.foreign.take() {
             // Not ours to destroy: hand the owner back (inside the binding, so that an
             // owner whose drop binds its context finds it current and displaces nothing).

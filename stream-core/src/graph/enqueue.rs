@@ -6,7 +6,7 @@ use std::ffi::c_void;
 
 use cudarc::driver::sys;
 
-use crate::device::Device;
+use crate::device::{Device, Stream};
 use crate::error::Result;
 use crate::graph::Capture;
 use crate::kernel::{Kernel, LaunchConfig};
@@ -67,6 +67,12 @@ pub trait Enqueue<'s>: sealed::Enqueuer {
     /// The stream the work goes on (for [`interop::raw_stream_of`](crate::interop::raw_stream_of)).
     #[doc(hidden)]
     fn raw_stream(&self, _: Token) -> sys::CUstream;
+
+    /// The stream whose scratch memory library calls may borrow (for
+    /// [`interop::with_stream_scratch`](crate::interop::with_stream_scratch)): a scope's;
+    /// `None` for a capture, whose graph must own the memory its replays use.
+    #[doc(hidden)]
+    fn scratch_stream(&self, _: Token) -> Option<&Stream>;
 
     /// Launches or records `kernel` (for [`launch`]).
     ///
@@ -148,6 +154,11 @@ impl<'s, 'env> Enqueue<'s> for Scope<'s, 'env> {
         self.stream.expose_handle()
     }
 
+    #[inline(always)]
+    fn scratch_stream(&self, _: Token) -> Option<&Stream> {
+        Some(self.stream)
+    }
+
     unsafe fn launch_kernel(
         &self,
         _: Token,
@@ -197,6 +208,11 @@ impl<'g> Enqueue<'g> for Capture<'g> {
 
     fn raw_stream(&self, _: Token) -> sys::CUstream {
         self.capture_stream().raw()
+    }
+
+    #[inline(always)]
+    fn scratch_stream(&self, _: Token) -> Option<&Stream> {
+        None
     }
 
     unsafe fn launch_kernel(

@@ -2,17 +2,20 @@
 //! wrapper, a benchmark against raw driver calls), per-device state for such libraries,
 //! and the conversions from and to cudarc's context, streams and slices ([below](#cudarc)).
 //!
-//! Owns: the raw-handle accessors, `ContextBinding`, per-device extensions,
+//! Owns: the raw-handle accessors, `ContextBinding`, per-device extensions, a stream's
+//! scratch memory for library workspaces ([`with_stream_scratch`]),
 //! `Device::from_cudarc`/`cudarc_context`, `Stream::from_cudarc`,
 //! `DeviceVec::from_cudarc`/`into_cudarc` and [`FromCudarcError`]. Uses: `driver/` (its
-//! cudarc bridge), `device/`, `memory/`, `scope/`, `error`; nothing below uses it.
+//! cudarc bridge, a stream's scratch), `device/`, `memory/`, `scope/`, `error`; nothing below uses it.
 //!
 //! Reading a handle is safe: a `CUstream` or a device address does nothing on its own,
 //! and every use of one goes through an `unsafe` driver or library call, whose caller
 //! then proves what the safety model needs: work on [`raw_stream`] is ordered like the
 //! scope's own work and covered by its final synchronisation; memory from
 //! [`device_ptr`] is only read and memory from [`device_ptr_mut`] only written through
-//! that handle for the duration of the borrow, on the scope's stream.
+//! that handle for the duration of the borrow, on the scope's stream; memory lent by
+//! [`with_stream_scratch`] is used only by work enqueued on the scope's stream while it
+//! is lent.
 //!
 //! ```no_run
 //! use stream_core::{interop, scope, Device, Error};
@@ -127,6 +130,60 @@ pub fn raw_stream(scope: &Scope<'_, '_>) -> sys::CUstream {
 #[inline(always)]
 pub fn raw_stream_of<'s>(target: &impl Enqueue<'s>) -> sys::CUstream {
     target.raw_stream(sealed::TOKEN)
+}
+
+/// Lends `use_it` at least `bytes` of device memory that the stream of `target` keeps
+/// for library workspaces (cuBLAS's, say), so that a library call does not allocate and
+/// free a workspace of its own every time: `Ok(Some(_))` with `use_it`'s result on a
+/// scope, `Ok(None)` on a graph [`Capture`](crate::Capture), whose graph must own the
+/// memory its replays use (allocate the workspace in the capture instead).
+///
+/// The memory is valid for work enqueued from inside `use_it` on the scope's stream
+/// ([`raw_stream_of`]), until that work has completed: the stream frees it,
+/// stream-ordered on itself, only when it is dropped or when a later call asks for more.
+/// It is lent under a lock for as long as `use_it` runs, so no other call on this stream,
+/// from any thread, has it meanwhile, and work on one stream runs in order, so two uses
+/// never overlap on the GPU. Its contents are unspecified. One block per stream, of the
+/// largest size asked for; it counts as used memory of the device's pool until the
+/// stream is dropped ([`Device::trim_memory`](crate::Device::trim_memory) does not
+/// release it).
+///
+/// Returns the pool's error when the memory cannot be allocated (see
+/// [`Scope::alloc`](crate::Scope::alloc) for the out-of-memory retry).
+///
+/// ```no_run
+/// use stream_core::{interop, scope, Device, Error};
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = Device::new(0)?;
+/// let stream = dev.new_stream()?;
+/// scope(&stream, |s| {
+///     let lent = interop::with_stream_scratch(s, 4 << 20, |workspace| {
+///         // set a library's stream (interop::raw_stream_of(s)) and workspace here, then
+///         // issue its call: it runs on the scope's stream.
+///         println!("{workspace:#x}");
+///     })?;
+///     assert!(lent.is_some());
+///     Ok::<_, Error>(())
+/// })?;
+/// # Ok(()) }
+/// ```
+pub fn with_stream_scratch<'s, R>(
+    target: &impl Enqueue<'s>,
+    bytes: usize,
+    use_it: impl FnOnce(sys::CUdeviceptr) -> R,
+) -> Result<Option<R>> {
+    let Some(stream) = target.scratch_stream(sealed::TOKEN) else {
+        return Ok(None);
+    };
+    let device = &stream.device.inner;
+    // SAFETY: `alloc_async` allocates `n` bytes from the device's pool stream-ordered on
+    // the stream it is given, this scratch's own; the memory is owned by nothing else.
+    unsafe {
+        stream
+            .raw
+            .with_scratch(bytes, |n| device.alloc_async(&stream.raw, n), use_it)
+    }
+    .map(Some)
 }
 
 /// The device address of memory a library call will only read.
