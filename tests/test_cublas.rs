@@ -168,9 +168,10 @@ fn a_streams_workspace_is_allocated_once_and_freed_with_the_stream() -> TestResu
 }
 
 /// `interop::with_stream_scratch`: the same block for a request of the same size or
-/// smaller; a larger request gets a new block, which later smaller requests get too;
-/// another stream has a block of its own; a graph capture gets none (its graph must own
-/// its memory).
+/// smaller; a larger request gets a new block, which later smaller requests get too; a
+/// request from inside the closure of another on the same stream is an error, not a
+/// deadlock; another stream has a block of its own; a graph capture gets none (its graph
+/// must own its memory).
 fn stream_scratch_is_one_block_per_stream_that_only_grows_and_none_in_a_capture() -> TestResult {
     let (_pool, dev) = begin()?;
     let (one, other) = (dev.new_stream()?, dev.new_stream()?);
@@ -196,6 +197,26 @@ fn stream_scratch_is_one_block_per_stream_that_only_grows_and_none_in_a_capture(
     ensure!(
         after == grown,
         "after growing, a 1 MiB request got {after:#x}, not the grown block {grown:#x}"
+    );
+    // Asking again from inside the closure is an error, not a deadlock, and leaves the
+    // block lent as before.
+    let (outer, inner) = scope(&one, |s| -> TestResult<(u64, String)> {
+        let lent = interop::with_stream_scratch(s, MIB, |outer| {
+            let inner = interop::with_stream_scratch(s, MIB, |ptr| ptr);
+            (outer, inner)
+        })?;
+        match lent {
+            Some((outer, Err(e))) => Ok((outer, e.to_string())),
+            other => Err(format!("a nested request on the same stream gave {other:?}").into()),
+        }
+    })?;
+    ensure!(
+        outer == grown && inner.contains("called again"),
+        "the outer request got {outer:#x} (the block is {grown:#x}); the nested one: {inner}"
+    );
+    ensure!(
+        lent(&one, MIB)? == grown,
+        "after a nested request, the stream's block changed"
     );
     let others = lent(&other, MIB)?;
     ensure!(

@@ -1,13 +1,14 @@
 //! [`StreamScratch`]: device memory a stream keeps for the workspaces of the libraries
 //! called on it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use cudarc::driver::sys;
 
 use super::memory::free_async;
 use super::stream::RawStream;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// One block of device memory, allocated stream-ordered on the stream that holds it, kept
 /// for the workspaces of library calls issued on that stream (cuBLAS needs 4 to 32 MiB
@@ -17,9 +18,34 @@ use crate::error::Result;
 /// threads issuing on one stream never interleave their uses; the work itself runs in
 /// stream order, so uses never overlap on the GPU either. It grows when a caller asks
 /// for more (the old block is freed stream-ordered, after every use enqueued so far),
-/// and is freed, stream-ordered, when its stream is dropped.
+/// and is freed, stream-ordered, when its stream is dropped. A thread asking again while
+/// the block is lent to it (from inside its own `use_it`) gets an error, not a deadlock.
 #[derive(Default)]
-pub(crate) struct StreamScratch(Mutex<Block>);
+pub(crate) struct StreamScratch {
+    block: Mutex<Block>,
+    /// The thread the block is lent to ([`this_thread`]), 0 while it is not lent.
+    lent_to: AtomicUsize,
+}
+
+thread_local! {
+    /// Only its address is used: it names the thread.
+    static THREAD_MARK: u8 = const { 0 };
+}
+
+/// A number unique to the calling thread among live threads (the address of its
+/// [`THREAD_MARK`]), never 0.
+fn this_thread() -> usize {
+    THREAD_MARK.with(|mark| std::ptr::from_ref(mark) as usize)
+}
+
+/// Marks the block as no longer lent when dropped (also when `use_it` unwinds).
+struct Lent<'a>(&'a AtomicUsize);
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
+}
 
 /// The block: `bytes` at `ptr`, or nothing yet (`ptr == 0`).
 #[derive(Default)]
@@ -46,11 +72,21 @@ impl RawStream {
         alloc: impl FnOnce(usize) -> Result<sys::CUdeviceptr>,
         use_it: impl FnOnce(sys::CUdeviceptr) -> R,
     ) -> Result<R> {
-        let mut block = self
-            .scratch
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let scratch = &self.scratch;
+        let me = this_thread();
+        // Only the thread holding the lock stores its own mark, so seeing it here means
+        // this thread holds the lock already: locking again would never return.
+        if scratch.lent_to.load(Ordering::Relaxed) == me {
+            return Err(Error::Library {
+                call: "interop::with_stream_scratch",
+                message: "called again, on the same stream, from inside the closure it lends \
+                          the stream's scratch to; ask for the larger size once, outside"
+                    .to_owned(),
+            });
+        }
+        let mut block = scratch.block.lock().unwrap_or_else(PoisonError::into_inner);
+        scratch.lent_to.store(me, Ordering::Relaxed);
+        let _lent = Lent(&scratch.lent_to);
         if block.bytes < bytes {
             let grown = alloc(bytes)?;
             let old = std::mem::replace(&mut *block, Block { ptr: grown, bytes });
@@ -71,7 +107,10 @@ impl StreamScratch {
     /// by `RawStream`'s `Drop`, with the context bound, on the scratch it took out of the
     /// stream (so no caller holds the block).
     pub(super) fn release(self, stream: &RawStream) {
-        let block = self.0.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let block = self
+            .block
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
         if block.ptr != 0 {
             // SAFETY: allocated stream-ordered on `stream`, whose scratch this was
             // (`with_scratch`'s contract), and freed once (the scratch is consumed); it was

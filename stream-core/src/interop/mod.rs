@@ -148,8 +148,12 @@ pub fn raw_stream_of<'s>(target: &impl Enqueue<'s>) -> sys::CUstream {
 /// stream is dropped ([`Device::trim_memory`](crate::Device::trim_memory) does not
 /// release it).
 ///
-/// Returns the pool's error when the memory cannot be allocated (see
-/// [`Scope::alloc`](crate::Scope::alloc) for the out-of-memory retry).
+/// `use_it` should only enqueue work: the lock is held while it runs, so waiting inside
+/// it for another thread that asks for the same stream's scratch would wait forever.
+/// Asking again from inside `use_it`, on the same stream, returns
+/// [`Error::Library`](crate::Error::Library) rather than waiting; so does an allocation
+/// failure, as the pool's error (see [`Scope::alloc`](crate::Scope::alloc) for the
+/// out-of-memory retry).
 ///
 /// ```no_run
 /// use stream_core::{interop, scope, Device, Error};
