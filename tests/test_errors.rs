@@ -24,7 +24,7 @@ use gpu_tests::{
     check_eq, check_error, ensure, expect_err, gpu_status, poisoned, stream, GpuStatus, Rng, Test,
     TestFn, TestResult,
 };
-use stream_core::{scope, Device, Error, LaunchLimit};
+use stream_core::{scope, Device, Error, GpuTimer, LaunchLimit};
 
 /// The environment variable that makes this binary run one child mode.
 const CHILD_ENV: &str = "STREAM_CORE_ERRORS_CHILD";
@@ -445,13 +445,15 @@ fn device_new_with_an_absent_ordinal_is_no_device() -> TestResult {
 
 /// With two GPUs: attaching a `DeviceVec` of device 1 in a scope of device 0, forking a
 /// scope of device 0 onto a stream of device 1, handing a buffer to a scope of another
-/// device, and using a cuBLAS handle of device 1 in a scope of device 0 are each
-/// `DeviceMismatch` naming both ordinals; the scope keeps working.
+/// device, and using a cuBLAS handle or starting or stopping a GPU timer of device 1 in
+/// a scope of device 0 are each `DeviceMismatch` naming both ordinals; the scope keeps
+/// working.
 fn memory_and_streams_of_another_device_are_device_mismatch() -> TestResult {
     let (dev0, dev1) = (Device::new(0)?, Device::new(1)?);
     let (s0, s1) = (dev0.new_stream()?, dev1.new_stream()?);
     let other_vec = dev1.upload_vec(&[1u32; 16])?;
     let mut blas1 = kernels::Cublas::new(&dev1)?;
+    let timer1 = GpuTimer::new(&dev1)?;
     let mismatch = |memory, stream| Error::DeviceMismatch { memory, stream };
     let input: Vec<u32> = Rng::new().vec(4097);
     let mut out = poisoned::<u32>(input.len());
@@ -484,11 +486,21 @@ fn memory_and_streams_of_another_device_are_device_mismatch() -> TestResult {
             blas1.sgemm(s, 2, 2, 2, 1.0, &a, &b, 0.0, &mut c),
         )?;
         check_error("cublas sgemm", &e, &mismatch(1, 0), &[])?;
+        let e = expect_err(
+            "GPU timer of device 1 started in a scope of device 0",
+            timer1.start(s),
+        )?;
+        check_error("timer start", &e, &mismatch(1, 0), &[])?;
+        let e = expect_err(
+            "GPU timer of device 1 stopped in a scope of device 0",
+            timer1.stop(s),
+        )?;
+        check_error("timer stop", &e, &mismatch(1, 0), &[])?;
         let x = s.upload(&input)?;
         s.copy_to_host(&x, &mut out)?.wait()?;
         Ok(())
     })?;
-    check_eq("round trip after four device mismatches", &input, &out)
+    check_eq("round trip after six device mismatches", &input, &out)
 }
 
 /// A driver error whose code is a kernel fault says the context is unusable and to

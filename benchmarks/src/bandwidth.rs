@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaSlice, CudaStream, PinnedHostSlice};
-use stream_core::interop::raw_stream;
 use stream_core::{scope, DeviceVec, PinnedBuffer, Stream};
 
 use crate::error::{Context, Error, Result};
@@ -76,7 +75,7 @@ struct Ours<'e> {
     stream: &'e Stream,
     host: PinnedBuffer<f32>,
     device: DeviceVec<f32>,
-    timer: GpuTimer,
+    timer: stream_core::GpuTimer,
 }
 
 impl<'e> Ours<'e> {
@@ -87,7 +86,7 @@ impl<'e> Ours<'e> {
             stream: &env.streams[0],
             host,
             device: env.dev.alloc_vec::<f32>(n)?,
-            timer: GpuTimer::new()?,
+            timer: stream_core::GpuTimer::new(&env.dev)?,
         })
     }
 
@@ -100,16 +99,16 @@ impl<'e> Ours<'e> {
         } = self;
         scope(stream, |s| {
             let mut d = s.attach(device)?;
-            timer.start(raw_stream(s))?;
+            timer.start(s)?;
             if up {
                 s.copy_to_device(&host[..], &mut d)?;
             } else {
                 let _download = s.copy_to_host(&d, &mut host[..])?;
             }
-            timer.stop(raw_stream(s))?;
+            timer.stop(s)?;
             Ok::<_, Error>(())
         })?;
-        timer.seconds()
+        Ok(timer.elapsed()?.as_secs_f64())
     }
 }
 

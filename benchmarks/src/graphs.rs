@@ -24,7 +24,7 @@
 use std::time::Instant;
 
 use cudarc::driver::{result, sys};
-use stream_core::{interop, scope, DeviceVec, Graph, Stream};
+use stream_core::{scope, DeviceVec, Graph, Stream};
 
 use crate::cuda::{self, TINY_CONFIG};
 use crate::error::{Context, Error, Result};
@@ -53,7 +53,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         Ok::<_, stream_core::Error>(())
     })?;
     let mut raw = RawGraphBench::new(env)?;
-    let (ours_timer, raw_timer) = (GpuTimer::new()?, GpuTimer::new()?);
+    let (ours_timer, raw_timer) = (stream_core::GpuTimer::new(dev)?, GpuTimer::new()?);
     let (mut launched, mut replayed) = (0u64, 0u64);
 
     let mut rows = Vec::new();
@@ -157,13 +157,12 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
 fn ours_launch(
     stream: &Stream,
     counter: &mut DeviceVec<u32>,
-    timer: Option<&GpuTimer>,
+    timer: Option<&stream_core::GpuTimer>,
 ) -> Result<f64> {
     let host = scope(stream, |s| {
         let mut y = s.attach(counter)?;
-        let raw_stream = interop::raw_stream(s);
         if let Some(timer) = timer {
-            timer.start(raw_stream)?;
+            timer.start(s)?;
         }
         let t = Instant::now();
         for _ in 0..KERNELS {
@@ -171,12 +170,17 @@ fn ours_launch(
         }
         let host = per_kernel(t);
         if let Some(timer) = timer {
-            timer.stop(raw_stream)?;
+            timer.stop(s)?;
         }
         Ok::<_, Error>(host)
     })?;
+    ours_figure(timer, host)
+}
+
+/// GPU nanoseconds per kernel from `timer` when it timed, else `host`.
+fn ours_figure(timer: Option<&stream_core::GpuTimer>, host: f64) -> Result<f64> {
     match timer {
-        Some(timer) => Ok(timer.seconds()? * 1e9 / KERNELS as f64),
+        Some(timer) => Ok(timer.elapsed()?.as_secs_f64() * 1e9 / KERNELS as f64),
         None => Ok(host),
     }
 }
@@ -186,26 +190,22 @@ fn ours_launch(
 fn ours_replay(
     stream: &Stream,
     graph: &mut Graph<&mut DeviceVec<u32>>,
-    timer: Option<&GpuTimer>,
+    timer: Option<&stream_core::GpuTimer>,
 ) -> Result<f64> {
     let host = scope(stream, |s| {
-        let raw_stream = interop::raw_stream(s);
         if let Some(timer) = timer {
-            timer.start(raw_stream)?;
+            timer.start(s)?;
         }
         let t = Instant::now();
         let pending = s.replay(graph)?;
         let host = per_kernel(t);
         if let Some(timer) = timer {
-            timer.stop(raw_stream)?;
+            timer.stop(s)?;
         }
         pending.wait()?;
         Ok::<_, Error>(host)
     })?;
-    match timer {
-        Some(timer) => Ok(timer.seconds()? * 1e9 / KERNELS as f64),
-        None => Ok(host),
-    }
+    ours_figure(timer, host)
 }
 
 /// Host nanoseconds per kernel since `t`.

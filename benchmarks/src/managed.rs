@@ -27,14 +27,13 @@
 use std::cell::RefCell;
 use std::time::Instant;
 
-use stream_core::interop::raw_stream;
 use stream_core::{
-    kernel, scope, DeviceVec, LaunchConfig, ManagedAdvice, ManagedLocation, ManagedVec,
+    kernel, scope, DeviceVec, GpuTimer, LaunchConfig, ManagedAdvice, ManagedLocation, ManagedVec,
     PinnedBuffer, Stream,
 };
 
 use crate::error::{Error, Result};
-use crate::measure::{interleaved, GpuTimer, Plan, Sampler, Stats};
+use crate::measure::{interleaved, Plan, Sampler, Stats};
 use crate::report::{Better, Report, Row, Source};
 use crate::rounds::Rounds;
 use crate::Env;
@@ -235,7 +234,7 @@ impl Explicit {
         Ok(Explicit {
             host,
             device: env.dev.alloc_vec::<u32>(n)?,
-            timer: GpuTimer::new()?,
+            timer: GpuTimer::new(&env.dev)?,
         })
     }
 
@@ -251,9 +250,9 @@ impl Explicit {
         scope(stream, |s| {
             let mut d = s.attach(device)?;
             s.copy_to_device(&host[..], &mut d)?;
-            timer.start(raw_stream(s))?;
+            timer.start(s)?;
             add_one_in_place_u32(s, config(d.len()), &mut d)?;
-            timer.stop(raw_stream(s))?;
+            timer.stop(s)?;
             Ok::<_, Error>(())
         })?;
         // The upload borrowed `host` until the scope's end: download in a second scope.
@@ -264,7 +263,7 @@ impl Explicit {
         })?;
         touch_pages(host);
         let elapsed = start.elapsed().as_secs_f64();
-        kernel.borrow_mut().push(timer.seconds()?);
+        kernel.borrow_mut().push(timer.elapsed()?.as_secs_f64());
         Ok(elapsed)
     }
 
@@ -316,7 +315,7 @@ impl Managed {
         Ok(Managed {
             data,
             mode,
-            timer: GpuTimer::new()?,
+            timer: GpuTimer::new(&env.dev)?,
         })
     }
 
@@ -331,9 +330,9 @@ impl Managed {
             if prefetch {
                 s.prefetch_to_device(&view)?;
             }
-            timer.start(raw_stream(s))?;
+            timer.start(s)?;
             add_one_in_place_u32(s, config(view.len()), &mut view)?;
-            timer.stop(raw_stream(s))?;
+            timer.stop(s)?;
             if prefetch {
                 s.prefetch_to_host(view)?.wait()?;
             }
@@ -341,7 +340,7 @@ impl Managed {
         })?;
         touch_pages(data.host()?);
         let elapsed = start.elapsed().as_secs_f64();
-        kernel.borrow_mut().push(timer.seconds()?);
+        kernel.borrow_mut().push(timer.elapsed()?.as_secs_f64());
         Ok(elapsed)
     }
 

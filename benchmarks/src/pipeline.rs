@@ -33,7 +33,6 @@
 #![allow(unsafe_code)]
 
 use cudarc::driver::{result, sys, PinnedHostSlice, PushKernelArg};
-use stream_core::interop::raw_stream;
 use stream_core::{scope, PinnedBuffer, Scope, Stream};
 
 use crate::cuda::{self, work_config, work_reference};
@@ -168,7 +167,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     );
     rep.figure("pipeline", "serial U+K+D", serial * 1e3, "ms");
 
-    let ours_timer = GpuTimer::new()?;
+    let ours_timer = stream_core::GpuTimer::new(&env.dev)?;
     let raw_timer = GpuTimer::new()?;
     let cu_timer = GpuTimer::new()?;
     let raw_events = RawEvents::new()?;
@@ -361,11 +360,11 @@ fn ours_pipeline(
     input: &PinnedBuffer<f32>,
     output: &mut PinnedBuffer<f32>,
     shape: Shape,
-    timer: &GpuTimer,
+    timer: &stream_core::GpuTimer,
 ) -> Result<f64> {
     let streams = &env.streams[..lanes];
     scope(&streams[0], |s| {
-        timer.start(raw_stream(s))?;
+        timer.start(s)?;
         let chunks = input
             .chunks(shape.chunk)
             .zip(output.chunks_mut(shape.chunk));
@@ -375,10 +374,10 @@ fn ours_pipeline(
             }
             Ok(())
         })?;
-        timer.stop(raw_stream(s))?;
+        timer.stop(s)?;
         Ok::<_, Error>(())
     })?;
-    timer.seconds()
+    Ok(timer.elapsed()?.as_secs_f64())
 }
 
 /// Events the raw pipeline orders its streams with.

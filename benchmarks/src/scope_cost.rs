@@ -122,8 +122,8 @@ fn scopes(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     // driver's own synchronisation cost depends on a stream's past (measured on an H100:
     // 1.59 us on a new stream, 1.83 us through a scope on one of the earlier cases'
     // streams), and the library asks the driver about graph captures on a stream whose
-    // handle has left it (the earlier cases time on their streams through
-    // `interop::raw_stream`): that cost is the second row's.
+    // handle has left it (the sgemm case hands its stream to cuBLAS through
+    // `interop::raw_stream_of`): that cost is the second row's.
     let ours = &env.dev.new_stream()?;
     let (exposed, _) = &exposed_stream(env)?;
     let fresh_raw = RawStream::new()?;

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{result, sys, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use cudarc::nvrtc::Ptx;
-use stream_core::interop::raw_stream;
 use stream_core::{scope, DeviceVec, LaunchConfig, Stream};
 
 use crate::cuda::{self, SGEMM_SOURCE};
@@ -163,7 +162,7 @@ struct Ours<'e> {
     c_tiled: DeviceVec<f32>,
     c_blas: DeviceVec<f32>,
     blas: Option<kernels::Cublas>,
-    timer: GpuTimer,
+    timer: stream_core::GpuTimer,
 }
 
 impl<'e> Ours<'e> {
@@ -179,7 +178,7 @@ impl<'e> Ours<'e> {
             } else {
                 None
             },
-            timer: GpuTimer::new()?,
+            timer: stream_core::GpuTimer::new(&env.dev)?,
         })
     }
 
@@ -196,7 +195,7 @@ impl<'e> Ours<'e> {
         } = self;
         scope(stream, |s| {
             let (da, db) = (s.attach_ref(a)?, s.attach_ref(b)?);
-            timer.start(raw_stream(s))?;
+            timer.start(s)?;
             match (use_blas, blas.as_mut()) {
                 (false, _) => {
                     let mut dc = s.attach(c_tiled)?;
@@ -208,10 +207,10 @@ impl<'e> Ours<'e> {
                 }
                 (true, None) => return Err(Error::msg("cuBLAS is not loaded")),
             }
-            timer.stop(raw_stream(s))?;
+            timer.stop(s)?;
             Ok::<_, Error>(())
         })?;
-        timer.seconds()
+        Ok(timer.elapsed()?.as_secs_f64())
     }
 
     fn result(&self, use_blas: bool) -> Result<Vec<f32>> {

@@ -17,6 +17,10 @@ assert_not_impl_any!(PinnedBuffer<f32>: Clone);
 assert_impl_all!(PinnedMemoryStats: Send, Sync, Copy, Default, PartialEq, std::fmt::Debug);
 assert_impl_all!(staging::StagingConfig: Send, Sync, Copy, Default, PartialEq);
 assert_impl_all!(Error: Send, Sync, std::error::Error);
+// A timer's recorded ends are state of the thread recording with it (like a cuBLAS
+// handle's stream): it moves between threads, one thread at a time uses it.
+assert_impl_all!(GpuTimer: Send, std::fmt::Debug);
+assert_not_impl_any!(GpuTimer: Sync, Clone);
 // Memory statistics are plain numbers, copied out of the driver.
 assert_impl_all!(DeviceMemoryStats: Send, Sync, Copy, std::fmt::Debug, Default);
 

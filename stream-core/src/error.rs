@@ -327,6 +327,20 @@ pub enum Error {
         reason: String,
     },
 
+    /// A [`GpuTimer`](crate::GpuTimer) was read before its time existed: its start or
+    /// stop was not recorded, its stop has not completed on the GPU yet, or the stop ran
+    /// before the start.
+    ///
+    /// ```
+    /// let e = stream_core::Error::Timer { reason: "its start was never recorded" };
+    /// assert_eq!(e.to_string(), "cannot read the GPU timer: its start was never recorded");
+    /// ```
+    #[error("cannot read the GPU timer: {reason}")]
+    Timer {
+        /// Why, and what to do.
+        reason: &'static str,
+    },
+
     /// A cudarc value (a context, a stream, a slice) cannot be converted to this crate's
     /// types, or this crate's memory to a cudarc slice of the given stream (see
     /// [`interop`](crate::interop#cudarc)).

@@ -36,6 +36,8 @@
 //!     |       (17 unsafe: a capture's own scope and tokens, graph launches, held views)
 //!   managed/  ManagedVec: managed memory whose residency is a type (attach, prefetch,
 //!     |       advice; 10 unsafe: host access to managed memory, attachment, migration)
+//!   timing/   GpuTimer: GPU time between timing events recorded in scopes (0 unsafe)
+//!     |
 //!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off
 //!     |       (19 unsafe: DMA into borrowed host memory, launch arguments,
 //!     |        a scope's own creation, an owned scope's; one unsafe impl: `Sync`
@@ -66,8 +68,9 @@
 //! [`#[derive(DeviceRepr)]`](derive@DeviceRepr) makes a `#[repr(C)]` struct an element
 //! type; [`interop`] gives raw handles to other crates and converts cudarc's values
 //! ([`docs::coming_from_cudarc`] is the porting guide), [`staging`] tunes staged copies,
-//! and [`future`] runs scopes and copies as futures that own their buffers, on any
-//! executor, without blocking its threads.
+//! [`GpuTimer`] measures GPU time between two points of scopes' streams, and [`future`]
+//! runs scopes and copies as futures that own their buffers, on any executor, without
+//! blocking its threads.
 //!
 //! # Safety model
 //!
@@ -247,6 +250,7 @@ pub mod docs;
 #[allow(unsafe_code)]
 pub mod interop;
 pub mod staging;
+mod timing;
 
 #[cfg(test)]
 mod auto_traits;
@@ -269,3 +273,4 @@ pub use memory::{
 };
 pub use scope::{scope, Lend, Pending, Scope};
 pub use stream_macros::{gpu_scope, kernel, DeviceRepr};
+pub use timing::GpuTimer;

@@ -1,4 +1,5 @@
-//! [`RawEvent`]: an owned CUDA event without timing, spinning or blocking when waited for.
+//! [`RawEvent`]: an owned CUDA event, without timing (spinning or blocking when waited
+//! for) or with it (for GPU timers).
 
 use std::sync::{Arc, Weak};
 
@@ -8,7 +9,8 @@ use super::context::PrimaryContext;
 use super::stream::RawStream;
 use crate::error::{DriverResultExt, Error, Result};
 
-/// An event without timing (the cheapest kind). A thread that waits for one made by
+/// An event without timing (the cheapest kind), unless made by
+/// [`new_timing`](Self::new_timing). A thread that waits for one made by
 /// [`new`](Self::new) waits as the context's scheduling policy says (the primary
 /// context's default, `CU_CTX_SCHED_AUTO`, spins while the process has fewer active
 /// contexts than the machine has cores); one made by [`new_blocking`](Self::new_blocking)
@@ -53,12 +55,18 @@ impl RawEvent {
         )
     }
 
+    /// A new event of `context` that records a timestamp (`CU_EVENT_DEFAULT`), for
+    /// [`elapsed_ms_since`](Self::elapsed_ms_since).
+    pub(crate) fn new_timing(context: &Arc<PrimaryContext>) -> Result<Self> {
+        Self::with_flags(context, sys::CUevent_flags::CU_EVENT_DEFAULT as u32)
+    }
+
     /// A new event of `context` with `flags` (documented `CUevent_flags` bits).
     fn with_flags(context: &Arc<PrimaryContext>, flags: u32) -> Result<Self> {
         let _bound = context.bind()?;
         let mut raw: sys::CUevent = std::ptr::null_mut();
         // SAFETY: `raw` is a live local the driver writes the new event's handle to;
-        // `flags` combines documented `CUevent_flags` bits (both callers); the event is
+        // `flags` combines documented `CUevent_flags` bits (every caller); the event is
         // created in `context`, bound above and alive (borrowed).
         unsafe { sys::cuEventCreate(&raw mut raw, flags) }
             .result()
@@ -126,6 +134,27 @@ impl RawEvent {
     fn synchronize_as_bound(&self) -> Result<()> {
         // SAFETY: the event is alive: its context is (the caller checked, borrowed).
         unsafe { result::event::synchronize(self.raw) }.call("cuEventSynchronize")
+    }
+
+    /// The GPU time in milliseconds from `start`'s last record to this event's, both
+    /// timing events of `context` (`cuEventElapsedTime`, resolution about half a
+    /// microsecond); `Ok(None)` while either record has not completed. An event never
+    /// recorded is the driver's error (`CUDA_ERROR_INVALID_HANDLE`).
+    pub(crate) fn elapsed_ms_since(
+        &self,
+        start: &RawEvent,
+        context: &Arc<PrimaryContext>,
+    ) -> Result<Option<f32>> {
+        self.check(context, "cuEventElapsedTime")?;
+        start.check(context, "cuEventElapsedTime")?;
+        let _bound = context.bind()?;
+        // SAFETY: both events are alive (their context is: checked above, borrowed); the
+        // call only reads their timestamps.
+        match unsafe { result::event::elapsed(start.raw, self.raw) } {
+            Ok(ms) => Ok(Some(ms)),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(None),
+            Err(e) => Err(Error::driver("cuEventElapsedTime", e)),
+        }
     }
 
     /// `Ok(true)` once the recorded work is complete, without blocking.
