@@ -15,6 +15,11 @@ use crate::scope::Scope;
 /// timing through this type keeps the stream's handle inside the crate, unlike raw
 /// events on [`interop::raw_stream`](crate::interop::raw_stream).
 ///
+/// The time is the GPU's clock between the two records: it includes any time the GPU
+/// spent waiting for the host to enqueue the work between them (a kernel's first launch,
+/// which compiles it, or a host that enqueues slower than the GPU runs). To time the
+/// GPU's work alone, launch each kernel once before the measurement.
+///
 /// The start and the stop may be recorded in different scopes, on different streams of
 /// the timer's device (a fork's child, say), as long as the stop is ordered after the
 /// start on the GPU. Each [`start`](Self::start) begins a new measurement. Reading the
