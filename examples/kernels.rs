@@ -3,9 +3,7 @@
 //!
 //! Run with `cargo run --release --example kernels` (needs an NVIDIA GPU).
 
-use std::time::Instant;
-
-use stream_core::{scope, Device, Error, Stream};
+use stream_core::{scope, Device, Error, GpuTimer, Stream};
 
 fn main() {
     if let Err(e) = run() {
@@ -88,7 +86,8 @@ fn run() -> Result<(), Error> {
 
 type Buffer<'s> = stream_core::DeviceBuffer<'s, f32>;
 
-/// Median seconds per SGEMM over 7 scopes of 5 launches each, after a warm-up scope.
+/// Median seconds per SGEMM over 7 timed groups of 5 launches each, after a warm-up
+/// group, measured on the GPU's clock with a `GpuTimer`.
 fn time_sgemm(
     stream: &Stream,
     size: usize,
@@ -102,22 +101,23 @@ fn time_sgemm(
     ) -> Result<(), Error>,
 ) -> Result<f64, Error> {
     const LAUNCHES: usize = 5;
+    let timer = GpuTimer::new(stream.device())?;
     let mut times = Vec::new();
     scope(stream, |s| {
         let (da, db) = (s.upload(a)?, s.upload(b)?);
         let mut dc = s.alloc::<f32>(size * size)?;
         for round in 0..8 {
-            let start = Instant::now();
-            // A nested scope on the same stream: its exit synchronises, so the wall time
-            // covers the GPU work.
-            scope(stream, |_| {
+            // A nested scope on the same stream: the start, the launches and the stop run
+            // in that order, and its exit synchronises, so the stop has completed after it.
+            scope(stream, |t| {
+                timer.start(t)?;
                 for _ in 0..LAUNCHES {
                     launch(s, &da, &db, &mut dc)?;
                 }
-                Ok::<_, Error>(())
+                timer.stop(t)
             })?;
             if round > 0 {
-                times.push(start.elapsed().as_secs_f64() / LAUNCHES as f64);
+                times.push(timer.elapsed()?.as_secs_f64() / LAUNCHES as f64);
             }
         }
         Ok::<_, Error>(())
