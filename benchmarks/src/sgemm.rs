@@ -223,6 +223,63 @@ impl<'e> Ours<'e> {
     }
 }
 
+/// Row-major `c = a b` of square `size x size` matrices through raw `cublasSgemm` on the
+/// handle's stream (as column-major `C^T = B^T A^T`: the operands swapped).
+///
+/// # Safety
+///
+/// `a`, `b` and `c` hold `size * size` floats each and stay allocated until the handle's
+/// stream has run the call.
+pub unsafe fn raw_square_sgemm(
+    handle: blas_sys::cublasHandle_t,
+    size: usize,
+    a: &RawDeviceMem,
+    b: &RawDeviceMem,
+    c: &RawDeviceMem,
+) -> Result<()> {
+    let d = i32::try_from(size).map_err(|_| Error::msg("sgemm: size exceeds i32::MAX"))?;
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    // SAFETY: the caller's contract; `alpha` and `beta` are read before the call returns
+    // (the handle's default host pointer mode).
+    unsafe {
+        blas::sgemm(
+            handle,
+            blas_sys::cublasOperation_t::CUBLAS_OP_N,
+            blas_sys::cublasOperation_t::CUBLAS_OP_N,
+            d,
+            d,
+            d,
+            &alpha,
+            b.ptr as *const f32,
+            d,
+            a.ptr as *const f32,
+            d,
+            &beta,
+            c.ptr as *mut f32,
+            d,
+        )
+    }?;
+    Ok(())
+}
+
+/// cudarc's `GemmConfig` of the same product, `C^T = B^T A^T` in column-major order (pass
+/// `b` before `a`).
+pub fn square_gemm_config(size: usize) -> GemmConfig<f32> {
+    let d = size as i32;
+    GemmConfig {
+        transa: blas_sys::cublasOperation_t::CUBLAS_OP_N,
+        transb: blas_sys::cublasOperation_t::CUBLAS_OP_N,
+        m: d,
+        n: d,
+        k: d,
+        alpha: 1.0f32,
+        lda: d,
+        ldb: d,
+        beta: 0.0,
+        ldc: d,
+    }
+}
+
 /// A cuBLAS handle of the raw baseline, destroyed on drop.
 struct RawBlas(blas_sys::cublasHandle_t);
 
@@ -298,28 +355,9 @@ impl Raw {
                 .blas
                 .as_ref()
                 .ok_or_else(|| Error::msg("cuBLAS is not loaded"))?;
-            let d = size as i32;
-            // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
             // SAFETY: the three buffers hold `size * size` floats each; the handle's
             // stream is the raw stream, synchronised before the buffers are freed.
-            unsafe {
-                blas::sgemm(
-                    h.0,
-                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                    d,
-                    d,
-                    d,
-                    &alpha,
-                    self.b.ptr as *const f32,
-                    d,
-                    self.a.ptr as *const f32,
-                    d,
-                    &beta,
-                    self.c_blas.ptr as *mut f32,
-                    d,
-                )
-            }?;
+            unsafe { raw_square_sgemm(h.0, size, &self.a, &self.b, &self.c_blas) }?;
             return Ok(());
         }
         let cfg = tiled_config(size);
@@ -432,22 +470,9 @@ impl Cudarc {
                 .blas
                 .as_ref()
                 .ok_or_else(|| Error::msg("cuBLAS is not loaded"))?;
-            let d = size as i32;
-            let cfg = GemmConfig {
-                transa: blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                transb: blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                m: d,
-                n: d,
-                k: d,
-                alpha: 1.0f32,
-                lda: d,
-                ldb: d,
-                beta: 0.0,
-                ldc: d,
-            };
             // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
             // SAFETY: the three buffers hold `size * size` floats each.
-            unsafe { h.gemm(cfg, &self.b, &self.a, &mut self.c_blas) }?;
+            unsafe { h.gemm(square_gemm_config(size), &self.b, &self.a, &mut self.c_blas) }?;
             return Ok(());
         }
         let cfg = cuda::to_cudarc(tiled_config(size));

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas, Gemm, GemmConfig};
+use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas, Gemm};
 use cudarc::driver::{result, CudaSlice, CudaStream};
 use stream_core::{scope, DeviceVec, Stream};
 
@@ -22,6 +22,7 @@ use crate::measure::{interleaved, Sampler};
 use crate::raw::{RawDeviceMem, RawStream};
 use crate::report::{Better, Report, Row, Source};
 use crate::rounds::Rounds;
+use crate::sgemm::{raw_square_sgemm, square_gemm_config};
 use crate::Env;
 
 /// Rows and columns of the square matrices.
@@ -155,30 +156,11 @@ impl Raw {
     }
 
     fn calls(&self) -> Result<f64> {
-        let d = SIZE as i32;
-        let (alpha, beta) = (1.0f32, 0.0f32);
         let t = Instant::now();
         for _ in 0..CALLS {
             // SAFETY: the three buffers hold SIZE * SIZE floats each; the handle's
             // stream is the raw stream, synchronised below, before any buffer is freed.
-            unsafe {
-                blas::sgemm(
-                    self.handle,
-                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                    d,
-                    d,
-                    d,
-                    &alpha,
-                    self.b.ptr as *const f32,
-                    d,
-                    self.a.ptr as *const f32,
-                    d,
-                    &beta,
-                    self.c.ptr as *mut f32,
-                    d,
-                )
-            }?;
+            unsafe { raw_square_sgemm(self.handle, SIZE, &self.a, &self.b, &self.c) }?;
         }
         let ns = per_call(t);
         self.stream.sync()?;
@@ -228,19 +210,7 @@ impl Cudarc {
     }
 
     fn calls(&mut self) -> Result<f64> {
-        let d = SIZE as i32;
-        let cfg = GemmConfig {
-            transa: blas_sys::cublasOperation_t::CUBLAS_OP_N,
-            transb: blas_sys::cublasOperation_t::CUBLAS_OP_N,
-            m: d,
-            n: d,
-            k: d,
-            alpha: 1.0f32,
-            lda: d,
-            ldb: d,
-            beta: 0.0,
-            ldc: d,
-        };
+        let cfg = square_gemm_config(SIZE);
         let t = Instant::now();
         for _ in 0..CALLS {
             // SAFETY: the three buffers hold SIZE * SIZE floats each.
