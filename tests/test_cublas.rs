@@ -2,7 +2,8 @@
 //! `interop::with_stream_scratch`): one handle used by two unordered streams at once
 //! gives the results of one stream (each stream lends its own workspace), two threads
 //! issuing GEMMs on one stream take its workspace in turn, a stream's workspace is
-//! allocated once and freed with the stream, and dropping a handle inside a scope waits
+//! allocated once and freed with the stream, a workspace that does not fit is
+//! `OutOfMemory` (and the scope keeps working), and dropping a handle inside a scope waits
 //! for no other work (the handle goes back to an idle list instead of `cublasDestroy`,
 //! which would wait for the whole device).
 //!
@@ -19,10 +20,11 @@ use std::time::{Duration, Instant};
 
 use gpu_tests::pool::{begin, mib, MIB};
 use gpu_tests::{
-    check_close, check_eq, ensure, gemm_reference, poisoned, signed, spin, Real, Rng, TestResult,
+    check_close, check_eq, ensure, expect_err, gemm_reference, poisoned, signed, spin, Real, Rng,
+    TestResult,
 };
 use kernels::Cublas;
-use stream_core::{interop, scope, Device, Stream};
+use stream_core::{interop, scope, Device, DeviceVec, Error, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -30,6 +32,7 @@ gpu_tests::test_main! {
         two_threads_issuing_gemms_on_one_stream_take_its_workspace_in_turn,
         a_streams_workspace_is_allocated_once_and_freed_with_the_stream,
         stream_scratch_is_one_block_per_stream_that_only_grows_and_none_in_a_capture,
+        a_workspace_that_does_not_fit_is_out_of_memory_and_the_scope_keeps_working,
         dropping_a_cublas_handle_inside_a_scope_waits_for_no_other_work,
     ],
 }
@@ -327,5 +330,81 @@ fn dropping_a_cublas_handle_inside_a_scope_waits_for_no_other_work() -> TestResu
     let (ab, abs) = gemm_reference((16, 4, 8), &a, &b);
     check_close("SGEMM through a reused handle", &out, |j| {
         (ab[j], 11.0 * f32::U * abs[j])
+    })
+}
+
+/// The workspace `Cublas` asks a stream for on `dev` (as `kernels/src/cublas.rs` sizes it).
+fn workspace_bytes(dev: &Device) -> usize {
+    if dev.compute_capability().0 >= 9 {
+        32 * MIB
+    } else {
+        MIN_WORKSPACE
+    }
+}
+
+/// A `DeviceVec` taking all but a few MiB of the device's free memory (the largest that
+/// the pool grants, within 16 MiB of the free memory).
+fn fill_the_card(dev: &Device) -> TestResult<DeviceVec<u8>> {
+    let (free, _) = dev.memory_info()?;
+    for slack in (2..=16).step_by(2) {
+        let bytes = (free.saturating_sub(slack * MIB)) / (2 * MIB) * (2 * MIB);
+        match dev.alloc_vec::<u8>(bytes) {
+            Ok(v) => return Ok(v),
+            Err(Error::OutOfMemory { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(format!(
+        "no allocation within 16 MiB of the {} free would fit",
+        mib(free)
+    )
+    .into())
+}
+
+/// With the card full, the first GEMM on a new stream cannot get its workspace: it is
+/// `Error::OutOfMemory` for the workspace's size (after the library's retry), nothing is
+/// enqueued, and the scope keeps working; once the memory that filled the card is
+/// dropped, the same call in the same scope succeeds and computes the CPU's product.
+fn a_workspace_that_does_not_fit_is_out_of_memory_and_the_scope_keeps_working() -> TestResult {
+    let (_pool, dev) = begin()?;
+    let mut blas = Cublas::new(&dev)?;
+    let stream = dev.new_stream()?;
+    let (m, n, k) = (16, 8, 32);
+    let mut rng = Rng::new();
+    let (a, b) = (
+        signed::<f32>(&mut rng, m * k),
+        signed::<f32>(&mut rng, k * n),
+    );
+    let workspace = workspace_bytes(&dev);
+    let mut out = poisoned::<f32>(m * n);
+    scope(&stream, |s| -> TestResult {
+        let (da, db) = (s.upload(&a)?, s.upload(&b)?);
+        let mut dc = s.alloc::<f32>(m * n)?;
+        let hog = fill_the_card(&dev)?;
+        let (free, _) = dev.memory_info()?;
+        ensure!(
+            free < workspace,
+            "precondition: {} still free, the workspace needs {}",
+            mib(free),
+            mib(workspace)
+        );
+        let (ui, ni, ki) = (m as u32, n as u32, k as u32);
+        let e = expect_err(
+            "a GEMM whose workspace does not fit",
+            blas.sgemm(s, ui, ni, ki, 1.0, &da, &db, 0.0, &mut dc),
+        )?;
+        ensure!(
+            matches!(e, Error::OutOfMemory { requested, .. } if requested == workspace),
+            "a GEMM whose workspace does not fit gave {e:?}, not OutOfMemory for {}",
+            mib(workspace)
+        );
+        drop(hog);
+        blas.sgemm(s, ui, ni, ki, 1.0, &da, &db, 0.0, &mut dc)?;
+        s.copy_to_host(&dc, &mut out)?.wait()?;
+        Ok(())
+    })?;
+    let (ab, abs) = gemm_reference((m, n, k), &a, &b);
+    check_close("the GEMM after the card was freed", &out, |j| {
+        (ab[j], (k + 3) as f64 * f32::U * abs[j])
     })
 }
