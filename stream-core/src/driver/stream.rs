@@ -114,6 +114,20 @@ impl RawStream {
         self.context.run_as_current(|| self.synchronize_as_bound())
     }
 
+    /// The common case of [`synchronize`](Self::synchronize), for a scope's exit: one
+    /// `cuStreamSynchronize` when this thread is believed to have the stream's context
+    /// current, `true` when it succeeded (all work enqueued so far has completed).
+    /// `false` proves nothing (not believed current, or the call failed): call
+    /// `synchronize`, which binds if it must and says why. A second synchronisation after
+    /// a failed one is harmless: a sticky error is reported again, and a wrong context is
+    /// what `synchronize` binds the right one for.
+    #[inline]
+    pub(crate) fn synchronized_at_once(&self) -> bool {
+        // SAFETY: `self.raw` is a live stream (owned by `self`); the call names it, and
+        // under a wrong current context it fails (reported as `false`).
+        self.context.believed_current() && unsafe { result::stream::synchronize(self.raw) }.is_ok()
+    }
+
     /// One `cuStreamSynchronize`, under whatever context is current.
     #[inline]
     fn synchronize_as_bound(&self) -> Result<()> {

@@ -31,8 +31,24 @@ impl<'a> ScopeExit<'a> {
     /// stopped (a sticky error); any other failure aborts the process (see
     /// [`Stream::synchronize_before_release`]). A copy-out always finishes (it stops
     /// writing on an error, which is returned).
+    ///
+    /// The common case (the context believed current, the synchronisation succeeds) is
+    /// one driver call here, with no error value built or moved; anything else takes
+    /// [`finish_in_full`](Self::finish_in_full), which synchronises again.
     #[inline]
     pub(super) fn finish(self) -> Result<()> {
+        if !self.stream.raw.synchronized_at_once() {
+            return self.finish_in_full();
+        }
+        let copied = self.outstanding.wait_all();
+        std::mem::forget(self);
+        copied
+    }
+
+    /// [`finish`](Self::finish) when the direct synchronisation did not succeed.
+    #[cold]
+    #[inline(never)]
+    fn finish_in_full(self) -> Result<()> {
         let synced = self
             .stream
             .synchronize_before_release("a scope's final synchronisation");
