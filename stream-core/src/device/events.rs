@@ -95,8 +95,24 @@ impl Event {
     /// Makes `waiter` wait on the GPU for everything enqueued on `source` so far, through
     /// this event (recorded on `source` again: a wait made earlier keeps the state of the
     /// record before it).
+    /// The common case is two driver calls and nothing else (see
+    /// [`RawEvent::reordered_at_once`]); anything else does both again and says why.
     #[inline]
     pub(crate) fn reorder(&self, source: &RawStream, waiter: &RawStream) -> Result<()> {
+        if self
+            .raw
+            .as_ref()
+            .is_some_and(|raw| raw.reordered_at_once(source, waiter))
+        {
+            return Ok(());
+        }
+        self.reorder_in_full(source, waiter)
+    }
+
+    /// [`reorder`](Self::reorder) when the direct calls did not both succeed.
+    #[cold]
+    #[inline(never)]
+    fn reorder_in_full(&self, source: &RawStream, waiter: &RawStream) -> Result<()> {
         self.record(source)?;
         self.make_wait(waiter)
     }

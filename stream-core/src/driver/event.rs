@@ -119,6 +119,27 @@ impl RawEvent {
         unsafe { result::event::record(self.raw, stream.raw()) }.call("cuEventRecord")
     }
 
+    /// The common case of recording this event on `source` and making `waiter` wait for
+    /// it: both calls made directly, `true` when both succeeded, with no error value
+    /// built or moved. `false` proves nothing (the event or a stream of another context,
+    /// or a call failed): do both again through [`record`](Self::record) and
+    /// [`RawStream::wait`], which say why. Doing them again is harmless: a record
+    /// captures all work enqueued so far, and a second wait only repeats the first.
+    #[inline]
+    pub(crate) fn reordered_at_once(&self, source: &RawStream, waiter: &RawStream) -> bool {
+        if !(self.belongs_to(source.context()) && self.belongs_to(waiter.context())) {
+            return false;
+        }
+        // SAFETY: the event and both streams are live: the streams are borrowed and keep
+        // their context, the event's (checked above), alive.
+        if unsafe { result::event::record(self.raw, source.raw()) }.is_err() {
+            return false;
+        }
+        let flags = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+        // SAFETY: as above.
+        unsafe { result::stream::wait_event(waiter.raw(), self.raw, flags) }.is_ok()
+    }
+
     /// Blocks the host until the recorded work is complete, with `context` (the event's)
     /// bound.
     /// As for streams, directly when `context` is believed current, and if that fails
