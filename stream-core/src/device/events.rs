@@ -95,6 +95,7 @@ impl Event {
     /// Makes `waiter` wait on the GPU for everything enqueued on `source` so far, through
     /// this event (recorded on `source` again: a wait made earlier keeps the state of the
     /// record before it).
+    ///
     /// The common case is two driver calls and nothing else (see
     /// [`RawEvent::reordered_at_once`]); anything else does both again and says why.
     #[inline]

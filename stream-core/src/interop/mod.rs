@@ -6,7 +6,8 @@
 //! scratch memory for library workspaces ([`with_stream_scratch`]),
 //! `Device::from_cudarc`/`cudarc_context`, `Stream::from_cudarc`,
 //! `DeviceVec::from_cudarc`/`into_cudarc` and [`FromCudarcError`]. Uses: `driver/` (its
-//! cudarc bridge, a stream's scratch), `device/`, `memory/`, `scope/`, `error`; nothing below uses it.
+//! cudarc bridge, a stream's scratch), `device/`, `memory/`, `scope/`, `error`; nothing
+//! below uses it.
 //!
 //! Reading a handle is safe: a `CUstream` or a device address does nothing on its own,
 //! and every use of one goes through an `unsafe` driver or library call, whose caller

@@ -25,7 +25,18 @@ use crate::scope::Scope;
 /// start on the GPU. Each [`start`](Self::start) begins a new measurement. Reading the
 /// time is never unsafe: before it exists it is an [`Error::Timer`] that says why.
 ///
-/// `Send`, not `Sync`: one thread at a time records with it.
+/// `Send`, not `Sync`: one thread at a time records with it. Sharing one between threads
+/// does not compile (see `ui-tests/tests/ui/thread/timer-shared-between-threads.rs`):
+///
+/// ```compile_fail,E0277
+/// # use stream_core::{scope, GpuTimer, Stream};
+/// # fn f(timer: &GpuTimer, a: &Stream, b: &Stream) {
+/// std::thread::scope(|threads| {
+///     threads.spawn(|| scope(a, |s| timer.start(s)));
+///     threads.spawn(|| scope(b, |s| timer.start(s))); // error: `GpuTimer` is not `Sync`
+/// });
+/// # }
+/// ```
 ///
 /// ```no_run
 /// use stream_core::{scope, Device, Error, GpuTimer};
