@@ -394,7 +394,7 @@ fn a_workspace_that_does_not_fit_is_out_of_memory_and_the_scope_keeps_working() 
             blas.sgemm(s, ui, ni, ki, 1.0, &da, &db, 0.0, &mut dc),
         )?;
         ensure!(
-            matches!(e, Error::OutOfMemory { requested, .. } if requested == workspace),
+            matches!(&e, Error::OutOfMemory(oom) if oom.requested == workspace),
             "a GEMM whose workspace does not fit gave {e:?}, not OutOfMemory for {}",
             mib(workspace)
         );

@@ -142,7 +142,7 @@ where
 /// `Ok` when `error` is a `CudarcConversion` about `what` whose reason mentions `says`.
 fn check_refusal(context: &str, error: &Error, what: &str, says: &str) -> TestResult {
     match error {
-        Error::CudarcConversion { what: w, reason } if *w == what && reason.contains(says) => {
+        Error::CudarcConversion(refusal) if refusal.what == what && refusal.reason.contains(says) => {
             let message = error.to_string();
             ensure!(
                 message.contains(says),

@@ -171,7 +171,7 @@ fn out_of_range_views_are_out_of_range() -> TestResult {
     let vec = dev.alloc_vec::<u32>(len)?;
     scope(&stream, |s| -> TestResult {
         let mut x = s.alloc_zeroed::<u32>(len)?;
-        let range = |start, end| Error::OutOfRange { start, end, len };
+        let range = |start, end| Error::from(stream_core::error::OutOfRange { start, end, len });
         let cases: [(&str, stream_core::Result<()>, Error); 5] = [
             ("slice(5..3)", x.slice(five..three).map(drop), range(5, 3)),
             ("slice(0..len+1)", x.slice(0..past).map(drop), range(0, 11)),
@@ -222,11 +222,11 @@ fn out_of_range_views_are_out_of_range() -> TestResult {
         check_error(
             "8-element view.into_split_at_mut(9)",
             &e,
-            &Error::OutOfRange {
+            &Error::from(stream_core::error::OutOfRange {
                 start: 0,
                 end: 9,
                 len: 8,
-            },
+            }),
             &[],
         )?;
 
@@ -339,13 +339,13 @@ fn messages_of_errors_no_single_gpu_test_provokes_say_what_to_do() -> TestResult
             ],
         ),
         (
-            Error::InvalidLaunch {
+            Error::from(stream_core::error::InvalidLaunch {
                 kernel: "k",
                 what: "block.x",
                 value: 2048,
                 limit: LaunchLimit::AtMost(1024),
                 source_of_limit: "the device (CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)",
-            },
+            }),
             &[
                 "`k`",
                 "block.x is 2048",
@@ -355,13 +355,13 @@ fn messages_of_errors_no_single_gpu_test_provokes_say_what_to_do() -> TestResult
             ],
         ),
         (
-            Error::InvalidLaunch {
+            Error::from(stream_core::error::InvalidLaunch {
                 kernel: "k",
                 what: "dynamic shared memory (bytes)",
                 value: 0,
                 limit: LaunchLimit::AtLeast(4096),
                 source_of_limit: "`#[kernel(shared = 4096)]` on `k`",
-            },
+            }),
             &[
                 "`k`",
                 "dynamic shared memory (bytes) is 0",
@@ -371,16 +371,16 @@ fn messages_of_errors_no_single_gpu_test_provokes_say_what_to_do() -> TestResult
             ],
         ),
         (
-            Error::KernelCompile {
+            Error::from(stream_core::error::KernelCompile {
                 kernel: "k".to_owned(),
                 log: "error: expected an expression".to_owned(),
-            },
+            }),
             &["`k`", "fix its CUDA source", "expected an expression"],
         ),
         (
-            Error::KernelNotFound {
+            Error::from(stream_core::error::KernelNotFound {
                 kernel: "k".to_owned(),
-            },
+            }),
             &["`k`", "extern \"C\" __global__"],
         ),
     ];
@@ -507,11 +507,13 @@ fn memory_and_streams_of_another_device_are_device_mismatch() -> TestResult {
 /// restart the process; any other driver error says to check the call's arguments.
 fn driver_error_message_says_restart_after_a_kernel_fault_and_check_arguments_otherwise(
 ) -> TestResult {
-    let driver = |code: u32, name: &str| Error::Driver {
-        call: "cuStreamSynchronize",
-        code,
-        name: name.to_owned(),
-        description: "what the driver says".to_owned(),
+    let driver = |code: u32, name: &str| {
+        Error::from(stream_core::error::Driver {
+            call: "cuStreamSynchronize",
+            code,
+            name: name.to_owned(),
+            description: "what the driver says".to_owned(),
+        })
     };
     for (code, name) in [
         (700, "CUDA_ERROR_ILLEGAL_ADDRESS"),
@@ -588,12 +590,12 @@ fn every_error_message_says_what_happened_and_what_to_do() -> TestResult {
         ("StreamCapturing", Error::StreamCapturing),
         (
             "Driver",
-            Error::Driver {
+            Error::from(stream_core::error::Driver {
                 call: "cuStreamSynchronize",
                 code: 700,
                 name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
                 description: "an illegal memory access was encountered".into(),
-            },
+            }),
         ),
     ]);
     let unhelpful: Vec<String> = errors

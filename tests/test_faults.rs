@@ -377,7 +377,7 @@ mod child {
             Ok(_) => "ok".to_owned(),
             Err(e) => {
                 let name = match e {
-                    Error::Driver { name, .. } => name.clone(),
+                    Error::Driver(driver) => driver.name.clone(),
                     other => format!("{other:?}")
                         .split([' ', '{', '('])
                         .next()

@@ -350,16 +350,16 @@ fn sgemm_with_wrong_sizes_is_shape_mismatch_naming_the_operand() -> TestResult {
             for (operand, result, expected, actual) in results {
                 let what = format!("{name} with {operand} of {actual}");
                 let e = expect_err(&what, result)?;
-                let Error::ShapeMismatch {
-                    what: label,
-                    expected: e_expected,
-                    actual: e_actual,
-                } = &e
-                else {
+                let Error::ShapeMismatch(mismatch) = &e else {
                     return Err(Failed::from(format!(
                         "{what}: got {e:?}, expected ShapeMismatch"
                     )));
                 };
+                let stream_core::error::ShapeMismatch {
+                    what: label,
+                    expected: e_expected,
+                    actual: e_actual,
+                } = &**mismatch;
                 ensure!(
                     label.starts_with(name) && label.ends_with(operand),
                     "{what}: the error names {label:?}, not {name}'s {operand}"

@@ -81,9 +81,9 @@ fn main() {
 fn graph_error_messages_say_what_happened_and_what_to_do() -> TestResult {
     let cases = [
         (
-            Error::GraphCaptureInvalidated {
+            Error::from(stream_core::error::GraphCaptureInvalidated {
                 cause: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED".to_owned(),
-            },
+            }),
             &[
                 "invalidated",
                 "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
@@ -91,15 +91,15 @@ fn graph_error_messages_say_what_happened_and_what_to_do() -> TestResult {
             ][..],
         ),
         (
-            Error::GraphUpdate {
+            Error::from(stream_core::error::GraphUpdate {
                 reason: "the topology changed".to_owned(),
-            },
+            }),
             &["the topology changed", "unchanged", "Device::capture"][..],
         ),
         (
-            Error::GraphArgument {
+            Error::from(stream_core::error::GraphArgument {
                 reason: "kernel `k` has no parameter `c`".to_owned(),
-            },
+            }),
             &["no parameter `c`", "nothing was changed"][..],
         ),
     ];
@@ -366,7 +366,8 @@ fn a_whole_graph_update_applies_new_arguments_and_refuses_other_topologies() -> 
 
     let refused = graph.update(|g, views| updatable_body(g, views, (1, 2), true));
     match refused {
-        Err(Error::GraphUpdate { reason }) => {
+        Err(Error::GraphUpdate(refusal)) => {
+            let reason = &refusal.reason;
             ensure!(reason.contains("kernel"), "the refusal says {reason:?}")
         }
         other => {
@@ -382,9 +383,10 @@ fn a_whole_graph_update_applies_new_arguments_and_refuses_other_topologies() -> 
         Ok::<_, Error>(())
     });
     match refused {
-        Err(Error::GraphUpdate { reason }) => ensure!(
-            reason.contains("square_u32") && reason.contains("affine_u32"),
-            "the refusal says {reason:?}"
+        Err(Error::GraphUpdate(refusal)) => ensure!(
+            refusal.reason.contains("square_u32") && refusal.reason.contains("affine_u32"),
+            "the refusal says {:?}",
+            refusal.reason
         ),
         other => {
             return Err(Failed::from(format!(
@@ -539,7 +541,8 @@ fn an_error_of_the_closure_discards_the_capture() -> TestResult {
         Ok::<_, Error>(())
     });
     match outcome {
-        Err(Error::InvalidLaunch { kernel, .. }) => {
+        Err(Error::InvalidLaunch(refusal)) => {
+            let kernel = refusal.kernel;
             ensure!(kernel == "square_u32", "the refused launch names {kernel}")
         }
         other => {

@@ -210,18 +210,18 @@ fn invalid_launch_shapes_are_invalid_launch_naming_the_limit() -> TestResult {
         for (config, dimension, value, limit, source) in cases {
             let what = format!("add_one_u32 with {config:?}");
             let e = expect_err(&what, add_one_u32(s, config, &mut y))?;
-            let Error::InvalidLaunch {
+            let Error::InvalidLaunch(refusal) = &e else {
+                return Err(Failed::from(format!(
+                    "{what}: got {e:?}, expected InvalidLaunch"
+                )));
+            };
+            let stream_core::error::InvalidLaunch {
                 kernel,
                 what: e_what,
                 value: e_value,
                 limit: e_limit,
                 source_of_limit,
-            } = &e
-            else {
-                return Err(Failed::from(format!(
-                    "{what}: got {e:?}, expected InvalidLaunch"
-                )));
-            };
+            } = &**refusal;
             ensure!(
                 (*kernel, *e_what, *e_value) == ("add_one_u32", dimension, value),
                 "{what}: got {e:?}, expected kernel add_one_u32, {dimension} = {value}"
@@ -340,11 +340,12 @@ fn cuda_syntax_error_is_kernel_compile_with_nvrtc_log() -> TestResult {
                 &what,
                 broken_kernel(s, LaunchConfig::for_elements(16, 32), &mut y),
             )?;
-            let Error::KernelCompile { kernel, log } = &e else {
+            let Error::KernelCompile(failure) = &e else {
                 return Err(Failed::from(format!(
                     "{what}: got {e:?}, expected KernelCompile"
                 )));
             };
+            let stream_core::error::KernelCompile { kernel, log } = &**failure;
             ensure!(
                 kernel == "broken_kernel",
                 "{what}: the error names kernel {kernel:?}"
@@ -376,9 +377,9 @@ fn declared_name_missing_from_the_source_is_kernel_not_found() -> TestResult {
             "launch of missing_kernel",
             missing_kernel(s, LaunchConfig::for_elements(16, 32), &mut y),
         )?;
-        let expected = Error::KernelNotFound {
+        let expected = Error::from(stream_core::error::KernelNotFound {
             kernel: "no_such_kernel".to_owned(),
-        };
+        });
         check_error(
             "launch of missing_kernel",
             &e,
@@ -421,7 +422,7 @@ fn ptx_kernel_loads_and_adds_one() -> TestResult {
         if major < 9 {
             let e = expect_err("PTX for sm_90 on an older device", launched)?;
             ensure!(
-                matches!(&e, Error::KernelCompile { log, .. } if log.contains("PTX")),
+                matches!(&e, Error::KernelCompile(failure) if failure.log.contains("PTX")),
                 "PTX for sm_90 on compute capability {major}.{minor}: got {e:?}, expected KernelCompile"
             );
             return Ok(());
@@ -447,11 +448,12 @@ fn malformed_ptx_is_kernel_compile() -> TestResult {
             "launch of malformed_ptx",
             malformed_ptx(s, LaunchConfig::for_elements(16, 32), &mut y),
         )?;
-        let Error::KernelCompile { kernel, log } = &e else {
+        let Error::KernelCompile(failure) = &e else {
             return Err(Failed::from(format!(
                 "malformed PTX: got {e:?}, expected KernelCompile"
             )));
         };
+        let stream_core::error::KernelCompile { kernel, log } = &**failure;
         ensure!(
             kernel == "malformed_ptx",
             "malformed PTX: the error names kernel {kernel:?}"

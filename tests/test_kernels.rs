@@ -272,11 +272,11 @@ fn reduction_is_within_its_bound_and_bit_reproducible<T: Real>(dot: bool) -> Tes
 // Bad input.
 
 fn length_mismatch(what: &'static str, source_len: usize, destination_len: usize) -> Error {
-    Error::LengthMismatch {
+    Error::from(stream_core::error::LengthMismatch {
         what,
         source_len,
         destination_len,
-    }
+    })
 }
 
 /// `axpy`, `scale` and `dot` with `x` of 5 and `y` of 7 elements are `LengthMismatch`

@@ -75,18 +75,18 @@ fn launch_shapes_from_the_helpers_beyond_the_limits_are_invalid_launch() -> Test
         let mut y = s.upload(&input)?;
         for (what, config, dimension, value) in cases {
             let e = expect_err(what, fill_u32(s, config, 7, &mut y))?;
-            let Error::InvalidLaunch {
+            let Error::InvalidLaunch(refusal) = &e else {
+                return Err(Failed::from(format!(
+                    "{what}: got {e:?}, expected InvalidLaunch"
+                )));
+            };
+            let stream_core::error::InvalidLaunch {
                 kernel,
                 what: e_what,
                 value: e_value,
                 limit,
                 ..
-            } = &e
-            else {
-                return Err(Failed::from(format!(
-                    "{what}: got {e:?}, expected InvalidLaunch"
-                )));
-            };
+            } = &**refusal;
             ensure!(
                 (*kernel, *e_what, *e_value) == ("fill_u32", dimension, value),
                 "{what}: got {e:?}, expected fill_u32 with {dimension} = {value}"

@@ -343,13 +343,13 @@ struct Refusal {
 fn check_refused(config: LaunchConfig, result: stream_core::Result<()>, r: &Refusal) -> TestResult {
     let what = format!("{} with {config:?}", r.kernel);
     let e = expect_err(&what, result)?;
-    let expected = Error::InvalidLaunch {
+    let expected = Error::from(stream_core::error::InvalidLaunch {
         kernel: r.kernel,
         what: r.what,
         value: r.value,
         limit: r.limit,
         source_of_limit: r.declared,
-    };
+    });
     check_error(
         &what,
         &e,
@@ -548,7 +548,7 @@ fn shape_is_checked_before_the_kernel_is_compiled() -> TestResult {
         let admitted = LaunchConfig::new((1, 1, 1), (256, 1, 1));
         let e = expect_err("an admitted launch", never_compiles(s, admitted, &mut y))?;
         ensure!(
-            matches!(&e, Error::KernelCompile { kernel, .. } if kernel == "never_compiles"),
+            matches!(&e, Error::KernelCompile(failure) if failure.kernel == "never_compiles"),
             "an admitted launch of never_compiles: got {e:?}, expected KernelCompile"
         );
         Ok(())

@@ -69,18 +69,18 @@ fn check_refusal(
     total: usize,
     managed: usize,
 ) -> TestResult {
-    let Error::ManagedExceedsFreeMemory {
+    let Error::ManagedExceedsFreeMemory(refusal) = e else {
+        return Err(Failed::from(format!(
+            "{what}: got {e:?}, expected ManagedExceedsFreeMemory (a refusal before the driver is asked)"
+        )));
+    };
+    let stream_core::error::ManagedExceedsFreeMemory {
         requested,
         free,
         managed: counted,
         margin,
         available,
-    } = *e
-    else {
-        return Err(Failed::from(format!(
-            "{what}: got {e:?}, expected ManagedExceedsFreeMemory (a refusal before the driver is asked)"
-        )));
-    };
+    } = **refusal;
     ensure!(
         requested == request,
         "{what}: requested is {requested}, not {request}"
@@ -203,13 +203,13 @@ fn managed_errors_say_what_to_do() -> TestResult {
     for part in ["device 3", "managed memory", "DeviceVec"] {
         ensure!(unsupported.contains(part), "{unsupported:?} lacks {part:?}");
     }
-    let refused = Error::ManagedExceedsFreeMemory {
+    let refused = Error::from(stream_core::error::ManagedExceedsFreeMemory {
         requested: 100,
         free: 90,
         managed: 10,
         margin: 5,
         available: 75,
-    }
+    })
     .to_string();
     for part in [
         "managed allocation of 100 bytes refused",

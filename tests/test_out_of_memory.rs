@@ -40,16 +40,16 @@ fn round_down(bytes: usize, to: usize) -> usize {
 /// released its cache and retried.
 fn check_out_of_memory(what: &str, e: Error, request: usize, total: usize) -> TestResult {
     let message = e.to_string();
-    let Error::OutOfMemory {
-        requested,
-        free,
-        total: reported_total,
-    } = e
-    else {
+    let Error::OutOfMemory(oom) = &e else {
         return Err(Failed::from(format!(
             "{what}: got {e:?}, expected OutOfMemory"
         )));
     };
+    let stream_core::error::OutOfMemory {
+        requested,
+        free,
+        total: reported_total,
+    } = **oom;
     ensure!(
         requested == request,
         "{what}: requested is {requested}, not {request}"
@@ -186,7 +186,7 @@ fn out_of_memory_releases_cached_memory_before_failing() -> TestResult {
         expect_err("alloc::<u8>(2 * total)", s.alloc::<u8>(request).map(drop))
     })?;
     let reported_free = match &e {
-        Error::OutOfMemory { free, .. } => *free,
+        Error::OutOfMemory(oom) => oom.free,
         other => {
             return Err(Failed::from(format!(
                 "alloc::<u8>(2 * total): got {other:?}, expected OutOfMemory"

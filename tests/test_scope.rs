@@ -143,11 +143,11 @@ fn scope_returns_a_library_error_converted_into_the_closures_error_type() -> Tes
         s.copy_to_device(&input, &mut x)?;
         Err(StepError::Rejected { index: 0 }) // not reached: the copy fails first
     });
-    let expected = StepError::Gpu(Error::LengthMismatch {
+    let expected = StepError::Gpu(Error::from(stream_core::error::LengthMismatch {
         what: "copy_to_device",
         source_len: 5,
         destination_len: 7,
-    });
+    }));
     ensure!(result == Err(expected), "scope returned {result:?}");
     Ok(())
 }
@@ -269,11 +269,11 @@ fn gpu_scope_function_returns_its_own_error_type() -> TestResult {
 
     let mut short = poisoned::<u32>(999);
     let mismatch = checked_round_trip(&stream, &input, &mut short);
-    let expected = StepError::Gpu(Error::LengthMismatch {
+    let expected = StepError::Gpu(Error::from(stream_core::error::LengthMismatch {
         what: "copy_to_host",
         source_len: 1000,
         destination_len: 999,
-    });
+    }));
     ensure!(
         mismatch == Err(expected),
         "with a short output it returned {mismatch:?}"

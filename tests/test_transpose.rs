@@ -88,11 +88,11 @@ fn transpose_with_wrong_sizes_is_shape_mismatch_and_writes_nothing() -> TestResu
         ];
         for (what, result, operand, actual) in cases {
             let e = expect_err(what, result)?;
-            let expected = Error::ShapeMismatch {
+            let expected = Error::from(stream_core::error::ShapeMismatch {
                 what: operand,
                 expected: 12,
                 actual,
-            };
+            });
             check_error(what, &e, &expected, &[operand, "12", &actual.to_string()])?;
         }
         let _out = s.copy_to_host(&o12, &mut out)?;

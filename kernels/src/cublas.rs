@@ -258,8 +258,8 @@ impl Drop for Cublas {
 }
 
 fn cublas_error(call: &'static str, what: &str) -> Error {
-    Error::Library {
+    Error::from(stream_core::error::Library {
         call,
         message: what.to_owned(),
-    }
+    })
 }

@@ -69,11 +69,11 @@ pub(crate) fn check_shapes(
         (operands[2], m * n, c),
     ] {
         if expected != actual {
-            return Err(Error::ShapeMismatch {
+            return Err(Error::from(stream_core::error::ShapeMismatch {
                 what: operand,
                 expected,
                 actual,
-            });
+            }));
         }
     }
     Ok(())

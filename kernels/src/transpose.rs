@@ -19,11 +19,11 @@ pub fn transpose<'s>(
         ("transpose: output (rows * cols)", output.len()),
     ] {
         if actual != elements {
-            return Err(Error::ShapeMismatch {
+            return Err(Error::from(stream_core::error::ShapeMismatch {
                 what,
                 expected: elements,
                 actual,
-            });
+            }));
         }
     }
     // 32x32 tiles, 32x8 threads each (every thread moves 4 elements).

@@ -227,7 +227,7 @@
 mod device;
 #[allow(unsafe_code)]
 mod driver;
-mod error;
+pub mod error;
 #[allow(unsafe_code)]
 pub mod future;
 #[allow(unsafe_code)]

@@ -130,16 +130,16 @@ impl ManagedAllocation {
         let status = unsafe { sys::cuMemAllocManaged(&raw mut ptr, bytes, attach.raw()) };
         match status.result() {
             Ok(()) if ptr != 0 => Ok(ManagedAllocation { ptr, bytes }),
-            Ok(()) => Err(Error::OutOfMemory {
+            Ok(()) => Err(Error::from(crate::error::OutOfMemory {
                 requested: bytes,
                 free,
                 total,
-            }),
-            Err(e) if is_out_of_memory(&e) => Err(Error::OutOfMemory {
+            })),
+            Err(e) if is_out_of_memory(&e) => Err(Error::from(crate::error::OutOfMemory {
                 requested: bytes,
                 free,
                 total,
-            }),
+            })),
             Err(e) => Err(Error::driver("cuMemAllocManaged", e)),
         }
     }

@@ -22,9 +22,11 @@ pub(crate) fn compile_cubin(
     if !unsafe { nvrtc_sys::is_culib_present() } {
         return Err(Error::NvrtcNotFound);
     }
-    let c_source = CString::new(source).map_err(|_| Error::KernelCompile {
-        kernel: kernel.to_owned(),
-        log: "the CUDA source contains a NUL byte".to_owned(),
+    let c_source = CString::new(source).map_err(|_| {
+        Error::from(crate::error::KernelCompile {
+            kernel: kernel.to_owned(),
+            log: "the CUDA source contains a NUL byte".to_owned(),
+        })
     })?;
     let program =
         Program(nvrtc::create_program(&c_source, None).map_err(|e| nvrtc_error(kernel, e))?);
@@ -41,10 +43,10 @@ pub(crate) fn compile_cubin(
         let log = unsafe { nvrtc::get_program_log(program.0) }
             .map(c_chars_to_string)
             .unwrap_or_default();
-        return Err(Error::KernelCompile {
+        return Err(Error::from(crate::error::KernelCompile {
             kernel: kernel.to_owned(),
             log,
-        });
+        }));
     }
     program
         .cubin()
@@ -75,10 +77,10 @@ impl Drop for Program {
 }
 
 fn nvrtc_error(kernel: &str, e: nvrtc::NvrtcError) -> Error {
-    Error::KernelCompile {
+    Error::from(crate::error::KernelCompile {
         kernel: kernel.to_owned(),
         log: format!("NVRTC failed: {e:?}"),
-    }
+    })
 }
 
 fn c_chars_to_string(chars: Vec<std::ffi::c_char>) -> String {

@@ -77,12 +77,12 @@ impl RawStream {
         // Only the thread holding the lock stores its own mark, so seeing it here means
         // this thread holds the lock already: locking again would never return.
         if scratch.lent_to.load(Ordering::Relaxed) == me {
-            return Err(Error::Library {
+            return Err(Error::from(crate::error::Library {
                 call: "interop::with_stream_scratch",
                 message: "called again, on the same stream, from inside the closure it lends \
                           the stream's scratch to; ask for the larger size once, outside"
                     .to_owned(),
-            });
+            }));
         }
         let mut block = scratch.block.lock().unwrap_or_else(PoisonError::into_inner);
         scratch.lent_to.store(me, Ordering::Relaxed);

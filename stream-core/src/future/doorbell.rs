@@ -146,8 +146,10 @@ impl Doorbell {
         std::thread::Builder::new()
             .name(format!("stream-core-doorbell-{ordinal}"))
             .spawn(move || thread_doorbell.run())
-            .map_err(|e| Error::CompletionThread {
-                reason: e.to_string(),
+            .map_err(|e| {
+                Error::from(crate::error::CompletionThread {
+                    reason: e.to_string(),
+                })
             })?;
         Ok(doorbell)
     }

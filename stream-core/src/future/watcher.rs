@@ -126,8 +126,10 @@ impl Watcher {
         std::thread::Builder::new()
             .name(format!("stream-core-completion-{}", device.inner.ordinal))
             .spawn(move || thread_watcher.run())
-            .map_err(|e| Error::CompletionThread {
-                reason: e.to_string(),
+            .map_err(|e| {
+                Error::from(crate::error::CompletionThread {
+                    reason: e.to_string(),
+                })
             })?;
         watchers.push(Arc::clone(&watcher));
         Ok(watcher)

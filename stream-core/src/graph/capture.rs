@@ -315,9 +315,11 @@ where
     match (out, graph) {
         (Err(e), _) => Err(e),
         (Ok(_), Err(e)) => Err(E::from(invalidated(e))),
-        (Ok(_), Ok(None)) => Err(E::from(Error::GraphCaptureInvalidated {
-            cause: "the driver ended the capture without a graph".to_owned(),
-        })),
+        (Ok(_), Ok(None)) => Err(E::from(Error::from(
+            crate::error::GraphCaptureInvalidated {
+                cause: "the driver ended the capture without a graph".to_owned(),
+            },
+        ))),
         (Ok(v), Ok(Some(graph))) => Ok((graph, v)),
     }
 }
@@ -357,9 +359,9 @@ fn invalidated(error: Error) -> Error {
     // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900) to CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
     // (908): the driver's stream-capture errors.
     match error.driver_code() {
-        Some(900..=908) => Error::GraphCaptureInvalidated {
+        Some(900..=908) => Error::from(crate::error::GraphCaptureInvalidated {
             cause: error.to_string(),
-        },
+        }),
         _ => error,
     }
 }
@@ -395,9 +397,9 @@ impl<'g> Capture<'g> {
     /// frame, on this thread.
     pub(super) unsafe fn open(stream: &'g Stream, state: &'g CaptureState) -> Result<Self> {
         if !stream.raw.is_capturing()? {
-            return Err(Error::GraphCaptureInvalidated {
+            return Err(Error::from(crate::error::GraphCaptureInvalidated {
                 cause: "a stream of the capture did not join it".to_owned(),
-            });
+            }));
         }
         Ok(Capture {
             // SAFETY: `Scope::branded` asks that the stream be synchronised before `'env`

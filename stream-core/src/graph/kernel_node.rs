@@ -152,30 +152,30 @@ impl<'g> Capture<'g> {
     /// ```
     pub fn last_kernel(&self) -> Result<KernelNode> {
         let Some(index) = self.last_kernel_index() else {
-            return Err(Error::GraphArgument {
+            return Err(Error::from(crate::error::GraphArgument {
                 reason: "no kernel was launched through this capture (a fork's launches \
                          are the fork's own), or its last launch was empty and recorded \
                          nothing"
                     .to_owned(),
-            });
+            }));
         };
         let status = self
             .state()
             .with_kernel(index, |k| (k.kernel, k.updatable()));
         let Some((kernel, updatable)) = status else {
-            return Err(Error::GraphArgument {
+            return Err(Error::from(crate::error::GraphArgument {
                 reason: "the capture lost track of its last kernel".to_owned(),
-            });
+            }));
         };
         if !updatable {
-            return Err(Error::GraphArgument {
+            return Err(Error::from(crate::error::GraphArgument {
                 reason: format!(
                     "the node or the arguments of kernel `{}` are not known (a kernel made \
                      without `#[kernel]`'s description of its parameters), so its \
                      arguments cannot be changed",
                     kernel.name()
                 ),
-            });
+            }));
         }
         Ok(KernelNode {
             graph: self.state().id(),
@@ -215,13 +215,13 @@ impl KernelNode {
                     ..
                 } if declared == name => {
                     if type_id != TypeId::of::<T>() {
-                        return Err(Error::GraphArgument {
+                        return Err(Error::from(crate::error::GraphArgument {
                             reason: format!(
                                 "parameter `{name}` of kernel `{kernel}` is a `{type_name}`, not \
                                  a `{}`",
                                 std::any::type_name::<T>()
                             ),
-                        });
+                        }));
                     }
                     return Ok(ScalarParam {
                         graph: self.graph,
@@ -233,12 +233,12 @@ impl KernelNode {
                     });
                 }
                 KernelParam::Slice { name: declared } if declared == name => {
-                    return Err(Error::GraphArgument {
+                    return Err(Error::from(crate::error::GraphArgument {
                         reason: format!(
                             "parameter `{name}` of kernel `{kernel}` is device memory, not a \
                              scalar: a graph's memory is fixed when it is captured"
                         ),
-                    });
+                    }));
                 }
                 _ => slot += param.cuda_count(),
             }
@@ -254,7 +254,7 @@ impl KernelNode {
                 KernelParam::Slice { .. } => None,
             })
             .collect();
-        Err(Error::GraphArgument {
+        Err(Error::from(crate::error::GraphArgument {
             reason: format!(
                 "kernel `{kernel}` has no parameter `{name}`; its scalar parameters are: {}",
                 if scalars.is_empty() {
@@ -263,7 +263,7 @@ impl KernelNode {
                     scalars.join(", ")
                 }
             ),
-        })
+        }))
     }
 }
 
@@ -306,18 +306,20 @@ impl<H> Graph<H> {
     /// See [`Capture::last_kernel`] for an example.
     pub fn set_scalar<T: DeviceRepr>(&mut self, param: ScalarParam<T>, value: T) -> Result<()> {
         if param.graph != self.id {
-            return Err(Error::GraphArgument {
+            return Err(Error::from(crate::error::GraphArgument {
                 reason: format!(
                     "the handle to parameter `{}` of kernel `{}` belongs to another graph",
                     param.name, param.kernel
                 ),
-            });
+            }));
         }
-        let refused = |what: &str| Error::GraphArgument {
-            reason: format!(
-                "parameter `{}` of kernel `{}`: {what}",
-                param.name, param.kernel
-            ),
+        let refused = |what: &str| {
+            Error::from(crate::error::GraphArgument {
+                reason: format!(
+                    "parameter `{}` of kernel `{}`: {what}",
+                    param.name, param.kernel
+                ),
+            })
         };
         let record = self
             .kernels

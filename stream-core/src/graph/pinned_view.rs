@@ -105,11 +105,11 @@ fn bounds(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)> 
     };
     match (start, end) {
         (Some(start), Some(end)) if start <= end && end <= len => Ok((start, end)),
-        (start, end) => Err(Error::OutOfRange {
+        (start, end) => Err(Error::from(crate::error::OutOfRange {
             start: start.unwrap_or(usize::MAX),
             end: end.unwrap_or(usize::MAX),
             len,
-        }),
+        })),
     }
 }
 

@@ -46,18 +46,18 @@ impl<H: Hold> Graph<H> {
         E: From<Error>,
     {
         if self.allocations > 0 {
-            return Err(E::from(Error::GraphUpdate {
+            return Err(E::from(Error::from(crate::error::GraphUpdate {
                 reason: format!(
                     "the graph makes {} allocation(s) of its own in each replay, and a new \
                      capture's allocations would be other memory",
                     self.allocations
                 ),
-            }));
+            })));
         }
         let state = CaptureState::new(self.id);
         let (mut graph, out) = record(&self.device, &mut self.held, &state, f)?;
         let (kernels, allocations) = state.into_parts();
-        let refuse = |reason: String| E::from(Error::GraphUpdate { reason });
+        let refuse = |reason: String| E::from(Error::from(crate::error::GraphUpdate { reason }));
         if allocations > 0 {
             return Err(refuse(format!(
                 "the new capture makes {allocations} allocation(s) of its own, which the \

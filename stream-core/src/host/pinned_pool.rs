@@ -191,12 +191,12 @@ impl Block {
 
     /// The event of an armed block (an armed block without one is never idle).
     fn armed_event(&self) -> Result<&RawEvent> {
-        self.event.as_ref().ok_or(Error::Driver {
+        self.event.as_ref().ok_or(Error::from(crate::error::Driver {
             call: "cuEventRecord",
             code: sys::CUresult::CUDA_ERROR_INVALID_HANDLE as u32,
             name: "CUDA_ERROR_INVALID_HANDLE".to_owned(),
             description: "a staging block's event was never created".to_owned(),
-        })
+        }))
     }
 
     /// Blocks until no DMA may still use the block. `context` is the pool's.

@@ -63,9 +63,11 @@ fn registered(
 /// `context`'s device's primary context (retained) when `context` is that context
 /// (checked by handle), else the [`Error::CudarcConversion`] that says why not.
 fn check_primary(context: &CudaContext) -> Result<Arc<PrimaryContext>> {
-    let refuse = |reason| Error::CudarcConversion {
-        what: "CudaContext",
-        reason,
+    let refuse = |reason| {
+        Error::from(crate::error::CudarcConversion {
+            what: "CudaContext",
+            reason,
+        })
     };
     let device = DeviceId::get(context.ordinal())?;
     if device.raw() != context.cu_device() {
@@ -153,10 +155,10 @@ impl Device {
         let made = CudaContext::new(self.ordinal()).call("CudaContext::new")?;
         let (_again, same) = bind_if_same(&self.inner.context, made.cu_ctx())?;
         if !same {
-            return Err(Error::CudarcConversion {
+            return Err(Error::from(crate::error::CudarcConversion {
                 what: "CudaContext",
                 reason: NOT_PRIMARY,
-            });
+            }));
         }
         // Another thread may have set one meanwhile: then `made` is dropped, bound.
         let context = Arc::clone(held.0.get_or_init(|| made));
@@ -202,9 +204,11 @@ impl Stream {
     /// # drop(data); Ok(()) }
     /// ```
     pub fn from_cudarc(stream: &Arc<CudaStream>) -> Result<Stream> {
-        let refuse = |reason| Error::CudarcConversion {
-            what: "CudaStream",
-            reason,
+        let refuse = |reason| {
+            Error::from(crate::error::CudarcConversion {
+                what: "CudaStream",
+                reason,
+            })
         };
         match handle_kind(stream) {
             StreamHandle::LegacyDefault => return Err(refuse(LEGACY_STREAM)),

@@ -113,7 +113,7 @@ fn leaked<T>(error: Error) -> FromCudarcError<T> {
 
 /// `Error::CudarcConversion` about a `what` with `reason`.
 fn cannot(what: &'static str, reason: &'static str) -> Error {
-    Error::CudarcConversion { what, reason }
+    Error::from(crate::error::CudarcConversion { what, reason })
 }
 
 impl<T: DeviceRepr> DeviceVec<T> {

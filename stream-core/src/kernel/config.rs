@@ -84,13 +84,13 @@ impl LaunchConfig {
     #[inline]
     pub(crate) fn check_device(&self, kernel: &'static str, device: &DeviceLimits) -> Result<()> {
         let invalid = |what, value: u64, limit, source_of_limit| {
-            Err(Error::InvalidLaunch {
+            Err(Error::from(crate::error::InvalidLaunch {
                 kernel,
                 what,
                 value,
                 limit,
                 source_of_limit,
-            })
+            }))
         };
         let (bx, by, bz) = self.block;
         for (what, v, max, src) in [
@@ -172,26 +172,26 @@ impl LaunchConfig {
     ) -> Result<()> {
         let threads = threads(self.block);
         if threads > loaded.function.max_threads_per_block.into() {
-            return Err(Error::InvalidLaunch {
+            return Err(Error::from(crate::error::InvalidLaunch {
                 kernel,
                 what: "threads per block",
                 value: threads,
                 limit: LaunchLimit::AtMost(loaded.function.max_threads_per_block.into()),
                 source_of_limit: "this kernel's registers \
                                   (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)",
-            });
+            }));
         }
         let shared =
             u64::from(self.shared_mem_bytes) + u64::from(loaded.function.static_shared_bytes);
         if shared > device.max_shared_per_block_optin.into() {
-            return Err(Error::InvalidLaunch {
+            return Err(Error::from(crate::error::InvalidLaunch {
                 kernel,
                 what: "shared memory per block (dynamic + static)",
                 value: shared,
                 limit: LaunchLimit::AtMost(device.max_shared_per_block_optin.into()),
                 source_of_limit:
                     "the device (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)",
-            });
+            }));
         }
         Ok(())
     }

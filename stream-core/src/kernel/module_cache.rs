@@ -54,8 +54,10 @@ impl ModuleCache {
             Entry::Occupied(loaded) => loaded.into_mut(),
             Entry::Vacant(slot) => slot.insert(load_module(name, kernel.source, device)?),
         };
-        let not_found = || Error::KernelNotFound {
-            kernel: name.to_owned(),
+        let not_found = || {
+            Error::from(crate::error::KernelNotFound {
+                kernel: name.to_owned(),
+            })
         };
         let c_name = CString::new(name).map_err(|_| not_found())?;
         // Dynamic shared memory up to the device's opt-in limit is allowed once, at
@@ -79,22 +81,26 @@ impl ModuleCache {
 fn load_module(kernel: &str, source: KernelSource, device: &DeviceInner) -> Result<Module> {
     let image = match source {
         KernelSource::Cuda(text) => compile_cubin(kernel, text, device.compute_capability)?,
-        KernelSource::Ptx(text) => Image::ptx(text).ok_or_else(|| Error::KernelCompile {
-            kernel: kernel.to_owned(),
-            log: "the PTX text contains a NUL byte".to_owned(),
+        KernelSource::Ptx(text) => Image::ptx(text).ok_or_else(|| {
+            Error::from(crate::error::KernelCompile {
+                kernel: kernel.to_owned(),
+                log: "the PTX text contains a NUL byte".to_owned(),
+            })
         })?,
     };
     let bound = device.bind()?;
     match Module::load(&image, &bound) {
         Ok(module) => Ok(module),
-        Err(LoadError::Rejected(e)) if image.is_ptx() => Err(Error::KernelCompile {
-            kernel: kernel.to_owned(),
-            log: format!("the driver could not load the PTX: {e}"),
-        }),
+        Err(LoadError::Rejected(e)) if image.is_ptx() => {
+            Err(Error::from(crate::error::KernelCompile {
+                kernel: kernel.to_owned(),
+                log: format!("the driver could not load the PTX: {e}"),
+            }))
+        }
         Err(LoadError::Rejected(e) | LoadError::Driver(e)) => Err(e),
-        Err(LoadError::NotFound) => Err(Error::KernelNotFound {
+        Err(LoadError::NotFound) => Err(Error::from(crate::error::KernelNotFound {
             kernel: kernel.to_owned(),
-        }),
+        })),
     }
 }
 

@@ -91,13 +91,13 @@ impl KernelShape {
                     ("block.z", block.2, admitted.2),
                 ] {
                     if value != admitted {
-                        return Err(Error::InvalidLaunch {
+                        return Err(Error::from(crate::error::InvalidLaunch {
                             kernel,
                             what,
                             value: value.into(),
                             limit: LaunchLimit::Exactly(admitted.into()),
                             source_of_limit: declared,
-                        });
+                        }));
                     }
                 }
                 Ok(())
@@ -108,13 +108,13 @@ impl KernelShape {
             } => {
                 let value = threads(block);
                 if value > u64::from(admitted) {
-                    return Err(Error::InvalidLaunch {
+                    return Err(Error::from(crate::error::InvalidLaunch {
                         kernel,
                         what: "threads per block",
                         value,
                         limit: LaunchLimit::AtMost(admitted.into()),
                         source_of_limit: declared,
-                    });
+                    }));
                 }
                 Ok(())
             }
@@ -131,13 +131,13 @@ impl KernelShape {
             SharedRule::PerBlock { bytes, declared } => (bytes(config.block), declared),
         };
         if config.shared_mem_bytes < needed {
-            return Err(Error::InvalidLaunch {
+            return Err(Error::from(crate::error::InvalidLaunch {
                 kernel,
                 what: "dynamic shared memory (bytes)",
                 value: config.shared_mem_bytes.into(),
                 limit: LaunchLimit::AtLeast(needed.into()),
                 source_of_limit: declared,
-            });
+            }));
         }
         Ok(())
     }

@@ -96,11 +96,11 @@ impl ManagedAccess {
     pub(crate) fn on(self, device: ManagedAccess) -> Result<Self> {
         match (self, device) {
             (ManagedAccess::Concurrent, ManagedAccess::StreamAttached) => {
-                Err(Error::ManagedNeedsConcurrentAccess {
+                Err(Error::from(crate::error::ManagedNeedsConcurrentAccess {
                     what: "a ManagedVec with ManagedAccess::Concurrent",
                     instead: "allocate it with Device::alloc_managed, which picks \
                               ManagedAccess::StreamAttached on this device",
-                })
+                }))
             }
             (mode, _) => Ok(mode),
         }
@@ -120,12 +120,14 @@ impl ManagedAccess {
         match (self, shared) {
             (ManagedAccess::Concurrent, _) => Ok(None),
             (ManagedAccess::StreamAttached, false) => Ok(Some(Attach::Global)),
-            (ManagedAccess::StreamAttached, true) => Err(Error::ManagedNeedsConcurrentAccess {
-                what: "attach_managed_ref (a read-only attach, during which the host may \
+            (ManagedAccess::StreamAttached, true) => {
+                Err(Error::from(crate::error::ManagedNeedsConcurrentAccess {
+                    what: "attach_managed_ref (a read-only attach, during which the host may \
                        still read the vec)",
-                instead: "attach it with attach_managed, which keeps the host away until \
+                    instead: "attach it with attach_managed, which keeps the host away until \
                           the scope ends or prefetch_to_host hands it back",
-            }),
+                }))
+            }
         }
     }
 
@@ -144,12 +146,14 @@ impl ManagedAccess {
         match (self, whole) {
             (ManagedAccess::Concurrent, _) => Ok(ToHost::Prefetch),
             (ManagedAccess::StreamAttached, true) => Ok(ToHost::AttachToHost),
-            (ManagedAccess::StreamAttached, false) => Err(Error::ManagedNeedsConcurrentAccess {
-                what: "prefetch_to_host of part of a ManagedVec (a sub-range or a reborrow of \
+            (ManagedAccess::StreamAttached, false) => {
+                Err(Error::from(crate::error::ManagedNeedsConcurrentAccess {
+                    what: "prefetch_to_host of part of a ManagedVec (a sub-range or a reborrow of \
                        the attached view)",
-                instead: "pass the view attach_managed returned, whole and by value, or read \
+                    instead: "pass the view attach_managed returned, whole and by value, or read \
                           the vec on the host after the scope",
-            }),
+                }))
+            }
         }
     }
 

@@ -25,13 +25,13 @@ pub(crate) fn check(requested: usize, free: usize, total: usize, managed: usize)
     if requested <= available {
         Ok(())
     } else {
-        Err(Error::ManagedExceedsFreeMemory {
+        Err(Error::from(crate::error::ManagedExceedsFreeMemory {
             requested,
             free,
             managed,
             margin,
             available,
-        })
+        }))
     }
 }
 
@@ -56,13 +56,13 @@ mod tests {
         let e = check(60 * GIB + 1, free, total, 5 * GIB).unwrap_err();
         assert_eq!(
             e,
-            Error::ManagedExceedsFreeMemory {
+            Error::from(crate::error::ManagedExceedsFreeMemory {
                 requested: 60 * GIB + 1,
                 free,
                 managed: 5 * GIB,
                 margin: 5 * GIB,
                 available: 60 * GIB,
-            }
+            })
         );
         let message = e.to_string();
         for part in [

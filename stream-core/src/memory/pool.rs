@@ -272,11 +272,11 @@ impl DeviceInner {
                     .bind()
                     .and_then(|bound| crate::driver::device::memory_info(&bound))
                     .unwrap_or((0, 0));
-                Err(Error::OutOfMemory {
+                Err(Error::from(crate::error::OutOfMemory {
                     requested: bytes,
                     free,
                     total,
-                })
+                }))
             }
             Err(e) => Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }

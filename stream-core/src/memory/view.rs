@@ -47,11 +47,11 @@ impl RawSlice {
                 ptr: self.ptr + (start * std::mem::size_of::<T>()) as u64,
                 len: end - start,
             }),
-            (start, end) => Err(Error::OutOfRange {
+            (start, end) => Err(Error::from(crate::error::OutOfRange {
                 start: start.unwrap_or(usize::MAX),
                 end: end.unwrap_or(usize::MAX),
                 len: self.len,
-            }),
+            })),
         }
     }
 

@@ -37,8 +37,8 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// # fn f(stream: &Stream) -> Result<(), Error> {
     /// scope(stream, |s| {
     ///     match s.alloc::<f32>(1 << 40) {
-    ///         Err(Error::OutOfMemory { requested, free, .. }) => {
-    ///             println!("{requested} bytes do not fit; {free} are free");
+    ///         Err(Error::OutOfMemory(oom)) => {
+    ///             println!("{} bytes do not fit; {} are free", oom.requested, oom.free);
     ///         }
     ///         other => { other?; }
     ///     }

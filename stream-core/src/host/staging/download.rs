@@ -232,10 +232,10 @@ fn run(job: Job) {
     impl Drop for MarkDone {
         /// Only while unwinding (a bug): the job stopped, so it no longer writes.
         fn drop(&mut self) {
-            self.0.finish(Err(Error::Library {
+            self.0.finish(Err(Error::from(crate::error::Library {
                 call: "staged download",
                 message: "the copy-out stopped on an internal panic".to_owned(),
-            }));
+            })));
         }
     }
     let guard = MarkDone(job.handle.clone());

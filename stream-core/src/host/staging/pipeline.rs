@@ -26,11 +26,13 @@ pub(crate) trait Dma {
 /// least one chunk long).
 fn chunk_of(block: &mut [u8], len: usize) -> Result<&mut [u8]> {
     let size = block.len();
-    block.get_mut(..len).ok_or(Error::OutOfRange {
-        start: 0,
-        end: len,
-        len: size,
-    })
+    block
+        .get_mut(..len)
+        .ok_or(Error::from(crate::error::OutOfRange {
+            start: 0,
+            end: len,
+            len: size,
+        }))
 }
 
 /// Host to device, chunk by chunk through the ring (see the module docs).

@@ -77,11 +77,11 @@ impl<'p> CudaRing<'p> {
         self.blocks
             .get_mut(slot)
             .and_then(Option::as_mut)
-            .ok_or(Error::OutOfRange {
+            .ok_or(Error::from(crate::error::OutOfRange {
                 start: slot,
                 end: slot + 1,
                 len: 0,
-            })
+            }))
     }
 
     /// Checks that a DMA of `len` bytes at `offset` stays inside the device range and
@@ -91,11 +91,11 @@ impl<'p> CudaRing<'p> {
         let fits = self.block(slot)?.size() >= len;
         match end {
             Some(_) if fits => Ok(()),
-            _ => Err(Error::OutOfRange {
+            _ => Err(Error::from(crate::error::OutOfRange {
                 start: offset,
                 end: offset.saturating_add(len),
                 len: self.device_len,
-            }),
+            })),
         }
     }
 
@@ -127,11 +127,13 @@ impl Dma for CudaRing<'_> {
         // Idle (waited for above): no DMA uses it, and none is enqueued while this borrow
         // of `self` lasts.
         let size = self.block(slot)?.size();
-        self.block(slot)?.bytes_mut().ok_or(Error::OutOfRange {
-            start: slot,
-            end: slot + 1,
-            len: size,
-        })
+        self.block(slot)?
+            .bytes_mut()
+            .ok_or(Error::from(crate::error::OutOfRange {
+                start: slot,
+                end: slot + 1,
+                len: size,
+            }))
     }
 
     fn to_device(&mut self, slot: usize, offset: usize, len: usize) -> Result<()> {

@@ -1,14 +1,22 @@
 //! [`Error`]: the one error type of the library, and [`Result`].
 
+mod details;
+
 use cudarc::driver::{result::DriverError, sys};
+
+pub use details::{
+    CompletionThread, CudarcConversion, Driver, GraphArgument, GraphCaptureInvalidated,
+    GraphUpdate, InvalidLaunch, KernelCompile, KernelNotFound, LengthMismatch, Library,
+    ManagedExceedsFreeMemory, ManagedNeedsConcurrentAccess, OutOfMemory, OutOfRange, ShapeMismatch,
+};
 
 /// What went wrong, written so that the message says what happened and what to do.
 ///
 /// Every fallible operation returns it; bad input is an `Err`, never a panic.
 ///
 /// ```
-/// use stream_core::Error;
-/// let e = Error::LengthMismatch { what: "copy_to_host", source_len: 3, destination_len: 4 };
+/// use stream_core::{error::LengthMismatch, Error};
+/// let e = Error::from(LengthMismatch { what: "copy_to_host", source_len: 3, destination_len: 4 });
 /// assert_eq!(
 ///     e.to_string(),
 ///     "length mismatch in copy_to_host: the source has 3 elements but the destination has 4 (3 != 4); pass slices of equal length"
@@ -38,21 +46,10 @@ pub enum Error {
 
     /// A device allocation failed for lack of memory, even after the pool's cached memory
     /// was handed back to the driver and the allocation retried once.
-    #[error(
-        "out of GPU memory: asked for {requested} bytes while {free} of {total} bytes are free, \
-         after releasing this process's cached device memory and retrying once; drop buffers \
-         and DeviceVecs you no longer need, ask for less, or check with nvidia-smi whether \
-         another process holds the memory"
-    )]
-    OutOfMemory {
-        /// Bytes requested.
-        requested: usize,
-        /// Bytes free on the device after the retry failed (cached memory already
-        /// released).
-        free: usize,
-        /// Total bytes on the device.
-        total: usize,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`OutOfMemory`].
+    #[error("{0}")]
+    OutOfMemory(Box<OutOfMemory>),
 
     /// Page-locked host memory could not be allocated.
     #[error(
@@ -67,46 +64,22 @@ pub enum Error {
     },
 
     /// Source and destination of a copy have different lengths.
-    #[error(
-        "length mismatch in {what}: the source has {source_len} elements but the destination has \
-         {destination_len} ({source_len} != {destination_len}); pass slices of equal length"
-    )]
-    LengthMismatch {
-        /// The operation.
-        what: &'static str,
-        /// Elements in the source.
-        source_len: usize,
-        /// Elements in the destination.
-        destination_len: usize,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`LengthMismatch`].
+    #[error("{0}")]
+    LengthMismatch(Box<LengthMismatch>),
 
     /// Device memory does not have the number of elements a shape implies.
-    #[error(
-        "shape mismatch in {what}: the shape needs {expected} elements but the memory has {actual}; \
-         pass memory of exactly that many elements"
-    )]
-    ShapeMismatch {
-        /// The operation and the operand, e.g. `sgemm: a (m * k)`.
-        what: &'static str,
-        /// Elements the shape needs.
-        expected: usize,
-        /// Elements the memory has.
-        actual: usize,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`ShapeMismatch`].
+    #[error("{0}")]
+    ShapeMismatch(Box<ShapeMismatch>),
 
     /// A sub-range does not fit in the memory it was taken from.
-    #[error(
-        "range {start}..{end} is out of bounds for device memory of {len} elements; \
-         ranges must satisfy start <= end <= {len}"
-    )]
-    OutOfRange {
-        /// First element of the range.
-        start: usize,
-        /// One past the last element of the range.
-        end: usize,
-        /// Length of the memory the range was taken from.
-        len: usize,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`OutOfRange`].
+    #[error("{0}")]
+    OutOfRange(Box<OutOfRange>),
 
     /// `len * size_of::<T>()` does not fit in `usize`.
     #[error(
@@ -140,13 +113,10 @@ pub enum Error {
     StreamCapturing,
 
     /// NVRTC rejected a kernel's CUDA source.
-    #[error("kernel `{kernel}` failed to compile; fix its CUDA source. NVRTC's log:\n{log}")]
-    KernelCompile {
-        /// The kernel whose module failed.
-        kernel: String,
-        /// NVRTC's compile log.
-        log: String,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`KernelCompile`].
+    #[error("{0}")]
+    KernelCompile(Box<KernelCompile>),
 
     /// The NVRTC library (`libnvrtc`) could not be loaded.
     #[error(
@@ -156,82 +126,33 @@ pub enum Error {
     NvrtcNotFound,
 
     /// A kernel's module does not contain the kernel's name.
-    #[error(
-        "kernel `{kernel}` was not found in its module; declare it `extern \"C\" __global__` \
-         in the CUDA source, with the same name"
-    )]
-    KernelNotFound {
-        /// The kernel's name.
-        kernel: String,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`KernelNotFound`].
+    #[error("{0}")]
+    KernelNotFound(Box<KernelNotFound>),
 
     /// A launch configuration is outside what the kernel's `#[kernel]` declaration admits
     /// (its `block`, `max_threads` or `shared` argument), or outside a limit of the
     /// device or the kernel. Nothing was loaded or launched when the declaration refused
     /// it.
     ///
-    /// ```
-    /// use stream_core::{Error, LaunchLimit};
-    /// let e = Error::InvalidLaunch {
-    ///     kernel: "sum_partials_f32",
-    ///     what: "block.x",
-    ///     value: 1024,
-    ///     limit: LaunchLimit::Exactly(256),
-    ///     source_of_limit: "`#[kernel(block = 256)]` on `sum_partials_f32`",
-    /// };
-    /// assert_eq!(
-    ///     e.to_string(),
-    ///     "invalid launch of `sum_partials_f32`: block.x is 1024, but `#[kernel(block = 256)]` \
-    ///      on `sum_partials_f32` admits exactly 256; nothing was launched: pass a LaunchConfig \
-    ///      within this limit"
-    /// );
-    /// ```
-    #[error(
-        "invalid launch of `{kernel}`: {what} is {value}, but {source_of_limit} admits {limit}; \
-         nothing was launched: pass a LaunchConfig within this limit"
-    )]
-    InvalidLaunch {
-        /// The kernel (its CUDA name).
-        kernel: &'static str,
-        /// The offending part of the configuration, e.g. `block.x`, `threads per block`,
-        /// `dynamic shared memory (bytes)`.
-        what: &'static str,
-        /// The value asked for.
-        value: u64,
-        /// What the limit admits: at most, exactly or at least a number.
-        limit: LaunchLimit,
-        /// Where the limit comes from: the declaration (e.g. ``"`#[kernel(block = 256)]`
-        /// on `sum_partials_f32`"``), the device (e.g. `"the device
-        /// (CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)"`), the kernel's registers, or CUDA itself.
-        source_of_limit: &'static str,
-    },
+    /// The details are boxed, so that every `Result` stays small: see [`InvalidLaunch`].
+    #[error("{0}")]
+    InvalidLaunch(Box<InvalidLaunch>),
 
     /// A CUDA library other than the driver (cuBLAS, ...) failed.
-    #[error("{call} failed: {message}")]
-    Library {
-        /// The library function.
-        call: &'static str,
-        /// What the library reported.
-        message: String,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`Library`].
+    #[error("{0}")]
+    Library(Box<Library>),
 
     /// A CUDA driver call failed. When `code` is a kernel fault (an illegal address or
     /// instruction, a trap, a failed launch), the context is unusable from then on and
     /// the message says so.
-    #[error(
-        "CUDA driver call {call} failed with {name}: {description}; {}",
-        driver_advice(*.code)
-    )]
-    Driver {
-        /// The driver function, e.g. `cuStreamSynchronize`.
-        call: &'static str,
-        /// The driver's error code (`CUresult`).
-        code: u32,
-        /// The driver's name for it, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
-        name: String,
-        /// The driver's description of it.
-        description: String,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`Driver`].
+    #[error("{0}")]
+    Driver(Box<Driver>),
 
     /// The device cannot allocate managed (unified) memory at all.
     #[error(
@@ -246,86 +167,46 @@ pub enum Error {
     /// A managed allocation that does not fit in the device's free memory, refused
     /// before the driver was asked (see
     /// [`Device::alloc_managed`](crate::Device::alloc_managed)).
-    #[error(
-        "managed allocation of {requested} bytes refused: the device has {free} bytes free; \
-         less the {managed} bytes of managed memory this process already holds on it and a \
-         margin of {margin} bytes, {available} bytes are available. Managed memory beyond \
-         the free device memory oversubscribes the GPU, which can stall or hang it while \
-         pages migrate; ask for less, drop ManagedVecs, buffers and DeviceVecs you no longer \
-         need, or opt in to oversubscription with Device::alloc_managed_oversubscribed"
-    )]
-    ManagedExceedsFreeMemory {
-        /// Bytes requested.
-        requested: usize,
-        /// Bytes free on the device (`cuMemGetInfo`), after the pool's cached memory was
-        /// released.
-        free: usize,
-        /// Bytes of live managed allocations of this process on the device, counted as
-        /// if they were on it.
-        managed: usize,
-        /// Bytes kept free for the driver and other allocations.
-        margin: usize,
-        /// `free - managed - margin` (zero when negative).
-        available: usize,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`ManagedExceedsFreeMemory`].
+    #[error("{0}")]
+    ManagedExceedsFreeMemory(Box<ManagedExceedsFreeMemory>),
 
     /// An operation on managed memory that only a device with concurrent managed access
     /// allows.
-    #[error(
-        "{what} needs concurrent managed access, which this memory does not have: its device \
-         reports concurrentManagedAccess = 0 (or it was allocated with \
-         ManagedAccess::StreamAttached), and then the host may not touch managed memory that \
-         a running kernel may use; {instead}"
-    )]
-    ManagedNeedsConcurrentAccess {
-        /// The refused operation.
-        what: &'static str,
-        /// What to do instead.
-        instead: &'static str,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`ManagedNeedsConcurrentAccess`].
+    #[error("{0}")]
+    ManagedNeedsConcurrentAccess(Box<ManagedNeedsConcurrentAccess>),
 
     /// The thread that completes this crate's futures (see [`crate::future`]) could not
     /// be started; nothing was enqueued.
-    #[error(
-        "could not start stream_core's completion thread ({reason}); no work was enqueued: \
-         the process may have reached its thread or memory limit"
-    )]
-    CompletionThread {
-        /// What the operating system reported.
-        reason: String,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`CompletionThread`].
+    #[error("{0}")]
+    CompletionThread(Box<CompletionThread>),
 
     /// The driver invalidated a graph capture: work it cannot record reached the
     /// capture's stream (through raw handles: a wait on an event recorded outside the
     /// capture, a synchronisation of a capturing stream, ...). No graph was made.
-    #[error(
-        "the graph capture was invalidated ({cause}): work that a capture cannot record \
-         reached its stream, such as a wait on an event recorded outside the capture or a \
-         synchronisation of a capturing stream; no graph was made: capture again without it"
-    )]
-    GraphCaptureInvalidated {
-        /// What the driver reported.
-        cause: String,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`GraphCaptureInvalidated`].
+    #[error("{0}")]
+    GraphCaptureInvalidated(Box<GraphCaptureInvalidated>),
 
     /// A graph could not be updated in place; it is unchanged, and its replays run what
     /// it ran before.
-    #[error(
-        "the graph could not be updated in place: {reason}; the graph is unchanged: capture \
-         a new graph with Device::capture instead"
-    )]
-    GraphUpdate {
-        /// What differs, or what the driver refused.
-        reason: String,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`GraphUpdate`].
+    #[error("{0}")]
+    GraphUpdate(Box<GraphUpdate>),
 
     /// A kernel argument of a graph could not be named or changed as asked; nothing was
     /// changed.
-    #[error("cannot change a kernel argument of a graph: {reason}; nothing was changed")]
-    GraphArgument {
-        /// Which argument, and why.
-        reason: String,
-    },
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`GraphArgument`].
+    #[error("{0}")]
+    GraphArgument(Box<GraphArgument>),
 
     /// A [`GpuTimer`](crate::GpuTimer) was read before its time existed: its start or
     /// stop was not recorded, its stop has not completed on the GPU yet, or the stop ran
@@ -345,21 +226,9 @@ pub enum Error {
     /// types, or this crate's memory to a cudarc slice of the given stream (see
     /// [`interop`](crate::interop#cudarc)).
     ///
-    /// ```
-    /// let e = stream_core::Error::CudarcConversion {
-    ///     what: "CudaStream",
-    ///     reason: "it is the per-thread default stream",
-    /// };
-    /// assert_eq!(e.to_string(), "cannot convert cudarc's CudaStream: it is the per-thread default stream");
-    /// ```
-    #[error("cannot convert cudarc's {what}: {reason}")]
-    CudarcConversion {
-        /// What was being converted: `CudaContext`, `CudaStream`, `CudaSlice`, or
-        /// `DeviceVec` (into a `CudaSlice`).
-        what: &'static str,
-        /// Why it cannot be, and what to do instead.
-        reason: &'static str,
-    },
+    /// The details are boxed, so that every `Result` stays small: see [`CudarcConversion`].
+    #[error("{0}")]
+    CudarcConversion(Box<CudarcConversion>),
 }
 
 /// The driver's *sticky* errors: the ones the CUDA driver API documents as ending the
@@ -456,12 +325,12 @@ impl Error {
             r.map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|_| "unknown error".to_owned())
         };
-        Error::Driver {
+        Error::from(Driver {
             call,
             code: err.0 as u32,
             name: text(err.error_name()),
             description: text(err.error_string()),
-        }
+        })
     }
 
     /// `Ok` when a source of `source_len` elements and a destination of
@@ -481,18 +350,18 @@ impl Error {
         if source_len == destination_len {
             Ok(())
         } else {
-            Err(Error::LengthMismatch {
+            Err(Error::from(LengthMismatch {
                 what,
                 source_len,
                 destination_len,
-            })
+            }))
         }
     }
 
     /// The driver's `CUresult` code, if this error came from a driver call.
     pub fn driver_code(&self) -> Option<u32> {
         match self {
-            Error::Driver { code, .. } => Some(*code),
+            Error::Driver(driver) => Some(driver.code),
             _ => None,
         }
     }
@@ -502,8 +371,8 @@ impl Error {
     /// the device fails with the same error; only a new process can use the GPU again.
     ///
     /// ```
-    /// use stream_core::Error;
-    /// let e = Error::LengthMismatch { what: "copy_to_host", source_len: 3, destination_len: 4 };
+    /// use stream_core::{error::LengthMismatch, Error};
+    /// let e = Error::from(LengthMismatch { what: "copy_to_host", source_len: 3, destination_len: 4 });
     /// assert!(!e.is_sticky());
     /// ```
     pub fn is_sticky(&self) -> bool {
@@ -536,3 +405,7 @@ pub(crate) fn byte_len<T>(len: usize) -> Result<usize> {
 pub(crate) fn is_out_of_memory(err: &DriverError) -> bool {
     err.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
 }
+
+// Every hot path returns `Result<_, Error>`: keep it three words (the rare payloads are
+// boxed in their variants), so an `Ok` moves no more than the value and a tag.
+const _: () = assert!(std::mem::size_of::<Error>() <= 24);
