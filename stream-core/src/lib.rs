@@ -258,8 +258,8 @@ mod auto_traits;
 pub use device::{Device, Stream};
 pub use error::{Error, LaunchLimit, Result};
 pub use graph::{
-    Capture, CaptureLend, Enqueue, Graph, Hold, KernelNode, PinnedMemory, PinnedMemoryMut,
-    PinnedSlice, PinnedSliceMut, Recorded, ScalarParam,
+    Capture, Enqueue, Graph, Hold, KernelNode, PinnedMemory, PinnedMemoryMut, PinnedSlice,
+    PinnedSliceMut, Recorded, ScalarParam,
 };
 pub use host::{PinnedBuffer, PinnedMemoryStats};
 pub use kernel::LaunchConfig;

@@ -136,7 +136,7 @@ impl Device {
     /// [`memory_stats`](Self::memory_stats) and [`trim_memory`](Self::trim_memory)).
     pub fn memory_info(&self) -> Result<(usize, usize)> {
         let bound = self.inner.bind()?;
-        raw_device::memory_info(&bound)
+        bound.memory_info()
     }
 
     /// `(major, minor)` compute capability, e.g. `(9, 0)` for Hopper.

@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use crate::device::Device;
 use crate::driver::stream::RawStream;
+use crate::driver::stream_scratch::StreamScratch;
 use crate::error::{Error, Result};
 
 /// A non-blocking CUDA stream: work on it runs in issue order, concurrently with other
@@ -30,6 +31,9 @@ use crate::error::{Error, Result};
 pub struct Stream {
     /// Declared first: destroyed (with its context bound) before `device` may go.
     pub(crate) raw: RawStream,
+    /// Device memory kept for library workspaces ([`interop::with_stream_scratch`](crate::interop::with_stream_scratch)),
+    /// freed stream-ordered by this stream's `Drop`, before `raw` is destroyed.
+    pub(crate) scratch: StreamScratch,
     /// A stream of this crate's own, made by this stream's first async operation that
     /// rings the completion doorbell (`future/doorbell.rs`): the ring waits there for
     /// the operation's event, so that it never stalls this stream (work enqueued after a
@@ -49,8 +53,10 @@ pub struct Stream {
 
 impl Stream {
     pub(crate) fn new(device: &Device) -> Result<Self> {
+        let raw = RawStream::new(&device.inner.context)?;
         Ok(Stream {
-            raw: RawStream::new(&device.inner.context)?,
+            scratch: StreamScratch::new(&raw),
+            raw,
             ring: OnceLock::new(),
             head_of_line_bypass: AtomicBool::new(false),
             device: device.clone(),
@@ -63,6 +69,7 @@ impl Stream {
     pub(crate) fn foreign(device: Device, raw: RawStream) -> Self {
         Stream {
             handle_exposed: AtomicBool::new(true),
+            scratch: StreamScratch::new(&raw),
             raw,
             ring: OnceLock::new(),
             head_of_line_bypass: AtomicBool::new(false),
@@ -141,6 +148,14 @@ pub(crate) fn abort_unreleasable(what: &str, error: &Error) -> ! {
          stopped; DMA into host memory whose borrow would now end may still be running"
     );
     std::process::abort();
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // Stream-ordered, before `raw` (dropped after this) is destroyed.
+        let scratch = std::mem::replace(&mut self.scratch, StreamScratch::new(&self.raw));
+        scratch.release(&self.raw);
+    }
 }
 
 impl std::fmt::Debug for Stream {

@@ -230,3 +230,10 @@ impl Drop for Bound<'_> {
         }
     }
 }
+
+impl Bound<'_> {
+    /// `(free, total)` device memory of the device whose context this binds.
+    pub(crate) fn memory_info(&self) -> Result<(usize, usize)> {
+        result::mem_get_info().call("cuMemGetInfo")
+    }
+}

@@ -2,7 +2,6 @@
 
 use cudarc::driver::{result, sys};
 
-use super::context::Bound;
 use crate::error::{DriverResultExt, Error, Result};
 
 /// How many CUDA devices the driver reports: `Ok(0)` when the driver loads but sees no
@@ -68,11 +67,6 @@ impl DeviceId {
         // SAFETY: `self.0` came from `cuDeviceGet`.
         unsafe { result::device::total_mem(self.0) }.call("cuDeviceTotalMem")
     }
-}
-
-/// `(free, total)` device memory of the device whose context `_bound` binds.
-pub(crate) fn memory_info(_bound: &Bound<'_>) -> Result<(usize, usize)> {
-    result::mem_get_info().call("cuMemGetInfo")
 }
 
 /// The driver's CUDA version, e.g. `13000` for CUDA 13.0.

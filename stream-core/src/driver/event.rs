@@ -203,3 +203,29 @@ impl Drop for RawEvent {
         let _ = unsafe { result::event::destroy(self.raw) };
     }
 }
+
+// The stream side of an event, here so that `stream` need not know events.
+impl RawStream {
+    /// Makes this stream wait, on the GPU, for the work `event` captured at its last
+    /// record. The host does not block; re-recording the event later does not change
+    /// what this wait waits for.
+    #[inline]
+    pub(crate) fn wait(&self, event: &RawEvent) -> Result<()> {
+        if !event.belongs_to(self.context()) {
+            return Err(Error::driver(
+                "cuStreamWaitEvent",
+                result::DriverError(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT),
+            ));
+        }
+        // SAFETY: both handles are live: the stream is owned by `self`, and the event's
+        // context is this stream's (checked above), which `self` keeps alive.
+        unsafe {
+            result::stream::wait_event(
+                self.raw(),
+                event.raw(),
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .call("cuStreamWaitEvent")
+    }
+}

@@ -7,8 +7,6 @@ use std::sync::Arc;
 use cudarc::driver::{result, sys};
 
 use super::context::{Bound, PrimaryContext};
-use super::event::RawEvent;
-use super::stream_scratch::StreamScratch;
 use crate::error::{DriverResultExt, Error, Result};
 
 /// A non-blocking stream (it never synchronises implicitly with the legacy default
@@ -27,9 +25,6 @@ use crate::error::{DriverResultExt, Error, Result};
 pub(crate) struct RawStream {
     raw: sys::CUstream,
     context: Arc<PrimaryContext>,
-    /// Device memory kept for library workspaces, freed stream-ordered before the
-    /// stream goes (see [`StreamScratch`]).
-    pub(super) scratch: StreamScratch,
     /// `Some` for a foreign stream: the handle's owner, dropped (with the context
     /// bound) when this value is, instead of destroying the handle.
     foreign: Option<Arc<dyn Any + Send + Sync>>,
@@ -51,7 +46,6 @@ impl RawStream {
         Ok(RawStream {
             raw,
             context: Arc::clone(context),
-            scratch: StreamScratch::default(),
             foreign: None,
         })
     }
@@ -72,7 +66,6 @@ impl RawStream {
         RawStream {
             raw,
             context: Arc::clone(context),
-            scratch: StreamScratch::default(),
             foreign: Some(owner),
         }
     }
@@ -159,29 +152,6 @@ impl RawStream {
         })?;
         Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
-
-    /// Makes this stream wait, on the GPU, for the work `event` captured at its last
-    /// record. The host does not block; re-recording the event later does not change
-    /// what this wait waits for.
-    #[inline]
-    pub(crate) fn wait(&self, event: &RawEvent) -> Result<()> {
-        if !event.belongs_to(&self.context) {
-            return Err(Error::driver(
-                "cuStreamWaitEvent",
-                result::DriverError(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT),
-            ));
-        }
-        // SAFETY: both handles are live: the stream is owned by `self`, and the event's
-        // context is this stream's (checked above), which `self` keeps alive.
-        unsafe {
-            result::stream::wait_event(
-                self.raw,
-                event.raw(),
-                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-            )
-        }
-        .call("cuStreamWaitEvent")
-    }
 }
 
 /// Blocks until all work enqueued so far on the stream `handle` has completed, with
@@ -201,9 +171,7 @@ pub(crate) unsafe fn synchronize_handle(
 
 impl Drop for RawStream {
     fn drop(&mut self) {
-        let scratch = std::mem::take(&mut self.scratch);
         let _bound = self.context.bind();
-        scratch.release(self);
         if let Some(owner) = self.foreign.take() {
             // Not ours to destroy: hand the owner back (inside the binding, so that an
             // owner whose drop binds its context finds it current and displaces nothing).

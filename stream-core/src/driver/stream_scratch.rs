@@ -20,8 +20,11 @@ use crate::error::{Error, Result};
 /// for more (the old block is freed stream-ordered, after every use enqueued so far),
 /// and is freed, stream-ordered, when its stream is dropped. A thread asking again while
 /// the block is lent to it (from inside its own `use_it`) gets an error, not a deadlock.
-#[derive(Default)]
 pub(crate) struct StreamScratch {
+    /// The stream this scratch belongs to: [`lend`](Self::lend) and
+    /// [`release`](Self::release) refuse any other (a live stream's handle is unique).
+    /// Its address, only compared.
+    stream: usize,
     block: Mutex<Block>,
     /// The thread the block is lent to ([`this_thread`]), 0 while it is not lent.
     lent_to: AtomicUsize,
@@ -54,8 +57,18 @@ struct Block {
     bytes: usize,
 }
 
-impl RawStream {
-    /// Runs `use_it` with this stream's scratch block, grown first to at least `bytes`
+impl StreamScratch {
+    /// An empty scratch for `stream`.
+    pub(crate) fn new(stream: &RawStream) -> Self {
+        StreamScratch {
+            stream: stream.raw() as usize,
+            block: Mutex::default(),
+            lent_to: AtomicUsize::new(0),
+        }
+    }
+
+    /// Runs `use_it` with the scratch block of `stream` (the stream that holds this
+    /// scratch), grown first to at least `bytes`
     /// with `alloc` if it is smaller (on failure, the old block is kept and the error
     /// returned). What the block is valid for, which callers' own unsafe calls rely on:
     /// work enqueued on this stream, until it completes. It stays allocated until this
@@ -64,15 +77,22 @@ impl RawStream {
     ///
     /// # Safety
     ///
-    /// `alloc(n)` returns `n` bytes allocated stream-ordered on this stream (usable by work
-    /// enqueued on it from then on), owned by nothing else.
-    pub(crate) unsafe fn with_scratch<R>(
+    /// `alloc(n)` returns `n` bytes allocated stream-ordered on
+    /// `stream` (usable by work enqueued on it from then on), owned by nothing else.
+    pub(crate) unsafe fn lend<R>(
         &self,
+        stream: &RawStream,
         bytes: usize,
         alloc: impl FnOnce(usize) -> Result<sys::CUdeviceptr>,
         use_it: impl FnOnce(sys::CUdeviceptr) -> R,
     ) -> Result<R> {
-        let scratch = &self.scratch;
+        let scratch = self;
+        if stream.raw() as usize != self.stream {
+            return Err(Error::from(crate::error::Library {
+                call: "interop::with_stream_scratch",
+                message: "the scratch of one stream was asked for with another".to_owned(),
+            }));
+        }
         let me = this_thread();
         // Only the thread holding the lock stores its own mark, so seeing it here means
         // this thread holds the lock already: locking again would never return.
@@ -91,11 +111,11 @@ impl RawStream {
             let grown = alloc(bytes)?;
             let old = std::mem::replace(&mut *block, Block { ptr: grown, bytes });
             if old.ptr != 0 {
-                // SAFETY: `old` was allocated stream-ordered on this stream (the contract
+                // SAFETY: `old` was allocated stream-ordered on `stream` (the contract
                 // of the call that made it) and is freed once: it left the block above,
                 // so no later caller gets it. It was valid only for work enqueued on
-                // this stream (see above), all of which this free is ordered after.
-                unsafe { free_async(old.ptr, self) }?;
+                // `stream` (see above), all of which this free is ordered after.
+                unsafe { free_async(old.ptr, stream) }?;
             }
         }
         Ok(use_it(block.ptr))
@@ -104,16 +124,21 @@ impl RawStream {
 
 impl StreamScratch {
     /// Frees the block, stream-ordered after all work enqueued on `stream` so far: called
-    /// by `RawStream`'s `Drop`, with the context bound, on the scratch it took out of the
-    /// stream (so no caller holds the block).
-    pub(super) fn release(self, stream: &RawStream) {
+    /// by the `Drop` of the stream that holds this scratch, before that stream is
+    /// destroyed, on the scratch it took out (so no caller holds the block). Given
+    /// another stream, it leaks the block rather than free it out of order.
+    pub(crate) fn release(self, stream: &RawStream) {
+        if stream.raw() as usize != self.stream {
+            return;
+        }
+        let _bound = stream.context().bind();
         let block = self
             .block
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner);
         if block.ptr != 0 {
             // SAFETY: allocated stream-ordered on `stream`, whose scratch this was
-            // (`with_scratch`'s contract), and freed once (the scratch is consumed); it was
+            // (`lend` and this function check the handle), and freed once (the scratch is consumed); it was
             // valid only for work enqueued on `stream`, all of it before now, so the free
             // is ordered after every use.
             let _ = unsafe { free_async(block.ptr, stream) };

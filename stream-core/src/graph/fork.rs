@@ -1,5 +1,6 @@
 //! [`Capture::fork`]: a second branch of the graph, recorded on a stream of the capture's
-//! own, with the capture's memory lent to it ([`CaptureLend`]).
+//! own, with the capture's memory lent to it through [`Lend`], as a scope lends its
+//! memory to its forks (pinned views held by the graph can be lent too).
 //!
 //! A graph has no streams, only dependencies. The fork records them the way a scope's
 //! fork orders streams: an event recorded on the capture's stream and waited for on the
@@ -16,109 +17,8 @@ use std::sync::Arc;
 
 use crate::error::Error;
 use crate::graph::Capture;
-use crate::memory::brand::Rebrand;
-use crate::memory::{DeviceBuffer, DeviceRepr, DeviceSlice, DeviceSliceMut};
-use crate::sealed;
-
-/// Memory a capture branded `'g` can lend to a [fork](Capture::fork), and the views the
-/// child receives, branded by the child's `'c`. Sealed.
-///
-/// | lent | the child receives | the parent, until the fork returns |
-/// |------|--------------------|------------------------------------|
-/// | `&buffer`, `&view`, a `DeviceSlice` | `DeviceSlice<'_, 'c, T>` | may read, not write or free |
-/// | `&mut buffer`, `&mut view`, a `DeviceSliceMut` | `DeviceSliceMut<'_, 'c, T>` | cannot touch |
-/// | `buffer` (moved) | `DeviceBuffer<'c, T>`, freed by the child | gave it away |
-/// | `&pinned`, a `PinnedSlice`, `&pinned_mut` | `PinnedSlice<'_, 'c, T>` | may read, not write |
-/// | `&mut pinned_mut`, a `PinnedSliceMut` | `PinnedSliceMut<'_, 'c, T>` | cannot touch |
-/// | `()`, or a tuple of up to six of the above | `()`, or the tuple of their views | as for each item |
-pub trait CaptureLend<'g>: sealed::Lendable {
-    /// What the child receives.
-    type Views<'c>;
-
-    /// The views, for the child branded `'c` that `permit` names.
-    #[doc(hidden)]
-    fn lend<'c>(self, permit: &ForkPermit<'g, 'c>) -> Self::Views<'c>;
-}
-
-/// What [`CaptureLend::lend`] needs: the proof that the child's work is recorded after
-/// the parent's so far and that the parent's later work will be recorded after the
-/// child's. Only [`Capture::fork`] makes one (its field is private).
-#[doc(hidden)]
-pub struct ForkPermit<'g, 'c>(pub(crate) Rebrand<'g, 'c>);
-
-impl<'g> CaptureLend<'g> for () {
-    type Views<'c> = ();
-    fn lend<'c>(self, _: &ForkPermit<'g, 'c>) -> Self::Views<'c> {}
-}
-
-/// Shared views of device memory: `&buffer`, `&view`, a `DeviceSlice` by value.
-macro_rules! lend_shared {
-    ($($ty:ty => |$m:ident, $p:ident| $view:expr),* $(,)?) => {$(
-        impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for $ty {
-            type Views<'c> = DeviceSlice<'a, 'c, T>;
-            fn lend<'c>(self, permit: &ForkPermit<'g, 'c>) -> DeviceSlice<'a, 'c, T> {
-                // Borrowed shared for `'a` (or a shared view by value): nothing writes or
-                // frees it during the fork.
-                let ($m, $p) = (self, &permit.0);
-                $view
-            }
-        }
-    )*};
-}
-lend_shared!(
-    &'a DeviceBuffer<'g, T> => |m, p| DeviceSlice::rebranded(m, p),
-    &'a DeviceSlice<'_, 'g, T> => |m, p| DeviceSlice::rebranded(m, p),
-    DeviceSlice<'a, 'g, T> => |m, p| m.into_rebranded(p),
-    &'a DeviceSliceMut<'_, 'g, T> => |m, p| DeviceSlice::rebranded(m, p),
-);
-
-/// Exclusive views of device memory: `&mut buffer`, `&mut view`, a `DeviceSliceMut` by
-/// value.
-macro_rules! lend_exclusive {
-    ($($ty:ty => |$m:ident, $p:ident| $view:expr),* $(,)?) => {$(
-        impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for $ty {
-            type Views<'c> = DeviceSliceMut<'a, 'c, T>;
-            fn lend<'c>(self, permit: &ForkPermit<'g, 'c>) -> DeviceSliceMut<'a, 'c, T> {
-                // Borrowed exclusively for `'a`: nothing else touches it during the fork.
-                let ($m, $p) = (self, &permit.0);
-                $view
-            }
-        }
-    )*};
-}
-lend_exclusive!(
-    &'a mut DeviceBuffer<'g, T> => |m, p| DeviceSliceMut::rebranded(m, p),
-    &'a mut DeviceSliceMut<'_, 'g, T> => |m, p| DeviceSliceMut::rebranded(m, p),
-    DeviceSliceMut<'a, 'g, T> => |m, p| m.into_rebranded(p),
-);
-
-/// A buffer moved into the fork: the child's from now on, freed (a free node) after the
-/// child's work.
-impl<'g, T: DeviceRepr> CaptureLend<'g> for DeviceBuffer<'g, T> {
-    type Views<'c> = DeviceBuffer<'c, T>;
-    fn lend<'c>(self, permit: &ForkPermit<'g, 'c>) -> DeviceBuffer<'c, T> {
-        self.rebranded(&permit.0)
-    }
-}
-
-macro_rules! lend_tuple {
-    ($($name:ident),+) => {
-        impl<'g, $($name: CaptureLend<'g>),+> CaptureLend<'g> for ($($name,)+) {
-            type Views<'c> = ($($name::Views<'c>,)+);
-            #[allow(non_snake_case)]
-            fn lend<'c>(self, permit: &ForkPermit<'g, 'c>) -> Self::Views<'c> {
-                let ($($name,)+) = self;
-                ($($name.lend(permit),)+)
-            }
-        }
-    };
-}
-lend_tuple!(A);
-lend_tuple!(A, B);
-lend_tuple!(A, B, C);
-lend_tuple!(A, B, C, D);
-lend_tuple!(A, B, C, D, E);
-lend_tuple!(A, B, C, D, E, F);
+use crate::memory::brand::{LendPermit, Rebrand};
+use crate::scope::Lend;
 
 impl<'g> Capture<'g> {
     /// Records `f`'s work as a branch of the graph: it depends on everything this
@@ -126,7 +26,8 @@ impl<'g> Capture<'g> {
     /// returns depends on it. What this capture records *during* the fork (through `g`,
     /// inside the closure) runs concurrently with the branch, as for a scope's
     /// [fork](crate::Scope::fork). Memory in `lent` is lent to the child for the whole
-    /// fork (see [`CaptureLend`]).
+    /// fork (see [`Lend`]: device memory as for a scope's fork, and pinned views held
+    /// by the graph, `&view` read-only and `&mut view` or a view by value exclusive).
     ///
     /// The child is a capture of its own, on a stream that belongs to the capture (no
     /// stream argument: a graph records dependencies, not streams).
@@ -153,7 +54,7 @@ impl<'g> Capture<'g> {
     /// ends, so no graph missing a dependency is ever made.
     pub fn fork<L, F, T, E>(&'g self, lent: L, f: F) -> std::result::Result<T, E>
     where
-        L: CaptureLend<'g>,
+        L: Lend<'g>,
         F: for<'c> FnOnce(&'c Capture<'c>, L::Views<'c>) -> std::result::Result<T, E>,
         E: From<Error>,
     {
@@ -178,7 +79,7 @@ impl<'g> Capture<'g> {
             // stream so far (the event above), and the join below records this capture's
             // later work after the child's before `lent`'s borrows end (they last for
             // this call); a buffer moved in is the child's from now on.
-            let permit = ForkPermit(unsafe { Rebrand::new(&stream.raw) });
+            let permit = LendPermit(unsafe { Rebrand::new(&stream.raw) });
             let views = lent.lend(&permit);
             f(&child, views)
         };

@@ -36,7 +36,6 @@ mod update;
 pub use capture::Capture;
 pub use enqueue::{launch, Enqueue};
 pub use executable::Graph;
-pub use fork::CaptureLend;
 pub use hold::Hold;
 pub use kernel_node::{KernelNode, ScalarParam};
 pub use pinned_view::{PinnedMemory, PinnedMemoryMut, PinnedSlice, PinnedSliceMut};

@@ -12,10 +12,11 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
 use crate::error::{Error, Result};
-use crate::graph::fork::{CaptureLend, ForkPermit};
 use crate::host::PinnedBuffer;
+use crate::memory::brand::LendPermit;
 use crate::memory::brand::{brand, Brand, HoldToken};
 use crate::memory::DeviceRepr;
+use crate::scope::Lend;
 use crate::sealed;
 
 /// Pinned host memory of element type [`Elem`](Self::Elem) that the graph captured under
@@ -158,7 +159,7 @@ impl<'a, 'g, T: DeviceRepr> PinnedSlice<'a, 'g, T> {
         Ok((self.narrowed(0, mid), self.narrowed(mid, self.len)))
     }
 
-    /// The same memory, for the fork branded `'c` (see [`CaptureLend`]).
+    /// The same memory, for the fork branded `'c` (see [`Lend`]).
     fn lent<'c>(self) -> PinnedSlice<'a, 'c, T> {
         PinnedSlice {
             ptr: self.ptr,
@@ -252,7 +253,7 @@ impl<'a, 'g, T: DeviceRepr> PinnedSliceMut<'a, 'g, T> {
         Ok((self.narrowed(0, mid), self.narrowed(mid, self.len)))
     }
 
-    /// The same memory, for the fork branded `'c` (see [`CaptureLend`]).
+    /// The same memory, for the fork branded `'c` (see [`Lend`]).
     fn lent<'c>(self) -> PinnedSliceMut<'a, 'c, T> {
         PinnedSliceMut {
             ptr: self.ptr,
@@ -309,17 +310,17 @@ impl<T: DeviceRepr> std::fmt::Debug for PinnedSliceMut<'_, '_, T> {
 // work; the brand changes, the memory (held by the graph) does not.
 
 impl<T: DeviceRepr> sealed::Lendable for PinnedSlice<'_, '_, T> {}
-impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for PinnedSlice<'a, 'g, T> {
+impl<'a, 'g, T: DeviceRepr> Lend<'g> for PinnedSlice<'a, 'g, T> {
     type Views<'c> = PinnedSlice<'a, 'c, T>;
-    fn lend<'c>(self, _permit: &ForkPermit<'g, 'c>) -> PinnedSlice<'a, 'c, T> {
+    fn lend<'c>(self, _permit: &LendPermit<'g, 'c>) -> PinnedSlice<'a, 'c, T> {
         self.lent()
     }
 }
 
 impl<T: DeviceRepr> sealed::Lendable for &PinnedSlice<'_, '_, T> {}
-impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for &'a PinnedSlice<'_, 'g, T> {
+impl<'a, 'g, T: DeviceRepr> Lend<'g> for &'a PinnedSlice<'_, 'g, T> {
     type Views<'c> = PinnedSlice<'a, 'c, T>;
-    fn lend<'c>(self, _permit: &ForkPermit<'g, 'c>) -> PinnedSlice<'a, 'c, T> {
+    fn lend<'c>(self, _permit: &LendPermit<'g, 'c>) -> PinnedSlice<'a, 'c, T> {
         PinnedSlice {
             ptr: self.ptr,
             len: self.len,
@@ -330,9 +331,9 @@ impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for &'a PinnedSlice<'_, 'g, T> {
 }
 
 impl<T: DeviceRepr> sealed::Lendable for &PinnedSliceMut<'_, '_, T> {}
-impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for &'a PinnedSliceMut<'_, 'g, T> {
+impl<'a, 'g, T: DeviceRepr> Lend<'g> for &'a PinnedSliceMut<'_, 'g, T> {
     type Views<'c> = PinnedSlice<'a, 'c, T>;
-    fn lend<'c>(self, _permit: &ForkPermit<'g, 'c>) -> PinnedSlice<'a, 'c, T> {
+    fn lend<'c>(self, _permit: &LendPermit<'g, 'c>) -> PinnedSlice<'a, 'c, T> {
         PinnedSlice {
             ptr: self.ptr,
             len: self.len,
@@ -343,9 +344,9 @@ impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for &'a PinnedSliceMut<'_, 'g, T> {
 }
 
 impl<T: DeviceRepr> sealed::Lendable for &mut PinnedSliceMut<'_, '_, T> {}
-impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for &'a mut PinnedSliceMut<'_, 'g, T> {
+impl<'a, 'g, T: DeviceRepr> Lend<'g> for &'a mut PinnedSliceMut<'_, 'g, T> {
     type Views<'c> = PinnedSliceMut<'a, 'c, T>;
-    fn lend<'c>(self, _permit: &ForkPermit<'g, 'c>) -> PinnedSliceMut<'a, 'c, T> {
+    fn lend<'c>(self, _permit: &LendPermit<'g, 'c>) -> PinnedSliceMut<'a, 'c, T> {
         PinnedSliceMut {
             ptr: self.ptr,
             len: self.len,
@@ -356,9 +357,9 @@ impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for &'a mut PinnedSliceMut<'_, 'g, T
 }
 
 impl<T: DeviceRepr> sealed::Lendable for PinnedSliceMut<'_, '_, T> {}
-impl<'a, 'g, T: DeviceRepr> CaptureLend<'g> for PinnedSliceMut<'a, 'g, T> {
+impl<'a, 'g, T: DeviceRepr> Lend<'g> for PinnedSliceMut<'a, 'g, T> {
     type Views<'c> = PinnedSliceMut<'a, 'c, T>;
-    fn lend<'c>(self, _permit: &ForkPermit<'g, 'c>) -> PinnedSliceMut<'a, 'c, T> {
+    fn lend<'c>(self, _permit: &LendPermit<'g, 'c>) -> PinnedSliceMut<'a, 'c, T> {
         self.lent()
     }
 }

@@ -184,9 +184,12 @@ pub fn with_stream_scratch<'s, R>(
     // SAFETY: `alloc_async` allocates `n` bytes from the device's pool stream-ordered on
     // the stream it is given, this scratch's own; the memory is owned by nothing else.
     unsafe {
-        stream
-            .raw
-            .with_scratch(bytes, |n| device.alloc_async(&stream.raw, n), use_it)
+        stream.scratch.lend(
+            &stream.raw,
+            bytes,
+            |n| device.alloc_async(&stream.raw, n),
+            use_it,
+        )
     }
     .map(Some)
 }

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cudarc::driver::sys::CUdevice_attribute;
 
 use crate::device::Device;
-use crate::driver::device::memory_info;
 use crate::driver::managed::{attach_to_streams, Attach, ManagedAllocation};
 use crate::error::{byte_len, Error, Result};
 use crate::managed::access::{HostAccess, ManagedAccess};
@@ -224,13 +223,13 @@ impl<T: DeviceRepr> ManagedVec<T> {
         }
         let inner = &device.inner;
         let bound = inner.bind()?;
-        let mut info = memory_info(&bound)?;
+        let mut info = bound.memory_info()?;
         if budget == Budget::FreeMemory {
             let managed = stats::of(inner.device).allocated_bytes;
             if budget::check(bytes, info.0, info.1, managed).is_err() {
                 // The pool's cached memory counts as used: hand it back and look again.
                 device.trim_memory(0)?;
-                info = memory_info(&bound)?;
+                info = bound.memory_info()?;
                 budget::check(bytes, info.0, info.1, managed)?;
             }
         }

@@ -270,7 +270,7 @@ impl DeviceInner {
                 self.pool.trim_to(0)?;
                 let (free, total) = self
                     .bind()
-                    .and_then(|bound| crate::driver::device::memory_info(&bound))
+                    .and_then(|bound| bound.memory_info())
                     .unwrap_or((0, 0));
                 Err(Error::from(crate::error::OutOfMemory {
                     requested: bytes,

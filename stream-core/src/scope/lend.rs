@@ -15,6 +15,11 @@ use crate::sealed;
 /// | `buffer` (moved)             | `DeviceBuffer<'c, T>`, freed by the child | gave it away         |
 /// | `()`, or a tuple of up to six of the above | `()`, or the tuple of their views | as for each item |
 ///
+/// A graph [capture](crate::Capture::fork) lends through the same trait: the same rows,
+/// and the pinned views a graph holds (`&pinned`, a [`PinnedSlice`](crate::PinnedSlice),
+/// `&pinned_mut` give a `PinnedSlice<'_, 'c, T>`; `&mut pinned_mut`, a
+/// [`PinnedSliceMut`](crate::PinnedSliceMut) a `PinnedSliceMut<'_, 'c, T>`).
+///
 /// Views of an attached [`ManagedVec`](crate::ManagedVec) are lent the same way, and stay
 /// managed in the child (`&view` gives a [`ManagedSlice`](crate::ManagedSlice), `&mut view`
 /// or the view itself a [`ManagedSliceMut`](crate::ManagedSliceMut)), so the child can
