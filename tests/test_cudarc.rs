@@ -17,17 +17,16 @@
 //! wait for the device and hold this thread up meanwhile, which once made such a check
 //! fail on an H100 although nothing of ours had waited.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use cudarc::driver::{
-    result, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr,
-    LaunchConfig as CudarcLaunch, PushKernelArg,
+    sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig as CudarcLaunch,
+    PushKernelArg,
 };
+use gpu_tests::cudarc_side::{converted, cudarc, cudarc_context, serial};
 use gpu_tests::{
-    check_eq, device, ensure, expect_err, poisoned, round_trip_in, spin_then_write, Failed, Rng,
-    TestResult,
+    check_eq, device, ensure, poisoned, round_trip_in, spin_then_write, Failed, Rng, TestResult,
 };
-use stream_core::interop::FromCudarcError;
 use stream_core::{interop, scope, Device, DeviceVec, Error, Stream};
 
 gpu_tests::test_main! {
@@ -38,8 +37,6 @@ gpu_tests::test_main! {
         a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel,
         into_cudarc_right_behind_a_long_kernel_hands_cudarc_the_kernels_result,
         a_graph_and_download_owned_read_a_converted_slice_after_its_last_kernel,
-        conversions_that_cannot_work_are_refused_and_give_the_slice_back,
-        a_capturing_cudarc_stream_is_refused_by_conversions_and_scopes,
     ],
 }
 
@@ -61,27 +58,6 @@ extern "C" __global__ void spin_then_fill_u32(unsigned long long cycles, unsigne
     for (size_t i = threadIdx.x; i < n; i += blockDim.x) y[i] = value;
 }
 "#;
-
-/// The lock that makes this file's tests run one at a time (see the file's docs).
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Turns a cudarc error into a failure naming the call.
-fn cudarc<T, E: std::fmt::Debug>(what: &str, result: Result<T, E>) -> TestResult<T> {
-    result.map_err(|e| Failed::from(format!("{what} failed: {e:?}")))
-}
-
-/// A fresh cudarc context on device 0 (its primary context) and `streams` new streams
-/// of it, as a cudarc program starts.
-fn cudarc_context(streams: usize) -> TestResult<(Arc<CudaContext>, Vec<Arc<CudaStream>>)> {
-    let ctx = cudarc("CudaContext::new(0)", CudaContext::new(0))?;
-    let streams = (0..streams)
-        .map(|_| cudarc("CudaContext::new_stream", ctx.new_stream()))
-        .collect::<TestResult<Vec<_>>>()?;
-    Ok((ctx, streams))
-}
 
 /// [`SPIN_FILL_SRC`] compiled and loaded in `ctx` with cudarc's API.
 fn spin_fill_kernel(ctx: &Arc<CudaContext>) -> TestResult<CudaFunction> {
@@ -125,35 +101,6 @@ fn fill_value(rng: &mut Rng) -> u32 {
         if value != 0 && value != <u32 as gpu_tests::Element>::POISON {
             return value;
         }
-    }
-}
-
-/// The conversion's error as a failure that says what was refused.
-fn converted<T>(
-    what: &str,
-    result: Result<DeviceVec<T>, FromCudarcError<T>>,
-) -> TestResult<DeviceVec<T>>
-where
-    T: stream_core::DeviceRepr,
-{
-    result.map_err(|e| Failed::from(format!("{what}: DeviceVec::from_cudarc failed: {e}")))
-}
-
-/// `Ok` when `error` is a `CudarcConversion` about `what` whose reason mentions `says`.
-fn check_refusal(context: &str, error: &Error, what: &str, says: &str) -> TestResult {
-    match error {
-        Error::CudarcConversion(refusal) if refusal.what == what && refusal.reason.contains(says) => {
-            let message = error.to_string();
-            ensure!(
-                message.contains(says),
-                "{context}: the message {message:?} does not say {says:?}"
-            );
-            Ok(())
-        }
-        other => Err(Failed::from(format!(
-            "{context}: expected CudarcConversion {{ what: {what:?}, reason mentioning {says:?} }}, \
-             got {other:?}"
-        ))),
     }
 }
 
@@ -426,194 +373,4 @@ fn into_cudarc_right_behind_a_long_kernel_hands_cudarc_the_kernels_result() -> T
         &vec![value; N],
         &cudarc("clone_dtoh", d.clone_dtoh(&slice))?,
     )
-}
-
-fn conversions_that_cannot_work_are_refused_and_give_the_slice_back() -> TestResult {
-    let _serial = serial();
-    let (ctx, _) = cudarc_context(1)?;
-    let dev = Device::from_cudarc(Arc::clone(&ctx))?;
-    let per_thread = ctx.per_thread_stream();
-
-    // A slice of the per-thread stream: refused, given back unchanged.
-    let slice = cudarc("alloc_zeros", per_thread.alloc_zeros::<u32>(16))?;
-    let refused = match DeviceVec::from_cudarc(slice) {
-        Ok(_) => return Err("a slice of the per-thread stream was converted".into()),
-        Err(refused) => refused,
-    };
-    check_refusal(
-        "from_cudarc of a per-thread slice",
-        refused.error(),
-        "CudaSlice",
-        "per-thread",
-    )?;
-    let slice = refused
-        .into_slice()
-        .ok_or("a refused per-thread slice was not given back")?;
-    check_eq(
-        "a refused slice given back",
-        &[0u32; 16],
-        &cudarc("clone_dtoh", per_thread.clone_dtoh(&slice))?,
-    )?;
-
-    // cudarc's default and per-thread streams are not streams of their own.
-    let err = expect_err(
-        "Stream::from_cudarc(default_stream)",
-        Stream::from_cudarc(&ctx.default_stream()),
-    )?;
-    check_refusal(
-        "Stream::from_cudarc(default_stream)",
-        &err,
-        "CudaStream",
-        "default stream",
-    )?;
-    let err = expect_err(
-        "Stream::from_cudarc(per_thread_stream)",
-        Stream::from_cudarc(&per_thread),
-    )?;
-    check_refusal(
-        "Stream::from_cudarc(per_thread_stream)",
-        &err,
-        "CudaStream",
-        "per-thread",
-    )?;
-
-    // A slice of the default stream converts (the device's context is bound around it).
-    let data: Vec<u32> = Rng::new().vec(4096);
-    let slice = cudarc("clone_htod", ctx.default_stream().clone_htod(&data))?;
-    let vec = converted(
-        "a slice of the default stream",
-        DeviceVec::from_cudarc(slice),
-    )?;
-    check_eq(
-        "to_host_vec of a default-stream slice",
-        &data,
-        &vec.to_host_vec()?,
-    )?;
-    let err = expect_err(
-        "into_cudarc(per_thread_stream)",
-        vec.into_cudarc(&per_thread),
-    )?;
-    check_refusal(
-        "into_cudarc(per_thread_stream)",
-        &err,
-        "DeviceVec",
-        "per-thread",
-    )?;
-
-    // A non-primary context, its streams and slices.
-    let other = cudarc(
-        "CudaContext::new_non_primary",
-        CudaContext::new_non_primary(0, 0),
-    )?;
-    let err = expect_err(
-        "Device::from_cudarc(non-primary)",
-        Device::from_cudarc(Arc::clone(&other)),
-    )?;
-    check_refusal(
-        "Device::from_cudarc(non-primary)",
-        &err,
-        "CudaContext",
-        "primary context",
-    )?;
-    let other_stream = cudarc("new_stream (non-primary)", other.new_stream())?;
-    let err = expect_err(
-        "Stream::from_cudarc(non-primary)",
-        Stream::from_cudarc(&other_stream),
-    )?;
-    check_refusal(
-        "Stream::from_cudarc(non-primary)",
-        &err,
-        "CudaContext",
-        "primary context",
-    )?;
-    let other_slice = cudarc(
-        "alloc_zeros (non-primary)",
-        other_stream.alloc_zeros::<u32>(8),
-    )?;
-    let refused = match DeviceVec::from_cudarc(other_slice) {
-        Ok(_) => return Err("a slice of a non-primary context was converted".into()),
-        Err(refused) => refused,
-    };
-    check_refusal(
-        "from_cudarc(non-primary slice)",
-        refused.error(),
-        "CudaContext",
-        "primary context",
-    )?;
-    ensure!(
-        refused.into_slice().is_some(),
-        "a refused slice of a non-primary context was not given back"
-    );
-    let vec = dev.upload_vec(&[1u32, 2, 3, 4])?;
-    let err = expect_err(
-        "into_cudarc(non-primary stream)",
-        vec.into_cudarc(&other_stream),
-    )?;
-    check_refusal(
-        "into_cudarc(non-primary stream)",
-        &err,
-        "DeviceVec",
-        "primary context",
-    )?;
-
-    // The device still works.
-    let stream = dev.new_stream()?;
-    let input: Vec<u32> = Rng::new().vec(1024);
-    let mut out = poisoned::<u32>(input.len());
-    scope(&stream, |s| {
-        round_trip_in(s, &input, &mut out, "after the refusals")
-    })
-}
-
-fn a_capturing_cudarc_stream_is_refused_by_conversions_and_scopes() -> TestResult {
-    let _serial = serial();
-    let (ctx, streams) = cudarc_context(1)?;
-    let a = &streams[0];
-    let _dev = Device::from_cudarc(Arc::clone(&ctx))?; // kept: later conversions find it
-    let data: Vec<u32> = Rng::new().vec(64);
-    let slice = cudarc("clone_htod", a.clone_htod(&data))?;
-    let stream = Stream::from_cudarc(a)?;
-    cudarc("synchronize", a.synchronize())?;
-    // Relaxed mode: other threads' tests may keep calling the driver meanwhile.
-    cudarc(
-        "begin_capture",
-        a.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED),
-    )?;
-    let while_capturing = DeviceVec::from_cudarc(slice);
-    let scoped = scope(&stream, |_| Ok::<_, Error>(()));
-    // Ended with the driver's own call: the (empty) graph is destroyed, never
-    // instantiated.
-    // SAFETY: `a` is a live stream whose capture began above; ending it returns the
-    // captured graph, which nothing else holds.
-    let graph = cudarc("cuStreamEndCapture", unsafe {
-        result::stream::end_capture(a.cu_stream())
-    })?;
-    if !graph.is_null() {
-        // SAFETY: the graph just returned, destroyed once.
-        cudarc("cuGraphDestroy", unsafe { result::graph::destroy(graph) })?;
-    }
-    let refused = match while_capturing {
-        Ok(_) => return Err("a slice of a capturing stream was converted".into()),
-        Err(refused) => refused,
-    };
-    ensure!(
-        *refused.error() == Error::StreamCapturing,
-        "from_cudarc of a slice whose stream is capturing: expected StreamCapturing, got {:?}",
-        refused.error()
-    );
-    ensure!(
-        scoped == Err(Error::StreamCapturing),
-        "a scope on a converted stream that cudarc is capturing: expected StreamCapturing, got \
-         {scoped:?}"
-    );
-    // After the capture both work.
-    let slice = refused
-        .into_slice()
-        .ok_or("the slice refused while capturing was not given back")?;
-    let vec = converted("the slice after the capture", DeviceVec::from_cudarc(slice))?;
-    check_eq("the slice after the capture", &data, &vec.to_host_vec()?)?;
-    let mut out = poisoned::<u32>(data.len());
-    scope(&stream, |s| {
-        round_trip_in(s, &data, &mut out, "a scope after the capture ended")
-    })
 }

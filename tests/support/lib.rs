@@ -20,11 +20,13 @@
 
 mod check;
 pub mod child;
+pub mod cudarc_side;
 mod element;
 mod float;
 mod gemm_reference;
 mod gpu;
 mod gpu_work;
+pub mod graph_kernels;
 mod harness;
 pub mod pool;
 mod rng;
