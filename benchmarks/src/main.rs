@@ -36,12 +36,10 @@ mod pageable;
 mod pipeline;
 mod raw;
 mod report;
-mod request_steps;
 mod rounds;
 mod scope_cost;
 mod serve;
 mod sgemm;
-mod sgemm_enqueue;
 mod threads;
 
 use std::sync::Arc;

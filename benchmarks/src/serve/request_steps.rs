@@ -43,11 +43,11 @@ pub fn print(env: &Env) -> Result<()> {
     let mut raw_input = RawPinned::new(elems)?;
     raw_input.as_mut_slice().fill(1.0);
     let mut raw_output = RawPinned::new(elems)?;
-    let crate::serve::Client {
+    let super::client::Client {
         input: serve_input,
         output: mut serve_output,
         ..
-    } = crate::serve::client_buffers(env, elems, false)?
+    } = super::client::client_buffers(env, elems, false)?
         .pop()
         .ok_or_else(|| crate::error::Error::msg("no client buffers"))?;
     let staged_before = stream_core::staging::staged_copy_counts();

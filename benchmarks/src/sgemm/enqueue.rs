@@ -17,12 +17,12 @@ use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas, Gemm};
 use cudarc::driver::{result, CudaSlice, CudaStream};
 use stream_core::{scope, DeviceVec, Stream};
 
+use super::square::{raw_square_sgemm, square_gemm_config};
 use crate::error::{Context, Error, Result};
 use crate::measure::{interleaved, Sampler};
 use crate::raw::{RawDeviceMem, RawStream};
 use crate::report::{Better, Report, Row, Source};
 use crate::rounds::Rounds;
-use crate::sgemm::{raw_square_sgemm, square_gemm_config};
 use crate::Env;
 
 /// Rows and columns of the square matrices.

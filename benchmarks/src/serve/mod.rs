@@ -1,0 +1,321 @@
+//! Case 9: an async server loop against the thread-per-stream design of the `threads`
+//! example, at the same load, and the cost of one asynchronous operation (issue 17).
+//!
+//! **Server loop.** `CLIENTS` clients each send requests back to back; a request is
+//! what case 5's is (upload of pinned memory, a short kernel, a download into pinned
+//! memory, the reply). The load is the same for both designs: `CLIENTS` requests in
+//! flight on `CLIENTS` streams.
+//! * **threads** (the baseline, in the `raw` column): one OS thread and one stream per
+//!   client, a scope per request (it blocks its thread until the reply has landed).
+//! * **async** (`ours`): the clients are tasks of a tokio multi-threaded runtime with
+//!   `CLIENTS / 8` worker threads; a request is one [`Stream::run_owned`] over the
+//!   client's own pinned buffers, awaited.
+//!
+//! The request sizes are 64 KiB and 1 MiB, with device memory allocated per request
+//! (stream-ordered, from the device's pool), and 1 MiB again with each client keeping
+//! its two device buffers (attached instead of allocated): `cuMemAllocAsync` costs 0.6
+//! to 50 µs of host time depending on the pool's state (see `request_steps`), which the
+//! async design's two threads feel more than sixteen.
+//!
+//! Requests per second are measured over the whole batch, and each request's latency
+//! (from its start to its reply) is kept: p50 and p99 are taken per round over every
+//! request of that round's samples. Target (issue 17): async at least 0.95x the threads
+//! design's requests/s, with 1/8 of its OS threads.
+//!
+//! **Cost per operation.** The round trip of an empty `run_owned` awaited with
+//! `mini_executor::block_on`, the smallest executor, so that the row measures this
+//! library rather than a runtime (context and capture checks, an event recorded and handed to the device's
+//! completion thread, which sleeps in the event's blocking synchronisation and wakes the
+//! waiting thread) against an empty scope (`cuStreamSynchronize` of an idle stream,
+//! which spins), and the host time of the `run_owned` call alone (what an executor thread
+//! spends to enqueue one), with 1,000 operations in flight; the host time of a whole
+//! 1 MiB request's `run_owned` call against the same work in a scope; and the
+//! head-of-line effect of the completion thread (an empty operation on an idle stream
+//! made while the thread sleeps on a long kernel's operation of another stream).
+
+mod client;
+mod costs;
+mod request_steps;
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::Instant;
+
+use stream_core::{scope, Error as CoreError, Scope, Stream};
+use tokio::runtime::Runtime;
+
+use crate::error::{Error, Result};
+use crate::measure::{interleaved, Sampler, Stats};
+use crate::report::{Better, Report, Row, Source};
+use crate::rounds::Rounds;
+use crate::Env;
+
+use client::{check_reply, client_buffers, request_work, Client, CLIENTS};
+use costs::{head_of_line, operation_cost, request_enqueue_cost};
+
+/// Worker threads of the async design: 1/8 of the threads design's.
+const EXECUTOR_THREADS: usize = CLIENTS / 8;
+
+/// The async design's worker threads: [`EXECUTOR_THREADS`], or `BENCH_SERVE_WORKERS`
+/// for a diagnosis (how the loop scales with them).
+fn executor_threads() -> usize {
+    std::env::var("BENCH_SERVE_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(EXECUTOR_THREADS)
+}
+
+/// Runs case 8.
+pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
+    if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
+        request_steps::print(env)?;
+        request_enqueue_cost(env, &mut Report::default())?;
+    }
+    let streams = (0..CLIENTS)
+        .map(|_| env.dev.new_stream())
+        .collect::<stream_core::Result<Vec<_>>>()?;
+    let streams = Arc::new(streams);
+    for (elems, keep, label) in [
+        (1usize << 14, false, "64 KiB requests"),
+        (1 << 18, false, "1 MiB requests"),
+        (
+            1 << 18,
+            true,
+            "1 MiB requests, device buffers kept per client",
+        ),
+    ] {
+        server_loop(env, rep, &streams, elems, keep, label)?;
+    }
+    operation_cost(env, rep)?;
+    if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
+        request_steps::print(env)?;
+    }
+    request_enqueue_cost(env, rep)?;
+    head_of_line(env, rep, &streams)?;
+    if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
+        request_steps::print(env)?;
+    }
+    rep.note(format!(
+        "serve: the async design runs {} executor threads (a tokio multi-threaded runtime) plus stream_core's one completion thread (no doorbell thread: no stream has the head-of-line bypass on); the threads design runs {CLIENTS}",
+        executor_threads()
+    ));
+    Ok(())
+}
+
+/// Every request's latency and the host time its closure took to enqueue the work, in
+/// seconds, one vector per sample taken (warm-up included).
+type Latencies = RefCell<Vec<Vec<Timing>>>;
+
+/// One request's times in seconds: from its start to its reply, and the closure's own
+/// host time (upload, allocation, launch and download enqueued).
+#[derive(Clone, Copy)]
+struct Timing {
+    latency: f64,
+    enqueue: f64,
+}
+
+fn server_loop(
+    env: &Env,
+    rep: &mut Report,
+    streams: &Arc<Vec<Stream>>,
+    elems: usize,
+    keep_device_buffers: bool,
+    label: &str,
+) -> Result<()> {
+    let per_client = env.cfg.pick(250, 20);
+    let total = per_client * CLIENTS;
+    let (warmup, reps) = env.cfg.pick((1, 3), (1, 2));
+    let plan = env.cfg.plan(warmup, reps);
+    let threads_state = RefCell::new(client_buffers(env, elems, keep_device_buffers)?);
+    let async_state = RefCell::new(Some(client_buffers(env, elems, keep_device_buffers)?));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(executor_threads())
+        .build()
+        .map_err(|e| Error::msg(format!("serve: cannot start the tokio runtime: {e}")))?;
+    let (threads_latency, async_latency): (Latencies, Latencies) = Default::default();
+    let stats = {
+        let mut samplers: Vec<Sampler<'_>> = vec![
+            (
+                "async",
+                Box::new(|| {
+                    let clients = async_state
+                        .borrow_mut()
+                        .take()
+                        .ok_or_else(|| Error::msg("async: the buffers were lost"))?;
+                    let (seconds, clients, latencies) =
+                        async_batch(&runtime, streams, clients, per_client)?;
+                    check_reply("async", &clients[0].output)?;
+                    *async_state.borrow_mut() = Some(clients);
+                    async_latency.borrow_mut().push(latencies);
+                    Ok(seconds)
+                }),
+            ),
+            (
+                "threads",
+                Box::new(|| {
+                    let mut clients = threads_state.borrow_mut();
+                    let (seconds, latencies) = threads_batch(streams, &mut clients, per_client)?;
+                    check_reply("threads", &clients[0].output)?;
+                    threads_latency.borrow_mut().push(latencies);
+                    Ok(seconds)
+                }),
+            ),
+        ];
+        interleaved(plan, &mut samplers)?
+    };
+    let rps: Vec<Rounds> = stats.iter().map(|s| s.map(|t| total as f64 / t)).collect();
+    let [ours, threads]: [Rounds; 2] = rps
+        .try_into()
+        .map_err(|_| Error::msg("serve: expected two results"))?;
+    let mut row = Row::new(
+        "serve",
+        format!(
+            "{label}, {CLIENTS} clients: async on {} threads (raw: {CLIENTS} threads)",
+            executor_threads()
+        ),
+        "requests/s",
+        Better::Higher,
+    );
+    (row.ours, row.raw) = (Some(ours), Some(threads));
+    rep.push(row.check_vs_raw(0.95, Source::Issue));
+    let latency = |t: &Timing| t.latency;
+    let enqueue = |t: &Timing| t.enqueue;
+    for (quantile, name, of) in [
+        (0.5, "p50 latency", &latency as &dyn Fn(&Timing) -> f64),
+        (0.99, "p99 latency", &latency),
+        (0.5, "p50 host time of the request's closure", &enqueue),
+    ] {
+        let per_round = |latencies: &Latencies| -> Result<Rounds> {
+            let samples = latencies.borrow();
+            let rounds = samples[plan.warmup..]
+                .chunks(plan.samples)
+                .map(|round| {
+                    let values = round.iter().flatten().map(of).collect();
+                    Stats::new(vec![percentile(values, quantile) * 1e6])
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Rounds::new(rounds)
+        };
+        let mut row = Row::new(
+            "serve",
+            format!("{label}: {name} (raw: threads)"),
+            "us",
+            Better::Lower,
+        );
+        (row.ours, row.raw) = (
+            Some(per_round(&async_latency)?),
+            Some(per_round(&threads_latency)?),
+        );
+        rep.push(row);
+    }
+    Ok(())
+}
+
+/// The `quantile` (0..=1) of `values` (nearest rank); NaN when empty.
+fn percentile(mut values: Vec<f64>, quantile: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((values.len() as f64 * quantile).ceil() as usize).clamp(1, values.len());
+    values[rank - 1]
+}
+
+/// One request of the async design: the client goes into the future and comes back
+/// with the reply, and the closure's host time.
+async fn async_request(
+    stream: &Stream,
+    client: Client,
+) -> std::result::Result<(Client, f64), CoreError> {
+    stream.run_owned(client, timed_request_work).await
+}
+
+/// [`request_work`], and the host seconds it took.
+fn timed_request_work<'s, 'env>(
+    s: &'s Scope<'s, 'env>,
+    client: &'env mut Client,
+) -> std::result::Result<f64, CoreError> {
+    let t = Instant::now();
+    request_work(s, client)?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// `per_client` requests from each client, all clients at once, on the runtime.
+fn async_batch(
+    runtime: &Runtime,
+    streams: &Arc<Vec<Stream>>,
+    clients: Vec<Client>,
+    per_client: usize,
+) -> Result<(f64, Vec<Client>, Vec<Timing>)> {
+    let start = Instant::now();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(c, mut client)| {
+            let streams = Arc::clone(streams);
+            runtime.spawn(async move {
+                let mut latencies = Vec::with_capacity(per_client);
+                for _ in 0..per_client {
+                    let t = Instant::now();
+                    let enqueue;
+                    (client, enqueue) = async_request(&streams[c], client).await?;
+                    latencies.push(Timing {
+                        latency: t.elapsed().as_secs_f64(),
+                        enqueue,
+                    });
+                }
+                Ok::<_, CoreError>((client, latencies))
+            })
+        })
+        .collect();
+    let mut clients = Vec::with_capacity(CLIENTS);
+    let mut latencies = Vec::with_capacity(CLIENTS * per_client);
+    for task in tasks {
+        let (client, l) = runtime
+            .block_on(task)
+            .map_err(|e| Error::msg(format!("async: a client task failed: {e}")))??;
+        clients.push(client);
+        latencies.extend(l);
+    }
+    Ok((start.elapsed().as_secs_f64(), clients, latencies))
+}
+
+/// `per_client` requests from each client, a thread and a stream per client, a scope
+/// per request.
+fn threads_batch(
+    streams: &[Stream],
+    clients: &mut [Client],
+    per_client: usize,
+) -> Result<(f64, Vec<Timing>)> {
+    let start = Instant::now();
+    let latencies = std::thread::scope(|t| {
+        let workers: Vec<_> = streams
+            .iter()
+            .zip(clients.iter_mut())
+            .map(|(stream, client)| {
+                t.spawn(move || {
+                    let mut latencies = Vec::with_capacity(per_client);
+                    for _ in 0..per_client {
+                        let t = Instant::now();
+                        let enqueue = scope(stream, |s| timed_request_work(s, client))?;
+                        latencies.push(Timing {
+                            latency: t.elapsed().as_secs_f64(),
+                            enqueue,
+                        });
+                    }
+                    Ok::<_, CoreError>(latencies)
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for w in workers {
+            let l = w
+                .join()
+                .map_err(|_| Error::msg("threads: a worker thread panicked"))??;
+            all.extend(l);
+        }
+        Ok::<_, Error>(all)
+    })?;
+    Ok((start.elapsed().as_secs_f64(), latencies))
+}

@@ -1,0 +1,231 @@
+//! Case 7: SGEMM at 4096^3 (row-major `C = A B`), GPU time of one call between two
+//! events, as GFLOP/s: the `kernels` crate's tiled kernel and cuBLAS, each through this
+//! library (`kernels::sgemm_tiled`, `kernels::Cublas`), raw calls (`cuLaunchKernel` of
+//! the same CUBIN, `cublasSgemm` on a raw stream) and cudarc's safe API
+//! (`launch_builder`, `CudaBlas` + `Gemm`). Results are checked against each other and
+//! against an f64 CPU reference at sampled entries. Then the host cost of enqueuing
+//! small cuBLAS GEMMs ([`enqueue`]).
+#![allow(unsafe_code)]
+
+mod baselines;
+mod enqueue;
+mod square;
+
+use cudarc::cublas::sys as blas_sys;
+use stream_core::{scope, DeviceVec, LaunchConfig, Stream};
+
+use crate::cuda::{self, SGEMM_SOURCE};
+use crate::error::{Context, Error, Result};
+use crate::measure::{interleaved, Sampler};
+use crate::report::{Better, Report, Row, Source};
+use crate::rounds::Rounds;
+use crate::Env;
+
+use baselines::{Cudarc, Raw};
+
+/// Runs case 7.
+pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
+    let size = env.cfg.pick(4096usize, 1024);
+    let (warmup, reps) = env.cfg.pick((2, 10), (1, 3));
+    // SAFETY: only `dlopen`s the library by its well-known names, so that a missing
+    // cuBLAS is reported rather than a panic of cudarc's lazy loader.
+    let have_cublas = unsafe { blas_sys::is_culib_present() };
+    let a = pseudo_random(size * size, 1);
+    let b = pseudo_random(size * size, 2);
+    let cubin = cuda::compile_cubin(SGEMM_SOURCE, env.dev.compute_capability())
+        .context("compiling the tiled SGEMM for the raw and cudarc baselines")?;
+
+    let mut ours = Ours::new(env, &a, &b, have_cublas)?;
+    let mut raw = Raw::new(env, &cubin, &a, &b, have_cublas)?;
+    let mut cu1 = Cudarc::new(env.cu1.clone(), &cubin, &a, &b, have_cublas)?;
+    let mut cu2 = Cudarc::new(env.cu2[0].clone(), &cubin, &a, &b, have_cublas)?;
+    let flops = 2.0 * (size as f64).powi(3);
+    let to_gflops = |s: &Rounds| s.map(|t| flops / t / 1e9);
+
+    let kinds: &[bool] = if have_cublas {
+        &[false, true]
+    } else {
+        &[false]
+    };
+    let mut medians = Vec::new();
+    for &use_blas in kinds {
+        let stats = {
+            let mut samplers: Vec<Sampler<'_>> = vec![
+                ("ours", Box::new(|| ours.sgemm(size, use_blas))),
+                ("raw", Box::new(|| raw.sgemm(size, use_blas))),
+                (
+                    "cudarc, default stream",
+                    Box::new(|| cu1.sgemm(size, use_blas)),
+                ),
+                ("cudarc, own stream", Box::new(|| cu2.sgemm(size, use_blas))),
+            ];
+            interleaved(env.cfg.plan(warmup, reps), &mut samplers)?
+        };
+        let g: Vec<Rounds> = stats.iter().map(to_gflops).collect();
+        let [o, r, c1, c2]: [Rounds; 4] = g
+            .try_into()
+            .map_err(|_| Error::msg("sgemm: expected four results"))?;
+        medians.push(o.median());
+        let what = if use_blas { "cuBLAS" } else { "tiled" };
+        let mut row = Row::new(
+            "sgemm",
+            format!("{what} SGEMM {size}^3"),
+            "GFLOP/s",
+            Better::Higher,
+        );
+        (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r), Some(c1), Some(c2));
+        rep.push(row.check_vs_raw(0.98, Source::Goal));
+
+        let results = [
+            ("ours", ours.result(use_blas)?),
+            ("raw", raw.result(use_blas)?),
+            ("cudarc, default stream", cu1.result(use_blas)?),
+            ("cudarc, own stream", cu2.result(use_blas)?),
+        ];
+        for (who, c) in &results {
+            check_against_cpu(&format!("{who} {what}"), c, &a, &b, size)?;
+        }
+        if !use_blas {
+            for (who, c) in &results[1..] {
+                if c != &results[0].1 {
+                    return Err(Error::msg(format!(
+                        "{who}: the tiled SGEMM's result differs from ours (same kernel, same inputs)"
+                    )));
+                }
+            }
+        }
+    }
+    if let [tiled, blas] = medians[..] {
+        rep.figure("sgemm", "ours: tiled / cuBLAS", 100.0 * tiled / blas, "%");
+        enqueue::run(env, rep)?;
+    } else {
+        rep.note(
+            "sgemm: cuBLAS (libcublas) could not be loaded; only the tiled kernel was measured",
+        );
+    }
+    Ok(())
+}
+
+/// Uniform values in [-0.5, 0.5) from a xorshift generator.
+pub(super) fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+/// 64 sampled entries of `c` agree with an f64 reference within a bound that covers
+/// f32 rounding of a length-`size` dot product (and TF32, should cuBLAS use it).
+pub(super) fn check_against_cpu(
+    who: &str,
+    c: &[f32],
+    a: &[f32],
+    b: &[f32],
+    size: usize,
+) -> Result<()> {
+    if c.len() != size * size {
+        return Err(Error::msg(format!(
+            "{who}: result has {} elements",
+            c.len()
+        )));
+    }
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..64 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let (i, j) = ((state as usize) % size, ((state >> 32) as usize) % size);
+        let (mut exact, mut magnitude) = (0f64, 0f64);
+        for p in 0..size {
+            let term = f64::from(a[i * size + p]) * f64::from(b[p * size + j]);
+            exact += term;
+            magnitude += term.abs();
+        }
+        let got = f64::from(c[i * size + j]);
+        if (got - exact).abs() > 1e-3 * magnitude + 1e-6 {
+            return Err(Error::msg(format!(
+                "{who}: C[{i}][{j}] is {got} but the CPU computes {exact}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The tiled kernel's launch shape (as `kernels::sgemm_tiled` launches it).
+pub(super) fn tiled_config(size: usize) -> LaunchConfig {
+    kernels::sgemm_tiled_config(size as u32, size as u32)
+}
+
+/// This library: `DeviceVec`s attached to a scope per sample.
+struct Ours<'e> {
+    stream: &'e Stream,
+    a: DeviceVec<f32>,
+    b: DeviceVec<f32>,
+    c_tiled: DeviceVec<f32>,
+    c_blas: DeviceVec<f32>,
+    blas: Option<kernels::Cublas>,
+    timer: stream_core::GpuTimer,
+}
+
+impl<'e> Ours<'e> {
+    fn new(env: &'e Env, a: &[f32], b: &[f32], have_cublas: bool) -> Result<Self> {
+        Ok(Ours {
+            stream: &env.streams[0],
+            a: env.dev.upload_vec(a)?,
+            b: env.dev.upload_vec(b)?,
+            c_tiled: env.dev.alloc_vec(a.len())?,
+            c_blas: env.dev.alloc_vec(a.len())?,
+            blas: if have_cublas {
+                Some(kernels::Cublas::new(&env.dev)?)
+            } else {
+                None
+            },
+            timer: stream_core::GpuTimer::new(&env.dev)?,
+        })
+    }
+
+    fn sgemm(&mut self, size: usize, use_blas: bool) -> Result<f64> {
+        let n = size as u32;
+        let Ours {
+            stream,
+            a,
+            b,
+            c_tiled,
+            c_blas,
+            blas,
+            timer,
+        } = self;
+        scope(stream, |s| {
+            let (da, db) = (s.attach_ref(a)?, s.attach_ref(b)?);
+            timer.start(s)?;
+            match (use_blas, blas.as_mut()) {
+                (false, _) => {
+                    let mut dc = s.attach(c_tiled)?;
+                    kernels::sgemm_tiled(s, n, n, n, 1.0, &da, &db, 0.0, &mut dc)?;
+                }
+                (true, Some(blas)) => {
+                    let mut dc = s.attach(c_blas)?;
+                    blas.sgemm(s, n, n, n, 1.0, &da, &db, 0.0, &mut dc)?;
+                }
+                (true, None) => return Err(Error::msg("cuBLAS is not loaded")),
+            }
+            timer.stop(s)?;
+            Ok::<_, Error>(())
+        })?;
+        Ok(timer.elapsed()?.as_secs_f64())
+    }
+
+    fn result(&self, use_blas: bool) -> Result<Vec<f32>> {
+        Ok(if use_blas {
+            &self.c_blas
+        } else {
+            &self.c_tiled
+        }
+        .to_host_vec()?)
+    }
+}
