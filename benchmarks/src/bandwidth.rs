@@ -12,14 +12,12 @@ use std::sync::Arc;
 use cudarc::driver::{result, sys, CudaSlice, CudaStream, PinnedHostSlice};
 use stream_core::{scope, DeviceVec, PinnedBuffer, Stream};
 
+use crate::env::{Env, MIB};
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, GpuTimer, Sampler};
+use crate::measurement::Measurement;
 use crate::raw::{RawDeviceMem, RawPinned};
 use crate::report::{Better, Report, Row, Source};
-use crate::rounds::Rounds;
-use crate::Env;
-
-const MIB: usize = 1 << 20;
+use crate::sampling::GpuTimer;
 
 /// Runs case 2.
 pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
@@ -36,34 +34,26 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         let mut cu1 = Cudarc::new(env.cu1.clone(), n)?;
         let mut cu2 = Cudarc::new(env.cu2[0].clone(), n)?;
         for up in [true, false] {
-            let stats = {
-                let mut samplers: Vec<Sampler<'_>> = vec![
-                    ("ours", Box::new(|| ours.copy(up))),
-                    ("raw", Box::new(|| raw.copy(up))),
-                    ("cudarc, default stream", Box::new(|| cu1.copy(up))),
-                    ("cudarc, own stream", Box::new(|| cu2.copy(up))),
-                ];
-                interleaved(env.cfg.plan(warmup, reps), &mut samplers)?
-            };
-            let gbs: Vec<Rounds> = stats
-                .iter()
-                .map(|s| s.map(|t| bytes as f64 / t / 1e9))
-                .collect();
             let dir = if up {
                 "host-to-device"
             } else {
                 "device-to-host"
             };
-            let mut row = Row::new(
-                "bandwidth",
-                format!("pinned {dir}, {} MiB", bytes / MIB),
-                "GB/s",
-                Better::Higher,
-            );
-            let [o, r, c1, c2]: [Rounds; 4] = gbs
-                .try_into()
-                .map_err(|_| Error::msg("bandwidth: expected four results"))?;
-            (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r), Some(c1), Some(c2));
+            let row = Measurement::new()
+                .ours("ours", || ours.copy(up))
+                .raw("raw", || raw.copy(up))
+                .cudarc1("cudarc, default stream", || cu1.copy(up))
+                .cudarc2("cudarc, own stream", || cu2.copy(up))
+                .into_row(
+                    env.cfg.plan(warmup, reps),
+                    Row::new(
+                        "bandwidth",
+                        format!("pinned {dir}, {} MiB", bytes / MIB),
+                        "GB/s",
+                        Better::Higher,
+                    ),
+                )?
+                .in_unit(|t| bytes as f64 / t / 1e9);
             rep.push(row.check_vs_raw(0.98, Source::Issue));
         }
     }

@@ -27,12 +27,12 @@ use cudarc::driver::{result, sys};
 use stream_core::{scope, DeviceVec, Graph, Stream};
 
 use crate::cuda::{self, TINY_CONFIG};
+use crate::env::Env;
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, GpuTimer, Sampler};
 use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction, RawStream};
 use crate::report::{Better, Check, Report, Row, Source};
-use crate::rounds::{per_round_ratio, Rounds};
-use crate::Env;
+use crate::sampling::{interleaved, GpuTimer, Sampler};
+use crate::sampling::{per_round_ratio, Rounds};
 
 /// Kernels per step: launched one by one, or replayed as one graph.
 pub const KERNELS: usize = 100;

@@ -20,11 +20,11 @@ use cudarc::driver::{result, sys, CudaFunction, CudaSlice, CudaStream, PushKerne
 use stream_core::{scope, DeviceVec, Stream};
 
 use crate::cuda::{self, TINY_CONFIG};
+use crate::env::Env;
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, Sampler};
+use crate::measurement::Measurement;
 use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction};
 use crate::report::{Better, Report, Row, Source};
-use crate::Env;
 
 /// Launches per enqueue sample.
 pub const BATCH: usize = 256;
@@ -49,54 +49,33 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         ("enqueue", BATCH, false, 3, enqueue_samples),
         ("sustained", sustained_launches, true, 1, sustained_samples),
     ] {
-        let (one, two) = {
-            let mut one: Vec<Sampler<'_>> = vec![
-                ("ours, 1 stream", Box::new(|| ours1.sample(launches, sync))),
-                ("raw, 1 stream", Box::new(|| raw1.sample(launches, sync))),
-                (
-                    "cudarc, default stream",
-                    Box::new(|| cu1.sample(launches, sync)),
-                ),
-                (
-                    "cudarc, own stream",
-                    Box::new(|| cu1_tracked.sample(launches, sync)),
-                ),
-            ];
-            let one = interleaved(cfg.plan(warmup, reps), &mut one)?;
-            let mut two: Vec<Sampler<'_>> = vec![
-                ("ours, 2 streams", Box::new(|| ours2.sample(launches, sync))),
-                ("raw, 2 streams", Box::new(|| raw2.sample(launches, sync))),
-                ("cudarc, 2 streams", Box::new(|| cu2.sample(launches, sync))),
-            ];
-            (one, interleaved(cfg.plan(warmup, reps), &mut two)?)
-        };
         let label = if sync {
             format!("{what}: {launches} launches + 1 sync")
         } else {
             format!("{what}: batches of {launches}")
         };
-        let mut row = Row::new(
-            "launch",
-            format!("{label}, 1 stream"),
-            "ns/launch",
-            Better::Lower,
-        );
-        let [o, r, c1, c2]: [_; 4] = one
-            .try_into()
-            .map_err(|_| Error::msg("launch: expected four results"))?;
-        (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r), Some(c1), Some(c2));
-        rep.push(row.check_vs_raw(1.03, Source::Issue));
-        let mut row = Row::new(
-            "launch",
-            format!("{label}, 2 streams"),
-            "ns/launch",
-            Better::Lower,
-        );
-        let [o, r, c2]: [_; 3] = two
-            .try_into()
-            .map_err(|_| Error::msg("launch: expected three results"))?;
-        (row.ours, row.raw, row.cudarc2) = (Some(o), Some(r), Some(c2));
-        rep.push(row.check_vs_raw(1.03, Source::Issue));
+        let plan = cfg.plan(warmup, reps);
+        let row = |streams| {
+            Row::new(
+                "launch",
+                format!("{label}, {streams}"),
+                "ns/launch",
+                Better::Lower,
+            )
+        };
+        let one = Measurement::new()
+            .ours("ours, 1 stream", || ours1.sample(launches, sync))
+            .raw("raw, 1 stream", || raw1.sample(launches, sync))
+            .cudarc1("cudarc, default stream", || cu1.sample(launches, sync))
+            .cudarc2("cudarc, own stream", || cu1_tracked.sample(launches, sync))
+            .into_row(plan, row("1 stream"))?;
+        rep.push(one.check_vs_raw(1.03, Source::Issue));
+        let two = Measurement::new()
+            .ours("ours, 2 streams", || ours2.sample(launches, sync))
+            .raw("raw, 2 streams", || raw2.sample(launches, sync))
+            .cudarc2("cudarc, 2 streams", || cu2.sample(launches, sync))
+            .into_row(plan, row("2 streams"))?;
+        rep.push(two.check_vs_raw(1.03, Source::Issue));
     }
     ours1.check()?;
     ours2.check()?;

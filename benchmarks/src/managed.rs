@@ -32,13 +32,11 @@ use stream_core::{
     PinnedBuffer, Stream,
 };
 
+use crate::env::{Env, MIB};
 use crate::error::{Error, Result};
-use crate::measure::{interleaved, Plan, Sampler, Stats};
 use crate::report::{Better, Report, Row, Source};
-use crate::rounds::Rounds;
-use crate::Env;
-
-const MIB: usize = 1 << 20;
+use crate::sampling::Rounds;
+use crate::sampling::{interleaved, Plan, Sampler, Stats};
 
 /// Issue 16: prefetched end-to-end / explicit pinned copies' end-to-end, as throughput.
 const PREFETCHED_OVER_EXPLICIT: f64 = 0.9;

@@ -36,14 +36,12 @@ use cudarc::driver::{result, sys, CudaSlice};
 use stream_core::staging::staged_copy_counts;
 use stream_core::{scope, DeviceVec};
 
+use crate::env::{Env, MIB};
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, Plan, Sampler};
 use crate::raw::{RawDeviceMem, RawPinned};
 use crate::report::{Better, Report, Row, Source};
-use crate::rounds::Rounds;
-use crate::Env;
-
-const MIB: usize = 1 << 20;
+use crate::sampling::Rounds;
+use crate::sampling::{interleaved, Plan, Sampler};
 
 /// Issue 13: staged bandwidth / pinned DMA bandwidth, median over the rounds.
 const STAGED_OVER_PINNED_MEDIAN: f64 = 0.8;

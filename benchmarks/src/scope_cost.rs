@@ -22,12 +22,12 @@ use std::time::Instant;
 use cudarc::driver::{result, sys, CudaStream};
 use stream_core::{scope, Stream};
 
+use crate::env::Env;
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, Plan, Sampler};
 use crate::raw::{order as raw_order, RawEvent, RawStream};
 use crate::report::{Better, Report, Row, Source};
-use crate::rounds::Rounds;
-use crate::Env;
+use crate::sampling::Rounds;
+use crate::sampling::{interleaved, Plan, Sampler};
 
 /// Operations per sample.
 const OPS: usize = 1000;

@@ -15,12 +15,12 @@ use cudarc::driver::{result, sys, CudaFunction, CudaStream, PinnedHostSlice, Pus
 use stream_core::{scope, PinnedBuffer, Stream};
 
 use crate::cuda::{self, work_config, work_reference};
+use crate::env::Env;
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, Sampler};
 use crate::raw::{arg, RawContext, RawFunction, RawPinned};
 use crate::report::{Better, Report, Row, Source};
-use crate::rounds::{per_round_ratio, Rounds};
-use crate::Env;
+use crate::sampling::{interleaved, Sampler};
+use crate::sampling::{per_round_ratio, Rounds};
 
 /// Threads in the threaded variant.
 const THREADS: usize = 4;

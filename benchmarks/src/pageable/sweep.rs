@@ -6,9 +6,9 @@ use stream_core::staging::{
 };
 use stream_core::{scope, DeviceVec};
 
-use super::MIB;
+use crate::env::Env;
+use crate::env::MIB;
 use crate::error::{Error, Result};
-use crate::Env;
 
 /// With `BENCH_STAGING_SWEEP` set: the staged path's bandwidth, both directions, at
 /// 64 MiB, for a grid of chunk sizes, ring depths and thread counts (printed only; used

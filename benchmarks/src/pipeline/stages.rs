@@ -4,12 +4,12 @@
 
 use cudarc::driver::{result, sys};
 
-use super::Shape;
+use super::shape::Shape;
 use crate::cuda::work_config;
+use crate::env::Env;
 use crate::error::{Context, Result};
-use crate::measure::{GpuTimer, Stats};
 use crate::raw::{self, arg, RawDeviceMem, RawEvent, RawPinned};
-use crate::Env;
+use crate::sampling::{GpuTimer, Stats};
 
 /// Stage times measured alone on one raw stream, event-timed.
 pub(super) struct Stages {

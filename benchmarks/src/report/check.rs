@@ -2,7 +2,8 @@
 //! rounds must meet one target and the worst round another (often the same), so that a
 //! lucky median cannot hide a bad round.
 
-use crate::rounds::{median, Spread};
+use super::format::fmt_ratio;
+use crate::sampling::{median, Spread};
 
 /// Which direction of a figure is good.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,11 +152,6 @@ impl Check {
             fmt_ratio(self.worst())
         )
     }
-}
-
-/// A ratio with three decimals.
-pub fn fmt_ratio(v: f64) -> String {
-    format!("{v:.3}")
 }
 
 #[cfg(test)]

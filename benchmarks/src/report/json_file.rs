@@ -7,9 +7,10 @@
 //! "min", "max", "n", "samples": [...]}, ...]}`, or `null` when it was not measured.
 
 use super::check::{Check, Outcome};
-use super::{Figure, Report, Row};
+use super::results::{Figure, Report};
+use super::row::Row;
 use crate::json::Json;
-use crate::rounds::{Rounds, Spread};
+use crate::sampling::{Rounds, Spread};
 
 /// The whole report as a JSON document.
 pub(super) fn render(report: &Report) -> String {
@@ -160,10 +161,10 @@ fn figure(f: &Figure) -> Json {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::rounds as figures;
-    use super::super::{Better, Source};
     use super::*;
-    use crate::measure::Stats;
+    use crate::report::check::{Better, Source};
+    use crate::report::test_rounds::rounds as figures;
+    use crate::sampling::Stats;
 
     #[test]
     fn json_escapes_writes_nulls_and_tags_every_round() {

@@ -7,9 +7,10 @@
 
 use std::fmt::Write as _;
 
-use super::check::fmt_ratio;
-use super::{fmt_num, Report, Row};
-use crate::rounds::Rounds;
+use super::format::{fmt_num, fmt_ratio};
+use super::results::Report;
+use super::row::Row;
+use crate::sampling::Rounds;
 
 /// The column titles.
 const HEAD: [&str; 12] = [
@@ -93,7 +94,7 @@ pub(super) fn render(report: &Report) -> String {
 fn cells(r: &Row) -> [String; 12] {
     let figure = |s: &Option<Rounds>| s.as_ref().map_or("-".to_owned(), |s| fmt_num(s.median()));
     let spread = r.ratio_spread();
-    let ratio = |pick: fn(&crate::rounds::Spread) -> f64| {
+    let ratio = |pick: fn(&crate::sampling::Spread) -> f64| {
         spread
             .as_ref()
             .map_or("-".to_owned(), |s| format!("{}x", fmt_ratio(pick(s))))
@@ -132,9 +133,9 @@ fn cells(r: &Row) -> [String; 12] {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::rounds;
-    use super::super::{Better, Check, Source};
     use super::*;
+    use crate::report::check::{Better, Check, Source};
+    use crate::report::test_rounds::rounds;
 
     #[test]
     fn table_lists_every_row_the_ratio_spread_and_the_summary() {

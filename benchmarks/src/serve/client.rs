@@ -5,8 +5,8 @@
 use stream_core::{DeviceVec, Error as CoreError, PinnedBuffer, Scope};
 
 use crate::cuda::{self, work_config, work_reference};
+use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::Env;
 
 /// Concurrent clients (and streams) of the server loop.
 pub(super) const CLIENTS: usize = 16;

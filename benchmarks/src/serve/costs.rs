@@ -11,11 +11,11 @@ use mini_executor::block_on;
 use stream_core::{scope, Error as CoreError, Stream};
 
 use crate::cuda::{self, work_config};
+use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::measure::{interleaved, Sampler};
 use crate::report::{Better, Report, Row};
-use crate::rounds::{per_round_ratio, Rounds};
-use crate::Env;
+use crate::sampling::{interleaved, Sampler};
+use crate::sampling::{per_round_ratio, Rounds};
 
 use super::client::{client_buffers, request_work, Client};
 

@@ -44,11 +44,12 @@ use std::time::Instant;
 use stream_core::{scope, Error as CoreError, Scope, Stream};
 use tokio::runtime::Runtime;
 
+use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::measure::{interleaved, Sampler, Stats};
+use crate::measurement::Measurement;
 use crate::report::{Better, Report, Row, Source};
-use crate::rounds::Rounds;
-use crate::Env;
+use crate::sampling::Rounds;
+use crate::sampling::Stats;
 
 use client::{check_reply, client_buffers, request_work, Client, CLIENTS};
 use costs::{head_of_line, operation_cost, request_enqueue_cost};
@@ -134,50 +135,39 @@ fn server_loop(
         .build()
         .map_err(|e| Error::msg(format!("serve: cannot start the tokio runtime: {e}")))?;
     let (threads_latency, async_latency): (Latencies, Latencies) = Default::default();
-    let stats = {
-        let mut samplers: Vec<Sampler<'_>> = vec![
-            (
-                "async",
-                Box::new(|| {
-                    let clients = async_state
-                        .borrow_mut()
-                        .take()
-                        .ok_or_else(|| Error::msg("async: the buffers were lost"))?;
-                    let (seconds, clients, latencies) =
-                        async_batch(&runtime, streams, clients, per_client)?;
-                    check_reply("async", &clients[0].output)?;
-                    *async_state.borrow_mut() = Some(clients);
-                    async_latency.borrow_mut().push(latencies);
-                    Ok(seconds)
-                }),
+    let row = Measurement::new()
+        .ours("async", || {
+            let clients = async_state
+                .borrow_mut()
+                .take()
+                .ok_or_else(|| Error::msg("async: the buffers were lost"))?;
+            let (seconds, clients, latencies) =
+                async_batch(&runtime, streams, clients, per_client)?;
+            check_reply("async", &clients[0].output)?;
+            *async_state.borrow_mut() = Some(clients);
+            async_latency.borrow_mut().push(latencies);
+            Ok(seconds)
+        })
+        .raw("threads", || {
+            let mut clients = threads_state.borrow_mut();
+            let (seconds, latencies) = threads_batch(streams, &mut clients, per_client)?;
+            check_reply("threads", &clients[0].output)?;
+            threads_latency.borrow_mut().push(latencies);
+            Ok(seconds)
+        })
+        .into_row(
+            plan,
+            Row::new(
+                "serve",
+                format!(
+                    "{label}, {CLIENTS} clients: async on {} threads (raw: {CLIENTS} threads)",
+                    executor_threads()
+                ),
+                "requests/s",
+                Better::Higher,
             ),
-            (
-                "threads",
-                Box::new(|| {
-                    let mut clients = threads_state.borrow_mut();
-                    let (seconds, latencies) = threads_batch(streams, &mut clients, per_client)?;
-                    check_reply("threads", &clients[0].output)?;
-                    threads_latency.borrow_mut().push(latencies);
-                    Ok(seconds)
-                }),
-            ),
-        ];
-        interleaved(plan, &mut samplers)?
-    };
-    let rps: Vec<Rounds> = stats.iter().map(|s| s.map(|t| total as f64 / t)).collect();
-    let [ours, threads]: [Rounds; 2] = rps
-        .try_into()
-        .map_err(|_| Error::msg("serve: expected two results"))?;
-    let mut row = Row::new(
-        "serve",
-        format!(
-            "{label}, {CLIENTS} clients: async on {} threads (raw: {CLIENTS} threads)",
-            executor_threads()
-        ),
-        "requests/s",
-        Better::Higher,
-    );
-    (row.ours, row.raw) = (Some(ours), Some(threads));
+        )?
+        .in_unit(|t| total as f64 / t);
     rep.push(row.check_vs_raw(0.95, Source::Issue));
     let latency = |t: &Timing| t.latency;
     let enqueue = |t: &Timing| t.enqueue;

@@ -22,9 +22,9 @@ use cudarc::driver::result;
 use stream_core::{scope, Error as CoreError, PinnedBuffer};
 
 use crate::cuda::{self, work_config};
+use crate::env::Env;
 use crate::error::{Context, Result};
 use crate::raw::{arg, RawPinned};
-use crate::Env;
 
 /// Requests per side.
 const REQUESTS: usize = 300;

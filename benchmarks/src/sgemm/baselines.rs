@@ -9,13 +9,13 @@ use cudarc::driver::{result, sys, CudaFunction, CudaSlice, CudaStream, PushKerne
 use cudarc::nvrtc::Ptx;
 
 use crate::cuda::{self};
+use crate::env::Env;
 use crate::error::{Context, Error, Result};
-use crate::measure::GpuTimer;
 use crate::raw::{arg, RawDeviceMem, RawModule};
-use crate::Env;
+use crate::sampling::GpuTimer;
 
+use super::square::tiled_config;
 use super::square::{raw_square_sgemm, square_gemm_config, RawBlas};
-use super::tiled_config;
 
 /// Raw calls: `cuLaunchKernel` of the tiled kernel, `cublasSgemm` with a handle bound to
 /// the raw stream.

@@ -18,12 +18,11 @@ use cudarc::driver::{result, CudaSlice, CudaStream};
 use stream_core::{scope, DeviceVec, Stream};
 
 use super::square::{raw_square_sgemm, square_gemm_config};
+use crate::env::Env;
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, Sampler};
+use crate::measurement::Measurement;
 use crate::raw::{RawDeviceMem, RawStream};
 use crate::report::{Better, Report, Row, Source};
-use crate::rounds::Rounds;
-use crate::Env;
 
 /// Rows and columns of the square matrices.
 const SIZE: usize = 256;
@@ -50,25 +49,20 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let mut cu1 = Cudarc::new(env.cu1.clone(), &ones)?;
     let mut cu2 = Cudarc::new(env.cu2[0].clone(), &ones)?;
 
-    let stats = {
-        let mut samplers: Vec<Sampler<'_>> = vec![
-            ("ours", Box::new(|| ours.calls())),
-            ("raw", Box::new(|| raw.calls())),
-            ("cudarc, default stream", Box::new(|| cu1.calls())),
-            ("cudarc, own stream", Box::new(|| cu2.calls())),
-        ];
-        interleaved(env.cfg.plan(warmup, reps), &mut samplers)?
-    };
-    let [o, r, c1, c2]: [Rounds; 4] = stats
-        .try_into()
-        .map_err(|_| Error::msg("sgemm enqueue: expected four results"))?;
-    let mut row = Row::new(
-        "sgemm",
-        format!("cuBLAS SGEMM {SIZE}^3: enqueue, {CALLS} calls back to back"),
-        "ns/call",
-        Better::Lower,
-    );
-    (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r), Some(c1), Some(c2));
+    let row = Measurement::new()
+        .ours("ours", || ours.calls())
+        .raw("raw", || raw.calls())
+        .cudarc1("cudarc, default stream", || cu1.calls())
+        .cudarc2("cudarc, own stream", || cu2.calls())
+        .into_row(
+            env.cfg.plan(warmup, reps),
+            Row::new(
+                "sgemm",
+                format!("cuBLAS SGEMM {SIZE}^3: enqueue, {CALLS} calls back to back"),
+                "ns/call",
+                Better::Lower,
+            ),
+        )?;
     rep.push(row.check_vs_raw(1.03, Source::Goal));
 
     // Every implementation computed ones x ones: each entry is SIZE.

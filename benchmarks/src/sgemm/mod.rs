@@ -12,14 +12,14 @@ mod enqueue;
 mod square;
 
 use cudarc::cublas::sys as blas_sys;
-use stream_core::{scope, DeviceVec, LaunchConfig, Stream};
+use stream_core::{scope, DeviceVec, Stream};
 
 use crate::cuda::{self, SGEMM_SOURCE};
+use crate::env::Env;
 use crate::error::{Context, Error, Result};
-use crate::measure::{interleaved, Sampler};
+use crate::measurement::Measurement;
 use crate::report::{Better, Report, Row, Source};
-use crate::rounds::Rounds;
-use crate::Env;
+use crate::sampling::Rounds;
 
 use baselines::{Cudarc, Raw};
 
@@ -40,7 +40,6 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let mut cu1 = Cudarc::new(env.cu1.clone(), &cubin, &a, &b, have_cublas)?;
     let mut cu2 = Cudarc::new(env.cu2[0].clone(), &cubin, &a, &b, have_cublas)?;
     let flops = 2.0 * (size as f64).powi(3);
-    let to_gflops = |s: &Rounds| s.map(|t| flops / t / 1e9);
 
     let kinds: &[bool] = if have_cublas {
         &[false, true]
@@ -49,31 +48,23 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     };
     let mut medians = Vec::new();
     for &use_blas in kinds {
-        let stats = {
-            let mut samplers: Vec<Sampler<'_>> = vec![
-                ("ours", Box::new(|| ours.sgemm(size, use_blas))),
-                ("raw", Box::new(|| raw.sgemm(size, use_blas))),
-                (
-                    "cudarc, default stream",
-                    Box::new(|| cu1.sgemm(size, use_blas)),
-                ),
-                ("cudarc, own stream", Box::new(|| cu2.sgemm(size, use_blas))),
-            ];
-            interleaved(env.cfg.plan(warmup, reps), &mut samplers)?
-        };
-        let g: Vec<Rounds> = stats.iter().map(to_gflops).collect();
-        let [o, r, c1, c2]: [Rounds; 4] = g
-            .try_into()
-            .map_err(|_| Error::msg("sgemm: expected four results"))?;
-        medians.push(o.median());
         let what = if use_blas { "cuBLAS" } else { "tiled" };
-        let mut row = Row::new(
-            "sgemm",
-            format!("{what} SGEMM {size}^3"),
-            "GFLOP/s",
-            Better::Higher,
-        );
-        (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r), Some(c1), Some(c2));
+        let row = Measurement::new()
+            .ours("ours", || ours.sgemm(size, use_blas))
+            .raw("raw", || raw.sgemm(size, use_blas))
+            .cudarc1("cudarc, default stream", || cu1.sgemm(size, use_blas))
+            .cudarc2("cudarc, own stream", || cu2.sgemm(size, use_blas))
+            .into_row(
+                env.cfg.plan(warmup, reps),
+                Row::new(
+                    "sgemm",
+                    format!("{what} SGEMM {size}^3"),
+                    "GFLOP/s",
+                    Better::Higher,
+                ),
+            )?
+            .in_unit(|t| flops / t / 1e9);
+        medians.extend(row.ours.as_ref().map(Rounds::median));
         rep.push(row.check_vs_raw(0.98, Source::Goal));
 
         let results = [
@@ -154,11 +145,6 @@ pub(super) fn check_against_cpu(
         }
     }
     Ok(())
-}
-
-/// The tiled kernel's launch shape (as `kernels::sgemm_tiled` launches it).
-pub(super) fn tiled_config(size: usize) -> LaunchConfig {
-    kernels::sgemm_tiled_config(size as u32, size as u32)
 }
 
 /// This library: `DeviceVec`s attached to a scope per sample.

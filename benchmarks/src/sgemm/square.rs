@@ -1,11 +1,13 @@
-//! The raw square SGEMM call and cudarc's configuration of it, written once for the
-//! GFLOP/s rows and the enqueue rows, and the raw cuBLAS handle they use.
+//! The square SGEMM every side runs: the tiled kernel's launch shape, the raw cuBLAS
+//! call and handle, and cudarc's configuration of it, written once for the GFLOP/s
+//! rows and the enqueue rows.
 #![allow(unsafe_code)]
 
 use cudarc::cublas::{result as blas, sys as blas_sys, GemmConfig};
 
 use crate::error::{Error, Result};
 use crate::raw::RawDeviceMem;
+use stream_core::LaunchConfig;
 
 /// Row-major `c = a b` of square `size x size` matrices through raw `cublasSgemm` on the
 /// handle's stream (as column-major `C^T = B^T A^T`: the operands swapped).
@@ -72,4 +74,9 @@ impl Drop for RawBlas {
         // SAFETY: created by `create_handle`, destroyed once; its work was synchronised.
         let _ = unsafe { blas::destroy_handle(self.0) };
     }
+}
+
+/// The tiled kernel's launch shape (as `kernels::sgemm_tiled` launches it).
+pub(super) fn tiled_config(size: usize) -> LaunchConfig {
+    kernels::sgemm_tiled_config(size as u32, size as u32)
 }

@@ -6,8 +6,8 @@
 //! taken per round, from that round's figures, so that drift between rounds cancels
 //! out of them and their spread over the rounds shows the noise of the ratio itself.
 
+use super::stats::{median, Stats};
 use crate::error::{Error, Result};
-use crate::measure::Stats;
 
 /// Every round of one implementation's measurement, in the order taken (at least one).
 #[derive(Debug, Clone)]
@@ -84,19 +84,6 @@ impl Spread {
             median: median(values),
             max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         })
-    }
-}
-
-/// The median of `values` (the mean of the middle two for an even count); NaN when
-/// there are none.
-pub fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => sorted[n / 2],
-        _ => 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]),
     }
 }
 
