@@ -27,50 +27,93 @@
 //! ```text
 //!   interop/  raw handles for other crates, a stream's scratch memory for their
 //!     |       workspaces; cudarc's context, streams and slices converted both ways
-//!     |       (4 unsafe blocks: device memory changing owner, the scratch's allocation)
 //!   future/   owned-buffer futures: Stream::run_owned, upload_owned, download_owned,
-//!     |       a completion thread per device, a doorbell for the head-of-line
-//!     |       bypass (5 unsafe: DMA of owned buffers, an owned scope, a DeviceVec of
-//!     |       a stream-ordered allocation, a host function's contract)
+//!     |       a completion thread per device, a doorbell for the head-of-line bypass
 //!   graph/    Device::capture, Graph, replay, held memory, kernel-node scalars
-//!     |       (17 unsafe: a capture's own scope and tokens, graph launches, held views)
-//!   managed/  ManagedVec: managed memory whose residency is a type (attach, prefetch,
-//!     |       advice; 10 unsafe: host access to managed memory, attachment, migration)
-//!   timing/   GpuTimer: GPU time between timing events recorded in scopes (0 unsafe)
 //!     |
-//!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off
-//!     |       (19 unsafe: DMA into borrowed host memory, launch arguments,
-//!     |        a scope's own creation, an owned scope's; one unsafe impl: `Sync`
-//!     |        for the event a scope keeps between its forks)
+//!   managed/  ManagedVec: managed memory whose residency is a type (attach, prefetch,
+//!     |       advice)
+//!   timing/   GpuTimer: GPU time between timing events recorded in scopes
+//!     |
+//!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off,
+//!     |       Lend (what a scope's or a capture's fork lends)
 //!     +-------------------+-------------------+
 //!   memory/             host/               kernel/
 //!   device memory:      pinned buffers,     declarations, launch shapes,
 //!   brand, views,       the pinned pool,    configurations, the module
 //!   DeviceBuffer,       staged copies       cache
-//!   DeviceVec, pool     (19 unsafe)         (1 unsafe)
-//!   (9 unsafe)            |                   |
+//!   DeviceVec, pool
 //!     +-------------------+-------------------+
-//!   device/   Device, Stream, events that order streams (0 unsafe)
+//!   device/   Device, Stream, events that order streams
 //!     |
 //!   driver/   the only code that calls cudarc's `result`/`sys`: RAII handles and
-//!             raw operations as `unsafe fn` (81 unsafe blocks)
+//!             raw operations as `unsafe fn`
 //! ```
 //!
 //! Each folder uses only the ones below it (`host/` and `kernel/` also use `memory/`'s
-//! element types, `scope/` all four, `managed/` and `graph/` everything below them), and `error`
-//! (the one [`Error`] type). [`interop`] sits on top: raw handles for other crates, a
-//! stream's scratch memory for their workspaces, and the conversions from and to
-//! cudarc's context, streams and slices (4 unsafe blocks: device memory changing owner,
-//! and the scratch's allocation). Outside `driver/`, every `unsafe` block's proof is
-//! about memory: host memory a DMA uses, device memory a kernel or copy uses, or the
-//! scope that makes both safe. The macros (`#[gpu_scope]`, `#[kernel]`) generate calls
-//! into [`scope`] and the launch entry, and
-//! [`#[derive(DeviceRepr)]`](derive@DeviceRepr) makes a `#[repr(C)]` struct an element
-//! type; [`interop`] gives raw handles to other crates and converts cudarc's values
-//! ([`docs::coming_from_cudarc`] is the porting guide), [`staging`] tunes staged copies,
-//! [`GpuTimer`] measures GPU time between two points of scopes' streams, and [`future`]
-//! runs scopes and copies as futures that own their buffers, on any executor, without
-//! blocking its threads.
+//! element types, `scope/` all four, `managed/` and `graph/` everything below them), and
+//! `error/` (the one [`Error`] type, below everything). Inside `driver/` too, each file
+//! uses only the files below it: `device` (queries) under `context` (the primary
+//! context and its binding), under `stream`, under `event`, `memory` and the rest. A
+//! source test in `ui-tests` (`ui_source_invariants.rs`) checks both orders, and the
+//! table below.
+//!
+//! Outside `driver/`, every `unsafe` block's proof is about memory: host memory a DMA
+//! uses, device memory a kernel or copy uses, or the scope that makes both safe. The
+//! number of `unsafe` blocks in each folder, which the same source test keeps true (a
+//! change that adds one updates this table, and says why in its review):
+//!
+//! | folder      | unsafe blocks | what they prove |
+//! |-------------|---------------|-----------------|
+//! | `driver/`   | 85 | the driver's own rules for each raw call |
+//! | `memory/`   | 10 | byte views of element slices; `DeviceVec`'s blocking copies, its free; a buffer's stream-ordered free; an open scope's registration |
+//! | `host/`     | 19 | pinned memory as slices; staged copies' DMAs, rings, copy-out thread and streaming stores |
+//! | `kernel/`   | 1  | a module unloaded only when no kernel of it can run |
+//! | `scope/`    | 18 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
+//! | `managed/`  | 10 | host access to managed memory, attachment, migration |
+//! | `graph/`    | 17 | a capture's own scope and tokens, graph launches, held views, kernel-node arguments |
+//! | `future/`   | 4  | DMA of owned buffers, an owned scope, a `DeviceVec` of a stream-ordered allocation |
+//! | `interop/`  | 4  | device memory changing owner, the stream scratch's allocation |
+//! | `timing/`, `device/`, `error/` | 0 | |
+//!
+//! ## Where a new capability goes
+//!
+//! A capability gets a folder of its own, at the height of what it uses, and its
+//! `mod.rs` says in its first lines what the folder does and what it may use. Its raw
+//! driver or library calls go into `driver/` as RAII handles (safe methods) or as
+//! `unsafe fn` with a `# Safety` section that states only the driver's rule; the
+//! folder's own `unsafe` blocks then say only why the memory is valid (a borrow, a
+//! brand, a hold), citing the types that enforce it. Add the folder to `FOLDER_USES` in
+//! `ui-tests/tests/ui_source_invariants.rs` and to the table above.
+//!
+//! The several-GPU work is the worked example:
+//!
+//! * **Peer access and peer copies** (`peer/`): `cuCtxEnablePeerAccess`,
+//!   `cuMemPoolSetAccess` and `cuMemcpyPeerAsync` are raw calls, so they live in
+//!   `driver/peer.rs` (the pair's access as an RAII record, the copy as an `unsafe fn`
+//!   whose contract is the driver's: both ranges valid for work on the stream). `peer/`
+//!   sits beside `managed/` and `graph/`: it uses `scope/` (a fork onto another device's
+//!   stream is a scope's fork), `memory/` (views of both devices) and `device/`; its
+//!   proofs say why both ranges stay valid (the lend's borrow, the child's brand).
+//! * **NCCL collectives** (`nccl/`): cudarc's `nccl` `result` layer is called only from
+//!   `driver/nccl.rs` (a communicator as an RAII handle whose drop destroys it, each
+//!   collective an `unsafe fn` stating NCCL's rule: the buffers hold `count` elements
+//!   of the type on the communicator's device). `nccl/` sits beside `managed/`: it uses
+//!   `scope/` to enqueue on a scope's stream, `memory/` for branded send and receive
+//!   views, `device/` for ordinals. Its proofs are a download's: a receive buffer is
+//!   borrowed `&mut` until the scope's final synchronisation, which follows the
+//!   collective.
+//! * The launcher's environment (`torchrun`, Slurm, Open MPI) and the TCP exchange of
+//!   NCCL's unique id are host code with no `unsafe` at all, so they sit in `nccl/`
+//!   beside the communicator they make.
+//!
+//! The macros (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch
+//! entry, and [`#[derive(DeviceRepr)]`](derive@DeviceRepr) makes a `#[repr(C)]` struct
+//! an element type; [`interop`] gives raw handles to other crates and converts cudarc's
+//! values ([`docs::coming_from_cudarc`] is the porting guide), [`staging`] tunes staged
+//! copies, [`GpuTimer`] measures GPU time between two points of scopes' streams, and
+//! [`future`] runs scopes and copies as futures that own their buffers, on any
+//! executor, without blocking its threads.
 //!
 //! # Safety model
 //!
