@@ -32,6 +32,14 @@ pub trait PinnedView {
     fn host_raw(&self, _: Token) -> (*mut u8, usize);
 }
 
+/// Implemented only inside this crate, by the element types NCCL knows (see
+/// `nccl::NcclElement`).
+pub trait NcclType {}
+
+/// Implemented only inside this crate, by the reductions of `nccl` (see
+/// `nccl::ReduceOp`).
+pub trait NcclOp {}
+
 /// Bounds that no type satisfies: methods a graph capture has for the reader of its
 /// docs, and for the compiler's message when one is called, but that cannot be called.
 pub mod unavailable {

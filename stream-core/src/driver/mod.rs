@@ -38,6 +38,7 @@ pub(crate) mod launch;
 pub(crate) mod managed;
 pub(crate) mod memory;
 pub(crate) mod module;
+pub(crate) mod nccl;
 pub(crate) mod nvrtc;
 pub(crate) mod pinned;
 pub(crate) mod pool;

@@ -273,6 +273,65 @@ pub struct CudarcConversion {
     pub reason: &'static str,
 }
 
+/// An NCCL call failed: NCCL's code, its name and description, and NCCL's own last
+/// error message (set `NCCL_DEBUG=WARN` for more).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "NCCL call {call} failed with {name} ({code}): {description}{}; set NCCL_DEBUG=WARN \
+     for NCCL's own account, and check that every rank makes the same calls with the \
+     same counts, types and roots",
+    if last_error.is_empty() { String::new() } else { format!(" ({last_error})") }
+)]
+pub struct Nccl {
+    /// The NCCL function, e.g. `ncclAllReduce`.
+    pub call: &'static str,
+    /// NCCL's `ncclResult_t`.
+    pub code: u32,
+    /// Its name, e.g. `ncclInvalidArgument`.
+    pub name: String,
+    /// NCCL's description of the code (`ncclGetErrorString`).
+    pub description: String,
+    /// NCCL's last error message (`ncclGetLastError`), empty when it has none.
+    pub last_error: String,
+}
+
+/// The launcher's environment does not describe a world this process can join.
+///
+/// ```
+/// use stream_core::{error::LaunchEnvironment, Error};
+/// let e = Error::from(LaunchEnvironment {
+///     variable: "WORLD_SIZE".into(),
+///     problem: "is missing (RANK is set)".into(),
+/// });
+/// assert!(e.to_string().starts_with("launch environment: WORLD_SIZE is missing"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "launch environment: {variable} {problem}; start the program with torchrun \
+     (--no-python), srun or mpirun, or set RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and \
+     MASTER_PORT yourself"
+)]
+pub struct LaunchEnvironment {
+    /// The variable (or variables) at fault.
+    pub variable: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+/// The ranks of a world could not meet at rank 0's address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "rendezvous at {address} failed: {reason}; check that every rank was started with \
+     the same MASTER_ADDR and MASTER_PORT, that the port is free on rank 0's host and \
+     reachable from the others, and that no rank failed before it arrived"
+)]
+pub struct Rendezvous {
+    /// Rank 0's address, `host:port`.
+    pub address: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
 /// `From<Payload> for Error` for each boxed variant: the variant of the same name.
 macro_rules! boxed_into_error {
     ($($name:ident),* $(,)?) => {$(
@@ -286,6 +345,9 @@ macro_rules! boxed_into_error {
 }
 
 boxed_into_error!(
+    Nccl,
+    LaunchEnvironment,
+    Rendezvous,
     OutOfMemory,
     LengthMismatch,
     ShapeMismatch,

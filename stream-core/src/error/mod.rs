@@ -7,7 +7,8 @@ use cudarc::driver::{result::DriverError, sys};
 pub use details::{
     CompletionThread, CudarcConversion, Driver, GraphArgument, GraphCaptureInvalidated,
     GraphUpdate, InvalidLaunch, KernelCompile, KernelNotFound, LengthMismatch, Library,
-    ManagedExceedsFreeMemory, ManagedNeedsConcurrentAccess, OutOfMemory, OutOfRange, ShapeMismatch,
+    ManagedExceedsFreeMemory, ManagedNeedsConcurrentAccess, Nccl, OutOfMemory, OutOfRange, ShapeMismatch,
+    LaunchEnvironment, Rendezvous,
 };
 
 /// What went wrong, written so that the message says what happened and what to do.
@@ -229,6 +230,58 @@ pub enum Error {
     /// The details are boxed, so that every `Result` stays small: see [`CudarcConversion`].
     #[error("{0}")]
     CudarcConversion(Box<CudarcConversion>),
+
+    /// The NCCL library (`libnccl`) could not be loaded; no communicator was made.
+    #[error(
+        "the NCCL library (libnccl.so.2) could not be loaded; install NCCL (the \
+         nvidia-nccl-cu12 or -cu13 Python package that PyTorch uses ships it, or NVIDIA's \
+         libnccl2 package) and make it findable, e.g. through LD_LIBRARY_PATH"
+    )]
+    NcclNotFound,
+
+    /// An NCCL call failed.
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`Nccl`].
+    #[error("{0}")]
+    Nccl(Box<Nccl>),
+
+    /// A communicator that was aborted, or that reported a failure (a peer died, a
+    /// collective timed out), was used again. Nothing was enqueued.
+    #[error(
+        "the NCCL communicator cannot be used: {reason}; a failed or aborted communicator \
+         stays unusable, so make a new one (every rank must)"
+    )]
+    CommunicatorAborted {
+        /// Why it is unusable.
+        reason: &'static str,
+    },
+
+    /// A rank outside a communicator (a root, a peer) was named.
+    #[error(
+        "rank {rank} is not in the communicator, which has {size} ranks; name a rank below {size}"
+    )]
+    InvalidRank {
+        /// The rank named.
+        rank: usize,
+        /// The communicator's size.
+        size: usize,
+    },
+
+    /// The launcher's environment (`torchrun`, Slurm, Open MPI) does not describe a
+    /// world this process can join: a variable is missing, not a number, or contradicts
+    /// another.
+    ///
+    /// The details are boxed, so that every `Result` stays small: see
+    /// [`LaunchEnvironment`].
+    #[error("{0}")]
+    LaunchEnvironment(Box<LaunchEnvironment>),
+
+    /// The ranks of a world could not meet: rank 0 could not listen, another rank could
+    /// not reach it, or a rank did not arrive in time.
+    ///
+    /// The details are boxed, so that every `Result` stays small: see [`Rendezvous`].
+    #[error("{0}")]
+    Rendezvous(Box<Rendezvous>),
 }
 
 /// The driver's *sticky* errors: the ones the CUDA driver API documents as ending the

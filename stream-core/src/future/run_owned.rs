@@ -9,7 +9,7 @@ use super::completion::Inflight;
 use super::watcher::Watcher;
 use crate::device::Stream;
 use crate::error::Error;
-use crate::host::staging::download::Outstanding;
+use crate::scope::Outstanding;
 use crate::scope::owned::refuse_capturing;
 use crate::scope::Scope;
 

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::graph::hold::{Hold, HoldPermit};
 use crate::graph::kernel_node::KernelRecord;
 use crate::graph::Graph;
-use crate::host::staging::download::Outstanding;
+use crate::scope::Outstanding;
 use crate::memory::brand::HoldToken;
 use crate::memory::{
     DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr, DeviceSlice, DeviceSliceMut, DeviceVec,

@@ -2,7 +2,7 @@
 
 use crate::device::Stream;
 use crate::error::{Error, Result};
-use crate::host::staging::download::Outstanding;
+use super::outstanding::Outstanding;
 
 /// Synchronises the scope's stream when the scope ends: [`ScopeExit::finish`] on
 /// normal return, `Drop` while unwinding. It lives in `scope`'s own frame, out of the
@@ -37,12 +37,26 @@ impl<'a> ScopeExit<'a> {
     /// [`finish_in_full`](Self::finish_in_full), which synchronises again.
     #[inline]
     pub(super) fn finish(self) -> Result<()> {
+        if self.outstanding.is_watched() {
+            return self.finish_watched();
+        }
         if !self.stream.raw.synchronized_at_once() {
             return self.finish_in_full();
         }
         let copied = self.outstanding.wait_all();
         std::mem::forget(self);
         copied
+    }
+
+    /// [`finish`](Self::finish) of a scope whose stream carries watched work (NCCL
+    /// collectives): waits until the stream is idle or a watch gives up (it has then
+    /// aborted the work, so the stream can drain), then synchronises as usual and
+    /// reports the watch's error first.
+    #[cold]
+    #[inline(never)]
+    fn finish_watched(self) -> Result<()> {
+        let watched = self.outstanding.wait_watched(self.stream);
+        watched.and(self.finish_in_full())
     }
 
     /// [`finish`](Self::finish) when the direct synchronisation did not succeed.
@@ -60,7 +74,12 @@ impl<'a> ScopeExit<'a> {
 
 impl Drop for ScopeExit<'_> {
     /// Runs only while unwinding out of the closure (the normal path forgets `self`).
+    /// Watched work is bounded first, as on the normal path, so that unwinding past a
+    /// collective whose peer died does not hang.
     fn drop(&mut self) {
+        if self.outstanding.is_watched() {
+            let _ = self.outstanding.wait_watched(self.stream);
+        }
         if let Err(e) = self.stream.synchronize() {
             abort_unwinding("a scope is unwinding from a panic", &e);
         }

@@ -21,6 +21,7 @@ mod fork;
 mod hand_off;
 mod launch;
 mod lend;
+mod outstanding;
 pub(crate) mod owned;
 mod pending;
 mod transfer;
@@ -28,12 +29,12 @@ mod transfer;
 pub use launch::{arg, launch};
 pub use lend::Lend;
 pub use pending::Pending;
+pub(crate) use outstanding::{Outstanding, StreamWatch};
 
 use std::cell::Cell;
 
 use crate::device::{Device, Event, Stream};
 use crate::error::Error;
-use crate::host::staging::download::Outstanding;
 use crate::memory::brand::ScopeToken;
 use crate::memory::LazyOpenScope;
 use exit::ScopeExit;

@@ -12,7 +12,7 @@
 
 use crate::device::Stream;
 use crate::error::Result;
-use crate::host::staging::download::Outstanding;
+use super::outstanding::Outstanding;
 use crate::memory::brand::ScopeToken;
 use crate::memory::LazyOpenScope;
 use crate::scope::Scope;

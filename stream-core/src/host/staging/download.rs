@@ -22,14 +22,13 @@
 //! destination stays borrowed (`&'env mut`) until the job is known done: `Pending::wait`
 //! waits for it, and the scope that owns `'env` waits for every job started in it (and
 //! in its forks) at its end, on return and on unwind, in its own frame
-//! ([`Outstanding`]). So forgetting the `Pending` leaks nothing and frees nothing early.
+//! (`scope::Outstanding`). So forgetting the `Pending` leaks nothing and frees nothing early.
 //! A job that fails (a fault, an error of a driver call) stops writing, reports the error
 //! to both, and abandons the blocks whose DMA state is unknown.
 //!
 //! The snapshot needs device memory of the copy's size while the copy-out runs; when
 //! that allocation fails, the download takes the synchronous staged path instead.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
@@ -104,51 +103,6 @@ impl DownloadJob {
             .unwrap_or_else(PoisonError::into_inner);
         state.get_or_insert(outcome);
         self.shared.done.notify_all();
-    }
-}
-
-/// The staged downloads started in a scope and its forks, which the scope waits for at
-/// its end (in its own frame, on return and on unwind). Lives in `scope`'s frame and is
-/// only used from the scope's thread (a `Scope` is neither `Send` nor `Sync`); the mutex
-/// only keeps this type `Sync`, so that the compiler's error for a scope sent to another
-/// thread names the scope's brand alone.
-#[derive(Default)]
-pub(crate) struct Outstanding {
-    jobs: Mutex<Vec<DownloadJob>>,
-    /// `true` once a job was pushed: a scope without staged downloads ends without
-    /// taking the lock.
-    any: AtomicBool,
-}
-
-impl Outstanding {
-    /// Notes `job`; jobs already done are dropped from the list.
-    pub(crate) fn push(&self, job: DownloadJob) {
-        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
-        jobs.retain(|j| !j.is_done());
-        jobs.push(job);
-        self.any.store(true, Ordering::Relaxed);
-    }
-
-    /// Waits for every job; the first error, if any.
-    #[inline]
-    pub(crate) fn wait_all(&self) -> Result<()> {
-        if !self.any.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        self.wait_for_jobs()
-    }
-
-    /// [`wait_all`](Self::wait_all) once a job was pushed.
-    #[cold]
-    fn wait_for_jobs(&self) -> Result<()> {
-        let jobs = std::mem::take(&mut *self.jobs.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut first = Ok(());
-        for job in jobs {
-            if let Err(e) = job.wait() {
-                first = first.and(Err(e));
-            }
-        }
-        first
     }
 }
 

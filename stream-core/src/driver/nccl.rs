@@ -1,0 +1,434 @@
+//! NCCL, loaded at run time through cudarc's `nccl` module: a communicator as an RAII
+//! handle ([`RawComm`]), the unique id that names one being made ([`RawUniqueId`]), group
+//! brackets, and each collective and point-to-point call as an `unsafe fn` whose
+//! contract is NCCL's rule for its buffers.
+//!
+//! NCCL's contract for buffers (its user guide, "CUDA stream semantics"): a collective
+//! or a send/receive is enqueued on the given stream like a kernel, reads its send buffer
+//! and writes its receive buffer while it runs there, and the buffers may be reused or
+//! freed once it has completed on that stream. This crate never registers buffers with
+//! NCCL (`ncclCommRegister`, `ncclMemAlloc`), so no peer keeps a reference to them after
+//! the operation has completed on this rank's stream.
+
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use cudarc::nccl::{result, sys};
+
+use super::context::PrimaryContext;
+use super::stream::RawStream;
+use crate::error::{Error, Nccl, Result};
+
+/// `true` when the NCCL library (`libnccl`) can be loaded. Checking first is what turns
+/// "no NCCL" into an `Err` instead of the panic cudarc's lazy loader would raise.
+pub(crate) fn library_present() -> bool {
+    // SAFETY: `is_culib_present` only tries to `dlopen` the library by its well-known
+    // names and closes it again; it runs no library code besides the loader's.
+    unsafe { sys::is_culib_present() }
+}
+
+/// `Err(NcclNotFound)` unless the library can be loaded.
+fn require_library() -> Result<()> {
+    if library_present() {
+        Ok(())
+    } else {
+        Err(Error::NcclNotFound)
+    }
+}
+
+/// NCCL's version, e.g. `22805` for 2.28.5.
+pub(crate) fn version() -> Result<i32> {
+    require_library()?;
+    result::get_nccl_version().map_err(|e| nccl_error("ncclGetVersion", e.0, None))
+}
+
+/// An [`Error::Nccl`] for a failed call: NCCL's name for `code`, its description, and
+/// its last error message (about `comm`, or the thread's last call without one).
+fn nccl_error(call: &'static str, code: sys::ncclResult_t, comm: Option<sys::ncclComm_t>) -> Error {
+    let text = |p: *const std::ffi::c_char| {
+        if p.is_null() {
+            String::new()
+        } else {
+            // SAFETY: NCCL returns a NUL-terminated string it owns, valid at least until
+            // its next call on this thread; it is copied at once.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    // SAFETY: takes any `ncclResult_t` and returns a static string.
+    let description = text(unsafe { sys::ncclGetErrorString(code) });
+    // SAFETY: `comm` is a live communicator or null (NCCL then reports the thread's
+    // last error); the string is copied at once.
+    let last = text(unsafe { sys::ncclGetLastError(comm.unwrap_or(std::ptr::null_mut())) });
+    Error::from(Nccl {
+        call,
+        code: code as u32,
+        name: format!("{code:?}"),
+        description,
+        last_error: last,
+    })
+}
+
+/// `Ok` for a successful NCCL status, else the error of `call`.
+fn check(
+    call: &'static str,
+    status: std::result::Result<result::NcclStatus, result::NcclError>,
+    comm: Option<sys::ncclComm_t>,
+) -> Result<()> {
+    status.map(drop).map_err(|e| nccl_error(call, e.0, comm))
+}
+
+/// The 128 bytes that name a communicator being made: rank 0 makes it, every rank
+/// passes the same bytes to [`RawComm::init_rank`].
+#[derive(Clone, Copy)]
+pub(crate) struct RawUniqueId(sys::ncclUniqueId);
+
+/// Bytes in a [`RawUniqueId`].
+pub(crate) const UNIQUE_ID_BYTES: usize = 128;
+
+impl RawUniqueId {
+    /// A new id (`ncclGetUniqueId`; it also starts NCCL's bootstrap listener, which the
+    /// other ranks reach through the address inside the id).
+    pub(crate) fn new() -> Result<Self> {
+        require_library()?;
+        let id = result::get_uniqueid().map_err(|e| nccl_error("ncclGetUniqueId", e.0, None))?;
+        Ok(RawUniqueId(id))
+    }
+
+    /// The id made by another rank, from its bytes.
+    pub(crate) fn from_bytes(bytes: [u8; UNIQUE_ID_BYTES]) -> Self {
+        RawUniqueId(sys::ncclUniqueId {
+            internal: bytes.map(|b| b as std::ffi::c_char),
+        })
+    }
+
+    /// The id's bytes, to hand to the other ranks.
+    pub(crate) fn to_bytes(self) -> [u8; UNIQUE_ID_BYTES] {
+        self.0.internal.map(|c| c as u8)
+    }
+}
+
+/// The part of a communicator that any thread may use at any time: its error state and
+/// its abort (NCCL's user guide: `ncclCommGetAsyncError` and `ncclCommAbort` may be
+/// called from another thread while an operation on the communicator is blocked or
+/// running, which is how a watchdog ends a hang). It owns the communicator: the last
+/// reference destroys it (`ncclCommDestroy`), or nothing more once it was aborted
+/// (`ncclCommAbort` frees it), and a communicator that reported an error is aborted
+/// rather than destroyed, since destroying waits for operations a failed peer never
+/// finishes.
+pub(crate) struct CommControl {
+    comm: sys::ncclComm_t,
+    context: Arc<PrimaryContext>,
+    /// Set by [`abort`](Self::abort) (NCCL has then freed the communicator).
+    aborted: AtomicBool,
+}
+
+// SAFETY: `comm` is only passed to `ncclCommGetAsyncError` and `ncclCommAbort`, which
+// NCCL documents as callable from any thread concurrently with the communicator's other
+// calls, and to `ncclCommDestroy` in `Drop` (one thread, no other reference left). The
+// flag is atomic and the context is `Send + Sync`.
+unsafe impl Send for CommControl {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for CommControl {}
+
+impl CommControl {
+    /// The error NCCL's background threads found on this communicator since it was made
+    /// (a peer that failed, a network error), without blocking: `Ok(())` while there is
+    /// none (`ncclCommGetAsyncError`); an error once it is aborted.
+    pub(crate) fn async_error(&self) -> Result<()> {
+        if self.is_aborted() {
+            return Err(Error::CommunicatorAborted {
+                reason: "it was aborted",
+            });
+        }
+        let mut error = sys::ncclResult_t::ncclSuccess;
+        // SAFETY: `self.comm` is a live communicator (not aborted: checked above, and
+        // only `abort` frees it, which this thread would have seen, or which races
+        // with this call as NCCL allows); `error` is a live value NCCL writes.
+        let status = unsafe { sys::ncclCommGetAsyncError(self.comm, &raw mut error) }.result();
+        check("ncclCommGetAsyncError", status, Some(self.comm))?;
+        check(
+            "a collective (reported by ncclCommGetAsyncError)",
+            error.result(),
+            Some(self.comm),
+        )
+    }
+
+    /// Aborts the communicator (`ncclCommAbort`): its operations still queued or running
+    /// on any stream stop, so those streams can be synchronised, and NCCL frees it.
+    /// Nothing may be enqueued on it afterwards (every call checks); aborting again does
+    /// nothing.
+    pub(crate) fn abort(&self) {
+        if self.aborted.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _bound = self.context.bind();
+        // SAFETY: `self.comm` is a live communicator, aborted once (the flag above);
+        // NCCL allows this call from any thread while another call on the communicator
+        // is blocked; every later call checks the flag first and uses it no more.
+        let _ = unsafe { result::comm_abort(self.comm) };
+    }
+
+    /// `true` once [`abort`](Self::abort) has run.
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for CommControl {
+    fn drop(&mut self) {
+        if self.is_aborted() {
+            return;
+        }
+        if self.async_error().is_err() {
+            self.abort();
+            return;
+        }
+        let _bound = self.context.bind();
+        // SAFETY: `self.comm` is a live communicator, destroyed once, here, by the last
+        // reference. Every operation on it was enqueued on a scope's stream, and the
+        // scope keeps a reference until it has synchronised that stream, so none is
+        // pending.
+        let _ = unsafe { result::comm_destroy(self.comm) };
+    }
+}
+
+/// A communicator: one rank's member of a clique of ranks, on the device whose primary
+/// context it was made in, through which collectives are enqueued. `Send`, not `Sync`:
+/// NCCL's calls on one communicator must not run concurrently (its user guide:
+/// communicators are not thread-safe), so only the thread that holds it enqueues.
+pub(crate) struct RawComm {
+    control: Arc<CommControl>,
+    /// Not `Sync` (see the type's docs).
+    _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
+}
+
+impl RawComm {
+    fn made(comm: sys::ncclComm_t, context: &Arc<PrimaryContext>) -> Self {
+        RawComm {
+            control: Arc::new(CommControl {
+                comm,
+                context: Arc::clone(context),
+                aborted: AtomicBool::new(false),
+            }),
+            _not_sync: std::marker::PhantomData,
+        }
+    }
+
+    /// This rank's member of a communicator of `size` ranks named by `id`, as rank
+    /// `rank`, on the device of `context`. Blocks until every rank has joined.
+    pub(crate) fn init_rank(
+        context: &Arc<PrimaryContext>,
+        size: i32,
+        id: &RawUniqueId,
+        rank: i32,
+    ) -> Result<Self> {
+        require_library()?;
+        let _bound = context.bind()?;
+        let mut comm: sys::ncclComm_t = std::ptr::null_mut();
+        // SAFETY: `comm` is a live pointer NCCL writes the new communicator to; NCCL
+        // uses the device of the context bound above.
+        let status = unsafe { result::comm_init_rank(&raw mut comm, size, id.0, rank) };
+        check("ncclCommInitRank", status, None)?;
+        Ok(RawComm::made(comm, context))
+    }
+
+    /// One communicator per device of `devices` (ordinals), ranks in that order, for one
+    /// process that drives them all; `contexts[i]` is the primary context of
+    /// `devices[i]`.
+    pub(crate) fn init_all(contexts: &[Arc<PrimaryContext>], devices: &[i32]) -> Result<Vec<Self>> {
+        require_library()?;
+        let count = c_int::try_from(devices.len()).unwrap_or(c_int::MAX);
+        let mut comms: Vec<sys::ncclComm_t> = vec![std::ptr::null_mut(); devices.len()];
+        // SAFETY: `comms` has room for `devices.len()` communicators and `devices` holds
+        // that many ordinals; NCCL writes one communicator per device.
+        let status = unsafe { result::comm_init_all(comms.as_mut_ptr(), count, devices.as_ptr()) };
+        check("ncclCommInitAll", status, None)?;
+        Ok(comms
+            .into_iter()
+            .zip(contexts)
+            .map(|(comm, context)| RawComm::made(comm, context))
+            .collect())
+    }
+
+    /// The communicator's size (`ncclCommCount`).
+    pub(crate) fn size(&self) -> Result<i32> {
+        self.control.async_error()?;
+        // SAFETY: `comm` is a live communicator (not aborted: checked above; only this
+        // thread enqueues on it).
+        unsafe { result::comm_count(self.raw()) }
+            .map_err(|e| nccl_error("ncclCommCount", e.0, Some(self.raw())))
+    }
+
+    /// This member's rank (`ncclCommUserRank`).
+    pub(crate) fn rank(&self) -> Result<i32> {
+        self.control.async_error()?;
+        // SAFETY: as in `size`.
+        unsafe { result::comm_user_rank(self.raw()) }
+            .map_err(|e| nccl_error("ncclCommUserRank", e.0, Some(self.raw())))
+    }
+
+    /// The part any thread may use: error state and abort.
+    pub(crate) fn control(&self) -> &Arc<CommControl> {
+        &self.control
+    }
+
+    /// The device context the communicator was made in.
+    pub(crate) fn context(&self) -> &Arc<PrimaryContext> {
+        &self.control.context
+    }
+
+    /// The handle, for the collectives below.
+    fn raw(&self) -> sys::ncclComm_t {
+        self.control.comm
+    }
+}
+
+/// Brackets a group of NCCL calls (`ncclGroupStart`).
+pub(crate) fn group_start() -> Result<()> {
+    require_library()?;
+    check("ncclGroupStart", result::group_start(), None)
+}
+
+/// Ends the group [`group_start`] began (`ncclGroupEnd`): NCCL enqueues the grouped
+/// calls now.
+pub(crate) fn group_end() -> Result<()> {
+    check("ncclGroupEnd", result::group_end(), None)
+}
+
+/// NCCL's element type and reduction (`ncclDataType_t`, `ncclRedOp_t`), as the raw
+/// values the calls take.
+pub(crate) type DataType = sys::ncclDataType_t;
+/// See [`DataType`].
+pub(crate) type RedOp = sys::ncclRedOp_t;
+
+/// The stream as NCCL's `cudaStream_t` (the same handle as the driver's `CUstream`).
+fn nccl_stream(stream: &RawStream) -> sys::cudaStream_t {
+    stream.raw().cast()
+}
+
+/// A device address, as the driver's `CUdeviceptr`.
+pub(crate) type DevicePtr = cudarc::driver::sys::CUdeviceptr;
+
+/// `Err` unless `comm` was made in `stream`'s context and has neither been aborted nor
+/// reported an error.
+fn check_usable(comm: &RawComm, stream: &RawStream) -> Result<()> {
+    if !Arc::ptr_eq(comm.context(), stream.context()) {
+        return Err(nccl_error(
+            "a collective on a stream of another device",
+            sys::ncclResult_t::ncclInvalidArgument,
+            None,
+        ));
+    }
+    comm.control.async_error()
+}
+
+/// One NCCL operation, with what it needs besides its buffers and count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Collective {
+    /// Every rank's `send` reduced by the op into every rank's `recv`.
+    AllReduce(RedOp),
+    /// Rank `root`'s `send` into every rank's `recv`.
+    Broadcast {
+        /// The rank whose buffer is sent.
+        root: i32,
+    },
+    /// Every rank's `send` reduced by the op into rank `root`'s `recv`.
+    Reduce(RedOp, i32),
+    /// Every rank's `count` elements of `send`, in rank order, into every rank's `recv`
+    /// (`count * size` elements).
+    AllGather,
+    /// The reduction of every rank's `send` (`count * size` elements), block `r` of it
+    /// into rank `r`'s `recv` (`count` elements).
+    ReduceScatter(RedOp),
+    /// `send` to rank `peer` (which receives it with a matching `Recv`).
+    Send {
+        /// The receiving rank.
+        peer: i32,
+    },
+    /// `recv` from rank `peer`.
+    Recv {
+        /// The sending rank.
+        peer: i32,
+    },
+}
+
+impl Collective {
+    /// Elements of `send` and of `recv` the operation reads and writes, on a
+    /// communicator of `size` ranks with `count` elements per rank (0 for a buffer it
+    /// does not use); `None` when that overflows.
+    pub(crate) fn elements(self, count: usize, size: usize) -> Option<(usize, usize)> {
+        Some(match self {
+            Collective::AllReduce(_) | Collective::Broadcast { .. } | Collective::Reduce(..) => {
+                (count, count)
+            }
+            Collective::AllGather => (count, count.checked_mul(size)?),
+            Collective::ReduceScatter(_) => (count.checked_mul(size)?, count),
+            Collective::Send { .. } => (count, 0),
+            Collective::Recv { .. } => (0, count),
+        })
+    }
+}
+
+/// Enqueues `collective` on `stream` through `comm`: `count` elements of `datatype` per
+/// rank (see [`Collective`] for which buffer holds how many).
+///
+/// # Safety
+///
+/// * `send` and `recv` are device memory of the communicator's device holding at least
+///   [`Collective::elements`] elements of `datatype` each (a buffer the operation does
+///   not use may be 0), allocated until the operation has completed on `stream`; no
+///   other work writes `send` or touches `recv` meanwhile; they are the same address
+///   (in place) or do not overlap.
+/// * Every bit pattern of `datatype` is a valid value of the type `recv` holds.
+/// * Outside a group, the call is enqueued on `stream` when it returns; inside one
+///   (between [`group_start`] and [`group_end`]), at `group_end`, so the memory stays
+///   allocated and untouched until after that and until the operation has completed.
+///
+/// (Every rank must make the matching call, or the ranks wait for each other: a hang,
+/// not a memory error, which the caller bounds with the communicator's abort.)
+pub(crate) unsafe fn enqueue(
+    collective: Collective,
+    send: DevicePtr,
+    recv: DevicePtr,
+    count: usize,
+    datatype: DataType,
+    comm: &RawComm,
+    stream: &RawStream,
+) -> Result<()> {
+    check_usable(comm, stream)?;
+    let (send, recv) = (send as *const c_void, recv as *mut c_void);
+    let (raw, on) = (comm.raw(), nccl_stream(stream));
+    let (call, status) = match collective {
+        // SAFETY: this function's contract; `comm` is live and of the stream's context
+        // (checked above), the stream is live (borrowed).
+        Collective::AllReduce(op) => ("ncclAllReduce", unsafe {
+            result::all_reduce(send, recv, count, datatype, op, raw, on)
+        }),
+        // SAFETY: as above.
+        Collective::Broadcast { root } => ("ncclBroadcast", unsafe {
+            result::broadcast(send, recv, count, datatype, root, raw, on)
+        }),
+        // SAFETY: as above.
+        Collective::Reduce(op, root) => ("ncclReduce", unsafe {
+            result::reduce(send, recv, count, datatype, op, root, raw, on)
+        }),
+        // SAFETY: as above.
+        Collective::AllGather => ("ncclAllGather", unsafe {
+            result::all_gather(send, recv, count, datatype, raw, on)
+        }),
+        // SAFETY: as above.
+        Collective::ReduceScatter(op) => ("ncclReduceScatter", unsafe {
+            result::reduce_scatter(send, recv, count, datatype, op, raw, on)
+        }),
+        // SAFETY: as above.
+        Collective::Send { peer } => ("ncclSend", unsafe {
+            result::send(send, count, datatype, peer, raw, on)
+        }),
+        // SAFETY: as above.
+        Collective::Recv { peer } => ("ncclRecv", unsafe {
+            result::recv(recv, count, datatype, peer, raw, on)
+        }),
+    };
+    check(call, status, Some(raw))
+}

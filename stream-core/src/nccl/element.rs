@@ -1,0 +1,101 @@
+//! [`NcclElement`]: the element types NCCL moves and reduces, and the typed reductions
+//! ([`Sum`], [`Prod`], [`Max`], [`Min`], [`Avg`]) with the element types each admits.
+
+use crate::driver::nccl::{DataType, RedOp};
+use crate::memory::DeviceRepr;
+use crate::sealed;
+
+/// An element type NCCL moves and reduces: `f32`, `f64`, `i8`, `u8`, `i32`, `u32`,
+/// `i64`, `u64`. Sealed: NCCL knows only its own types.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an element type NCCL can move or reduce",
+    note = "NCCL collectives take f32, f64, i8, u8, i32, u32, i64 or u64 elements"
+)]
+pub trait NcclElement: DeviceRepr + sealed::NcclType {
+    /// NCCL's name for the type.
+    #[doc(hidden)]
+    const DATA_TYPE: DataType;
+}
+
+macro_rules! nccl_element {
+    ($($t:ty => $dt:ident),* $(,)?) => {$(
+        impl sealed::NcclType for $t {}
+        impl NcclElement for $t {
+            const DATA_TYPE: DataType = DataType::$dt;
+        }
+    )*};
+}
+nccl_element!(
+    f32 => ncclFloat32,
+    f64 => ncclFloat64,
+    i8 => ncclInt8,
+    u8 => ncclUint8,
+    i32 => ncclInt32,
+    u32 => ncclUint32,
+    i64 => ncclInt64,
+    u64 => ncclUint64,
+);
+
+/// A reduction that elements of type `T` admit. Sealed.
+///
+/// Every [`NcclElement`] admits [`Sum`], [`Prod`], [`Max`] and [`Min`]; [`Avg`] only the
+/// floating-point ones: the average of integers is not an integer, and which rounding
+/// a program means is its own choice (reduce with [`Sum`] and divide as meant).
+///
+/// ```compile_fail,E0277
+/// # use stream_core::{nccl::{Avg, Communicator}, DeviceBuffer, Scope};
+/// # fn f<'s>(s: &'s Scope<'s, '_>, comm: &Communicator, x: &mut DeviceBuffer<'s, u32>) {
+/// s.all_reduce_in_place(comm, x, Avg); // error: `Avg` cannot reduce `u32`
+/// # }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot reduce elements of type `{T}`",
+    label = "not a reduction of `{T}`",
+    note = "the average of integers is not an integer: reduce with `Sum` and divide with the \
+            rounding you mean, or average floating-point elements"
+)]
+pub trait ReduceOp<T: NcclElement>: Copy + sealed::NcclOp {
+    /// NCCL's name for the reduction.
+    #[doc(hidden)]
+    const OP: RedOp;
+}
+
+macro_rules! reduce_op {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+        pub struct $name;
+        impl sealed::NcclOp for $name {}
+    )*};
+}
+reduce_op!(
+    /// The sum of the ranks' elements.
+    Sum,
+    /// The product of the ranks' elements.
+    Prod,
+    /// The largest of the ranks' elements.
+    Max,
+    /// The smallest of the ranks' elements.
+    Min,
+    /// The mean of the ranks' elements (floating-point elements only).
+    Avg,
+);
+
+impl<T: NcclElement> ReduceOp<T> for Sum {
+    const OP: RedOp = RedOp::ncclSum;
+}
+impl<T: NcclElement> ReduceOp<T> for Prod {
+    const OP: RedOp = RedOp::ncclProd;
+}
+impl<T: NcclElement> ReduceOp<T> for Max {
+    const OP: RedOp = RedOp::ncclMax;
+}
+impl<T: NcclElement> ReduceOp<T> for Min {
+    const OP: RedOp = RedOp::ncclMin;
+}
+impl ReduceOp<f32> for Avg {
+    const OP: RedOp = RedOp::ncclAvg;
+}
+impl ReduceOp<f64> for Avg {
+    const OP: RedOp = RedOp::ncclAvg;
+}
