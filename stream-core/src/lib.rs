@@ -284,6 +284,8 @@ mod managed;
 #[allow(unsafe_code)]
 mod memory;
 #[allow(unsafe_code)]
+pub mod nccl;
+#[allow(unsafe_code)]
 mod scope;
 mod sealed;
 

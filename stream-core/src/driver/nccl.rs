@@ -251,23 +251,6 @@ impl RawComm {
             .collect())
     }
 
-    /// The communicator's size (`ncclCommCount`).
-    pub(crate) fn size(&self) -> Result<i32> {
-        self.control.async_error()?;
-        // SAFETY: `comm` is a live communicator (not aborted: checked above; only this
-        // thread enqueues on it).
-        unsafe { result::comm_count(self.raw()) }
-            .map_err(|e| nccl_error("ncclCommCount", e.0, Some(self.raw())))
-    }
-
-    /// This member's rank (`ncclCommUserRank`).
-    pub(crate) fn rank(&self) -> Result<i32> {
-        self.control.async_error()?;
-        // SAFETY: as in `size`.
-        unsafe { result::comm_user_rank(self.raw()) }
-            .map_err(|e| nccl_error("ncclCommUserRank", e.0, Some(self.raw())))
-    }
-
     /// The part any thread may use: error state and abort.
     pub(crate) fn control(&self) -> &Arc<CommControl> {
         &self.control

@@ -6,9 +6,9 @@ use cudarc::driver::{result::DriverError, sys};
 
 pub use details::{
     CompletionThread, CudarcConversion, Driver, GraphArgument, GraphCaptureInvalidated,
-    GraphUpdate, InvalidLaunch, KernelCompile, KernelNotFound, LengthMismatch, Library,
-    ManagedExceedsFreeMemory, ManagedNeedsConcurrentAccess, Nccl, OutOfMemory, OutOfRange, ShapeMismatch,
-    LaunchEnvironment, Rendezvous,
+    GraphUpdate, InvalidLaunch, KernelCompile, KernelNotFound, LaunchEnvironment, LengthMismatch,
+    Library, ManagedExceedsFreeMemory, ManagedNeedsConcurrentAccess, Nccl, OutOfMemory, OutOfRange,
+    Rendezvous, ShapeMismatch,
 };
 
 /// What went wrong, written so that the message says what happened and what to do.
@@ -253,6 +253,29 @@ pub enum Error {
     )]
     CommunicatorAborted {
         /// Why it is unusable.
+        reason: &'static str,
+    },
+
+    /// A collective did not complete within its communicator's timeout (a peer died, hung
+    /// or never made the matching call): the communicator was aborted, so the scope's
+    /// stream could drain, and it cannot be used again.
+    #[error(
+        "an NCCL collective did not complete within {timeout:?}: a peer died, hangs, or did \
+         not make the matching call; the communicator was aborted (make a new one on every \
+         rank), and the collective's receive buffers hold unspecified values. Raise the \
+         limit with Communicator::set_timeout or STREAM_CORE_NCCL_TIMEOUT_S if the work is \
+         just slow"
+    )]
+    CollectiveTimedOut {
+        /// The communicator's timeout.
+        timeout: std::time::Duration,
+    },
+
+    /// NCCL's group calls were used in a way that could leave a collective unissued
+    /// while its buffers are released, or deadlock the thread; nothing was enqueued.
+    #[error("NCCL group misuse: {reason}")]
+    NcclGroup {
+        /// What was wrong, and what to do instead.
         reason: &'static str,
     },
 

@@ -9,8 +9,8 @@ use super::completion::Inflight;
 use super::watcher::Watcher;
 use crate::device::Stream;
 use crate::error::Error;
-use crate::scope::Outstanding;
 use crate::scope::owned::refuse_capturing;
+use crate::scope::Outstanding;
 use crate::scope::Scope;
 
 impl Stream {

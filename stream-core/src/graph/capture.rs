@@ -13,11 +13,11 @@ use crate::error::{Error, Result};
 use crate::graph::hold::{Hold, HoldPermit};
 use crate::graph::kernel_node::KernelRecord;
 use crate::graph::Graph;
-use crate::scope::Outstanding;
 use crate::memory::brand::HoldToken;
 use crate::memory::{
     DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr, DeviceSlice, DeviceSliceMut, DeviceVec,
 };
+use crate::scope::Outstanding;
 use crate::scope::Scope;
 use crate::sealed::unavailable;
 

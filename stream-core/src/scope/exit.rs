@@ -1,8 +1,8 @@
 //! [`ScopeExit`]: the synchronisation at a scope's end, on return and on unwind.
 
+use super::outstanding::Outstanding;
 use crate::device::Stream;
 use crate::error::{Error, Result};
-use super::outstanding::Outstanding;
 
 /// Synchronises the scope's stream when the scope ends: [`ScopeExit::finish`] on
 /// normal return, `Drop` while unwinding. It lives in `scope`'s own frame, out of the

@@ -28,8 +28,8 @@ mod transfer;
 
 pub use launch::{arg, launch};
 pub use lend::Lend;
-pub use pending::Pending;
 pub(crate) use outstanding::{Outstanding, StreamWatch};
+pub use pending::Pending;
 
 use std::cell::Cell;
 

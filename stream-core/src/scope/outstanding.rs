@@ -66,7 +66,11 @@ impl Outstanding {
     /// to every millisecond.
     #[cold]
     pub(crate) fn wait_watched(&self, stream: &Stream) -> Result<()> {
-        let watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let watches = self
+            .watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let start = Instant::now();
         let mut pause = Duration::from_micros(20);
         loop {

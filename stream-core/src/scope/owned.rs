@@ -10,9 +10,9 @@
 //! untouched, until an event recorded after the scope's work is seen complete. `'env`
 //! then ends when the closure returns, long before the GPU is done, and no thread blocks.
 
+use super::outstanding::Outstanding;
 use crate::device::Stream;
 use crate::error::Result;
-use super::outstanding::Outstanding;
 use crate::memory::brand::ScopeToken;
 use crate::memory::LazyOpenScope;
 use crate::scope::Scope;

@@ -1,0 +1,293 @@
+//! The collectives as methods of [`Scope`]: enqueued on the scope's stream now, with
+//! borrows for the call, like [`Scope::copy_device`] (see the module docs of
+//! [`nccl`](super) for why that suffices).
+
+use super::request::{issue, rank_in, read, write, Operands, Request};
+use super::{Communicator, NcclElement, ReduceOp};
+use crate::driver::nccl::Collective;
+use crate::error::Result;
+use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};
+use crate::scope::Scope;
+
+/// The requests, built from typed views; shared by [`Scope`]'s methods and
+/// [`Group`](super::Group)'s. A root or peer that does not fit NCCL's `int` is out of
+/// every communicator (checked again against the size in `issue`).
+impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
+    pub(crate) fn all_reduce<O: ReduceOp<T>>(operands: Operands<'a, 's, T>, _: O) -> Self {
+        Request {
+            what: "all_reduce",
+            collective: Collective::AllReduce(O::OP),
+            operands,
+        }
+    }
+
+    pub(crate) fn broadcast(operands: Operands<'a, 's, T>, root: usize) -> Result<Self> {
+        let root = rank_in(root, i32::MAX as usize)?;
+        Ok(Request {
+            what: "broadcast",
+            collective: Collective::Broadcast { root },
+            operands,
+        })
+    }
+
+    pub(crate) fn reduce<O: ReduceOp<T>>(
+        operands: Operands<'a, 's, T>,
+        _: O,
+        root: usize,
+    ) -> Result<Self> {
+        let root = rank_in(root, i32::MAX as usize)?;
+        Ok(Request {
+            what: "reduce",
+            collective: Collective::Reduce(O::OP, root),
+            operands,
+        })
+    }
+
+    pub(crate) fn all_gather(operands: Operands<'a, 's, T>) -> Self {
+        Request {
+            what: "all_gather",
+            collective: Collective::AllGather,
+            operands,
+        }
+    }
+
+    pub(crate) fn reduce_scatter<O: ReduceOp<T>>(operands: Operands<'a, 's, T>, _: O) -> Self {
+        Request {
+            what: "reduce_scatter",
+            collective: Collective::ReduceScatter(O::OP),
+            operands,
+        }
+    }
+
+    pub(crate) fn send(buf: DeviceSlice<'a, 's, T>, peer: usize) -> Result<Self> {
+        let peer = rank_in(peer, i32::MAX as usize)?;
+        Ok(Request {
+            what: "send",
+            collective: Collective::Send { peer },
+            operands: Operands::Read(buf),
+        })
+    }
+
+    pub(crate) fn recv(buf: DeviceSliceMut<'a, 's, T>, peer: usize) -> Result<Self> {
+        let peer = rank_in(peer, i32::MAX as usize)?;
+        Ok(Request {
+            what: "recv",
+            collective: Collective::Recv { peer },
+            operands: Operands::Write(buf),
+        })
+    }
+}
+
+/// Collectives (NCCL) on the scope's stream, through a [`Communicator`] of the scope's
+/// device. Every rank of the communicator makes the matching call with the same
+/// lengths. Checked before anything is enqueued: the communicator's device is the
+/// scope's ([`Error::DeviceMismatch`](crate::Error::DeviceMismatch)), it is usable
+/// ([`Error::CommunicatorAborted`](crate::Error::CommunicatorAborted) or its failure),
+/// roots and peers are ranks of it ([`Error::InvalidRank`](crate::Error::InvalidRank)),
+/// lengths agree ([`Error::LengthMismatch`](crate::Error::LengthMismatch),
+/// [`Error::ShapeMismatch`](crate::Error::ShapeMismatch)), and no
+/// [`nccl::group`](super::group) is open on this thread
+/// ([`Error::NcclGroup`](crate::Error::NcclGroup): use the group's methods there). An
+/// operation on zero elements enqueues nothing.
+impl<'s, 'env> Scope<'s, 'env> {
+    /// Every rank's `send` reduced by `op` into every rank's `recv` (`ncclAllReduce`).
+    ///
+    /// ```no_run
+    /// use stream_core::{nccl::{Communicator, Sum}, scope, Device, Error};
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = Device::new(0)?;
+    /// let comm = Communicator::for_devices(&[dev.clone()])?.remove(0);
+    /// let stream = dev.new_stream()?;
+    /// let mut out = vec![0f32; 4];
+    /// scope(&stream, |s| {
+    ///     let grad = s.upload(&[1.0f32, 2.0, 3.0, 4.0])?;
+    ///     let mut sum = s.alloc::<f32>(4)?;
+    ///     s.all_reduce(&comm, &grad, &mut sum, Sum)?;
+    ///     s.copy_to_host(&sum, &mut out)?.wait()?;
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// assert_eq!(out, [1.0, 2.0, 3.0, 4.0]); // one rank: the sum is the input
+    /// # Ok(()) }
+    /// ```
+    pub fn all_reduce<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        send: &impl DeviceMemory<'s, T>,
+        recv: &mut impl DeviceMemoryMut<'s, T>,
+        op: impl ReduceOp<T>,
+    ) -> Result<()> {
+        issue(
+            self,
+            comm,
+            Request::all_reduce(Operands::Apart(read(send), write(recv)), op),
+            None,
+        )
+    }
+
+    /// [`all_reduce`](Self::all_reduce) with `buf` both the input and the result.
+    pub fn all_reduce_in_place<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        buf: &mut impl DeviceMemoryMut<'s, T>,
+        op: impl ReduceOp<T>,
+    ) -> Result<()> {
+        issue(
+            self,
+            comm,
+            Request::all_reduce(Operands::InPlace(write(buf)), op),
+            None,
+        )
+    }
+
+    /// Rank `root`'s `send` into every rank's `recv` (`ncclBroadcast`; `send` is read on
+    /// the root only, but every rank passes one of the same length).
+    pub fn broadcast<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        send: &impl DeviceMemory<'s, T>,
+        recv: &mut impl DeviceMemoryMut<'s, T>,
+        root: usize,
+    ) -> Result<()> {
+        issue(
+            self,
+            comm,
+            Request::broadcast(Operands::Apart(read(send), write(recv)), root)?,
+            None,
+        )
+    }
+
+    /// Rank `root`'s `buf` into every rank's `buf`.
+    pub fn broadcast_in_place<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        buf: &mut impl DeviceMemoryMut<'s, T>,
+        root: usize,
+    ) -> Result<()> {
+        issue(
+            self,
+            comm,
+            Request::broadcast(Operands::InPlace(write(buf)), root)?,
+            None,
+        )
+    }
+
+    /// Every rank's `send` reduced by `op` into rank `root`'s `recv` (`ncclReduce`;
+    /// `recv` is written on the root only).
+    pub fn reduce<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        send: &impl DeviceMemory<'s, T>,
+        recv: &mut impl DeviceMemoryMut<'s, T>,
+        op: impl ReduceOp<T>,
+        root: usize,
+    ) -> Result<()> {
+        issue(
+            self,
+            comm,
+            Request::reduce(Operands::Apart(read(send), write(recv)), op, root)?,
+            None,
+        )
+    }
+
+    /// [`reduce`](Self::reduce) into the root's `buf`.
+    pub fn reduce_in_place<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        buf: &mut impl DeviceMemoryMut<'s, T>,
+        op: impl ReduceOp<T>,
+        root: usize,
+    ) -> Result<()> {
+        issue(
+            self,
+            comm,
+            Request::reduce(Operands::InPlace(write(buf)), op, root)?,
+            None,
+        )
+    }
+
+    /// Every rank's `send`, in rank order, into every rank's `recv`, which holds
+    /// `comm.size()` times as many elements (`ncclAllGather`).
+    pub fn all_gather<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        send: &impl DeviceMemory<'s, T>,
+        recv: &mut impl DeviceMemoryMut<'s, T>,
+    ) -> Result<()> {
+        issue(
+            self,
+            comm,
+            Request::all_gather(Operands::Apart(read(send), write(recv))),
+            None,
+        )
+    }
+
+    /// [`all_gather`](Self::all_gather) in `buf` (`comm.size()` blocks): this rank's
+    /// block, number `comm.rank()`, is its input.
+    pub fn all_gather_in_place<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        buf: &mut impl DeviceMemoryMut<'s, T>,
+    ) -> Result<()> {
+        issue(
+            self,
+            comm,
+            Request::all_gather(Operands::InPlace(write(buf))),
+            None,
+        )
+    }
+
+    /// The reduction by `op` of every rank's `send` (`comm.size()` blocks of
+    /// `recv.len()`), block `r` of it into rank `r`'s `recv` (`ncclReduceScatter`).
+    pub fn reduce_scatter<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        send: &impl DeviceMemory<'s, T>,
+        recv: &mut impl DeviceMemoryMut<'s, T>,
+        op: impl ReduceOp<T>,
+    ) -> Result<()> {
+        issue(
+            self,
+            comm,
+            Request::reduce_scatter(Operands::Apart(read(send), write(recv)), op),
+            None,
+        )
+    }
+
+    /// [`reduce_scatter`](Self::reduce_scatter) in `buf` (`comm.size()` blocks): the
+    /// result lands in this rank's block, number `comm.rank()`.
+    pub fn reduce_scatter_in_place<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        buf: &mut impl DeviceMemoryMut<'s, T>,
+        op: impl ReduceOp<T>,
+    ) -> Result<()> {
+        issue(
+            self,
+            comm,
+            Request::reduce_scatter(Operands::InPlace(write(buf)), op),
+            None,
+        )
+    }
+
+    /// `buf` to rank `peer`, which receives it with [`recv`](Self::recv) (`ncclSend`).
+    /// A send to this rank itself needs its receive in the same
+    /// [`nccl::group`](super::group).
+    pub fn send<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        buf: &impl DeviceMemory<'s, T>,
+        peer: usize,
+    ) -> Result<()> {
+        issue(self, comm, Request::send(read(buf), peer)?, None)
+    }
+
+    /// `buf` from rank `peer`'s [`send`](Self::send) of as many elements (`ncclRecv`).
+    pub fn recv<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        buf: &mut impl DeviceMemoryMut<'s, T>,
+        peer: usize,
+    ) -> Result<()> {
+        issue(self, comm, Request::recv(write(buf), peer)?, None)
+    }
+}

@@ -1,0 +1,219 @@
+//! [`Communicator`]: this process's member of an NCCL clique on one device, made for
+//! several devices of this process at once ([`Communicator::for_devices`]) or as one
+//! rank of many processes ([`Communicator::join`]), and the watch that bounds the wait
+//! for its collectives.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::UniqueId;
+use crate::device::Device;
+use crate::driver::nccl::{CommControl, RawComm};
+use crate::error::{Error, Result};
+use crate::scope::StreamWatch;
+
+/// How long a scope waits for a collective before it aborts the communicator, unless
+/// [`Communicator::set_timeout`] or `STREAM_CORE_NCCL_TIMEOUT_S` says otherwise: ten
+/// minutes, PyTorch's default for NCCL process groups.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// One rank of an NCCL communicator, on one device.
+///
+/// Collectives are methods of the [`Scope`](crate::Scope) whose stream they run on
+/// (`s.all_reduce(&comm, &grad, &mut sum, Sum)`), or of a [`Group`](super::Group) for
+/// several at once. A communicator is `Send` but not `Sync`: NCCL's calls on one
+/// communicator must not run concurrently, so it is used from one thread at a time.
+///
+/// **Failure.** When a peer dies, hangs or never makes the matching call, a collective
+/// never completes. The scope that issued it does not wait forever: at its end it
+/// polls NCCL's error state and, once a failure is reported or the communicator's
+/// [timeout](Self::set_timeout) has passed, aborts the communicator (which stops its
+/// work on the stream) and returns [`Error::Nccl`] or [`Error::CollectiveTimedOut`].
+/// From then on every use of the communicator is [`Error::CommunicatorAborted`],
+/// before anything is enqueued; every rank must make a new one.
+pub struct Communicator {
+    raw: RawComm,
+    device: Device,
+    rank: usize,
+    size: usize,
+    watch: Arc<CommWatch>,
+    /// Made with its siblings by [`for_devices`](Self::for_devices): one thread drives
+    /// them all, so their collectives must be grouped (see `collective.rs`).
+    grouped_only: bool,
+}
+
+impl Communicator {
+    /// One communicator per device of `devices`, ranks `0..devices.len()` in that order,
+    /// for one process (one thread) that drives them all (`ncclCommInitAll`). Their
+    /// collectives are issued together inside [`nccl::group`](super::group), one per
+    /// device; outside a group they are refused with [`Error::NcclGroup`], since an
+    /// ungrouped collective on one of them would block waiting for its siblings.
+    ///
+    /// The devices must be distinct (NCCL refuses two ranks on one GPU). For one thread
+    /// per GPU, make one [`UniqueId`] and [`join`](Self::join) from each thread instead.
+    pub fn for_devices(devices: &[Device]) -> Result<Vec<Communicator>> {
+        if devices.is_empty() {
+            return Err(Error::InvalidRank { rank: 0, size: 0 });
+        }
+        let ordinals = devices
+            .iter()
+            .map(|d| {
+                i32::try_from(d.ordinal()).map_err(|_| Error::InvalidRank {
+                    rank: d.ordinal(),
+                    size: 0,
+                })
+            })
+            .collect::<Result<Vec<i32>>>()?;
+        let contexts: Vec<_> = devices
+            .iter()
+            .map(|d| Arc::clone(&d.inner.context))
+            .collect();
+        let raws = RawComm::init_all(&contexts, &ordinals)?;
+        let size = devices.len();
+        Ok(raws
+            .into_iter()
+            .zip(devices)
+            .enumerate()
+            .map(|(rank, (raw, device))| Communicator::made(raw, device, rank, size, size > 1))
+            .collect())
+    }
+
+    /// This process's member, as rank `rank` of `size`, of the communicator that `id`
+    /// names, on `device` (`ncclCommInitRank`). Blocks until every rank has joined.
+    /// [`Error::InvalidRank`] unless `rank < size`; [`Error::NcclNotFound`] without NCCL.
+    pub fn join(device: &Device, id: &UniqueId, rank: usize, size: usize) -> Result<Communicator> {
+        if rank >= size {
+            return Err(Error::InvalidRank { rank, size });
+        }
+        let too_many = || Error::InvalidRank { rank, size };
+        let (rank_i32, size_i32) = (
+            i32::try_from(rank).map_err(|_| too_many())?,
+            i32::try_from(size).map_err(|_| too_many())?,
+        );
+        let raw = RawComm::init_rank(&device.inner.context, size_i32, &id.0, rank_i32)?;
+        Ok(Communicator::made(raw, device, rank, size, false))
+    }
+
+    fn made(raw: RawComm, device: &Device, rank: usize, size: usize, grouped_only: bool) -> Self {
+        let watch = Arc::new(CommWatch {
+            control: Arc::clone(raw.control()),
+            timeout_ms: AtomicU64::new(timeout_from_env().as_millis() as u64),
+        });
+        Communicator {
+            raw,
+            device: device.clone(),
+            rank,
+            size,
+            watch,
+            grouped_only,
+        }
+    }
+
+    /// This member's rank, `0..size()`.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The device this member runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// How long a scope waits for this communicator's collectives before aborting it.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.watch.timeout_ms.load(Ordering::Relaxed))
+    }
+
+    /// Sets [`timeout`](Self::timeout) (counted from when the scope's end starts
+    /// waiting), for the collectives of scopes that end from now on.
+    pub fn set_timeout(&self, timeout: Duration) {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.watch.timeout_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// `Ok(())` while NCCL reports no failure on this communicator
+    /// (`ncclCommGetAsyncError`); the failure, or [`Error::CommunicatorAborted`] after an
+    /// abort, otherwise. Never blocks.
+    pub fn check(&self) -> Result<()> {
+        self.raw.control().async_error()
+    }
+
+    /// Aborts the communicator (`ncclCommAbort`): its collectives still queued or running
+    /// stop, their receive buffers hold unspecified values, and every later use is
+    /// [`Error::CommunicatorAborted`]. What a program does when it learns, by its own
+    /// means, that a peer is gone.
+    pub fn abort(&self) {
+        self.raw.control().abort();
+    }
+
+    /// `true` once aborted (by [`abort`](Self::abort) or by a scope's timeout).
+    pub fn is_aborted(&self) -> bool {
+        self.raw.control().is_aborted()
+    }
+
+    /// The raw communicator, for the collectives.
+    pub(crate) fn raw(&self) -> &RawComm {
+        &self.raw
+    }
+
+    /// The watch a scope registers when it issues a collective through this.
+    pub(crate) fn watch(&self) -> Arc<dyn StreamWatch> {
+        Arc::clone(&self.watch) as Arc<dyn StreamWatch>
+    }
+
+    /// `true` for a communicator of [`for_devices`](Self::for_devices) with siblings.
+    pub(crate) fn grouped_only(&self) -> bool {
+        self.grouped_only
+    }
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Communicator")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("device", &self.device.ordinal())
+            .field("aborted", &self.is_aborted())
+            .finish()
+    }
+}
+
+/// `STREAM_CORE_NCCL_TIMEOUT_S` (seconds, fractions allowed) when it is a positive
+/// number, else [`DEFAULT_TIMEOUT`].
+fn timeout_from_env() -> Duration {
+    std::env::var("STREAM_CORE_NCCL_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(DEFAULT_TIMEOUT)
+}
+
+/// What a scope's end consults while a collective of this communicator is on its
+/// stream: NCCL's error state, and the time waited against the timeout. On either
+/// failure it aborts the communicator, which lets the stream drain.
+struct CommWatch {
+    control: Arc<CommControl>,
+    timeout_ms: AtomicU64,
+}
+
+impl StreamWatch for CommWatch {
+    fn check(&self, waited: Duration) -> Result<()> {
+        if let Err(e) = self.control.async_error() {
+            self.control.abort();
+            return Err(e);
+        }
+        let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
+        if waited >= timeout {
+            self.control.abort();
+            return Err(Error::CollectiveTimedOut { timeout });
+        }
+        Ok(())
+    }
+}

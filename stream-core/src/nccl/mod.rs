@@ -1,0 +1,105 @@
+//! Several GPUs, several processes, several hosts: NCCL collectives on a scope's
+//! branded memory, communicators made in one process or across a launcher's ranks, and
+//! the launcher's world.
+//!
+//! NCCL is loaded at run time through cudarc's `nccl` module: building needs no NCCL,
+//! and a missing `libnccl` is [`Error::NcclNotFound`](crate::Error::NcclNotFound) when a
+//! communicator is made.
+//!
+//! ```no_run
+//! use stream_core::{nccl::{Communicator, Sum, World}, scope, Error};
+//! # fn main() -> stream_core::Result<()> {
+//! // Under `torchrun --no-python --nproc-per-node=2 ./train`, `srun` or `mpirun`:
+//! let world = World::from_env()?;
+//! let device = world.device()?;                 // LOCAL_RANK picks the GPU
+//! let comm = world.communicator(&device)?;      // rank 0's id, handed out over TCP
+//! let stream = device.new_stream()?;
+//! scope(&stream, |s| {
+//!     let mut grad = s.upload(&vec![world.rank() as f32; 1 << 20])?;
+//!     s.all_reduce_in_place(&comm, &mut grad, Sum)?;
+//!     Ok::<_, Error>(())
+//! })?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Why a collective borrows its buffers only for the call
+//!
+//! A collective is enqueued on the scope's stream like a kernel (NCCL's "CUDA stream
+//! semantics"): it reads the send buffer and writes the receive buffer while it runs
+//! *there*, and not before or after. Peers reach this rank's memory only through NCCL's
+//! own staging buffers, which this rank's kernel copies from and to while it runs; this
+//! crate never registers user buffers with NCCL (`ncclCommRegister`, `ncclMemAlloc`),
+//! which is what would let a peer keep a reference past that. So the same argument as
+//! for [`Scope::copy_device`](crate::Scope::copy_device) and kernel launches holds: the
+//! operation is on the stream when the call returns, every later use of the memory
+//! through this scope (a kernel, a download, the stream-ordered free of a
+//! `DeviceBuffer`, a fork's lend, which waits on an event recorded after it) is ordered
+//! after it on the stream, and a download's host memory stays borrowed until its own
+//! synchronisation, as always. The peer's schedule decides *when* the operation
+//! completes, never *where* it writes.
+//!
+//! Two places where "on the stream when the call returns" would not hold are closed:
+//! inside [`group`], operations are enqueued only at the group's end, so [`Group`]'s
+//! methods borrow their buffers until then (reading a receive buffer inside the group
+//! does not compile), and a scope's own methods are refused while a group is open on
+//! the thread. (A group opened by other code through NCCL directly, e.g. cudarc's
+//! `nccl::result::group_start`, is invisible to this crate: collectives issued inside
+//! it would break the argument, as they break cudarc's own.)
+//!
+//! # When a peer dies
+//!
+//! A collective whose peer died, hangs or never made the matching call never
+//! completes, so neither would the scope's synchronisation. A scope that issued a
+//! collective ends by polling instead: NCCL's error state (`ncclCommGetAsyncError`)
+//! and the time waited. On a reported failure, or past the communicator's timeout
+//! ([`DEFAULT_TIMEOUT`], [`Communicator::set_timeout`], `STREAM_CORE_NCCL_TIMEOUT_S`), it
+//! aborts the communicator (`ncclCommAbort`, which stops its kernels), waits for the
+//! stream, which now drains, and returns the error. The receive buffers then hold
+//! unspecified values, which are still valid numbers (every bit pattern of an
+//! [`NcclElement`] is), and host memory is released only after the stream is idle. The
+//! communicator is unusable from then on. A host wait inside the scope before its end
+//! ([`Pending::wait`](crate::Pending::wait) on a download queued behind the collective)
+//! is not bounded this way; call [`Communicator::abort`] from another thread to end it.
+//!
+//! # Launchers
+//!
+//! [`World::from_env`] reads what `torchrun`, Slurm's `srun` and Open MPI's `mpirun` set;
+//! [`World::communicator`] has rank 0 make the [`UniqueId`] and hand it to the others
+//! over TCP (see [`World`] for the address), or uses NCCL's own bootstrap when
+//! `NCCL_COMM_ID` is set.
+//!
+//! Owns: communicators, unique ids, the typed elements and reductions, collectives and
+//! groups, the launcher's world and its rendezvous. Uses: `driver/` (NCCL calls),
+//! `scope/` (the stream, the scope's end), `memory/` (views), `device/`, `error`.
+
+mod collective;
+mod communicator;
+mod element;
+mod group;
+mod rendezvous;
+mod request;
+mod unique_id;
+mod world;
+
+pub use communicator::{Communicator, DEFAULT_TIMEOUT};
+pub use element::{Avg, Max, Min, NcclElement, Prod, ReduceOp, Sum};
+pub use group::{group, Group};
+pub use unique_id::UniqueId;
+pub use world::{Launcher, World};
+
+/// `true` when the NCCL library can be loaded on this machine (without loading it for
+/// good); a program can choose a one-GPU path without it.
+pub fn is_available() -> bool {
+    crate::driver::nccl::library_present()
+}
+
+/// NCCL's version as `(major, minor, patch)`, e.g. `(2, 28, 5)`.
+pub fn version() -> crate::Result<(u32, u32, u32)> {
+    let code = crate::driver::nccl::version()?.max(0) as u32;
+    // NCCL_VERSION(X,Y,Z) = X*10000 + Y*100 + Z since 2.9 (X*1000 + Y*100 + Z before).
+    Ok(if code >= 10000 {
+        (code / 10000, (code % 10000) / 100, code % 100)
+    } else {
+        (code / 1000, (code % 1000) / 100, code % 100)
+    })
+}

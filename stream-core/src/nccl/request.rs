@@ -1,0 +1,209 @@
+//! [`Request`]: one collective with its typed, borrowed operands, and [`issue`], the one
+//! place that checks it (device, ranks, lengths, group state) and enqueues it.
+
+use super::group::{self, Group};
+use super::{Communicator, NcclElement};
+use crate::driver::nccl::{enqueue, Collective};
+use crate::error::{Error, Result, ShapeMismatch};
+use crate::memory::view::RawSlice;
+use crate::memory::{DeviceSlice, DeviceSliceMut};
+use crate::scope::Scope;
+use crate::sealed::{Sealed, TOKEN};
+use crate::DeviceMemory;
+
+/// The device memory a collective reads and writes, borrowed for `'a`, branded `'s`.
+pub(crate) enum Operands<'a, 's, T: NcclElement> {
+    /// A send buffer and a distinct receive buffer (they cannot overlap: one is borrowed
+    /// shared and the other exclusively).
+    Apart(DeviceSlice<'a, 's, T>, DeviceSliceMut<'a, 's, T>),
+    /// One buffer both read and written (NCCL's in-place forms).
+    InPlace(DeviceSliceMut<'a, 's, T>),
+    /// Only read (`send`).
+    Read(DeviceSlice<'a, 's, T>),
+    /// Only written (`recv`).
+    Write(DeviceSliceMut<'a, 's, T>),
+}
+
+/// One collective, ready to be checked and issued.
+pub(crate) struct Request<'a, 's, T: NcclElement> {
+    /// The operation's name, for errors (`"all_reduce"`).
+    pub(crate) what: &'static str,
+    pub(crate) collective: Collective,
+    pub(crate) operands: Operands<'a, 's, T>,
+}
+
+/// `Ok(rank as i32)` when `rank` is in a communicator of `size` ranks.
+pub(crate) fn rank_in(rank: usize, size: usize) -> Result<i32> {
+    match i32::try_from(rank) {
+        Ok(r) if rank < size => Ok(r),
+        _ => Err(Error::InvalidRank { rank, size }),
+    }
+}
+
+/// Checks `request` and enqueues it on `s`'s stream through `comm`: now, or at the end
+/// of `group` when one is given. Nothing is enqueued when a check fails or there are no
+/// elements.
+pub(crate) fn issue<'a, 's, T: NcclElement>(
+    s: &'s Scope<'s, '_>,
+    comm: &Communicator,
+    request: Request<'a, 's, T>,
+    group: Option<&'a Group<'a, '_>>,
+) -> Result<()> {
+    match group {
+        None if group::is_open() => {
+            return Err(Error::NcclGroup {
+                reason: "a scope's collective was called inside nccl::group, where it would be \
+                         issued only at the group's end, after its borrows have ended: call \
+                         it on the group (g.all_reduce(s, ...)), whose borrows last until then",
+            })
+        }
+        None if comm.grouped_only() => {
+            return Err(Error::NcclGroup {
+                reason: "communicators made together by Communicator::for_devices are driven \
+                         by one thread, and an ungrouped collective on one would wait forever \
+                         for its siblings: issue one per device inside nccl::group, or make \
+                         one communicator per thread with UniqueId and Communicator::join",
+            })
+        }
+        _ => {}
+    }
+    s.stream.device.ensure_same_device(comm.device())?;
+    comm.check()?;
+    let size = comm.size();
+    let (send, recv, count) = operands(&request, comm.rank(), size)?;
+    if let Collective::Send { peer } | Collective::Recv { peer } = request.collective {
+        if group.is_none() && peer as usize == comm.rank() {
+            return Err(Error::NcclGroup {
+                reason: "a send or receive to this rank itself waits for its matching call: \
+                         issue both inside one nccl::group",
+            });
+        }
+    }
+    if count == 0 {
+        return Ok(());
+    }
+    s.outstanding.watch(&comm.watch());
+    // SAFETY: `send` and `recv` are the operands' memory, branded `'s` (so device memory
+    // of this scope's device, valid on its stream, which `comm` shares: checked above) and
+    // borrowed for `'a` (shared where only read, exclusively where written, so no other
+    // argument aliases a written one except NCCL's own in-place forms, which `operands`
+    // builds as NCCL defines them). `operands` checked each holds exactly the elements
+    // `Collective::elements` names. The operation is enqueued on the stream before `'a`
+    // ends: outside a group when this call returns (no group is open on this thread:
+    // checked above, and only `nccl::group` opens one); inside one at its end, which
+    // `group::group` reaches before `'a` (the group's own lifetime) ends, on return and
+    // on unwind. After that, every other use of the memory (kernels, copies, the
+    // stream-ordered free of a `DeviceBuffer`, a fork's lend) is ordered after it on the
+    // stream, and the scope's end waits for it (bounded by the watch registered above).
+    // Every bit pattern of `T: NcclElement` (plain numbers) is a valid `T`.
+    unsafe {
+        enqueue(
+            request.collective,
+            send.ptr,
+            recv.ptr,
+            count,
+            T::DATA_TYPE,
+            comm.raw(),
+            &s.stream.raw,
+        )
+    }
+}
+
+/// The send and receive memory and the per-rank count of `request` on a communicator of
+/// `size` ranks where this one is `rank`, after checking every length and rank.
+fn operands<T: NcclElement>(
+    request: &Request<'_, '_, T>,
+    rank: usize,
+    size: usize,
+) -> Result<(RawSlice, RawSlice, usize)> {
+    use Collective::*;
+    match request.collective {
+        Broadcast { root } | Reduce(_, root) => drop(rank_in(root as usize, size)?),
+        Send { peer } | Recv { peer } => drop(rank_in(peer as usize, size)?),
+        AllReduce(_) | AllGather | ReduceScatter(_) => {}
+    }
+    let shape = |expected: usize, actual: usize, what: &'static str| {
+        Err(Error::from(ShapeMismatch {
+            what,
+            expected,
+            actual,
+        }))
+    };
+    let (send, recv, count) = match (&request.operands, request.collective) {
+        (Operands::Apart(s, r), AllGather) => {
+            let (s, r) = (s.raw(TOKEN), r.raw(TOKEN));
+            let want = s.len.saturating_mul(size);
+            if r.len != want {
+                return shape(
+                    want,
+                    r.len,
+                    "all_gather: the receive buffer (communicator size × send length)",
+                );
+            }
+            (s, r, s.len)
+        }
+        (Operands::Apart(s, r), ReduceScatter(_)) => {
+            let (s, r) = (s.raw(TOKEN), r.raw(TOKEN));
+            let want = r.len.saturating_mul(size);
+            if s.len != want {
+                return shape(
+                    want,
+                    s.len,
+                    "reduce_scatter: the send buffer (communicator size × receive length)",
+                );
+            }
+            (s, r, r.len)
+        }
+        (Operands::Apart(s, r), _) => {
+            let (s, r) = (s.raw(TOKEN), r.raw(TOKEN));
+            Error::check_lengths(request.what, s.len, r.len)?;
+            (s, r, s.len)
+        }
+        (Operands::InPlace(b), AllGather | ReduceScatter(_)) => {
+            let b = b.raw(TOKEN);
+            if b.len % size != 0 {
+                return shape(b.len - b.len % size, b.len, "an in-place all_gather or reduce_scatter: the buffer (a multiple of the communicator size)");
+            }
+            let count = b.len / size;
+            // NCCL's in-place forms: this rank's block is the input of an all_gather and
+            // the output of a reduce_scatter.
+            let block = b.range::<T>(rank * count..(rank + 1) * count)?;
+            match request.collective {
+                AllGather => (block, b, count),
+                _ => (b, block, count),
+            }
+        }
+        (Operands::InPlace(b), _) => {
+            let b = b.raw(TOKEN);
+            (b, b, b.len)
+        }
+        (Operands::Read(s), _) => (s.raw(TOKEN), RawSlice::EMPTY, s.raw(TOKEN).len),
+        (Operands::Write(r), _) => (RawSlice::EMPTY, r.raw(TOKEN), r.raw(TOKEN).len),
+    };
+    // The per-rank count NCCL is given must fit what the buffers hold (checked above;
+    // asserted against the driver's own table so the two cannot drift apart).
+    match request.collective.elements(count, size) {
+        Some((need_send, need_recv)) if send.len >= need_send && recv.len >= need_recv => {
+            Ok((send, recv, count))
+        }
+        _ => shape(
+            count.saturating_mul(size),
+            send.len.min(recv.len),
+            request.what,
+        ),
+    }
+}
+
+/// A read-only view of all of `memory` for `'a`.
+pub(crate) fn read<'a, 's, T: NcclElement>(
+    memory: &'a impl DeviceMemory<'s, T>,
+) -> DeviceSlice<'a, 's, T> {
+    DeviceSlice::of(memory)
+}
+
+/// A writable view of all of `memory` for `'a`.
+pub(crate) fn write<'a, 's, T: NcclElement>(
+    memory: &'a mut impl crate::DeviceMemoryMut<'s, T>,
+) -> DeviceSliceMut<'a, 's, T> {
+    DeviceSliceMut::of(memory)
+}

@@ -1,0 +1,489 @@
+//! [`World`]: this process's place among the ranks a launcher started (`torchrun`,
+//! Slurm's `srun`, Open MPI's `mpirun`), read from the environment, and the
+//! communicator of all of them.
+
+use std::time::Duration;
+
+use super::{rendezvous, Communicator, UniqueId};
+use crate::device::Device;
+use crate::error::{Error, LaunchEnvironment, Result};
+
+/// Which launcher's variables described the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launcher {
+    /// `torchrun` (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, with `TORCHELASTIC_RUN_ID`).
+    Torchrun,
+    /// `RANK`, `WORLD_SIZE` and `LOCAL_RANK` set by hand or by another launcher.
+    Environment,
+    /// Open MPI's `mpirun` (`OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK`).
+    OpenMpi,
+    /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`).
+    Slurm,
+}
+
+/// How the ranks meet to share the communicator's [`UniqueId`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Meeting {
+    /// One rank: nothing to share.
+    Alone,
+    /// NCCL's own bootstrap at `NCCL_COMM_ID`: every rank derives the same id from it.
+    NcclCommId,
+    /// Rank 0 listens on `port` and the others reach it at `address` (`host:port`).
+    Tcp { address: String, port: u16 },
+}
+
+/// This process's place in a distributed job: its rank, the number of ranks, its rank
+/// on this host (which picks its GPU), and how the ranks meet.
+///
+/// Variables read, first match wins: `RANK`/`WORLD_SIZE`/`LOCAL_RANK` (`torchrun`, or
+/// set by hand), then `OMPI_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK` (`mpirun`), then
+/// `SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID` (`srun`). With more than one rank, they
+/// meet at NCCL's `NCCL_COMM_ID` when it is set, else at `MASTER_ADDR`:`MASTER_PORT`,
+/// where rank 0 listens (under `torchrun`, whose own store holds `MASTER_PORT`, at
+/// `MASTER_PORT + 1`; `STREAM_CORE_RENDEZVOUS_PORT` overrides either). The meeting
+/// waits `STREAM_CORE_RENDEZVOUS_TIMEOUT_S` seconds (default 300) for every rank.
+///
+/// ```no_run
+/// # fn main() -> stream_core::Result<()> {
+/// let world = stream_core::nccl::World::from_env()?;
+/// println!("rank {} of {}", world.rank(), world.size());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct World {
+    rank: usize,
+    size: usize,
+    local_rank: usize,
+    local_size: Option<usize>,
+    launcher: Launcher,
+    local_rank_variable: &'static str,
+    meeting: Meeting,
+    timeout: Duration,
+}
+
+/// Default for how long the ranks wait for each other.
+const DEFAULT_RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn bad(variable: &str, problem: impl Into<String>) -> Error {
+    Error::from(LaunchEnvironment {
+        variable: variable.to_owned(),
+        problem: problem.into(),
+    })
+}
+
+impl World {
+    /// The world the launcher's environment describes, or
+    /// [`Error::LaunchEnvironment`] naming the variable that is missing, not a number,
+    /// or contradicts another.
+    pub fn from_env() -> Result<World> {
+        World::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// [`from_env`](Self::from_env) over any source of variables (`lookup(name)` is the
+    /// value of `name`, if set): for tests, and for programs that get them elsewhere.
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<World> {
+        let number =
+            |name: &'static str| -> Result<Option<usize>> {
+                match lookup(name) {
+                    None => Ok(None),
+                    Some(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
+                        bad(name, format!("is {v:?}, not a non-negative whole number"))
+                    }),
+                }
+            };
+        let (launcher, names) = if lookup("RANK").is_some() {
+            let launcher = match lookup("TORCHELASTIC_RUN_ID") {
+                Some(_) => Launcher::Torchrun,
+                None => Launcher::Environment,
+            };
+            (
+                launcher,
+                ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"],
+            )
+        } else if lookup("OMPI_COMM_WORLD_RANK").is_some() {
+            (
+                Launcher::OpenMpi,
+                [
+                    "OMPI_COMM_WORLD_RANK",
+                    "OMPI_COMM_WORLD_SIZE",
+                    "OMPI_COMM_WORLD_LOCAL_RANK",
+                    "OMPI_COMM_WORLD_LOCAL_SIZE",
+                ],
+            )
+        } else if lookup("SLURM_PROCID").is_some() {
+            (
+                Launcher::Slurm,
+                [
+                    "SLURM_PROCID",
+                    "SLURM_NTASKS",
+                    "SLURM_LOCALID",
+                    "SLURM_NTASKS_PER_NODE",
+                ],
+            )
+        } else {
+            return Err(bad(
+                "RANK",
+                "is not set, nor OMPI_COMM_WORLD_RANK or SLURM_PROCID: no launcher started this process",
+            ));
+        };
+        let [rank_name, size_name, local_name, local_size_name] = names;
+        let rank = number(rank_name)?.ok_or_else(|| bad(rank_name, "is missing"))?;
+        let size = number(size_name)?
+            .ok_or_else(|| bad(size_name, format!("is missing ({rank_name} is set)")))?;
+        let local_rank = number(local_name)?.ok_or_else(|| {
+            bad(
+                local_name,
+                format!("is missing ({rank_name} is set); it picks this rank's GPU"),
+            )
+        })?;
+        // Slurm writes e.g. "4(x2)" for SLURM_NTASKS_PER_NODE: a local size only when plain.
+        let local_size = match launcher {
+            Launcher::Slurm => lookup(local_size_name).and_then(|v| v.trim().parse().ok()),
+            _ => number(local_size_name)?,
+        };
+        if size == 0 {
+            return Err(bad(size_name, "is 0: a world has at least one rank"));
+        }
+        if rank >= size {
+            return Err(bad(
+                &format!("{rank_name} and {size_name}"),
+                format!("contradict each other: rank {rank} is not below the size {size}"),
+            ));
+        }
+        if let Some(local_size) = local_size {
+            if local_rank >= local_size {
+                return Err(bad(
+                    &format!("{local_name} and {local_size_name}"),
+                    format!(
+                        "contradict each other: local rank {local_rank} is not below {local_size}"
+                    ),
+                ));
+            }
+            if local_size > size {
+                return Err(bad(
+                    &format!("{local_size_name} and {size_name}"),
+                    format!(
+                        "contradict each other: {local_size} ranks on this host but {size} in all"
+                    ),
+                ));
+            }
+        }
+        let meeting = meeting(&lookup, launcher, size)?;
+        let timeout = match lookup("STREAM_CORE_RENDEZVOUS_TIMEOUT_S") {
+            None => DEFAULT_RENDEZVOUS_TIMEOUT,
+            Some(v) => match v.trim().parse::<f64>() {
+                Ok(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
+                _ => {
+                    return Err(bad(
+                        "STREAM_CORE_RENDEZVOUS_TIMEOUT_S",
+                        format!("is {v:?}, not a positive number of seconds"),
+                    ))
+                }
+            },
+        };
+        Ok(World {
+            rank,
+            size,
+            local_rank,
+            local_size,
+            launcher,
+            local_rank_variable: local_name,
+            meeting,
+            timeout,
+        })
+    }
+
+    /// This process's rank, `0..size()`.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// This process's rank among those on its host: the ordinal of its GPU.
+    pub fn local_rank(&self) -> usize {
+        self.local_rank
+    }
+
+    /// The number of ranks on this host, when the launcher says.
+    pub fn local_size(&self) -> Option<usize> {
+        self.local_size
+    }
+
+    /// The launcher whose variables were read.
+    pub fn launcher(&self) -> Launcher {
+        self.launcher
+    }
+
+    /// How long [`communicator`](Self::communicator) waits for every rank.
+    pub fn rendezvous_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sets [`rendezvous_timeout`](Self::rendezvous_timeout).
+    pub fn set_rendezvous_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// This rank's GPU: the device whose ordinal is its local rank (among the devices
+    /// `CUDA_VISIBLE_DEVICES` leaves visible). [`Error::LaunchEnvironment`] when the host
+    /// has no such GPU (more ranks per host than GPUs, or none at all).
+    pub fn device(&self) -> Result<Device> {
+        let count = Device::count()?;
+        if self.local_rank >= count {
+            let gpus = match count {
+                0 => "no visible GPU".to_owned(),
+                1 => "1 visible GPU".to_owned(),
+                n => format!("{n} visible GPUs"),
+            };
+            return Err(bad(
+                self.local_rank_variable,
+                format!(
+                    "is {} but this host has {gpus}: start at most one rank per GPU on each \
+                     host (e.g. --nproc-per-node={count}), or make the GPUs visible \
+                     (CUDA_VISIBLE_DEVICES)",
+                    self.local_rank
+                ),
+            ));
+        }
+        Device::new(self.local_rank)
+    }
+
+    /// This rank's member of the communicator of every rank, on `device` (normally
+    /// [`device`](Self::device)). Every rank calls it; it returns once all have joined,
+    /// or fails with [`Error::Rendezvous`] when one does not arrive in time.
+    pub fn communicator(&self, device: &Device) -> Result<Communicator> {
+        let id = match &self.meeting {
+            Meeting::Alone | Meeting::NcclCommId => UniqueId::new()?,
+            Meeting::Tcp { address, port } if self.rank == 0 => {
+                let id = UniqueId::new()?;
+                rendezvous::serve(address, *port, &id, self.size, self.timeout)?;
+                id
+            }
+            Meeting::Tcp { address, .. } => {
+                rendezvous::fetch(address, self.rank, self.size, self.timeout)?
+            }
+        };
+        Communicator::join(device, &id, self.rank, self.size)
+    }
+}
+
+/// How the ranks of a world of `size` meet (see [`World`]).
+fn meeting(
+    lookup: &impl Fn(&str) -> Option<String>,
+    launcher: Launcher,
+    size: usize,
+) -> Result<Meeting> {
+    if size == 1 {
+        return Ok(Meeting::Alone);
+    }
+    if lookup("NCCL_COMM_ID").is_some() {
+        return Ok(Meeting::NcclCommId);
+    }
+    let host = lookup("MASTER_ADDR").ok_or_else(|| {
+        bad(
+            "MASTER_ADDR",
+            "is missing, and so is NCCL_COMM_ID: set MASTER_ADDR and MASTER_PORT to rank 0's \
+             host and a free port (torchrun sets them; under srun or mpirun export them)",
+        )
+    })?;
+    let master_port = lookup("MASTER_PORT")
+        .ok_or_else(|| bad("MASTER_PORT", "is missing (MASTER_ADDR is set)"))?;
+    let master_port: u16 = master_port.trim().parse().map_err(|_| {
+        bad(
+            "MASTER_PORT",
+            format!("is {master_port:?}, not a port number"),
+        )
+    })?;
+    let port = match lookup("STREAM_CORE_RENDEZVOUS_PORT") {
+        Some(v) => v.trim().parse().map_err(|_| {
+            bad(
+                "STREAM_CORE_RENDEZVOUS_PORT",
+                format!("is {v:?}, not a port number"),
+            )
+        })?,
+        // torchrun's agent serves its own store on MASTER_PORT.
+        None if launcher == Launcher::Torchrun => master_port.checked_add(1).ok_or_else(|| {
+            bad(
+                "MASTER_PORT",
+                "is 65535: under torchrun the rendezvous uses the next port",
+            )
+        })?,
+        None => master_port,
+    };
+    let host = host.trim();
+    let address = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    Ok(Meeting::Tcp { address, port })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn world(vars: &[(&str, &str)]) -> Result<World> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        World::from_vars(|name| map.get(name).cloned())
+    }
+
+    fn problem(vars: &[(&str, &str)]) -> String {
+        world(vars).unwrap_err().to_string()
+    }
+
+    const TORCHRUN: [(&str, &str); 7] = [
+        ("RANK", "3"),
+        ("WORLD_SIZE", "8"),
+        ("LOCAL_RANK", "1"),
+        ("LOCAL_WORLD_SIZE", "4"),
+        ("MASTER_ADDR", "node0"),
+        ("MASTER_PORT", "29500"),
+        ("TORCHELASTIC_RUN_ID", "none"),
+    ];
+
+    #[test]
+    fn torchrun_rank_size_local_rank_and_the_port_after_its_store() {
+        let w = world(&TORCHRUN).unwrap();
+        assert_eq!(
+            (w.rank(), w.size(), w.local_rank(), w.local_size()),
+            (3, 8, 1, Some(4))
+        );
+        assert_eq!(w.launcher(), Launcher::Torchrun);
+        assert_eq!(
+            w.meeting,
+            Meeting::Tcp {
+                address: "node0:29501".into(),
+                port: 29501
+            }
+        );
+    }
+
+    #[test]
+    fn by_hand_the_master_port_itself_and_an_override() {
+        let vars = &TORCHRUN[..6];
+        let w = world(vars).unwrap();
+        assert_eq!(w.launcher(), Launcher::Environment);
+        assert_eq!(
+            w.meeting,
+            Meeting::Tcp {
+                address: "node0:29500".into(),
+                port: 29500
+            }
+        );
+        let mut more = vars.to_vec();
+        more.push(("STREAM_CORE_RENDEZVOUS_PORT", "40000"));
+        assert_eq!(
+            world(&more).unwrap().meeting,
+            Meeting::Tcp {
+                address: "node0:40000".into(),
+                port: 40000
+            }
+        );
+    }
+
+    #[test]
+    fn open_mpi_and_slurm() {
+        let w = world(&[
+            ("OMPI_COMM_WORLD_RANK", "5"),
+            ("OMPI_COMM_WORLD_SIZE", "6"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "2"),
+            ("NCCL_COMM_ID", "10.0.0.1:5000"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (w.rank(), w.size(), w.local_rank(), w.launcher()),
+            (5, 6, 2, Launcher::OpenMpi)
+        );
+        assert_eq!(w.meeting, Meeting::NcclCommId);
+        let w = world(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_NTASKS_PER_NODE", "2(x1)"),
+            ("MASTER_ADDR", "::1"),
+            ("MASTER_PORT", "1234"),
+        ])
+        .unwrap();
+        assert_eq!((w.launcher(), w.local_size()), (Launcher::Slurm, None));
+        assert_eq!(
+            w.meeting,
+            Meeting::Tcp {
+                address: "[::1]:1234".into(),
+                port: 1234
+            }
+        );
+    }
+
+    #[test]
+    fn one_rank_needs_no_meeting_place() {
+        let w = world(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")]).unwrap();
+        assert_eq!(w.meeting, Meeting::Alone);
+    }
+
+    #[test]
+    fn each_missing_or_contradictory_variable_is_named() {
+        assert!(problem(&[]).contains("RANK is not set, nor OMPI_COMM_WORLD_RANK or SLURM_PROCID"));
+        assert!(problem(&[("RANK", "0")]).contains("WORLD_SIZE is missing"));
+        assert!(problem(&[("RANK", "0"), ("WORLD_SIZE", "2")]).contains("LOCAL_RANK is missing"));
+        assert!(problem(&[("RANK", "x"), ("WORLD_SIZE", "2")])
+            .contains("RANK is \"x\", not a non-negative"));
+        assert!(
+            problem(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0")]).contains(
+                "RANK and WORLD_SIZE contradict each other: rank 2 is not below the size 2"
+            )
+        );
+        assert!(
+            problem(&[("RANK", "0"), ("WORLD_SIZE", "0"), ("LOCAL_RANK", "0")])
+                .contains("WORLD_SIZE is 0")
+        );
+        assert!(problem(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_RANK", "2"),
+            ("LOCAL_WORLD_SIZE", "2")
+        ])
+        .contains("LOCAL_RANK and LOCAL_WORLD_SIZE contradict each other"));
+        assert!(problem(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "0"),
+            ("LOCAL_WORLD_SIZE", "3")
+        ])
+        .contains("LOCAL_WORLD_SIZE and WORLD_SIZE contradict each other"));
+        assert!(
+            problem(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0")])
+                .contains("MASTER_ADDR is missing")
+        );
+        assert!(problem(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "0"),
+            ("MASTER_ADDR", "h")
+        ])
+        .contains("MASTER_PORT is missing"));
+        assert!(problem(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "0"),
+            ("MASTER_ADDR", "h"),
+            ("MASTER_PORT", "99999")
+        ])
+        .contains("MASTER_PORT is \"99999\", not a port number"));
+        assert!(problem(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "1"),
+            ("LOCAL_RANK", "0"),
+            ("STREAM_CORE_RENDEZVOUS_TIMEOUT_S", "-1")
+        ])
+        .contains("STREAM_CORE_RENDEZVOUS_TIMEOUT_S is \"-1\""));
+    }
+}
