@@ -38,7 +38,16 @@ pub fn run_self(
 ) -> Result<ChildOutput, Failed> {
     let exe = std::env::current_exe()
         .map_err(|e| Failed::from(format!("{what}: cannot find this test binary: {e}")))?;
-    let mut command = Command::new(exe);
+    run_command(what, Command::new(exe), env, limit)
+}
+
+/// [`run_self`] for any command (a launcher that starts this binary, for instance).
+pub fn run_command(
+    what: &str,
+    mut command: Command,
+    env: &[(&str, Option<&str>)],
+    limit: Duration,
+) -> Result<ChildOutput, Failed> {
     for (key, value) in env {
         match value {
             Some(value) => command.env(key, value),

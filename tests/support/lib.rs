@@ -28,6 +28,7 @@ mod gpu;
 mod gpu_work;
 pub mod graph_kernels;
 mod harness;
+pub mod nccl_ranks;
 pub mod pool;
 mod rng;
 

@@ -1,0 +1,117 @@
+//! Helpers of the NCCL tests: one thread per rank over every visible GPU (or one rank
+//! on one GPU), each with its own [`Communicator`] joined through a shared
+//! [`UniqueId`], and [`NcclValue`], the element types with the small integer values
+//! whose sums, products and averages over a few ranks are exact, so every result is
+//! compared bit for bit with a CPU reference.
+
+use libtest_mimic::Failed;
+use stream_core::nccl::{Communicator, NcclElement, UniqueId};
+use stream_core::{Device, Stream};
+
+use crate::Element;
+
+/// An element type of the NCCL tests.
+pub trait NcclValue: NcclElement + Element + Send + Sync {
+    /// `true` for `f32`/`f64`, the types `Avg` reduces.
+    const FLOAT: bool;
+    /// The value `k`, a small integer (`-4..=4`; unsigned types take `|k|`).
+    fn small(k: i64) -> Self;
+    /// The value as an `f64` (exact for the values the tests use).
+    fn to_f64(self) -> f64;
+    /// `v`, an exact small number, as this type.
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! nccl_value {
+    ($($t:ty: $float:expr, $signed:expr);* $(;)?) => {$(
+        impl NcclValue for $t {
+            const FLOAT: bool = $float;
+            fn small(k: i64) -> Self {
+                (if $signed { k } else { k.abs() }) as $t
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+        }
+    )*};
+}
+nccl_value!(
+    f32: true, true; f64: true, true; i8: false, true; u8: false, false;
+    i32: false, true; u32: false, false; i64: false, true; u64: false, false;
+);
+
+/// The ranks the tests run: every visible GPU, at most 8 (one rank on one GPU).
+pub fn rank_count() -> Result<usize, Failed> {
+    let n = Device::count().map_err(|e| Failed::from(format!("Device::count: {e}")))?;
+    Ok(n.min(8))
+}
+
+/// Runs `body(rank, communicator, stream)` on `ranks` threads, rank `r` on GPU `r`,
+/// with communicators joined through one [`UniqueId`]; the first failure, naming its
+/// rank. A failing rank aborts its communicator so the others do not wait for it
+/// forever.
+pub fn on_ranks(
+    ranks: usize,
+    body: impl Fn(usize, &Communicator, &Stream) -> Result<(), Failed> + Sync,
+) -> Result<(), Failed> {
+    let id = UniqueId::new().map_err(|e| Failed::from(format!("UniqueId::new: {e}")))?;
+    let results: Vec<Result<(), Failed>> = std::thread::scope(|threads| {
+        let handles: Vec<_> = (0..ranks)
+            .map(|rank| {
+                let body = &body;
+                threads.spawn(move || -> Result<(), Failed> {
+                    let device = Device::new(rank)?;
+                    let comm = Communicator::join(&device, &id, rank, ranks)?;
+                    let stream = device.new_stream()?;
+                    let out = body(rank, &comm, &stream);
+                    if out.is_err() {
+                        comm.abort();
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Failed::from("a rank's thread panicked")))
+            })
+            .collect()
+    });
+    for (rank, result) in results.into_iter().enumerate() {
+        result.map_err(|e| {
+            Failed::from(format!(
+                "rank {rank} of {ranks}: {}",
+                e.message().unwrap_or("failed")
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// Rank `rank`'s input of `len` elements for the test seeded `seed`: small non-zero
+/// values (`1..=4` in magnitude, or `1..=2` when `for_products`, so a product over up to
+/// 6 ranks stays exact in `i8`), the same on every rank that computes it.
+pub fn rank_input<T: NcclValue>(seed: u64, rank: usize, len: usize, for_products: bool) -> Vec<T> {
+    (0..len)
+        .map(|i| {
+            let mut h = seed
+                ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ (i as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            h ^= h >> 29;
+            h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            h ^= h >> 32;
+            let magnitude = if for_products {
+                1 + (h % 2)
+            } else {
+                1 + (h % 4)
+            } as i64;
+            let sign = if (h >> 8) & 1 == 1 { -1 } else { 1 };
+            T::small(sign * magnitude)
+        })
+        .collect()
+}

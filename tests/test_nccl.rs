@@ -1,0 +1,422 @@
+//! NCCL collectives on branded memory (`stream-core/src/nccl/`): every collective, in
+//! its out-of-place and in-place forms and grouped, for every element type, at 0, 1, an
+//! odd number and 64 MiB of elements per rank (256 MiB with two GPUs or more), compared
+//! bit for bit with a CPU reference of the same ranks' inputs.
+//!
+//! The ranks are every visible GPU, one thread each, joined through one `UniqueId`: on
+//! one GPU a communicator of one rank (NCCL refuses two ranks on one GPU), on a
+//! machine with more GPUs the real thing. Without a CUDA device these tests are reported
+//! as ignored (see `gpu_tests::run`); without NCCL they fail, naming it.
+
+use std::mem::size_of;
+
+use gpu_tests::nccl_ranks::{on_ranks, rank_count, rank_input, NcclValue};
+use gpu_tests::{check_eq, ensure, poisoned, Element, Rng, TestResult};
+use stream_core::nccl::{self, Avg, Communicator, Max, Min, Prod, ReduceOp, Sum};
+use stream_core::{scope, Device, DeviceBuffer, Error, Scope, Stream};
+
+gpu_tests::test_main! {
+    gpu: [
+        every_collective_matches_the_cpu_f32 = every_collective_matches_the_cpu::<f32>,
+        every_collective_matches_the_cpu_f64 = every_collective_matches_the_cpu::<f64>,
+        every_collective_matches_the_cpu_i8 = every_collective_matches_the_cpu::<i8>,
+        every_collective_matches_the_cpu_u8 = every_collective_matches_the_cpu::<u8>,
+        every_collective_matches_the_cpu_i32 = every_collective_matches_the_cpu::<i32>,
+        every_collective_matches_the_cpu_u32 = every_collective_matches_the_cpu::<u32>,
+        every_collective_matches_the_cpu_i64 = every_collective_matches_the_cpu::<i64>,
+        every_collective_matches_the_cpu_u64 = every_collective_matches_the_cpu::<u64>,
+        one_thread_drives_every_device_through_a_group,
+        a_result_is_used_by_the_next_operation_on_the_stream_without_a_wait,
+        forks_issue_collectives_on_their_own_streams,
+    ],
+}
+
+/// Elements per rank: none, one, an odd count, and the big size.
+fn counts<T>(ranks: usize) -> [usize; 4] {
+    let big_bytes: usize = if ranks >= 2 { 256 << 20 } else { 64 << 20 };
+    [0, 1, 1001, big_bytes / size_of::<T>()]
+}
+
+/// The inputs of every rank (`len` each), as each rank's own thread computes them.
+fn all_inputs<T: NcclValue>(
+    seed: u64,
+    ranks: usize,
+    len: usize,
+    for_products: bool,
+) -> Vec<Vec<T>> {
+    (0..ranks)
+        .map(|r| rank_input(seed, r, len, for_products))
+        .collect()
+}
+
+/// The element-wise reduction of `inputs` by `op` (in `f64`, exact for these values),
+/// then `finish(total, ranks)`.
+fn reduced<T: NcclValue>(
+    inputs: &[Vec<T>],
+    op: fn(f64, f64) -> f64,
+    finish: fn(f64, usize) -> f64,
+) -> Vec<T> {
+    let n = inputs.len();
+    (0..inputs[0].len())
+        .map(|i| {
+            let total = inputs[1..]
+                .iter()
+                .fold(inputs[0][i].to_f64(), |acc, x| op(acc, x[i].to_f64()));
+            T::from_f64(finish(total, n))
+        })
+        .collect()
+}
+
+/// Runs `body` in a scope on `stream` and downloads the buffer it returns into `host`
+/// (of the same length, poisoned by the caller).
+fn result_of<'e, T: NcclValue>(
+    stream: &'e Stream,
+    host: &'e mut Vec<T>,
+    body: impl for<'s> FnOnce(&'s Scope<'s, 'e>) -> stream_core::Result<DeviceBuffer<'s, T>>,
+) -> TestResult {
+    scope(stream, |s| {
+        let out = body(s)?;
+        s.copy_to_host(&out, host)?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    Ok(())
+}
+
+/// A device buffer holding `values`, or `len` poisoned elements.
+fn poisoned_on<'s, T: NcclValue>(
+    s: &'s Scope<'s, '_>,
+    len: usize,
+) -> stream_core::Result<DeviceBuffer<'s, T>> {
+    let mut buf = s.alloc::<T>(len)?;
+    s.fill(&mut buf, T::POISON)?;
+    Ok(buf)
+}
+
+/// One reduction, all_reduce out of place and in place.
+fn all_reduce_with<T: NcclValue, O: ReduceOp<T>>(
+    op: O,
+    name: &str,
+    cpu: (fn(f64, f64) -> f64, fn(f64, usize) -> f64),
+    (seed, rank, count): (u64, usize, usize),
+    comm: &Communicator,
+    stream: &Stream,
+) -> TestResult {
+    let n = comm.size();
+    let inputs = all_inputs::<T>(seed, n, count, name == "Prod");
+    let expected = reduced(&inputs, cpu.0, cpu.1);
+    let mine = &inputs[rank];
+    let mut got = poisoned(count);
+    result_of(stream, &mut got, |s| {
+        let x = s.upload(mine)?;
+        let mut out = poisoned_on(s, count)?;
+        s.all_reduce(comm, &x, &mut out, op)?;
+        Ok(out)
+    })?;
+    check_eq(
+        &format!("all_reduce {name} of {count} {}", T::NAME),
+        &expected,
+        &got,
+    )?;
+    let mut got = poisoned(count);
+    result_of(stream, &mut got, |s| {
+        let mut x = s.upload(mine)?;
+        s.all_reduce_in_place(comm, &mut x, op)?;
+        Ok(x)
+    })?;
+    check_eq(
+        &format!("all_reduce_in_place {name} of {count} {}", T::NAME),
+        &expected,
+        &got,
+    )
+}
+
+/// Every collective for one element type, on every visible GPU.
+fn every_collective_matches_the_cpu<T: NcclValue>() -> TestResult {
+    let seed = Rng::new().next_u64();
+    let ranks = rank_count()?;
+    on_ranks(ranks, |rank, comm, stream| {
+        for count in counts::<T>(ranks) {
+            let every_reduction = count < 1 << 16;
+            let at = (seed ^ count as u64, rank, count);
+            let (add, keep): (fn(f64, f64) -> f64, fn(f64, usize) -> f64) =
+                (|a, b| a + b, |t, _| t);
+            all_reduce_with::<T, _>(Sum, "Sum", (add, keep), at, comm, stream)?;
+            if every_reduction {
+                all_reduce_with::<T, _>(Prod, "Prod", (|a, b| a * b, keep), at, comm, stream)?;
+                all_reduce_with::<T, _>(Max, "Max", (f64::max, keep), at, comm, stream)?;
+                all_reduce_with::<T, _>(Min, "Min", (f64::min, keep), at, comm, stream)?;
+                if T::FLOAT && ranks.is_power_of_two() {
+                    average::<T>(at, comm, stream)?;
+                }
+            }
+            broadcast_reduce_gather_scatter::<T>(at, comm, stream)?;
+            ring_send_recv::<T>(at, comm, stream)?;
+        }
+        Ok(())
+    })
+}
+
+/// `Avg`, for the float types (an exact mean over a power-of-two number of ranks).
+fn average<T: NcclValue>(
+    at: (u64, usize, usize),
+    comm: &Communicator,
+    stream: &Stream,
+) -> TestResult {
+    // `Avg` is implemented for f32 and f64 only; reach it through the concrete type.
+    macro_rules! on {
+        ($t:ty) => {{
+            let (seed, rank, count) = at;
+            let n = comm.size();
+            let inputs = all_inputs::<$t>(seed, n, count, false);
+            let expected = reduced(&inputs, |a, b| a + b, |t, n| t / n as f64);
+            let mut got = poisoned(count);
+            result_of(stream, &mut got, |s| {
+                let mut x = s.upload(&inputs[rank])?;
+                s.all_reduce_in_place(comm, &mut x, Avg)?;
+                Ok(x)
+            })?;
+            check_eq(
+                &format!("all_reduce Avg of {count} {}", <$t>::NAME),
+                &expected,
+                &got,
+            )
+        }};
+    }
+    match T::NAME {
+        "f32" => on!(f32),
+        "f64" => on!(f64),
+        _ => Ok(()),
+    }
+}
+
+/// broadcast, reduce, all_gather and reduce_scatter, each out of place and in place.
+fn broadcast_reduce_gather_scatter<T: NcclValue>(
+    (seed, rank, count): (u64, usize, usize),
+    comm: &Communicator,
+    stream: &Stream,
+) -> TestResult {
+    let n = comm.size();
+    let what = |op: &str| format!("{op} of {count} {} per rank", T::NAME);
+    let inputs = all_inputs::<T>(seed, n, count, false);
+    let mine = &inputs[rank];
+    // broadcast from the last rank
+    let root = n - 1;
+    let mut got = poisoned(count);
+    result_of(stream, &mut got, |s| {
+        let x = s.upload(mine)?;
+        let mut out = poisoned_on(s, count)?;
+        s.broadcast(comm, &x, &mut out, root)?;
+        Ok(out)
+    })?;
+    check_eq(&what("broadcast"), &inputs[root], &got)?;
+    let mut got = poisoned(count);
+    result_of(stream, &mut got, |s| {
+        let mut x = s.upload(mine)?;
+        s.broadcast_in_place(comm, &mut x, root)?;
+        Ok(x)
+    })?;
+    check_eq(&what("broadcast_in_place"), &inputs[root], &got)?;
+    // reduce (Sum) to rank 0: the others' receive buffers stay as they were
+    let sum = reduced(&inputs, |a, b| a + b, |t, _| t);
+    let mut got = poisoned(count);
+    result_of(stream, &mut got, |s| {
+        let x = s.upload(mine)?;
+        let mut out = poisoned_on(s, count)?;
+        s.reduce(comm, &x, &mut out, Sum, 0)?;
+        Ok(out)
+    })?;
+    let untouched = poisoned::<T>(count);
+    check_eq(
+        &what("reduce"),
+        if rank == 0 { &sum } else { &untouched },
+        &got,
+    )?;
+    let mut got = poisoned(count);
+    result_of(stream, &mut got, |s| {
+        let mut x = s.upload(mine)?;
+        s.reduce_in_place(comm, &mut x, Sum, 0)?;
+        Ok(x)
+    })?;
+    check_eq(
+        &what("reduce_in_place"),
+        if rank == 0 { &sum } else { mine },
+        &got,
+    )?;
+    // all_gather: every rank's block in rank order
+    let gathered: Vec<T> = inputs.concat();
+    let mut got = poisoned(count * n);
+    result_of(stream, &mut got, |s| {
+        let x = s.upload(mine)?;
+        let mut out = poisoned_on(s, count * n)?;
+        s.all_gather(comm, &x, &mut out)?;
+        Ok(out)
+    })?;
+    check_eq(&what("all_gather"), &gathered, &got)?;
+    let mut got = poisoned(count * n);
+    result_of(stream, &mut got, |s| {
+        let mut buf = poisoned_on(s, count * n)?;
+        s.copy_to_device(mine, &mut buf.slice_mut(rank * count..(rank + 1) * count)?)?;
+        s.all_gather_in_place(comm, &mut buf)?;
+        Ok(buf)
+    })?;
+    check_eq(&what("all_gather_in_place"), &gathered, &got)?;
+    // reduce_scatter (Sum): block r of the sum of every rank's n blocks to rank r
+    let wide = all_inputs::<T>(seed ^ 0x5CA7, n, count * n, false);
+    let wide_sum = reduced(&wide, |a, b| a + b, |t, _| t);
+    let block = &wide_sum[rank * count..(rank + 1) * count];
+    let mut got = poisoned(count);
+    result_of(stream, &mut got, |s| {
+        let x = s.upload(&wide[rank])?;
+        let mut out = poisoned_on(s, count)?;
+        s.reduce_scatter(comm, &x, &mut out, Sum)?;
+        Ok(out)
+    })?;
+    check_eq(&what("reduce_scatter"), block, &got)?;
+    let mut got = poisoned(count * n);
+    result_of(stream, &mut got, |s| {
+        let mut buf = s.upload(&wide[rank])?;
+        s.reduce_scatter_in_place(comm, &mut buf, Sum)?;
+        Ok(buf)
+    })?;
+    check_eq(
+        &what("reduce_scatter_in_place (this rank's block)"),
+        block,
+        &got[rank * count..(rank + 1) * count],
+    )
+}
+
+/// send/recv around the ring in one group: rank r sends to r + 1 and receives from
+/// r - 1 (on one rank, to and from itself).
+fn ring_send_recv<T: NcclValue>(
+    (seed, rank, count): (u64, usize, usize),
+    comm: &Communicator,
+    stream: &Stream,
+) -> TestResult {
+    let n = comm.size();
+    let inputs = all_inputs::<T>(seed ^ 0x2196, n, count, false);
+    let (next, previous) = ((rank + 1) % n, (rank + n - 1) % n);
+    let mut got = poisoned(count);
+    result_of(stream, &mut got, |s| {
+        let x = s.upload(&inputs[rank])?;
+        let mut out = poisoned_on(s, count)?;
+        nccl::group(|g| {
+            g.send(s, comm, &x, next)?;
+            g.recv(s, comm, &mut out, previous)
+        })?;
+        Ok(out)
+    })?;
+    check_eq(
+        &format!("send/recv ring of {count} {}", T::NAME),
+        &inputs[previous],
+        &got,
+    )
+}
+
+/// `Communicator::for_devices` over every visible GPU (up to two here), one thread, the
+/// all_reduce of each device issued inside one `nccl::group` from nested scopes.
+fn one_thread_drives_every_device_through_a_group() -> TestResult {
+    let ranks = rank_count()?.min(2);
+    let devices: Vec<Device> = (0..ranks)
+        .map(Device::new)
+        .collect::<stream_core::Result<_>>()?;
+    let comms = Communicator::for_devices(&devices)?;
+    ensure!(
+        comms.len() == ranks,
+        "{} communicators for {ranks} devices",
+        comms.len()
+    );
+    for (r, comm) in comms.iter().enumerate() {
+        ensure!(
+            comm.rank() == r && comm.size() == ranks && comm.device().ordinal() == r,
+            "{comm:?}"
+        );
+    }
+    let seed = Rng::new().next_u64();
+    let count = 4099;
+    let inputs = all_inputs::<f32>(seed, ranks, count, false);
+    let expected = reduced(&inputs, |a, b| a + b, |t, _| t);
+    let streams: Vec<Stream> = devices
+        .iter()
+        .map(Device::new_stream)
+        .collect::<stream_core::Result<_>>()?;
+    let mut results = vec![poisoned::<f32>(count); ranks];
+    let (first, rest) = results.split_at_mut(1);
+    scope(&streams[0], |a| {
+        let mut x = a.upload(&inputs[0])?;
+        if ranks == 1 {
+            nccl::group(|g| g.all_reduce_in_place(a, &comms[0], &mut x, Sum))?;
+        } else {
+            scope(&streams[1], |b| {
+                let mut y = b.upload(&inputs[1])?;
+                nccl::group(|g| {
+                    g.all_reduce_in_place(a, &comms[0], &mut x, Sum)?;
+                    g.all_reduce_in_place(b, &comms[1], &mut y, Sum)
+                })?;
+                b.copy_to_host(&y, &mut rest[0])?.wait()?;
+                Ok::<_, Error>(())
+            })?;
+        }
+        a.copy_to_host(&x, &mut first[0])?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    for (r, got) in results.iter().enumerate() {
+        check_eq(&format!("grouped all_reduce, device {r}"), &expected, got)?;
+    }
+    // Outside a group, siblings of one thread are refused (it would deadlock).
+    if ranks > 1 {
+        scope(&streams[0], |a| {
+            let mut x = a.alloc_zeroed::<f32>(4)?;
+            let err = a.all_reduce_in_place(&comms[0], &mut x, Sum).unwrap_err();
+            ensure!(
+                matches!(err, Error::NcclGroup { .. }),
+                "ungrouped sibling: {err}"
+            );
+            TestResult::Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// The receive buffer of an all_reduce feeds the next copy on the same stream with no
+/// host wait in between (stream order is the only synchronisation), many times over.
+fn a_result_is_used_by_the_next_operation_on_the_stream_without_a_wait() -> TestResult {
+    let ranks = rank_count()?;
+    on_ranks(ranks, |_rank, comm, stream| {
+        let count = 1 << 20;
+        let rounds = 20;
+        let ones = vec![1.0f32; count];
+        let mut got = poisoned(count);
+        result_of(stream, &mut got, |s| {
+            let mut x = s.upload(&ones)?;
+            let mut y = s.alloc::<f32>(count)?;
+            for _ in 0..rounds {
+                s.all_reduce(comm, &x, &mut y, Sum)?; // y = ranks * x
+                s.copy_device(&y, &mut x)?; // x = y, ordered after the collective
+            }
+            Ok(x)
+        })?;
+        let expected = vec![(ranks as f32).powi(rounds); count];
+        check_eq("x after 20 rounds of x = all_reduce(x)", &expected, &got)
+    })
+}
+
+/// A fork's child issues a collective on its own stream on a lent buffer; the join
+/// orders it before the parent's download.
+fn forks_issue_collectives_on_their_own_streams() -> TestResult {
+    let ranks = rank_count()?;
+    on_ranks(ranks, |rank, comm, stream| {
+        let child = stream.device().new_stream()?;
+        let count = 12345;
+        let mine = vec![rank as f32 + 1.0; count];
+        let mut got = poisoned(count);
+        result_of(stream, &mut got, |s| {
+            let mut x = s.upload(&mine)?;
+            s.fork(&child, (&mut x,), |c, (mut x,)| {
+                c.all_reduce_in_place(comm, &mut x, Sum)
+            })?;
+            Ok(x)
+        })?;
+        let total: f32 = (1..=ranks).map(|r| r as f32).sum();
+        check_eq("all_reduce in a fork", &vec![total; count], &got)
+    })
+}

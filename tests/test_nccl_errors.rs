@@ -1,0 +1,475 @@
+//! Bad input and failure around NCCL (rows "NCCL" of the bad-input table,
+//! `stream-core/src/errors_doc.md`): lengths and ranks that do not fit, group misuse, an
+//! aborted communicator, a collective that never completes (it times out, aborts the
+//! communicator and the scope ends with an `Err`, also while unwinding), no NCCL
+//! library, and, with two GPUs, another device's communicator, a rank killed
+//! mid-collective and a run under `torchrun`.
+//!
+//! Two-GPU tests and the `torchrun` test are registered only where they can run;
+//! stderr says which were left out and why. Scenarios that abort a communicator on
+//! purpose run in a child process of this binary ([`CHILD_ENV`]).
+
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use gpu_tests::child::{run_command, run_self};
+use gpu_tests::nccl_ranks::{on_ranks, rank_count};
+use gpu_tests::{ensure, gpu_status, GpuStatus, Test, TestFn, TestResult};
+use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
+use stream_core::{scope, Device, Error};
+
+/// The environment variable that makes this binary run one child mode.
+const CHILD_ENV: &str = "STREAM_CORE_NCCL_ERRORS_CHILD";
+
+macro_rules! tests {
+    ($($test:ident),* $(,)?) => {
+        vec![$((stringify!($test), $test as TestFn)),*]
+    };
+}
+
+fn main() {
+    if let Ok(mode) = std::env::var(CHILD_ENV) {
+        std::process::exit(child(&mode));
+    }
+    let mut gpu: Vec<Test> = tests![
+        lengths_that_disagree_are_refused_and_the_scope_goes_on,
+        ranks_outside_the_communicator_are_invalid_rank,
+        group_misuse_is_refused_before_anything_is_enqueued,
+        an_aborted_communicator_refuses_every_later_call,
+        a_collective_that_never_completes_times_out_instead_of_hanging,
+    ];
+    match gpu_status() {
+        GpuStatus::Present(n) if *n >= 2 => gpu.extend(tests![
+            a_communicator_of_another_device_is_device_mismatch,
+            a_rank_killed_mid_collective_ends_in_an_err_not_a_hang,
+        ]),
+        GpuStatus::Present(n) => eprintln!(
+            "test_nccl_errors: {n} CUDA device(s): the two-GPU tests \
+             a_communicator_of_another_device_is_device_mismatch and \
+             a_rank_killed_mid_collective_ends_in_an_err_not_a_hang are not registered \
+             (NCCL refuses two ranks on one GPU)"
+        ),
+        GpuStatus::Absent(_) => {}
+    }
+    if gpu_status().is_present() {
+        match torchrun() {
+            Some(_) => gpu.extend(tests![under_torchrun_every_rank_joins_and_reduces]),
+            None => eprintln!(
+                "test_nccl_errors: no `torchrun` on PATH: under_torchrun_every_rank_joins_and_reduces \
+                 is not registered (install PyTorch to cover it)"
+            ),
+        }
+    }
+    gpu_tests::run(
+        &gpu,
+        &tests![without_nccl_making_a_communicator_is_nccl_not_found],
+    )
+}
+
+/// `torchrun`'s path, if it is on `PATH`.
+fn torchrun() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("torchrun"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// A TCP port that was free a moment ago.
+fn free_port() -> Result<u16, gpu_tests::Failed> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn lengths_that_disagree_are_refused_and_the_scope_goes_on() -> TestResult {
+    on_ranks(rank_count()?, |_rank, comm, stream| {
+        let n = comm.size();
+        scope(stream, |s| {
+            let a = s.alloc_zeroed::<f32>(4)?;
+            let mut b = s.alloc_zeroed::<f32>(5)?;
+            let err = s.all_reduce(comm, &a, &mut b, Sum).unwrap_err();
+            ensure!(
+                matches!(&err, Error::LengthMismatch(d) if d.what == "all_reduce"),
+                "all_reduce 4 -> 5: {err}"
+            );
+            let err = s.broadcast(comm, &a, &mut b, 0).unwrap_err();
+            ensure!(
+                matches!(&err, Error::LengthMismatch(d) if d.what == "broadcast"),
+                "broadcast: {err}"
+            );
+            let mut wide = s.alloc_zeroed::<f32>(4 * n + 1)?;
+            let err = s.all_gather(comm, &a, &mut wide).unwrap_err();
+            ensure!(
+                matches!(&err, Error::ShapeMismatch(d) if d.expected == 4 * n && d.actual == 4 * n + 1),
+                "all_gather: {err}"
+            );
+            let err = s.reduce_scatter(comm, &wide, &mut b, Sum).unwrap_err();
+            ensure!(
+                matches!(&err, Error::ShapeMismatch(d) if d.expected == 5 * n),
+                "reduce_scatter: {err}"
+            );
+            if n > 1 {
+                let err = s.all_gather_in_place(comm, &mut wide).unwrap_err();
+                ensure!(
+                    matches!(err, Error::ShapeMismatch(_)),
+                    "all_gather_in_place of {}: {err}",
+                    4 * n + 1
+                );
+            }
+            // The same scope and communicator still work.
+            let mut c = s.alloc_zeroed::<f32>(4)?;
+            s.all_reduce(comm, &a, &mut c, Sum)?;
+            Ok::<_, gpu_tests::Failed>(())
+        })
+    })
+}
+
+fn ranks_outside_the_communicator_are_invalid_rank() -> TestResult {
+    on_ranks(rank_count()?, |_rank, comm, stream| {
+        let n = comm.size();
+        scope(stream, |s| {
+            let a = s.alloc_zeroed::<u8>(8)?;
+            let mut b = s.alloc_zeroed::<u8>(8)?;
+            let invalid = |e: &Error, rank: usize| matches!(e, Error::InvalidRank { rank: r, size } if *r == rank && *size == n);
+            let err = s.broadcast(comm, &a, &mut b, n).unwrap_err();
+            ensure!(invalid(&err, n), "broadcast root {n}: {err}");
+            let err = s.reduce(comm, &a, &mut b, Sum, usize::MAX).unwrap_err();
+            ensure!(
+                matches!(
+                    err,
+                    Error::InvalidRank {
+                        rank: usize::MAX,
+                        ..
+                    }
+                ),
+                "reduce root MAX: {err}"
+            );
+            let err = s.send(comm, &a, n + 3).unwrap_err();
+            ensure!(invalid(&err, n + 3), "send to {}: {err}", n + 3);
+            let err = s.recv(comm, &mut b, n).unwrap_err();
+            ensure!(invalid(&err, n), "recv from {n}: {err}");
+            Ok::<_, gpu_tests::Failed>(())
+        })?;
+        let id = UniqueId::new()?;
+        let err = Communicator::join(comm.device(), &id, 2, 2).unwrap_err();
+        ensure!(
+            matches!(err, Error::InvalidRank { rank: 2, size: 2 }),
+            "join as rank 2 of 2: {err}"
+        );
+        let err = Communicator::for_devices(&[]).unwrap_err();
+        ensure!(
+            matches!(err, Error::InvalidRank { rank: 0, size: 0 }),
+            "for_devices(&[]): {err}"
+        );
+        Ok(())
+    })
+}
+
+fn group_misuse_is_refused_before_anything_is_enqueued() -> TestResult {
+    on_ranks(rank_count()?, |rank, comm, stream| {
+        scope(stream, |s| {
+            let a = s.upload(&[1.0f32; 16])?;
+            let mut b = s.alloc_zeroed::<f32>(16)?;
+            let inner = nccl::group(|_outer| nccl::group(|_inner| Ok::<_, Error>(()))).unwrap_err();
+            ensure!(
+                matches!(inner, Error::NcclGroup { .. }),
+                "a group inside a group: {inner}"
+            );
+            let err = nccl::group(|_g| s.all_reduce(comm, &a, &mut b, Sum)).unwrap_err();
+            ensure!(
+                matches!(err, Error::NcclGroup { reason } if reason.contains("call it on the group")),
+                "a scope's collective inside a group: {err}"
+            );
+            let err = s.send(comm, &a, rank).unwrap_err();
+            ensure!(
+                matches!(err, Error::NcclGroup { .. }),
+                "an ungrouped send to itself: {err}"
+            );
+            // Nothing was left open: grouped and ungrouped calls work afterwards.
+            nccl::group(|g| g.all_reduce(s, comm, &a, &mut b, Sum))?;
+            s.all_reduce_in_place(comm, &mut b, Sum)?;
+            Ok::<_, gpu_tests::Failed>(())
+        })
+    })
+}
+
+fn an_aborted_communicator_refuses_every_later_call() -> TestResult {
+    let device = Device::new(0)?;
+    let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
+    comm.check()?;
+    comm.abort();
+    comm.abort(); // twice is nothing more
+    ensure!(comm.is_aborted(), "is_aborted after abort");
+    ensure!(
+        matches!(comm.check(), Err(Error::CommunicatorAborted { .. })),
+        "check after abort"
+    );
+    let stream = device.new_stream()?;
+    scope(&stream, |s| {
+        let mut x = s.alloc_zeroed::<i32>(4)?;
+        let err = s.all_reduce_in_place(&comm, &mut x, Sum).unwrap_err();
+        ensure!(
+            matches!(err, Error::CommunicatorAborted { .. }),
+            "all_reduce after abort: {err}"
+        );
+        Ok::<_, gpu_tests::Failed>(())
+    })
+}
+
+/// In a child: a send to this rank itself whose receive never comes waits forever on
+/// the GPU; the scope's end times out after 2 s, aborts the communicator and returns
+/// `CollectiveTimedOut`, and the same happens while a scope unwinds from a panic.
+fn a_collective_that_never_completes_times_out_instead_of_hanging() -> TestResult {
+    let out = run_self(
+        "a hung collective",
+        &[(CHILD_ENV, Some("hung"))],
+        Duration::from_secs(90),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    out.expect("scope", "CollectiveTimedOut")?;
+    out.expect("aborted", "true")?;
+    out.expect("later", "CommunicatorAborted")?;
+    out.expect("unwound", "true")?;
+    out.expect("device_still_works", "true")?;
+    let waited: f64 = out.value("waited_s")?.parse()?;
+    ensure!(
+        (1.9..30.0).contains(&waited),
+        "the scope ended after {waited} s; the timeout was 2 s.\n{out}"
+    );
+    Ok(())
+}
+
+fn a_communicator_of_another_device_is_device_mismatch() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let comm = Communicator::join(&d0, &UniqueId::new()?, 0, 1)?;
+    let stream = d1.new_stream()?;
+    scope(&stream, |s| {
+        let mut x = s.alloc_zeroed::<f32>(4)?;
+        let err = s.all_reduce_in_place(&comm, &mut x, Sum).unwrap_err();
+        ensure!(
+            matches!(
+                err,
+                Error::DeviceMismatch {
+                    memory: 0,
+                    stream: 1
+                }
+            ),
+            "{err}"
+        );
+        Ok::<_, gpu_tests::Failed>(())
+    })
+}
+
+/// Two processes, ranks 0 and 1 on GPUs 0 and 1; rank 1 dies after the first
+/// all_reduce, while its second is queued. Rank 0's scope must end with an `Err`
+/// within the communicator's timeout (10 s here), not hang.
+fn a_rank_killed_mid_collective_ends_in_an_err_not_a_hang() -> TestResult {
+    let port = free_port()?.to_string();
+    let rank = |r: &'static str| {
+        let port = port.clone();
+        std::thread::spawn(move || {
+            let env = [
+                (CHILD_ENV, Some("killed_rank")),
+                ("RANK", Some(r)),
+                ("LOCAL_RANK", Some(r)),
+                ("WORLD_SIZE", Some("2")),
+                ("MASTER_ADDR", Some("127.0.0.1")),
+                ("MASTER_PORT", Some(port.as_str())),
+                ("STREAM_CORE_NCCL_TIMEOUT_S", Some("10")),
+                ("TORCHELASTIC_RUN_ID", None),
+            ];
+            run_self(&format!("rank {r}"), &env, Duration::from_secs(120))
+        })
+    };
+    let (zero, one) = (rank("0"), rank("1"));
+    let zero = zero.join().map_err(|_| "rank 0's thread panicked")??;
+    let one = one.join().map_err(|_| "rank 1's thread panicked")??;
+    ensure!(!one.status.success(), "rank 1 was meant to die.\n{one}");
+    zero.expect("first", "ok")?;
+    let second = zero.value("second")?;
+    ensure!(
+        second == "CollectiveTimedOut" || second == "Nccl",
+        "rank 0's scope after its peer died: {second}.\n{zero}"
+    );
+    Ok(())
+}
+
+/// `torchrun --no-python --nproc-per-node=N` over this binary, N = every GPU (at most
+/// 2): each rank builds its `World` from torchrun's variables, joins, all-reduces its
+/// rank + 1, and prints the sum.
+fn under_torchrun_every_rank_joins_and_reduces() -> TestResult {
+    let ranks = rank_count()?.min(2);
+    let exe = std::env::current_exe()?;
+    let mut command = Command::new(torchrun().ok_or("torchrun vanished")?);
+    command
+        .arg("--no-python")
+        .arg(format!("--nproc-per-node={ranks}"))
+        .arg(format!("--master-port={}", free_port()?))
+        .arg(exe);
+    let out = run_command(
+        "torchrun",
+        command,
+        &[(CHILD_ENV, Some("torchrun"))],
+        Duration::from_secs(180),
+    )?;
+    ensure!(out.status.success(), "torchrun failed.\n{out}");
+    let expected = (1..=ranks).sum::<usize>().to_string();
+    let sums: Vec<&str> = out
+        .lines
+        .iter()
+        .filter(|(k, _)| k.starts_with("sum"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    ensure!(
+        sums.len() == ranks && sums.iter().all(|v| *v == expected),
+        "sums {sums:?}, expected {ranks} × {expected}.\n{out}"
+    );
+    ensure!(out.has("launcher"), "no launcher line.\n{out}");
+    out.expect("launcher", "Torchrun")
+}
+
+/// Runs everywhere: without NCCL (this project's CI machines) making an id is
+/// `NcclNotFound` with the library's name, never a panic; with it, the version is read.
+fn without_nccl_making_a_communicator_is_nccl_not_found() -> TestResult {
+    if nccl::is_available() {
+        let (major, minor, _) = nccl::version()?;
+        ensure!(major >= 2 && minor > 0, "NCCL version {major}.{minor}");
+        return Ok(());
+    }
+    let err = UniqueId::new().unwrap_err();
+    ensure!(matches!(err, Error::NcclNotFound), "{err}");
+    ensure!(err.to_string().contains("libnccl.so.2"), "{err}");
+    ensure!(
+        matches!(nccl::version(), Err(Error::NcclNotFound)),
+        "version without NCCL"
+    );
+    Ok(())
+}
+
+/// Child modes: print `key = value` lines; exit code 0 unless a step failed.
+fn child(mode: &str) -> i32 {
+    let result = match mode {
+        "hung" => hung_child(),
+        "killed_rank" => killed_rank_child(),
+        "torchrun" => torchrun_child(),
+        other => Err(format!("unknown child mode {other}").into()),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("failed = {}", e.message().unwrap_or("?"));
+            1
+        }
+    }
+}
+
+/// The variant's name of an error, for `key = value` lines.
+fn variant(e: &Error) -> &'static str {
+    match e {
+        Error::CollectiveTimedOut { .. } => "CollectiveTimedOut",
+        Error::Nccl(_) => "Nccl",
+        Error::CommunicatorAborted { .. } => "CommunicatorAborted",
+        _ => "other",
+    }
+}
+
+fn hung_child() -> TestResult {
+    let device = Device::new(0)?;
+    let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
+    comm.set_timeout(Duration::from_secs(2));
+    let stream = device.new_stream()?;
+    let start = Instant::now();
+    let ended = scope(&stream, |s| {
+        let x = s.upload(&[7u32; 1024])?;
+        // A send to itself without its receive: NCCL's kernel waits forever.
+        nccl::group(|g| g.send(s, &comm, &x, 0))?;
+        Ok::<_, Error>(())
+    });
+    println!("waited_s = {:.3}", start.elapsed().as_secs_f64());
+    match &ended {
+        Err(e) => println!("scope = {}", variant(e)),
+        Ok(()) => println!("scope = ok"),
+    }
+    println!("aborted = {}", comm.is_aborted());
+    let later = scope(&stream, |s| {
+        let mut x = s.alloc_zeroed::<u32>(4)?;
+        s.all_reduce_in_place(&comm, &mut x, Sum)
+    });
+    println!("later = {}", later.as_ref().err().map_or("ok", variant));
+    // The unwinding path: a panic after a hung collective still ends (timeout, abort).
+    let comm2 = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
+    comm2.set_timeout(Duration::from_secs(1));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = scope(&stream, |s| {
+            let x = s.upload(&[1u32; 64])?;
+            nccl::group(|g| g.send(s, &comm2, &x, 0))?;
+            panic!("a panic while the collective hangs");
+            #[allow(unreachable_code)]
+            Ok::<_, Error>(())
+        });
+    }));
+    println!("unwound = {}", unwound.is_err() && comm2.is_aborted());
+    let mut back = [0u32; 256];
+    scope(&stream, |s| {
+        let x = s.upload(&[5u32; 256])?;
+        s.copy_to_host(&x, &mut back)?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    println!("device_still_works = {}", back.iter().all(|&v| v == 5));
+    Ok(())
+}
+
+fn killed_rank_child() -> TestResult {
+    let world = World::from_env()?;
+    let device = world.device()?;
+    let comm = world.communicator(&device)?;
+    let stream = device.new_stream()?;
+    let ones = vec![1.0f32; 1 << 20];
+    scope(&stream, |s| {
+        let mut x = s.upload(&ones)?;
+        s.all_reduce_in_place(&comm, &mut x, Sum)
+    })?;
+    println!("first = ok");
+    if world.rank() == 1 {
+        // Die with the next collective queued on the GPU and its peer waiting in it.
+        scope(&stream, |s| {
+            let mut x = s.upload(&ones)?;
+            s.all_reduce_in_place(&comm, &mut x, Sum)?;
+            std::process::abort();
+            #[allow(unreachable_code)]
+            Ok::<_, Error>(())
+        })?;
+    }
+    std::thread::sleep(Duration::from_millis(500)); // rank 1 is gone by now
+    let big = vec![1.0f32; 64 << 20];
+    let second = scope(&stream, |s| {
+        let mut x = s.upload(&big)?;
+        for _ in 0..4 {
+            s.all_reduce_in_place(&comm, &mut x, Sum)?;
+        }
+        Ok::<_, Error>(())
+    });
+    println!("second = {}", second.as_ref().err().map_or("ok", variant));
+    if let Err(e) = &second {
+        println!("second_error = {e}");
+    }
+    Ok(())
+}
+
+fn torchrun_child() -> TestResult {
+    let world = World::from_env()?;
+    println!("launcher = {:?}", world.launcher());
+    let device = world.device()?;
+    let comm = world.communicator(&device)?;
+    let stream = device.new_stream()?;
+    let mut out = [0f64; 3];
+    let mine = [world.rank() as f64 + 1.0; 3];
+    scope(&stream, |s| {
+        let mut x = s.upload(&mine)?;
+        s.all_reduce_in_place(&comm, &mut x, Sum)?;
+        s.copy_to_host(&x, &mut out)?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    println!("sum{} = {}", world.rank(), out[0] as usize);
+    Ok(())
+}
