@@ -11,7 +11,7 @@
 use std::mem::size_of;
 
 use gpu_tests::nccl_ranks::{on_ranks, rank_count, rank_input, NcclValue};
-use gpu_tests::{check_eq, ensure, poisoned, Element, Rng, TestResult};
+use gpu_tests::{check_eq, ensure, poisoned, Rng, TestResult};
 use stream_core::nccl::{self, Avg, Communicator, Max, Min, Prod, ReduceOp, Sum};
 use stream_core::{scope, Device, DeviceBuffer, Error, Scope, Stream};
 
@@ -92,40 +92,91 @@ fn poisoned_on<'s, T: NcclValue>(
     Ok(buf)
 }
 
-/// One reduction, all_reduce out of place and in place.
+/// One count's inputs and CPU references, computed once on the test's thread and shared
+/// by every rank and every collective.
+struct Case<T> {
+    count: usize,
+    /// Every rank's input (`count` each).
+    inputs: Vec<Vec<T>>,
+    /// Their element-wise sum.
+    sum: Vec<T>,
+    /// Every rank's `reduce_scatter` input (`count × ranks` each) and its sum.
+    wide: Vec<Vec<T>>,
+    wide_sum: Vec<T>,
+    /// The other reductions' inputs and references, for the small counts only.
+    small: Option<SmallCase<T>>,
+}
+
+/// Inputs in `1..=2` (exact products) and the `Prod`, `Max`, `Min` and `Avg`
+/// references.
+struct SmallCase<T> {
+    inputs: Vec<Vec<T>>,
+    prod: Vec<T>,
+    max: Vec<T>,
+    min: Vec<T>,
+    /// The mean of `Case::inputs`, for float types over a power-of-two number of ranks.
+    avg: Option<Vec<T>>,
+}
+
+impl<T: NcclValue> Case<T> {
+    fn new(seed: u64, ranks: usize, count: usize) -> Self {
+        let inputs = all_inputs::<T>(seed, ranks, count, false);
+        let wide = all_inputs::<T>(seed ^ 0x5CA7, ranks, count * ranks, false);
+        let add = |a: f64, b: f64| a + b;
+        let keep = |t: f64, _: usize| t;
+        let small = (count < 1 << 16).then(|| {
+            let products = all_inputs::<T>(seed ^ 0x9D0D, ranks, count, true);
+            SmallCase {
+                prod: reduced(&products, |a, b| a * b, keep),
+                max: reduced(&inputs, f64::max, keep),
+                min: reduced(&inputs, f64::min, keep),
+                avg: (T::FLOAT && ranks.is_power_of_two())
+                    .then(|| reduced(&inputs, add, |t, n| t / n as f64)),
+                inputs: products,
+            }
+        });
+        Case {
+            count,
+            sum: reduced(&inputs, add, keep),
+            wide_sum: reduced(&wide, add, keep),
+            inputs,
+            wide,
+            small,
+        }
+    }
+}
+
+/// One reduction, all_reduce out of place and in place, of `input` against `expected`.
 fn all_reduce_with<T: NcclValue, O: ReduceOp<T>>(
     op: O,
     name: &str,
-    cpu: (fn(f64, f64) -> f64, fn(f64, usize) -> f64),
-    (seed, rank, count): (u64, usize, usize),
+    input: &[T],
+    expected: &[T],
     comm: &Communicator,
     stream: &Stream,
 ) -> TestResult {
-    let n = comm.size();
-    let inputs = all_inputs::<T>(seed, n, count, name == "Prod");
-    let expected = reduced(&inputs, cpu.0, cpu.1);
-    let mine = &inputs[rank];
+    let count = input.len();
     let mut got = poisoned(count);
     result_of(stream, &mut got, |s| {
-        let x = s.upload(mine)?;
+        let x = s.upload(input)?;
         let mut out = poisoned_on(s, count)?;
         s.all_reduce(comm, &x, &mut out, op)?;
         Ok(out)
     })?;
     check_eq(
         &format!("all_reduce {name} of {count} {}", T::NAME),
-        &expected,
+        expected,
         &got,
     )?;
     let mut got = poisoned(count);
     result_of(stream, &mut got, |s| {
-        let mut x = s.upload(mine)?;
+        let mut x = s.upload(input)?;
         s.all_reduce_in_place(comm, &mut x, op)?;
         Ok(x)
     })?;
     check_eq(
         &format!("all_reduce_in_place {name} of {count} {}", T::NAME),
-        &expected,
+        expected,
         &got,
     )
 }
@@ -134,70 +185,68 @@ fn all_reduce_with<T: NcclValue, O: ReduceOp<T>>(
 fn every_collective_matches_the_cpu<T: NcclValue>() -> TestResult {
     let seed = Rng::new().next_u64();
     let ranks = rank_count()?;
+    let cases: Vec<Case<T>> = counts::<T>(ranks)
+        .into_iter()
+        .map(|count| Case::new(seed ^ count as u64, ranks, count))
+        .collect();
     on_ranks(ranks, |rank, comm, stream| {
-        for count in counts::<T>(ranks) {
-            let every_reduction = count < 1 << 16;
-            let at = (seed ^ count as u64, rank, count);
-            let (add, keep): (fn(f64, f64) -> f64, fn(f64, usize) -> f64) =
-                (|a, b| a + b, |t, _| t);
-            all_reduce_with::<T, _>(Sum, "Sum", (add, keep), at, comm, stream)?;
-            if every_reduction {
-                all_reduce_with::<T, _>(Prod, "Prod", (|a, b| a * b, keep), at, comm, stream)?;
-                all_reduce_with::<T, _>(Max, "Max", (f64::max, keep), at, comm, stream)?;
-                all_reduce_with::<T, _>(Min, "Min", (f64::min, keep), at, comm, stream)?;
-                if T::FLOAT && ranks.is_power_of_two() {
-                    average::<T>(at, comm, stream)?;
+        for case in &cases {
+            all_reduce_with(Sum, "Sum", &case.inputs[rank], &case.sum, comm, stream)?;
+            if let Some(small) = &case.small {
+                let mine = &case.inputs[rank];
+                all_reduce_with(Prod, "Prod", &small.inputs[rank], &small.prod, comm, stream)?;
+                all_reduce_with(Max, "Max", mine, &small.max, comm, stream)?;
+                all_reduce_with(Min, "Min", mine, &small.min, comm, stream)?;
+                if let Some(avg) = &small.avg {
+                    average(mine, avg, comm, stream)?;
                 }
             }
-            broadcast_reduce_gather_scatter::<T>(at, comm, stream)?;
-            ring_send_recv::<T>(at, comm, stream)?;
+            broadcast_reduce_gather_scatter(case, rank, comm, stream)?;
+            ring_send_recv(case, rank, comm, stream)?;
         }
         Ok(())
     })
 }
 
-/// `Avg`, for the float types (an exact mean over a power-of-two number of ranks).
+/// `Avg`, for the float types (`Avg` is a reduction of f32 and f64 only, so it is
+/// reached through the concrete type).
 fn average<T: NcclValue>(
-    at: (u64, usize, usize),
+    input: &[T],
+    expected: &[T],
     comm: &Communicator,
     stream: &Stream,
 ) -> TestResult {
-    // `Avg` is implemented for f32 and f64 only; reach it through the concrete type.
-    macro_rules! on {
-        ($t:ty) => {{
-            let (seed, rank, count) = at;
-            let n = comm.size();
-            let inputs = all_inputs::<$t>(seed, n, count, false);
-            let expected = reduced(&inputs, |a, b| a + b, |t, n| t / n as f64);
-            let mut got = poisoned(count);
-            result_of(stream, &mut got, |s| {
-                let mut x = s.upload(&inputs[rank])?;
-                s.all_reduce_in_place(comm, &mut x, Avg)?;
-                Ok(x)
-            })?;
-            check_eq(
-                &format!("all_reduce Avg of {count} {}", <$t>::NAME),
-                &expected,
-                &got,
-            )
-        }};
+    fn on<F: NcclValue>(
+        input: &[F],
+        expected: &[F],
+        comm: &Communicator,
+        stream: &Stream,
+    ) -> TestResult
+    where
+        Avg: ReduceOp<F>,
+    {
+        all_reduce_with(Avg, "Avg", input, expected, comm, stream)
     }
+    // The values are small integers and halves, exact in both float types.
+    let as_f32 = |v: &[T]| v.iter().map(|x| x.to_f64() as f32).collect::<Vec<f32>>();
+    let as_f64 = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
     match T::NAME {
-        "f32" => on!(f32),
-        "f64" => on!(f64),
+        "f32" => on(&as_f32(input), &as_f32(expected), comm, stream),
+        "f64" => on(&as_f64(input), &as_f64(expected), comm, stream),
         _ => Ok(()),
     }
 }
 
 /// broadcast, reduce, all_gather and reduce_scatter, each out of place and in place.
 fn broadcast_reduce_gather_scatter<T: NcclValue>(
-    (seed, rank, count): (u64, usize, usize),
+    case: &Case<T>,
+    rank: usize,
     comm: &Communicator,
     stream: &Stream,
 ) -> TestResult {
-    let n = comm.size();
+    let (n, count) = (comm.size(), case.count);
     let what = |op: &str| format!("{op} of {count} {} per rank", T::NAME);
-    let inputs = all_inputs::<T>(seed, n, count, false);
+    let inputs = &case.inputs;
     let mine = &inputs[rank];
     // broadcast from the last rank
     let root = n - 1;
@@ -217,7 +266,6 @@ fn broadcast_reduce_gather_scatter<T: NcclValue>(
     })?;
     check_eq(&what("broadcast_in_place"), &inputs[root], &got)?;
     // reduce (Sum) to rank 0: the others' receive buffers stay as they were
-    let sum = reduced(&inputs, |a, b| a + b, |t, _| t);
     let mut got = poisoned(count);
     result_of(stream, &mut got, |s| {
         let x = s.upload(mine)?;
@@ -225,12 +273,15 @@ fn broadcast_reduce_gather_scatter<T: NcclValue>(
         s.reduce(comm, &x, &mut out, Sum, 0)?;
         Ok(out)
     })?;
-    let untouched = poisoned::<T>(count);
-    check_eq(
-        &what("reduce"),
-        if rank == 0 { &sum } else { &untouched },
-        &got,
-    )?;
+    if rank == 0 {
+        check_eq(&what("reduce"), &case.sum, &got)?;
+    } else {
+        ensure!(
+            got.iter().all(|&v| T::same(v, T::POISON)),
+            "{}: a non-root receive buffer was written",
+            what("reduce")
+        );
+    }
     let mut got = poisoned(count);
     result_of(stream, &mut got, |s| {
         let mut x = s.upload(mine)?;
@@ -239,11 +290,10 @@ fn broadcast_reduce_gather_scatter<T: NcclValue>(
     })?;
     check_eq(
         &what("reduce_in_place"),
-        if rank == 0 { &sum } else { mine },
+        if rank == 0 { &case.sum } else { mine },
         &got,
     )?;
     // all_gather: every rank's block in rank order
-    let gathered: Vec<T> = inputs.concat();
     let mut got = poisoned(count * n);
     result_of(stream, &mut got, |s| {
         let x = s.upload(mine)?;
@@ -251,7 +301,9 @@ fn broadcast_reduce_gather_scatter<T: NcclValue>(
         s.all_gather(comm, &x, &mut out)?;
         Ok(out)
     })?;
-    check_eq(&what("all_gather"), &gathered, &got)?;
+    for (r, block) in got.chunks(count.max(1)).enumerate() {
+        check_eq(&what(&format!("all_gather, block {r}")), &inputs[r], block)?;
+    }
     let mut got = poisoned(count * n);
     result_of(stream, &mut got, |s| {
         let mut buf = poisoned_on(s, count * n)?;
@@ -259,14 +311,18 @@ fn broadcast_reduce_gather_scatter<T: NcclValue>(
         s.all_gather_in_place(comm, &mut buf)?;
         Ok(buf)
     })?;
-    check_eq(&what("all_gather_in_place"), &gathered, &got)?;
+    for (r, block) in got.chunks(count.max(1)).enumerate() {
+        check_eq(
+            &what(&format!("all_gather_in_place, block {r}")),
+            &inputs[r],
+            block,
+        )?;
+    }
     // reduce_scatter (Sum): block r of the sum of every rank's n blocks to rank r
-    let wide = all_inputs::<T>(seed ^ 0x5CA7, n, count * n, false);
-    let wide_sum = reduced(&wide, |a, b| a + b, |t, _| t);
-    let block = &wide_sum[rank * count..(rank + 1) * count];
+    let block = &case.wide_sum[rank * count..(rank + 1) * count];
     let mut got = poisoned(count);
     result_of(stream, &mut got, |s| {
-        let x = s.upload(&wide[rank])?;
+        let x = s.upload(&case.wide[rank])?;
         let mut out = poisoned_on(s, count)?;
         s.reduce_scatter(comm, &x, &mut out, Sum)?;
         Ok(out)
@@ -274,7 +330,7 @@ fn broadcast_reduce_gather_scatter<T: NcclValue>(
     check_eq(&what("reduce_scatter"), block, &got)?;
     let mut got = poisoned(count * n);
     result_of(stream, &mut got, |s| {
-        let mut buf = s.upload(&wide[rank])?;
+        let mut buf = s.upload(&case.wide[rank])?;
         s.reduce_scatter_in_place(comm, &mut buf, Sum)?;
         Ok(buf)
     })?;
@@ -288,16 +344,16 @@ fn broadcast_reduce_gather_scatter<T: NcclValue>(
 /// send/recv around the ring in one group: rank r sends to r + 1 and receives from
 /// r - 1 (on one rank, to and from itself).
 fn ring_send_recv<T: NcclValue>(
-    (seed, rank, count): (u64, usize, usize),
+    case: &Case<T>,
+    rank: usize,
     comm: &Communicator,
     stream: &Stream,
 ) -> TestResult {
-    let n = comm.size();
-    let inputs = all_inputs::<T>(seed ^ 0x2196, n, count, false);
+    let (n, count) = (comm.size(), case.count);
     let (next, previous) = ((rank + 1) % n, (rank + n - 1) % n);
     let mut got = poisoned(count);
     result_of(stream, &mut got, |s| {
-        let x = s.upload(&inputs[rank])?;
+        let x = s.upload(&case.inputs[rank])?;
         let mut out = poisoned_on(s, count)?;
         nccl::group(|g| {
             g.send(s, comm, &x, next)?;
@@ -307,7 +363,7 @@ fn ring_send_recv<T: NcclValue>(
     })?;
     check_eq(
         &format!("send/recv ring of {count} {}", T::NAME),
-        &inputs[previous],
+        &case.inputs[previous],
         &got,
     )
 }

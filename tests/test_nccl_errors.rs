@@ -37,16 +37,18 @@ fn main() {
         ranks_outside_the_communicator_are_invalid_rank,
         group_misuse_is_refused_before_anything_is_enqueued,
         an_aborted_communicator_refuses_every_later_call,
-        a_collective_that_never_completes_times_out_instead_of_hanging,
+        a_send_without_its_receive_is_an_nccl_error_at_the_group_end,
     ];
     match gpu_status() {
         GpuStatus::Present(n) if *n >= 2 => gpu.extend(tests![
             a_communicator_of_another_device_is_device_mismatch,
+            a_collective_that_never_completes_times_out_instead_of_hanging,
             a_rank_killed_mid_collective_ends_in_an_err_not_a_hang,
         ]),
         GpuStatus::Present(n) => eprintln!(
             "test_nccl_errors: {n} CUDA device(s): the two-GPU tests \
-             a_communicator_of_another_device_is_device_mismatch and \
+             a_communicator_of_another_device_is_device_mismatch, \
+             a_collective_that_never_completes_times_out_instead_of_hanging and \
              a_rank_killed_mid_collective_ends_in_an_err_not_a_hang are not registered \
              (NCCL refuses two ranks on one GPU)"
         ),
@@ -103,9 +105,10 @@ fn lengths_that_disagree_are_refused_and_the_scope_goes_on() -> TestResult {
                 matches!(&err, Error::ShapeMismatch(d) if d.expected == 4 * n && d.actual == 4 * n + 1),
                 "all_gather: {err}"
             );
-            let err = s.reduce_scatter(comm, &wide, &mut b, Sum).unwrap_err();
+            let mut four = s.alloc_zeroed::<f32>(4)?;
+            let err = s.reduce_scatter(comm, &wide, &mut four, Sum).unwrap_err();
             ensure!(
-                matches!(&err, Error::ShapeMismatch(d) if d.expected == 5 * n),
+                matches!(&err, Error::ShapeMismatch(d) if d.expected == 4 * n && d.actual == 4 * n + 1),
                 "reduce_scatter: {err}"
             );
             if n > 1 {
@@ -216,9 +219,29 @@ fn an_aborted_communicator_refuses_every_later_call() -> TestResult {
     })
 }
 
-/// In a child: a send to this rank itself whose receive never comes waits forever on
-/// the GPU; the scope's end times out after 2 s, aborts the communicator and returns
-/// `CollectiveTimedOut`, and the same happens while a scope unwinds from a panic.
+/// A send to this rank itself whose receive is not in the group: NCCL refuses it at the
+/// group's end, which is an `Err` of the group (nothing hangs), and the scope and the
+/// communicator go on.
+fn a_send_without_its_receive_is_an_nccl_error_at_the_group_end() -> TestResult {
+    let device = Device::new(0)?;
+    let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
+    let stream = device.new_stream()?;
+    scope(&stream, |s| {
+        let mut x = s.upload(&[7u32; 1024])?;
+        let err = nccl::group(|g| g.send(s, &comm, &x, 0)).unwrap_err();
+        ensure!(matches!(&err, Error::Nccl(_)), "an unmatched send: {err}");
+        eprintln!("an unmatched send to itself: {err}");
+        s.all_reduce_in_place(&comm, &mut x, Sum)?;
+        Ok::<_, gpu_tests::Failed>(())
+    })?;
+    ensure!(!comm.is_aborted(), "the communicator was aborted");
+    Ok(())
+}
+
+/// In a child, with two GPUs: rank 0's all_reduce, which rank 1 never joins, waits
+/// forever on the GPU; the scope's end times out after 2 s, aborts the communicator and
+/// returns `CollectiveTimedOut`, and the same happens while a scope unwinds from a
+/// panic.
 fn a_collective_that_never_completes_times_out_instead_of_hanging() -> TestResult {
     let out = run_self(
         "a hung collective",
@@ -373,42 +396,55 @@ fn variant(e: &Error) -> &'static str {
     }
 }
 
+/// Both ranks of a two-GPU communicator joined from two threads.
+fn two_ranks(d0: &Device, d1: &Device) -> Result<(Communicator, Communicator), gpu_tests::Failed> {
+    let id = UniqueId::new()?;
+    let (c0, c1) = std::thread::scope(|t| {
+        let one = t.spawn(|| Communicator::join(d1, &id, 1, 2));
+        let zero = Communicator::join(d0, &id, 0, 2);
+        (zero, one.join())
+    });
+    Ok((c0?, c1.map_err(|_| "rank 1's join panicked")??))
+}
+
+/// Rank 0 of two issues an all_reduce that rank 1 never joins: its scope must end at
+/// the 2 s timeout with `CollectiveTimedOut`, also when it unwinds from a panic.
 fn hung_child() -> TestResult {
-    let device = Device::new(0)?;
-    let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
-    comm.set_timeout(Duration::from_secs(2));
-    let stream = device.new_stream()?;
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let (c0, c1) = two_ranks(&d0, &d1)?;
+    c0.set_timeout(Duration::from_secs(2));
+    let stream = d0.new_stream()?;
     let start = Instant::now();
     let ended = scope(&stream, |s| {
-        let x = s.upload(&[7u32; 1024])?;
-        // A send to itself without its receive: NCCL's kernel waits forever.
-        nccl::group(|g| g.send(s, &comm, &x, 0))?;
-        Ok::<_, Error>(())
+        let mut x = s.upload(&[7u32; 1024])?;
+        s.all_reduce_in_place(&c0, &mut x, Sum)
     });
     println!("waited_s = {:.3}", start.elapsed().as_secs_f64());
     match &ended {
-        Err(e) => println!("scope = {}", variant(e)),
+        Err(e) => println!("scope = {}\nscope_error = {e}", variant(e)),
         Ok(()) => println!("scope = ok"),
     }
-    println!("aborted = {}", comm.is_aborted());
+    println!("aborted = {}", c0.is_aborted());
     let later = scope(&stream, |s| {
         let mut x = s.alloc_zeroed::<u32>(4)?;
-        s.all_reduce_in_place(&comm, &mut x, Sum)
+        s.all_reduce_in_place(&c0, &mut x, Sum)
     });
     println!("later = {}", later.as_ref().err().map_or("ok", variant));
-    // The unwinding path: a panic after a hung collective still ends (timeout, abort).
-    let comm2 = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
-    comm2.set_timeout(Duration::from_secs(1));
+    c1.abort(); // rank 1 never took part; its side goes too
+                // The unwinding path: a panic after a hung collective still ends (timeout, abort).
+    let (c2, c3) = two_ranks(&d0, &d1)?;
+    c2.set_timeout(Duration::from_secs(1));
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _ = scope(&stream, |s| {
-            let x = s.upload(&[1u32; 64])?;
-            nccl::group(|g| g.send(s, &comm2, &x, 0))?;
+            let mut x = s.upload(&[1u32; 64])?;
+            s.all_reduce_in_place(&c2, &mut x, Sum)?;
             panic!("a panic while the collective hangs");
             #[allow(unreachable_code)]
             Ok::<_, Error>(())
         });
     }));
-    println!("unwound = {}", unwound.is_err() && comm2.is_aborted());
+    println!("unwound = {}", unwound.is_err() && c2.is_aborted());
+    c3.abort();
     let mut back = [0u32; 256];
     scope(&stream, |s| {
         let x = s.upload(&[5u32; 256])?;

@@ -33,6 +33,7 @@ mod json;
 mod launch;
 mod managed;
 mod measurement;
+mod nccl;
 mod pageable;
 mod pipeline;
 mod raw;
@@ -57,7 +58,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 10] = [
+const CASES: [Case; 11] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -108,6 +109,11 @@ const CASES: [Case; 10] = [
         name: "graphs",
         what: "10. 100 small kernels launched one by one vs replayed from a CUDA graph (host and GPU time)",
         run: graphs::run,
+    },
+    Case {
+        name: "nccl",
+        what: "11. NCCL all_reduce bus bandwidth 8 B to 1 GiB over every GPU (at most two), and the enqueue cost of one small collective: ours vs raw NCCL calls (host time)",
+        run: nccl::run,
     },
 ];
 

