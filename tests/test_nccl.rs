@@ -10,7 +10,7 @@
 
 use std::mem::size_of;
 
-use gpu_tests::nccl_ranks::{on_ranks, rank_count, rank_input, NcclValue};
+use gpu_tests::nccl_ranks::{exclusive, on_ranks, rank_count, rank_input, NcclValue};
 use gpu_tests::{check_eq, ensure, poisoned, Rng, TestResult};
 use stream_core::nccl::{self, Avg, Communicator, Max, Min, Prod, ReduceOp, Sum};
 use stream_core::{scope, Device, DeviceBuffer, Error, Scope, Stream};
@@ -371,6 +371,7 @@ fn ring_send_recv<T: NcclValue>(
 /// `Communicator::for_devices` over every visible GPU (up to two here), one thread, the
 /// all_reduce of each device issued inside one `nccl::group` from nested scopes.
 fn one_thread_drives_every_device_through_a_group() -> TestResult {
+    let _one_at_a_time = exclusive();
     let ranks = rank_count()?.min(2);
     let devices: Vec<Device> = (0..ranks)
         .map(Device::new)

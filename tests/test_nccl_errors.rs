@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gpu_tests::child::{run_command, run_self};
-use gpu_tests::nccl_ranks::{on_ranks, rank_count};
+use gpu_tests::nccl_ranks::{exclusive, on_ranks, rank_count};
 use gpu_tests::{ensure, gpu_status, GpuStatus, Test, TestFn, TestResult};
 use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
 use stream_core::{scope, Device, Error};
@@ -243,12 +243,15 @@ fn a_send_without_its_receive_is_an_nccl_error_at_the_group_end() -> TestResult 
 /// returns `CollectiveTimedOut`, and the same happens while a scope unwinds from a
 /// panic.
 fn a_collective_that_never_completes_times_out_instead_of_hanging() -> TestResult {
+    let _one_at_a_time = exclusive();
     let out = run_self(
         "a hung collective",
         &[(CHILD_ENV, Some("hung"))],
         Duration::from_secs(90),
     )?;
     ensure!(out.status.success(), "the child failed.\n{out}");
+    out.expect("call", "CollectiveTimedOut")?;
+    out.expect("call_aborted", "true")?;
     out.expect("scope", "CollectiveTimedOut")?;
     out.expect("aborted", "true")?;
     out.expect("later", "CommunicatorAborted")?;
@@ -287,6 +290,7 @@ fn a_communicator_of_another_device_is_device_mismatch() -> TestResult {
 /// all_reduce, while its second is queued. Rank 0's scope must end with an `Err`
 /// within the communicator's timeout (10 s here), not hang.
 fn a_rank_killed_mid_collective_ends_in_an_err_not_a_hang() -> TestResult {
+    let _one_at_a_time = exclusive();
     let port = free_port()?.to_string();
     let rank = |r: &'static str| {
         let port = port.clone();
@@ -321,6 +325,7 @@ fn a_rank_killed_mid_collective_ends_in_an_err_not_a_hang() -> TestResult {
 /// 2): each rank builds its `World` from torchrun's variables, joins, all-reduces its
 /// rank + 1, and prints the sum.
 fn under_torchrun_every_rank_joins_and_reduces() -> TestResult {
+    let _one_at_a_time = exclusive();
     let ranks = rank_count()?.min(2);
     let exe = std::env::current_exe()?;
     let mut command = Command::new(torchrun().ok_or("torchrun vanished")?);
@@ -407,44 +412,83 @@ fn two_ranks(d0: &Device, d1: &Device) -> Result<(Communicator, Communicator), g
     Ok((c0?, c1.map_err(|_| "rank 1's join panicked")??))
 }
 
-/// Rank 0 of two issues an all_reduce that rank 1 never joins: its scope must end at
-/// the 2 s timeout with `CollectiveTimedOut`, also when it unwinds from a panic.
+/// One all_reduce on both ranks (from two threads), so NCCL has set up the
+/// connections and a later collective goes straight onto the GPU.
+fn warm_up(
+    pair: (Communicator, Communicator),
+    devices: (&Device, &Device),
+) -> Result<(Communicator, Communicator), gpu_tests::Failed> {
+    let on = |comm: &Communicator, device: &Device| -> TestResult {
+        let stream = device.new_stream()?;
+        scope(&stream, |s| {
+            let mut x = s.upload(&[1u32; 256])?;
+            s.all_reduce_in_place(comm, &mut x, Sum)
+        })?;
+        Ok(())
+    };
+    let (zero, one) = pair;
+    std::thread::scope(|t| {
+        // A communicator is `Send`, not `Sync`: rank 1's moves to its thread and back.
+        let handle = t.spawn(move || on(&one, devices.1).map(|()| one));
+        on(&zero, devices.0)?;
+        let one = handle.join().map_err(|_| "rank 1 panicked")??;
+        Ok((zero, one))
+    })
+}
+
+/// Rank 0 of two issues all_reduces that rank 1 never joins. On a fresh communicator
+/// NCCL must first connect to rank 1, so the call itself waits, and gives up at the
+/// 2 s timeout; on a connected one the collective waits on the GPU, and the scope's end
+/// gives up at the timeout, also when it unwinds from a panic. Each ends in
+/// `CollectiveTimedOut` and an aborted communicator, never a hang.
 fn hung_child() -> TestResult {
     let (d0, d1) = (Device::new(0)?, Device::new(1)?);
-    let (c0, c1) = two_ranks(&d0, &d1)?;
-    c0.set_timeout(Duration::from_secs(2));
     let stream = d0.new_stream()?;
+    let lone_all_reduce = |comm: &Communicator| {
+        scope(&stream, |s| {
+            let mut x = s.upload(&[7u32; 1024])?;
+            s.all_reduce_in_place(comm, &mut x, Sum)
+        })
+    };
+    // 1. Not yet connected: the call waits for rank 1, bounded.
+    let fresh = two_ranks(&d0, &d1)?;
+    fresh.0.set_timeout(Duration::from_secs(2));
     let start = Instant::now();
-    let ended = scope(&stream, |s| {
-        let mut x = s.upload(&[7u32; 1024])?;
-        s.all_reduce_in_place(&c0, &mut x, Sum)
-    });
+    let call = lone_all_reduce(&fresh.0);
+    println!("call_waited_s = {:.3}", start.elapsed().as_secs_f64());
+    println!("call = {}", call.as_ref().err().map_or("ok", variant));
+    println!("call_aborted = {}", fresh.0.is_aborted());
+    fresh.1.abort();
+    // 2. Connected: the collective waits on the GPU; the scope's end is bounded.
+    let connected = two_ranks(&d0, &d1)?;
+    let connected = warm_up(connected, (&d0, &d1))?;
+    connected.0.set_timeout(Duration::from_secs(2));
+    let start = Instant::now();
+    let ended = lone_all_reduce(&connected.0);
     println!("waited_s = {:.3}", start.elapsed().as_secs_f64());
     match &ended {
         Err(e) => println!("scope = {}\nscope_error = {e}", variant(e)),
         Ok(()) => println!("scope = ok"),
     }
-    println!("aborted = {}", c0.is_aborted());
-    let later = scope(&stream, |s| {
-        let mut x = s.alloc_zeroed::<u32>(4)?;
-        s.all_reduce_in_place(&c0, &mut x, Sum)
-    });
+    println!("aborted = {}", connected.0.is_aborted());
+    let later = lone_all_reduce(&connected.0);
     println!("later = {}", later.as_ref().err().map_or("ok", variant));
-    c1.abort(); // rank 1 never took part; its side goes too
-                // The unwinding path: a panic after a hung collective still ends (timeout, abort).
-    let (c2, c3) = two_ranks(&d0, &d1)?;
-    c2.set_timeout(Duration::from_secs(1));
+    connected.1.abort();
+    // 3. The same while the scope unwinds from a panic.
+    let unwinding = two_ranks(&d0, &d1)?;
+    let unwinding = warm_up(unwinding, (&d0, &d1))?;
+    unwinding.0.set_timeout(Duration::from_secs(1));
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _ = scope(&stream, |s| {
             let mut x = s.upload(&[1u32; 64])?;
-            s.all_reduce_in_place(&c2, &mut x, Sum)?;
+            s.all_reduce_in_place(&unwinding.0, &mut x, Sum)?;
             panic!("a panic while the collective hangs");
             #[allow(unreachable_code)]
             Ok::<_, Error>(())
         });
     }));
-    println!("unwound = {}", unwound.is_err() && c2.is_aborted());
-    c3.abort();
+    println!("unwound = {}", unwound.is_err() && unwinding.0.is_aborted());
+    unwinding.1.abort();
     let mut back = [0u32; 256];
     scope(&stream, |s| {
         let x = s.upload(&[5u32; 256])?;

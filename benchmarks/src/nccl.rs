@@ -32,23 +32,54 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     }
     let ranks = Device::count()?.min(2);
     let devices: Vec<Device> = (0..ranks)
-        .map(|r| if r == env.dev.ordinal() { Ok(env.dev.clone()) } else { Device::new(r) })
+        .map(|r| {
+            if r == env.dev.ordinal() {
+                Ok(env.dev.clone())
+            } else {
+                Device::new(r)
+            }
+        })
         .collect::<stream_core::Result<_>>()?;
     println!("nccl: {ranks} rank(s), NCCL {:?}", nccl::version()?);
     let sizes: &[usize] = if env.cfg.quick {
         &[8, MIB, 64 * MIB]
     } else {
-        &[8, 64, 512, 4096, 32 << 10, 256 << 10, MIB, 8 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB]
+        &[
+            8,
+            64,
+            512,
+            4096,
+            32 << 10,
+            256 << 10,
+            MIB,
+            8 * MIB,
+            64 * MIB,
+            256 * MIB,
+            1024 * MIB,
+        ]
     };
     let comms = Communicator::for_devices(&devices)?;
-    let streams: Vec<Stream> = devices.iter().map(Device::new_stream).collect::<stream_core::Result<_>>()?;
+    let streams: Vec<Stream> = devices
+        .iter()
+        .map(Device::new_stream)
+        .collect::<stream_core::Result<_>>()?;
     let raw = RawRanks::new(&devices)?;
     for &bytes in sizes {
         let count = bytes / 4;
-        let iters = if bytes >= 64 * MIB { 5 } else if bytes >= MIB { 20 } else { 100 };
+        let iters = if bytes >= 64 * MIB {
+            5
+        } else if bytes >= MIB {
+            20
+        } else {
+            100
+        };
         let mut ours = Ours::new(&comms, &streams, count)?;
         let mut theirs = raw.buffers(count)?;
-        let factor = if ranks > 1 { 2.0 * (ranks - 1) as f64 / ranks as f64 } else { 1.0 };
+        let factor = if ranks > 1 {
+            2.0 * (ranks - 1) as f64 / ranks as f64
+        } else {
+            1.0
+        };
         let (warmup, samples) = if bytes >= 256 * MIB { (1, 5) } else { (2, 11) };
         let row = Measurement::new()
             .ours("ours", || ours.all_reduce(iters))
@@ -58,12 +89,20 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                 Row::new(
                     "nccl",
                     format!("all_reduce f32 sum, {}, {ranks} GPU(s)", size_name(bytes)),
-                    if ranks > 1 { "GB/s busbw" } else { "GB/s algbw" },
+                    if ranks > 1 {
+                        "GB/s busbw"
+                    } else {
+                        "GB/s algbw"
+                    },
                     Better::Higher,
                 ),
             )?
             .in_unit(|t| bytes as f64 / t / 1e9 * factor);
-        rep.push(if bytes >= MIB { row.check_vs_raw(0.98, Source::Issue) } else { row });
+        rep.push(if bytes >= MIB {
+            row.check_vs_raw(0.98, Source::Issue)
+        } else {
+            row
+        });
         raw.free(theirs)?;
     }
     enqueue_cost(env, &devices[0], rep)
@@ -89,13 +128,26 @@ struct Ours<'a> {
 impl<'a> Ours<'a> {
     fn new(comms: &'a [Communicator], streams: &'a [Stream], count: usize) -> Result<Self> {
         let vecs = || -> Result<Vec<DeviceVec<f32>>> {
-            Ok(comms.iter().map(|c| c.device().alloc_vec::<f32>(count)).collect::<stream_core::Result<_>>()?)
+            Ok(comms
+                .iter()
+                .map(|c| c.device().alloc_vec::<f32>(count))
+                .collect::<stream_core::Result<_>>()?)
         };
-        Ok(Ours { comms, streams, send: vecs()?, recv: vecs()? })
+        Ok(Ours {
+            comms,
+            streams,
+            send: vecs()?,
+            recv: vecs()?,
+        })
     }
 
     fn all_reduce(&mut self, iters: usize) -> Result<f64> {
-        let Ours { comms, streams, send, recv } = self;
+        let Ours {
+            comms,
+            streams,
+            send,
+            recv,
+        } = self;
         let start = Instant::now();
         let (recv0, recv_rest) = recv.split_at_mut(1);
         scope(&streams[0], |a| {
@@ -148,7 +200,8 @@ impl RawRanks {
             let dev = result::device::get(ordinal).context("cuDeviceGet")?;
             // SAFETY: `dev` came from cuDeviceGet; the retain is held by `device` too,
             // so the context outlives this struct (released at exit).
-            let ctx = unsafe { result::primary_ctx::retain(dev) }.context("cuDevicePrimaryCtxRetain")?;
+            let ctx =
+                unsafe { result::primary_ctx::retain(dev) }.context("cuDevicePrimaryCtxRetain")?;
             // SAFETY: `ctx` is a live primary context.
             unsafe { result::ctx::set_current(ctx) }.context("cuCtxSetCurrent")?;
             streams.push(RawStream::new()?);
@@ -157,9 +210,15 @@ impl RawRanks {
         let ordinals: Vec<i32> = devices.iter().map(|d| d.ordinal() as i32).collect();
         let mut comms = vec![std::ptr::null_mut(); devices.len()];
         // SAFETY: `comms` has room for one communicator per ordinal.
-        unsafe { nccl_result::comm_init_all(comms.as_mut_ptr(), ordinals.len() as i32, ordinals.as_ptr()) }
-            .map_err(|e| Error::msg(format!("ncclCommInitAll: {e:?}")))?;
-        let raw = RawRanks { contexts, streams, comms };
+        unsafe {
+            nccl_result::comm_init_all(comms.as_mut_ptr(), ordinals.len() as i32, ordinals.as_ptr())
+        }
+        .map_err(|e| Error::msg(format!("ncclCommInitAll: {e:?}")))?;
+        let raw = RawRanks {
+            contexts,
+            streams,
+            comms,
+        };
         raw.bind(0)?;
         Ok(raw)
     }
@@ -195,7 +254,8 @@ impl RawRanks {
         let start = Instant::now();
         for _ in 0..iters {
             if n > 1 {
-                nccl_result::group_start().map_err(|e| Error::msg(format!("ncclGroupStart: {e:?}")))?;
+                nccl_result::group_start()
+                    .map_err(|e| Error::msg(format!("ncclGroupStart: {e:?}")))?;
             }
             for rank in 0..n {
                 // SAFETY: both buffers hold `count` f32s of rank `rank`'s device, alive
@@ -289,7 +349,12 @@ fn enqueue_cost(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
         })
         .into_row(
             env.cfg.plan(3, 15),
-            Row::new("nccl", "enqueue one 4-byte all_reduce, 1 rank", "ns/call", Better::Lower),
+            Row::new(
+                "nccl",
+                "enqueue one 4-byte all_reduce, 1 rank",
+                "ns/call",
+                Better::Lower,
+            ),
         )?
         .in_unit(|t| t * 1e9);
     rep.push(row.check_vs_raw(1.03, Source::Issue));

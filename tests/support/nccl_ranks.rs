@@ -4,6 +4,8 @@
 //! whose sums, products and averages over a few ranks are exact, so every result is
 //! compared bit for bit with a CPU reference.
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use libtest_mimic::Failed;
 use stream_core::nccl::{Communicator, NcclElement, UniqueId};
 use stream_core::{Device, Stream};
@@ -49,14 +51,24 @@ pub fn rank_count() -> Result<usize, Failed> {
     Ok(n.min(8))
 }
 
+/// Holds the NCCL tests of this process one at a time: communicators used at once on
+/// the same GPUs can deadlock (each GPU may run one communicator's kernel while its
+/// peer runs the other's, NCCL's user guide warns), so tests of several ranks, and
+/// those that start processes of several ranks, take this first.
+pub fn exclusive() -> MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Runs `body(rank, communicator, stream)` on `ranks` threads, rank `r` on GPU `r`,
-/// with communicators joined through one [`UniqueId`]; the first failure, naming its
+/// with communicators joined through one [`UniqueId`], holding [`exclusive`]; the first failure, naming its
 /// rank. A failing rank aborts its communicator so the others do not wait for it
 /// forever.
 pub fn on_ranks(
     ranks: usize,
     body: impl Fn(usize, &Communicator, &Stream) -> Result<(), Failed> + Sync,
 ) -> Result<(), Failed> {
+    let _one_at_a_time = exclusive();
     let id = UniqueId::new().map_err(|e| Failed::from(format!("UniqueId::new: {e}")))?;
     let results: Vec<Result<(), Failed>> = std::thread::scope(|threads| {
         let handles: Vec<_> = (0..ranks)
