@@ -219,22 +219,33 @@ fn an_aborted_communicator_refuses_every_later_call() -> TestResult {
     })
 }
 
-/// A send to this rank itself whose receive is not in the group: NCCL refuses it at the
-/// group's end, which is an `Err` of the group (nothing hangs), and the scope and the
-/// communicator go on.
+/// A send to this rank itself whose receive is not in the group: NCCL refuses it when
+/// the group ends, which is an `Err` of the group (nothing hangs); the communicator is
+/// then aborted (a failed communicator stays unusable), and the scope goes on.
 fn a_send_without_its_receive_is_an_nccl_error_at_the_group_end() -> TestResult {
     let device = Device::new(0)?;
     let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
     let stream = device.new_stream()?;
+    let mut back = [0u32; 4];
     scope(&stream, |s| {
         let mut x = s.upload(&[7u32; 1024])?;
         let err = nccl::group(|g| g.send(s, &comm, &x, 0)).unwrap_err();
         ensure!(matches!(&err, Error::Nccl(_)), "an unmatched send: {err}");
         eprintln!("an unmatched send to itself: {err}");
-        s.all_reduce_in_place(&comm, &mut x, Sum)?;
+        let later = s.all_reduce_in_place(&comm, &mut x, Sum).unwrap_err();
+        ensure!(
+            matches!(later, Error::CommunicatorAborted { .. }),
+            "after it: {later}"
+        );
+        let y = s.upload(&[3u32; 4])?;
+        s.copy_to_host(&y, &mut back)?.wait()?;
         Ok::<_, gpu_tests::Failed>(())
     })?;
-    ensure!(!comm.is_aborted(), "the communicator was aborted");
+    ensure!(
+        comm.is_aborted() && back == [3; 4],
+        "aborted {}, {back:?}",
+        comm.is_aborted()
+    );
     Ok(())
 }
 

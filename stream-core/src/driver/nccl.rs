@@ -374,10 +374,8 @@ impl RawComm {
             .enumerate()
             .map(|(rank, context)| RawComm::start(context, size, &id, rank as c_int, timeout))
             .collect();
-        let ended = check("ncclGroupEnd", result::group_end(), None).or_else(|e| match e {
-            Error::Nccl(ref d) if d.code == sys::ncclResult_t::ncclInProgress as u32 => Ok(()),
-            e => Err(e),
-        });
+        // `ncclInProgress` is an `Ok` here (cudarc's mapping); each member is settled below.
+        let ended = check("ncclGroupEnd", result::group_end(), None);
         let comms = started.into_iter().collect::<Result<Vec<_>>>()?;
         ended?;
         for comm in &comms {
@@ -412,10 +410,10 @@ pub(crate) fn group_start() -> Result<()> {
 /// calls now, on the communicators `members` (each settled, with its own timeout, when
 /// NCCL is still setting them up).
 pub(crate) fn group_end(members: &[Arc<CommControl>]) -> Result<()> {
-    match result::group_end() {
-        Ok(_) => {}
-        Err(e) if e.0 == sys::ncclResult_t::ncclInProgress => {}
-        Err(e) => return Err(nccl_error("ncclGroupEnd", e.0, None)),
+    // `Ok` covers `ncclInProgress` too (cudarc reports it as an `Ok`): every member
+    // is settled below either way.
+    if let Err(e) = result::group_end() {
+        return Err(nccl_error("ncclGroupEnd", e.0, None));
     }
     let mut first = Ok(());
     for member in members {
@@ -561,11 +559,11 @@ pub(crate) unsafe fn enqueue(
         }),
     };
     match status {
+        // A non-blocking communicator still setting up the call (connecting to its
+        // peers): wait until NCCL says it is done, bounded by the timeout. (cudarc
+        // reports `ncclInProgress` as an `Ok`.)
+        Ok(result::NcclStatus::InProgress) => comm.control.settle(comm.control.timeout()),
         Ok(_) => Ok(()),
-        // A non-blocking communicator still connecting to its peers: wait (bounded).
-        Err(e) if e.0 == sys::ncclResult_t::ncclInProgress => {
-            comm.control.settle(comm.control.timeout())
-        }
         Err(e) => Err(nccl_error(call, e.0, Some(raw))),
     }
 }

@@ -10,7 +10,7 @@ fn f() -> Result<(), Error> {
     nccl::group(|g| {
         std::thread::scope(|t| {
             t.spawn(|| {
-                let _ = g;
+                let _group = g;
             });
         });
         Ok::<_, Error>(())
