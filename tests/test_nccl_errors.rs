@@ -219,33 +219,22 @@ fn an_aborted_communicator_refuses_every_later_call() -> TestResult {
     })
 }
 
-/// A send to this rank itself whose receive is not in the group: NCCL refuses it when
-/// the group ends, which is an `Err` of the group (nothing hangs); the communicator is
-/// then aborted (a failed communicator stays unusable), and the scope goes on.
+/// A send to this rank itself whose receive is not in the group: NCCL refuses it at the
+/// group's end, which is an `Err` of the group (nothing hangs), and the scope and the
+/// communicator go on.
 fn a_send_without_its_receive_is_an_nccl_error_at_the_group_end() -> TestResult {
     let device = Device::new(0)?;
     let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
     let stream = device.new_stream()?;
-    let mut back = [0u32; 4];
     scope(&stream, |s| {
         let mut x = s.upload(&[7u32; 1024])?;
         let err = nccl::group(|g| g.send(s, &comm, &x, 0)).unwrap_err();
         ensure!(matches!(&err, Error::Nccl(_)), "an unmatched send: {err}");
         eprintln!("an unmatched send to itself: {err}");
-        let later = s.all_reduce_in_place(&comm, &mut x, Sum).unwrap_err();
-        ensure!(
-            matches!(later, Error::CommunicatorAborted { .. }),
-            "after it: {later}"
-        );
-        let y = s.upload(&[3u32; 4])?;
-        s.copy_to_host(&y, &mut back)?.wait()?;
+        s.all_reduce_in_place(&comm, &mut x, Sum)?;
         Ok::<_, gpu_tests::Failed>(())
     })?;
-    ensure!(
-        comm.is_aborted() && back == [3; 4],
-        "aborted {}, {back:?}",
-        comm.is_aborted()
-    );
+    ensure!(!comm.is_aborted(), "the communicator was aborted");
     Ok(())
 }
 
@@ -261,8 +250,6 @@ fn a_collective_that_never_completes_times_out_instead_of_hanging() -> TestResul
         Duration::from_secs(90),
     )?;
     ensure!(out.status.success(), "the child failed.\n{out}");
-    out.expect("call", "CollectiveTimedOut")?;
-    out.expect("call_aborted", "true")?;
     out.expect("scope", "CollectiveTimedOut")?;
     out.expect("aborted", "true")?;
     out.expect("later", "CommunicatorAborted")?;
@@ -447,11 +434,12 @@ fn warm_up(
     })
 }
 
-/// Rank 0 of two issues all_reduces that rank 1 never joins. On a fresh communicator
-/// NCCL must first connect to rank 1, so the call itself waits, and gives up at the
-/// 2 s timeout; on a connected one the collective waits on the GPU, and the scope's end
-/// gives up at the timeout, also when it unwinds from a panic. Each ends in
-/// `CollectiveTimedOut` and an aborted communicator, never a hang.
+/// Rank 0 of two issues all_reduces that rank 1 never joins, on communicators whose
+/// connections are set up (a first all_reduce on both ranks): the collective waits on
+/// the GPU, and the scope's end gives up at the timeout, also when it unwinds from a
+/// panic, with `CollectiveTimedOut` and an aborted communicator, never a hang. (On a
+/// communicator whose connections NCCL has not set up yet, the call itself would wait
+/// inside NCCL for rank 1: see "When a peer dies" in the `nccl` module docs.)
 fn hung_child() -> TestResult {
     let (d0, d1) = (Device::new(0)?, Device::new(1)?);
     let stream = d0.new_stream()?;
@@ -461,16 +449,7 @@ fn hung_child() -> TestResult {
             s.all_reduce_in_place(comm, &mut x, Sum)
         })
     };
-    // 1. Not yet connected: the call waits for rank 1, bounded.
-    let fresh = two_ranks(&d0, &d1)?;
-    fresh.0.set_timeout(Duration::from_secs(2));
-    let start = Instant::now();
-    let call = lone_all_reduce(&fresh.0);
-    println!("call_waited_s = {:.3}", start.elapsed().as_secs_f64());
-    println!("call = {}", call.as_ref().err().map_or("ok", variant));
-    println!("call_aborted = {}", fresh.0.is_aborted());
-    fresh.1.abort();
-    // 2. Connected: the collective waits on the GPU; the scope's end is bounded.
+    // 1. Connected: the collective waits on the GPU; the scope's end is bounded.
     let connected = two_ranks(&d0, &d1)?;
     let connected = warm_up(connected, (&d0, &d1))?;
     connected.0.set_timeout(Duration::from_secs(2));
@@ -485,7 +464,7 @@ fn hung_child() -> TestResult {
     let later = lone_all_reduce(&connected.0);
     println!("later = {}", later.as_ref().err().map_or("ok", variant));
     connected.1.abort();
-    // 3. The same while the scope unwinds from a panic.
+    // 2. The same while the scope unwinds from a panic.
     let unwinding = two_ranks(&d0, &d1)?;
     let unwinding = warm_up(unwinding, (&d0, &d1))?;
     unwinding.0.set_timeout(Duration::from_secs(1));

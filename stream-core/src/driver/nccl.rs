@@ -10,10 +10,9 @@
 //! NCCL (`ncclCommRegister`, `ncclMemAlloc`), so no peer keeps a reference to them after
 //! the operation has completed on this rank's stream.
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use cudarc::nccl::{result, sys};
 
@@ -109,73 +108,34 @@ impl RawUniqueId {
     }
 }
 
-/// NCCL's `ncclConfig_t` in its 2.17 layout, the first with `blocking`: NCCL reads a
-/// config by its `size` and `version`, so this layout works with every later NCCL.
-/// Every field but `blocking` is NCCL's "undefined" (its default).
-#[repr(C)]
-struct NonBlockingConfig {
-    size: usize,
-    magic: c_uint,
-    version: c_uint,
-    blocking: c_int,
-    cga_cluster_size: c_int,
-    min_ctas: c_int,
-    max_ctas: c_int,
-    net_name: *const c_char,
-    split_share: c_int,
-}
-
-impl NonBlockingConfig {
-    fn new() -> Self {
-        const UNDEFINED: c_int = c_int::MIN; // NCCL_CONFIG_UNDEF_INT
-        NonBlockingConfig {
-            size: std::mem::size_of::<Self>(),
-            magic: 0xcafe_beef,
-            version: 21700,
-            blocking: 0,
-            cga_cluster_size: UNDEFINED,
-            min_ctas: UNDEFINED,
-            max_ctas: UNDEFINED,
-            net_name: std::ptr::null(),
-            split_share: UNDEFINED,
-        }
-    }
-}
-
 /// The part of a communicator that any thread may use at any time: its error state and
 /// its abort (NCCL's user guide: `ncclCommGetAsyncError` and `ncclCommAbort` may be
-/// called from another thread). It owns the communicator: the last reference finalizes
-/// and destroys it, or does nothing more once it was aborted (`ncclCommAbort` frees
-/// it); a communicator that reported an error is aborted rather than destroyed, since
-/// destroying waits for operations a failed peer never finishes.
-///
-/// Communicators are made *non-blocking* (`blocking = 0` in their config): a call that
-/// would wait for peers (the connections a first collective sets up, a group's end, the
-/// communicator's making) returns `ncclInProgress` at once, and [`settle`](Self::settle)
-/// polls its state with a deadline, aborting the communicator when it passes. So no
-/// NCCL call of this crate waits for a peer longer than the communicator's timeout.
+/// called from another thread while an operation on the communicator is blocked or
+/// running, which is how a watchdog ends a hang). It owns the communicator: the last
+/// reference destroys it (`ncclCommDestroy`), or nothing more once it was aborted
+/// (`ncclCommAbort` frees it), and a communicator that reported an error is aborted
+/// rather than destroyed, since destroying waits for operations a failed peer never
+/// finishes.
 pub(crate) struct CommControl {
     comm: sys::ncclComm_t,
     context: Arc<PrimaryContext>,
     /// Set by [`abort`](Self::abort) (NCCL has then freed the communicator).
     aborted: AtomicBool,
-    /// How long a wait for this communicator may take, in milliseconds.
-    timeout_ms: AtomicU64,
 }
 
 // SAFETY: `comm` is only passed to `ncclCommGetAsyncError` and `ncclCommAbort`, which
 // NCCL documents as callable from any thread concurrently with the communicator's other
-// calls, and to `ncclCommFinalize`/`ncclCommDestroy` in `Drop` (one thread, no other
-// reference left). The fields are atomic and the context is `Send + Sync`.
+// calls, and to `ncclCommDestroy` in `Drop` (one thread, no other reference left). The
+// flag is atomic and the context is `Send + Sync`.
 unsafe impl Send for CommControl {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for CommControl {}
 
 impl CommControl {
-    /// NCCL's state of the communicator without blocking (`ncclCommGetAsyncError`):
-    /// `Ok(true)` while an operation of it is still being set up (`ncclInProgress`),
-    /// `Ok(false)` when all is well, the failure otherwise, and an error once aborted.
-    fn state(&self) -> Result<bool> {
+    /// The error NCCL's background threads found on this communicator since it was made
+    /// (a peer that failed, a network error), without blocking: `Ok(())` while there is
+    /// none (`ncclCommGetAsyncError`); an error once it is aborted.
+    pub(crate) fn async_error(&self) -> Result<()> {
         if self.is_aborted() {
             return Err(Error::CommunicatorAborted {
                 reason: "it was aborted",
@@ -187,58 +147,11 @@ impl CommControl {
         // with this call as NCCL allows); `error` is a live value NCCL writes.
         let status = unsafe { sys::ncclCommGetAsyncError(self.comm, &raw mut error) }.result();
         check("ncclCommGetAsyncError", status, Some(self.comm))?;
-        if error == sys::ncclResult_t::ncclInProgress {
-            return Ok(true);
-        }
         check(
             "a collective (reported by ncclCommGetAsyncError)",
             error.result(),
             Some(self.comm),
         )
-        .map(|()| false)
-    }
-
-    /// The error NCCL's background threads found on this communicator since it was made
-    /// (a peer that failed, a network error), without blocking: `Ok(())` while there is
-    /// none (an operation still being set up is none); an error once it is aborted.
-    pub(crate) fn async_error(&self) -> Result<()> {
-        self.state().map(drop)
-    }
-
-    /// Waits until the operation `call` started on this communicator is no longer in
-    /// progress (`ncclInProgress`), polling; past the timeout, or when NCCL reports a
-    /// failure, aborts the communicator and returns the error.
-    pub(crate) fn settle(&self, timeout: Duration) -> Result<()> {
-        let start = Instant::now();
-        let mut pause = Duration::from_micros(5);
-        loop {
-            match self.state() {
-                Ok(false) => return Ok(()),
-                Ok(true) if start.elapsed() >= timeout => {
-                    self.abort();
-                    return Err(Error::CollectiveTimedOut { timeout });
-                }
-                Ok(true) => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(1));
-                }
-                Err(e) => {
-                    self.abort();
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    /// The communicator's timeout.
-    pub(crate) fn timeout(&self) -> Duration {
-        Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed))
-    }
-
-    /// Sets [`timeout`](Self::timeout).
-    pub(crate) fn set_timeout(&self, timeout: Duration) {
-        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        self.timeout_ms.store(ms, Ordering::Relaxed);
     }
 
     /// Aborts the communicator (`ncclCommAbort`): its operations still queued or running
@@ -251,8 +164,8 @@ impl CommControl {
         }
         let _bound = self.context.bind();
         // SAFETY: `self.comm` is a live communicator, aborted once (the flag above);
-        // NCCL allows this call from any thread; every later call checks the flag first
-        // and uses it no more.
+        // NCCL allows this call from any thread while another call on the communicator
+        // is blocked; every later call checks the flag first and uses it no more.
         let _ = unsafe { result::comm_abort(self.comm) };
     }
 
@@ -272,23 +185,10 @@ impl Drop for CommControl {
             return;
         }
         let _bound = self.context.bind();
-        // SAFETY: `self.comm` is a live communicator, finalized once, here, by the last
+        // SAFETY: `self.comm` is a live communicator, destroyed once, here, by the last
         // reference. Every operation on it was enqueued on a scope's stream, and the
         // scope keeps a reference until it has synchronised that stream, so none is
-        // pending; finalizing flushes NCCL's own work with the peers (non-blocking: it
-        // may return `ncclInProgress`, which `settle` waits out, or aborts).
-        let finalized = unsafe { sys::ncclCommFinalize(self.comm) };
-        let settled = match finalized {
-            sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress => {
-                self.settle(self.timeout().min(Duration::from_secs(60)))
-            }
-            code => Err(nccl_error("ncclCommFinalize", code, Some(self.comm))),
-        };
-        if settled.is_err() {
-            self.abort(); // a no-op when `settle` aborted already
-            return;
-        }
-        // SAFETY: finalized above; destroyed once, here.
+        // pending.
         let _ = unsafe { result::comm_destroy(self.comm) };
     }
 }
@@ -304,84 +204,51 @@ pub(crate) struct RawComm {
 }
 
 impl RawComm {
-    fn made(comm: sys::ncclComm_t, context: &Arc<PrimaryContext>, timeout: Duration) -> Self {
-        let control = CommControl {
-            comm,
-            context: Arc::clone(context),
-            aborted: AtomicBool::new(false),
-            timeout_ms: AtomicU64::new(0),
-        };
-        control.set_timeout(timeout);
+    fn made(comm: sys::ncclComm_t, context: &Arc<PrimaryContext>) -> Self {
         RawComm {
-            control: Arc::new(control),
+            control: Arc::new(CommControl {
+                comm,
+                context: Arc::clone(context),
+                aborted: AtomicBool::new(false),
+            }),
             _not_sync: std::marker::PhantomData,
         }
     }
 
-    /// Starts making rank `rank` of `size` named by `id` on the device of `context`
-    /// (`ncclCommInitRankConfig`, non-blocking); [`CommControl::settle`] finishes it.
-    fn start(
-        context: &Arc<PrimaryContext>,
-        size: i32,
-        id: &RawUniqueId,
-        rank: i32,
-        timeout: Duration,
-    ) -> Result<Self> {
-        let _bound = context.bind()?;
-        let mut comm: sys::ncclComm_t = std::ptr::null_mut();
-        let mut config = NonBlockingConfig::new();
-        // SAFETY: `comm` is a live pointer NCCL writes the new communicator to; `config`
-        // is a live config in NCCL's 2.17 layout (its `size` and `version` say so); NCCL
-        // uses the device of the context bound above.
-        let status = unsafe {
-            sys::ncclCommInitRankConfig(&raw mut comm, size, id.0, rank, (&raw mut config).cast())
-        };
-        match status {
-            sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress => {}
-            code => return Err(nccl_error("ncclCommInitRankConfig", code, None)),
-        }
-        Ok(RawComm::made(comm, context, timeout))
-    }
-
     /// This rank's member of a communicator of `size` ranks named by `id`, as rank
-    /// `rank`, on the device of `context`. Waits, at most `timeout`, until every rank
-    /// has joined.
+    /// `rank`, on the device of `context`. Blocks until every rank has joined.
     pub(crate) fn init_rank(
         context: &Arc<PrimaryContext>,
         size: i32,
         id: &RawUniqueId,
         rank: i32,
-        timeout: Duration,
     ) -> Result<Self> {
         require_library()?;
-        let comm = RawComm::start(context, size, id, rank, timeout)?;
-        comm.control.settle(timeout)?;
-        Ok(comm)
+        let _bound = context.bind()?;
+        let mut comm: sys::ncclComm_t = std::ptr::null_mut();
+        // SAFETY: `comm` is a live pointer NCCL writes the new communicator to; NCCL
+        // uses the device of the context bound above.
+        let status = unsafe { result::comm_init_rank(&raw mut comm, size, id.0, rank) };
+        check("ncclCommInitRank", status, None)?;
+        Ok(RawComm::made(comm, context))
     }
 
-    /// One communicator per context of `contexts`, ranks in that order, for one process
-    /// that drives them all (a grouped `ncclCommInitRankConfig` per device, as NCCL's
-    /// user guide makes several devices' communicators from one thread).
-    pub(crate) fn init_all(
-        contexts: &[Arc<PrimaryContext>],
-        timeout: Duration,
-    ) -> Result<Vec<Self>> {
-        let id = RawUniqueId::new()?;
-        let size = c_int::try_from(contexts.len()).unwrap_or(c_int::MAX);
-        group_start()?;
-        let started: Vec<Result<RawComm>> = contexts
-            .iter()
-            .enumerate()
-            .map(|(rank, context)| RawComm::start(context, size, &id, rank as c_int, timeout))
-            .collect();
-        // `ncclInProgress` is an `Ok` here (cudarc's mapping); each member is settled below.
-        let ended = check("ncclGroupEnd", result::group_end(), None);
-        let comms = started.into_iter().collect::<Result<Vec<_>>>()?;
-        ended?;
-        for comm in &comms {
-            comm.control.settle(timeout)?;
-        }
-        Ok(comms)
+    /// One communicator per device of `devices` (ordinals), ranks in that order, for one
+    /// process that drives them all; `contexts[i]` is the primary context of
+    /// `devices[i]`.
+    pub(crate) fn init_all(contexts: &[Arc<PrimaryContext>], devices: &[i32]) -> Result<Vec<Self>> {
+        require_library()?;
+        let count = c_int::try_from(devices.len()).unwrap_or(c_int::MAX);
+        let mut comms: Vec<sys::ncclComm_t> = vec![std::ptr::null_mut(); devices.len()];
+        // SAFETY: `comms` has room for `devices.len()` communicators and `devices` holds
+        // that many ordinals; NCCL writes one communicator per device.
+        let status = unsafe { result::comm_init_all(comms.as_mut_ptr(), count, devices.as_ptr()) };
+        check("ncclCommInitAll", status, None)?;
+        Ok(comms
+            .into_iter()
+            .zip(contexts)
+            .map(|(comm, context)| RawComm::made(comm, context))
+            .collect())
     }
 
     /// The part any thread may use: error state and abort.
@@ -407,21 +274,9 @@ pub(crate) fn group_start() -> Result<()> {
 }
 
 /// Ends the group [`group_start`] began (`ncclGroupEnd`): NCCL enqueues the grouped
-/// calls now, on the communicators `members` (each settled, with its own timeout, when
-/// NCCL is still setting them up).
-pub(crate) fn group_end(members: &[Arc<CommControl>]) -> Result<()> {
-    // `Ok` covers `ncclInProgress` too (cudarc reports it as an `Ok`): every member
-    // is settled below either way.
-    if let Err(e) = result::group_end() {
-        return Err(nccl_error("ncclGroupEnd", e.0, None));
-    }
-    let mut first = Ok(());
-    for member in members {
-        if let Err(e) = member.settle(member.timeout()) {
-            first = first.and(Err(e));
-        }
-    }
-    first
+/// calls now.
+pub(crate) fn group_end() -> Result<()> {
+    check("ncclGroupEnd", result::group_end(), None)
 }
 
 /// NCCL's element type and reduction (`ncclDataType_t`, `ncclRedOp_t`), as the raw
@@ -558,12 +413,5 @@ pub(crate) unsafe fn enqueue(
             result::recv(recv, count, datatype, peer, raw, on)
         }),
     };
-    match status {
-        // A non-blocking communicator still setting up the call (connecting to its
-        // peers): wait until NCCL says it is done, bounded by the timeout. (cudarc
-        // reports `ncclInProgress` as an `Ok`.)
-        Ok(result::NcclStatus::InProgress) => comm.control.settle(comm.control.timeout()),
-        Ok(_) => Ok(()),
-        Err(e) => Err(nccl_error(call, e.0, Some(raw))),
-    }
+    check(call, status, Some(raw))
 }

@@ -3,6 +3,7 @@
 //! rank of many processes ([`Communicator::join`]), and the watch that bounds the wait
 //! for its collectives.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,11 +56,20 @@ impl Communicator {
         if devices.is_empty() {
             return Err(Error::InvalidRank { rank: 0, size: 0 });
         }
+        let ordinals = devices
+            .iter()
+            .map(|d| {
+                i32::try_from(d.ordinal()).map_err(|_| Error::InvalidRank {
+                    rank: d.ordinal(),
+                    size: 0,
+                })
+            })
+            .collect::<Result<Vec<i32>>>()?;
         let contexts: Vec<_> = devices
             .iter()
             .map(|d| Arc::clone(&d.inner.context))
             .collect();
-        let raws = RawComm::init_all(&contexts, timeout_from_env())?;
+        let raws = RawComm::init_all(&contexts, &ordinals)?;
         let size = devices.len();
         Ok(raws
             .into_iter()
@@ -81,19 +91,14 @@ impl Communicator {
             i32::try_from(rank).map_err(|_| too_many())?,
             i32::try_from(size).map_err(|_| too_many())?,
         );
-        let raw = RawComm::init_rank(
-            &device.inner.context,
-            size_i32,
-            &id.0,
-            rank_i32,
-            timeout_from_env(),
-        )?;
+        let raw = RawComm::init_rank(&device.inner.context, size_i32, &id.0, rank_i32)?;
         Ok(Communicator::made(raw, device, rank, size, false))
     }
 
     fn made(raw: RawComm, device: &Device, rank: usize, size: usize, grouped_only: bool) -> Self {
         let watch = Arc::new(CommWatch {
             control: Arc::clone(raw.control()),
+            timeout_ms: AtomicU64::new(timeout_from_env().as_millis() as u64),
         });
         Communicator {
             raw,
@@ -122,14 +127,14 @@ impl Communicator {
 
     /// How long a scope waits for this communicator's collectives before aborting it.
     pub fn timeout(&self) -> Duration {
-        self.raw.control().timeout()
+        Duration::from_millis(self.watch.timeout_ms.load(Ordering::Relaxed))
     }
 
-    /// Sets [`timeout`](Self::timeout): how long a scope's end waits for this
-    /// communicator's collectives (counted from when it starts waiting), and how long a
-    /// call may wait for NCCL to set up its connections with the peers.
+    /// Sets [`timeout`](Self::timeout) (counted from when the scope's end starts
+    /// waiting), for the collectives of scopes that end from now on.
     pub fn set_timeout(&self, timeout: Duration) {
-        self.raw.control().set_timeout(timeout);
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.watch.timeout_ms.store(ms, Ordering::Relaxed);
     }
 
     /// `Ok(())` while NCCL reports no failure on this communicator
@@ -195,6 +200,7 @@ fn timeout_from_env() -> Duration {
 /// failure it aborts the communicator, which lets the stream drain.
 struct CommWatch {
     control: Arc<CommControl>,
+    timeout_ms: AtomicU64,
 }
 
 impl StreamWatch for CommWatch {
@@ -203,7 +209,7 @@ impl StreamWatch for CommWatch {
             self.control.abort();
             return Err(e);
         }
-        let timeout = self.control.timeout();
+        let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
         if waited >= timeout {
             self.control.abort();
             return Err(Error::CollectiveTimedOut { timeout });

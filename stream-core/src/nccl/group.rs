@@ -2,13 +2,12 @@
 //! a closure, so the group's end cannot be forgotten, and with borrows that last until
 //! that end, when NCCL enqueues them.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use super::request::{issue, read, write, Operands, Request};
 use super::{Communicator, NcclElement, ReduceOp};
-use crate::driver::nccl::{group_end, group_start, CommControl};
+use crate::driver::nccl::{group_end, group_start};
 use crate::error::{Error, Result};
 use crate::memory::{DeviceMemory, DeviceMemoryMut};
 use crate::scope::Scope;
@@ -68,13 +67,12 @@ where
         }));
     }
     group_start().map_err(E::from)?;
+    let end = GroupEnd::open();
     let group = Group {
-        members: RefCell::new(Vec::new()),
         _group: PhantomData,
         _env: PhantomData,
         _one_thread: PhantomData,
     };
-    let end = GroupEnd::open(&group.members);
     let out = f(&group);
     let ended = end.finish();
     match (out, ended) {
@@ -85,33 +83,28 @@ where
 }
 
 /// Ends the group: [`finish`](Self::finish) on return, `Drop` on unwind. It lives in
-/// [`group`]'s frame, so the group's borrows outlive it. `members` are the
-/// communicators the group's collectives used, which the end waits for (bounded by
-/// their timeouts) while NCCL still sets up their connections.
-struct GroupEnd<'a> {
-    members: &'a RefCell<Vec<Arc<CommControl>>>,
-}
+/// [`group`]'s frame, so the group's borrows outlive it.
+struct GroupEnd;
 
-impl<'a> GroupEnd<'a> {
-    fn open(members: &'a RefCell<Vec<Arc<CommControl>>>) -> Self {
+impl GroupEnd {
+    fn open() -> Self {
         OPEN.with(|open| open.set(true));
-        GroupEnd { members }
+        GroupEnd
     }
 
     fn finish(self) -> Result<()> {
-        let members = self.members;
         std::mem::forget(self);
         OPEN.with(|open| open.set(false));
-        group_end(&members.borrow())
+        group_end()
     }
 }
 
-impl Drop for GroupEnd<'_> {
+impl Drop for GroupEnd {
     fn drop(&mut self) {
         // Unwinding: NCCL enqueues the collectives issued so far (their buffers are still
         // borrowed here); the panic goes on, and the scopes' ends wait for them.
         OPEN.with(|open| open.set(false));
-        let _ = group_end(&self.members.borrow());
+        let _ = group_end();
     }
 }
 
@@ -120,23 +113,12 @@ impl Drop for GroupEnd<'_> {
 /// borrows for `'g`, the rest of the group. Neither `Send` nor `Sync`: NCCL's groups
 /// belong to one thread.
 pub struct Group<'g, 'env: 'g> {
-    /// The communicators of the collectives issued so far, for the end to wait for.
-    members: RefCell<Vec<Arc<CommControl>>>,
     _group: PhantomData<&'g mut &'g ()>,
     _env: PhantomData<&'env mut &'env ()>,
     _one_thread: PhantomData<*const ()>,
 }
 
 impl<'g> Group<'g, '_> {
-    /// Notes `comm` as one the group's end waits for.
-    pub(crate) fn note(&self, comm: &Communicator) {
-        let control = comm.raw().control();
-        let mut members = self.members.borrow_mut();
-        if !members.iter().any(|m| Arc::ptr_eq(m, control)) {
-            members.push(Arc::clone(control));
-        }
-    }
-
     /// [`Scope::all_reduce`], issued at the group's end.
     pub fn all_reduce<'s, T: NcclElement>(
         &'g self,

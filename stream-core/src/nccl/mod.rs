@@ -61,6 +61,16 @@
 //! ([`Pending::wait`](crate::Pending::wait) on a download queued behind the collective)
 //! is not bounded this way; call [`Communicator::abort`] from another thread to end it.
 //!
+//! Not bounded either: a call that NCCL itself blocks inside while it waits for a
+//! peer. Communicators are made in NCCL's blocking mode (as PyTorch's default), where
+//! making one waits for every rank, and the first collective that needs a connection
+//! NCCL has not set up yet (NCCL sets them up lazily) waits for the peer inside the
+//! call. A rank that dies between the rendezvous and that point leaves the others
+//! waiting there. NCCL's non-blocking mode would bound those waits too; measured on two
+//! H200s, it made every small all-reduce wait for NCCL's background thread (8 B: 0.14x
+//! of blocking calls' bandwidth, enqueue 1.34x), so it is not the default; an opt-in is
+//! planned.
+//!
 //! # Launchers
 //!
 //! [`World::from_env`] reads what `torchrun`, Slurm's `srun` and Open MPI's `mpirun` set;

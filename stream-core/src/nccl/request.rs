@@ -83,9 +83,6 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
         return Ok(());
     }
     s.outstanding.watch(&comm.watch());
-    if let Some(group) = group {
-        group.note(comm);
-    }
     // SAFETY: `send` and `recv` are the operands' memory, branded `'s` (so device memory
     // of this scope's device, valid on its stream, which `comm` shares: checked above) and
     // borrowed for `'a` (shared where only read, exclusively where written, so no other
