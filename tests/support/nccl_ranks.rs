@@ -77,6 +77,11 @@ pub fn on_ranks(
                 threads.spawn(move || -> Result<(), Failed> {
                     let device = Device::new(rank)?;
                     let comm = Communicator::join(&device, &id, rank, ranks)?;
+                    // A rank whose check fails stops issuing collectives; its peers'
+                    // next one then waits for it until this timeout (NCCL does not
+                    // tell a peer on the same host that another rank aborted), so keep
+                    // it short enough for the failure to be reported.
+                    comm.set_timeout(std::time::Duration::from_secs(20));
                     let stream = device.new_stream()?;
                     let out = body(rank, &comm, &stream);
                     if out.is_err() {
