@@ -77,7 +77,7 @@ fn reduced<T: NcclValue>(
 /// (of the same length, poisoned by the caller).
 fn result_of<'e, T: NcclValue>(
     stream: &'e Stream,
-    host: &'e mut Vec<T>,
+    host: &'e mut [T],
     body: impl for<'s> FnOnce(&'s Scope<'s, 'e>) -> stream_core::Result<DeviceBuffer<'s, T>>,
 ) -> TestResult {
     scope(stream, |s| {

@@ -65,7 +65,10 @@ fn main() {
     }
     gpu_tests::run(
         &gpu,
-        &tests![without_nccl_making_a_communicator_is_nccl_not_found],
+        &[(
+            "without_nccl_making_a_communicator_is_nccl_not_found",
+            without_nccl_making_a_communicator_is_nccl_not_found as TestFn,
+        )],
     )
 }
 
