@@ -137,12 +137,19 @@ impl<'s, T: DeviceRepr> DeviceMemoryMut<'s, T> for DeviceBuffer<'s, T> {}
 impl<T: DeviceRepr> Drop for DeviceBuffer<'_, T> {
     fn drop(&mut self) {
         if self.raw.ptr != 0 {
-            // SAFETY: `ptr` came from a stream-ordered allocation and is freed once, here
-            // (`from_raw`'s contract: no one else owns it). Every use of it was enqueued
-            // on `self.stream` (the brand keeps it in its scope, and views borrow the
-            // buffer) or ordered before it by an event, so the free runs after all of
-            // them; the stream outlives the buffer (the scope borrows it).
-            let freed = unsafe { free_async(self.raw.ptr, self.stream) };
+            // With the stream's context current: a buffer can be dropped inside a nested
+            // scope of another device (a refused `hand_off` drops it there), and the free
+            // belongs to its own stream's context.
+            let (ptr, stream) = (self.raw.ptr, self.stream);
+            let freed = stream.context().run_as_current(|| {
+                // SAFETY: `ptr` came from a stream-ordered allocation and is freed once,
+                // here (`from_raw`'s contract: no one else owns it; `run_as_current` calls
+                // again only after a failed call, which freed nothing). Every use of it was
+                // enqueued on `stream` (the brand keeps it in its scope, and views borrow
+                // the buffer) or ordered before it by an event, so the free runs after all
+                // of them; the stream outlives the buffer (the scope borrows it).
+                unsafe { free_async(ptr, stream) }
+            });
             // A failed free cannot be reported from `drop`; it leaks the allocation.
             let _ = freed;
         }

@@ -14,8 +14,9 @@
 //! let device = world.device()?;                 // LOCAL_RANK picks the GPU
 //! let comm = world.communicator(&device)?;      // rank 0's id, handed out over TCP
 //! let stream = device.new_stream()?;
+//! let local_grad = vec![world.rank() as f32; 1 << 20];
 //! scope(&stream, |s| {
-//!     let mut grad = s.upload(&vec![world.rank() as f32; 1 << 20])?;
+//!     let mut grad = s.upload(&local_grad)?;
 //!     s.all_reduce_in_place(&comm, &mut grad, Sum)?;
 //!     Ok::<_, Error>(())
 //! })?;
