@@ -271,7 +271,9 @@ fn broadcast_reduce_gather_scatter<T: NcclValue>(
         Ok(x)
     })?;
     check_eq(&what("broadcast_in_place"), &inputs[root], &got)?;
-    // reduce (Sum) to rank 0: the others' receive buffers stay as they were
+    // reduce (Sum) to rank 0. NCCL requires the receive buffer only on the root, so on
+    // the other ranks its contents afterwards are not checked (any bits are valid
+    // numbers; see `Scope::reduce`).
     let mut got = poisoned(count);
     result_of(stream, &mut got, |s| {
         let x = s.upload(mine)?;
@@ -281,12 +283,6 @@ fn broadcast_reduce_gather_scatter<T: NcclValue>(
     })?;
     if rank == 0 {
         check_eq(&what("reduce"), &case.sum, &got)?;
-    } else {
-        ensure!(
-            got.iter().all(|&v| T::same(v, T::POISON)),
-            "{}: a non-root receive buffer was written",
-            what("reduce")
-        );
     }
     let mut got = poisoned(count);
     result_of(stream, &mut got, |s| {
@@ -294,11 +290,9 @@ fn broadcast_reduce_gather_scatter<T: NcclValue>(
         s.reduce_in_place(comm, &mut x, Sum, 0)?;
         Ok(x)
     })?;
-    check_eq(
-        &what("reduce_in_place"),
-        if rank == 0 { &case.sum } else { mine },
-        &got,
-    )?;
+    if rank == 0 {
+        check_eq(&what("reduce_in_place"), &case.sum, &got)?;
+    }
     // all_gather: every rank's block in rank order
     let mut got = poisoned(count * n);
     result_of(stream, &mut got, |s| {

@@ -171,8 +171,10 @@ impl<'s, 'env> Scope<'s, 'env> {
         )
     }
 
-    /// Every rank's `send` reduced by `op` into rank `root`'s `recv` (`ncclReduce`;
-    /// `recv` is written on the root only).
+    /// Every rank's `send` reduced by `op` into rank `root`'s `recv` (`ncclReduce`).
+    /// NCCL requires `recv` only on the root: on the other ranks it is borrowed all the
+    /// same, and its contents afterwards are unspecified (valid numbers, every bit
+    /// pattern of an [`NcclElement`] being one).
     pub fn reduce<T: NcclElement>(
         &'s self,
         comm: &Communicator,
@@ -189,7 +191,8 @@ impl<'s, 'env> Scope<'s, 'env> {
         )
     }
 
-    /// [`reduce`](Self::reduce) into the root's `buf`.
+    /// [`reduce`](Self::reduce) into the root's `buf` (on the other ranks, `buf`'s
+    /// contents afterwards are unspecified, as for `reduce`'s `recv`).
     pub fn reduce_in_place<T: NcclElement>(
         &'s self,
         comm: &Communicator,
