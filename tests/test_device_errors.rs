@@ -11,21 +11,15 @@
 use std::time::Duration;
 
 use gpu_tests::child::run_self;
+use gpu_tests::tests;
 use gpu_tests::{
-    check_eq, check_error, ensure, expect_err, gpu_status, poisoned, GpuStatus, Rng, Test, TestFn,
+    check_eq, check_error, ensure, expect_err, gpu_status, poisoned, GpuStatus, Rng, Test,
     TestResult,
 };
 use stream_core::{scope, Device, Error, GpuTimer};
 
 /// The environment variable that makes this binary run one child mode.
 const CHILD_ENV: &str = "STREAM_CORE_DEVICE_ERRORS_CHILD";
-
-/// `(name, function)` entries for `gpu_tests::run`, each named after its function.
-macro_rules! tests {
-    ($($test:ident),* $(,)?) => {
-        vec![$((stringify!($test), $test as TestFn)),*]
-    };
-}
 
 /// The tests in the order of the table in `errors_doc.md`; the two-GPU test only where
 /// there are two GPUs.

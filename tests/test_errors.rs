@@ -15,15 +15,9 @@
 
 use std::hint::black_box;
 
-use gpu_tests::{check_error, ensure, expect_err, stream, Test, TestFn, TestResult};
+use gpu_tests::tests;
+use gpu_tests::{check_error, ensure, expect_err, stream, Test, TestResult};
 use stream_core::{scope, Device, Error, LaunchLimit};
-
-/// `(name, function)` entries for `gpu_tests::run`, each named after its function.
-macro_rules! tests {
-    ($($test:ident),* $(,)?) => {
-        vec![$((stringify!($test), $test as TestFn)),*]
-    };
-}
 
 /// The tests in the order of the table in `errors_doc.md`.
 fn main() {

@@ -15,18 +15,13 @@ use std::time::{Duration, Instant};
 
 use gpu_tests::child::{run_command, run_self};
 use gpu_tests::nccl_ranks::{exclusive, on_ranks, rank_count};
+use gpu_tests::tests;
 use gpu_tests::{ensure, gpu_status, GpuStatus, Test, TestFn, TestResult};
 use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
 use stream_core::{scope, Device, Error};
 
 /// The environment variable that makes this binary run one child mode.
 const CHILD_ENV: &str = "STREAM_CORE_NCCL_ERRORS_CHILD";
-
-macro_rules! tests {
-    ($($test:ident),* $(,)?) => {
-        vec![$((stringify!($test), $test as TestFn)),*]
-    };
-}
 
 fn main() {
     if let Ok(mode) = std::env::var(CHILD_ENV) {

@@ -103,6 +103,22 @@ macro_rules! test_main {
     };
 }
 
+/// A `Vec` of `(name, function)` entries for [`run`], each named after its function:
+/// for binaries that choose their tests at run time (a two-GPU test only where there are
+/// two GPUs), where [`test_main!`] cannot.
+///
+/// ```
+/// fn works() -> gpu_tests::TestResult { Ok(()) }
+/// let list: Vec<gpu_tests::Test> = gpu_tests::tests![works];
+/// assert_eq!(list[0].0, "works");
+/// ```
+#[macro_export]
+macro_rules! tests {
+    ($($test:ident),* $(,)?) => {
+        ::std::vec![$((::std::stringify!($test), $test as $crate::TestFn)),*]
+    };
+}
+
 /// One `(name, function)` entry of [`test_main!`]. Not for direct use.
 #[doc(hidden)]
 #[macro_export]
