@@ -293,8 +293,10 @@ fn nccl_stream(stream: &RawStream) -> sys::cudaStream_t {
 /// A device address, as the driver's `CUdeviceptr`.
 pub(crate) type DevicePtr = cudarc::driver::sys::CUdeviceptr;
 
-/// `Err` unless `comm` was made in `stream`'s context and has neither been aborted nor
-/// reported an error.
+/// `Err` unless `comm` was made in `stream`'s context and has not been aborted (NCCL
+/// frees an aborted communicator: this is the check that keeps it from being used).
+/// NCCL's own error state is the caller's to ask first (`nccl/` does, once per call); a
+/// call on a communicator in that state fails in NCCL, it does not misbehave.
 fn check_usable(comm: &RawComm, stream: &RawStream) -> Result<()> {
     if !Arc::ptr_eq(comm.context(), stream.context()) {
         return Err(nccl_error(
@@ -303,7 +305,12 @@ fn check_usable(comm: &RawComm, stream: &RawStream) -> Result<()> {
             None,
         ));
     }
-    comm.control.async_error()
+    if comm.control.is_aborted() {
+        return Err(Error::CommunicatorAborted {
+            reason: "it was aborted",
+        });
+    }
+    Ok(())
 }
 
 /// One NCCL operation, with what it needs besides its buffers and count.

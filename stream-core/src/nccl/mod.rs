@@ -60,7 +60,8 @@
 //! [`NcclElement`] is), and host memory is released only after the stream is idle. The
 //! communicator is unusable from then on. A host wait inside the scope before its end
 //! ([`Pending::wait`](crate::Pending::wait) on a download queued behind the collective)
-//! is not bounded this way; call [`Communicator::abort`] from another thread to end it.
+//! is not bounded this way (a `Communicator` is not `Sync`, so no other thread can abort
+//! it either): end the scope first, or wait for such a download after it.
 //!
 //! Not bounded either: a call that NCCL itself blocks inside while it waits for a
 //! peer. Communicators are made in NCCL's blocking mode (as PyTorch's default), where
