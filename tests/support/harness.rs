@@ -46,11 +46,11 @@ pub fn run(gpu: &[Test], host: &[Test]) -> ! {
     let trials = gpu
         .iter()
         .map(|&(name, test)| {
-            Trial::test(name, move || run_one(test, true)).with_ignored_flag(ignore_gpu_tests)
+            Trial::test(name, move || run_one(name, test, true)).with_ignored_flag(ignore_gpu_tests)
         })
         .chain(
             host.iter()
-                .map(|&(name, test)| Trial::test(name, move || run_one(test, false))),
+                .map(|&(name, test)| Trial::test(name, move || run_one(name, test, false))),
         )
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
@@ -59,8 +59,10 @@ pub fn run(gpu: &[Test], host: &[Test]) -> ! {
 }
 
 /// Runs one test on the current thread: refuses GPU tests without a GPU, turns a panic
-/// into a failure, and adds the random seed to any failure's message.
-fn run_one(test: TestFn, needs_gpu: bool) -> Result<(), Failed> {
+/// into a failure, and adds the random seed to any failure's message, which it also
+/// prints at once (libtest prints failures only at the end, which a binary killed by a
+/// time limit never reaches).
+fn run_one(name: &str, test: TestFn, needs_gpu: bool) -> Result<(), Failed> {
     if needs_gpu {
         if let GpuStatus::Absent(reason) = gpu_status() {
             let why = if require_gpu() {
@@ -85,9 +87,11 @@ fn run_one(test: TestFn, needs_gpu: bool) -> Result<(), Failed> {
     };
     outcome.map_err(|failed| {
         let message = failed.message().unwrap_or("the test failed");
-        match rng::seed_note() {
-            Some(note) => Failed::from(format!("{message}\n{note}")),
-            None => Failed::from(message),
-        }
+        let message = match rng::seed_note() {
+            Some(note) => format!("{message}\n{note}"),
+            None => message.to_owned(),
+        };
+        eprintln!("gpu-tests: {name} failed: {message}");
+        Failed::from(message)
     })
 }

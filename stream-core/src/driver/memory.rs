@@ -4,7 +4,15 @@
 //! Also the two address lookups that tell pinned host memory from pageable memory.
 //!
 //! Every operation names its stream, and the copies name their addresses, which UVA
-//! makes unique across devices: which context is current does not change what they do.
+//! makes unique across devices. Which context is current does not change what they do,
+//! but the driver refuses a copy (`CUDA_ERROR_INVALID_VALUE`, measured with driver 580
+//! on 2 H200s: host to device, device to host and device to device alike) on a stream
+//! of another context than the current one, while memsets, allocations, frees and
+//! launches go through. So the copies run through [`PrimaryContext::run_as_current`]:
+//! directly under the hint, once more with the stream's context bound if that fails.
+//! Inside a fork onto another device, the parent's copies take that second path.
+//!
+//! [`PrimaryContext::run_as_current`]: super::context::PrimaryContext::run_as_current
 
 use std::ffi::c_void;
 
@@ -31,10 +39,13 @@ pub(crate) unsafe fn copy_host_to_device(
     bytes: usize,
     stream: &RawStream,
 ) -> Result<()> {
-    // SAFETY: the caller's contract above; `stream` is live (borrowed).
-    unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.cast::<c_void>(), bytes, stream.raw()) }
-        .result()
-        .call("cuMemcpyHtoDAsync")
+    stream.context().run_as_current(|| {
+        // SAFETY: the caller's contract above (a refused call enqueued nothing, so the
+        // retry copies once); `stream` is live (borrowed).
+        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.cast::<c_void>(), bytes, stream.raw()) }
+            .result()
+            .call("cuMemcpyHtoDAsync")
+    })
 }
 
 /// Enqueues a copy of `bytes` bytes from device memory at `src` to host memory at `dst`
@@ -53,10 +64,13 @@ pub(crate) unsafe fn copy_device_to_host(
     bytes: usize,
     stream: &RawStream,
 ) -> Result<()> {
-    // SAFETY: the caller's contract above; `stream` is live (borrowed).
-    unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast::<c_void>(), src, bytes, stream.raw()) }
-        .result()
-        .call("cuMemcpyDtoHAsync")
+    stream.context().run_as_current(|| {
+        // SAFETY: the caller's contract above (a refused call enqueued nothing, so the
+        // retry copies once); `stream` is live (borrowed).
+        unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast::<c_void>(), src, bytes, stream.raw()) }
+            .result()
+            .call("cuMemcpyDtoHAsync")
+    })
 }
 
 /// Enqueues a copy of `bytes` bytes of device memory from `src` to `dst` on `stream`.
@@ -71,8 +85,12 @@ pub(crate) unsafe fn copy_device_to_device(
     bytes: usize,
     stream: &RawStream,
 ) -> Result<()> {
-    // SAFETY: the caller's contract above; `stream` is live (borrowed).
-    unsafe { result::memcpy_dtod_async(dst, src, bytes, stream.raw()) }.call("cuMemcpyDtoDAsync")
+    stream.context().run_as_current(|| {
+        // SAFETY: the caller's contract above (a refused call enqueued nothing, so the
+        // retry copies once); `stream` is live (borrowed).
+        unsafe { result::memcpy_dtod_async(dst, src, bytes, stream.raw()) }
+            .call("cuMemcpyDtoDAsync")
+    })
 }
 
 /// What a memset writes (see [`memset`]).

@@ -38,6 +38,8 @@ pub struct Communicator {
     rank: usize,
     size: usize,
     watch: Arc<CommWatch>,
+    /// The same watch, as the scopes keep it (made once, not per collective).
+    scope_watch: Arc<dyn StreamWatch>,
     /// Made with its siblings by [`for_devices`](Self::for_devices): one thread drives
     /// them all, so their collectives must be grouped (see `collective.rs`).
     grouped_only: bool,
@@ -105,6 +107,7 @@ impl Communicator {
             device: device.clone(),
             rank,
             size,
+            scope_watch: Arc::clone(&watch) as Arc<dyn StreamWatch>,
             watch,
             grouped_only,
         }
@@ -163,8 +166,8 @@ impl Communicator {
     }
 
     /// The watch a scope registers when it issues a collective through this.
-    pub(crate) fn watch(&self) -> Arc<dyn StreamWatch> {
-        Arc::clone(&self.watch) as Arc<dyn StreamWatch>
+    pub(crate) fn watch(&self) -> &Arc<dyn StreamWatch> {
+        &self.scope_watch
     }
 
     /// `true` for a communicator of [`for_devices`](Self::for_devices) with siblings.

@@ -82,7 +82,7 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
     if count == 0 {
         return Ok(());
     }
-    s.outstanding.watch(&comm.watch());
+    s.outstanding.watch(comm.watch());
     // SAFETY: `send` and `recv` are the operands' memory, branded `'s` (so device memory
     // of this scope's device, valid on its stream, which `comm` shares: checked above) and
     // borrowed for `'a` (shared where only read, exclusively where written, so no other
