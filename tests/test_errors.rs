@@ -259,7 +259,7 @@ fn allocation_whose_byte_size_overflows_usize_is_size_overflow() -> TestResult {
 /// cuBLAS failure, memory of another device), and the launch and compile errors, have
 /// messages that say what happened and, after a `; ` or a `. `, what to do.
 fn messages_of_errors_no_single_gpu_test_provokes_say_what_to_do() -> TestResult {
-    let cases: [(Error, &[&str]); 7] = [
+    let cases: [(Error, &[&str]); 8] = [
         (
             Error::NvrtcNotFound,
             &["NVRTC", "could not be loaded", "install"],
@@ -277,6 +277,17 @@ fn messages_of_errors_no_single_gpu_test_provokes_say_what_to_do() -> TestResult
                 "device 1",
                 "device 0",
                 "make the memory on the stream's device",
+            ],
+        ),
+        (
+            // H100 and H200 pairs always have a peer path (NVLink): this error needs GPUs
+            // without one.
+            Error::PeerAccessUnavailable { device: 1, peer: 0 },
+            &[
+                "device 1",
+                "memory of device 0",
+                "no NVLink or PCIe peer-to-peer path",
+                "copy through the host",
             ],
         ),
         (

@@ -67,7 +67,7 @@
 //!
 //! | folder      | unsafe blocks | what they prove |
 //! |-------------|---------------|-----------------|
-//! | `driver/`   | 101 | the driver's own rules for each raw call (16 of them NCCL's, in `driver/nccl.rs`) |
+//! | `driver/`   | 103 | the driver's own rules for each raw call (16 of them NCCL's, in `driver/nccl.rs`) |
 //! | `memory/`   | 10 | byte views of element slices; `DeviceVec`'s blocking copies, its free; a buffer's stream-ordered free; an open scope's registration |
 //! | `host/`     | 19 | pinned memory as slices; staged copies' DMAs, rings, copy-out thread and streaming stores |
 //! | `kernel/`   | 1  | a module unloaded only when no kernel of it can run |
@@ -91,13 +91,17 @@
 //!
 //! The several-GPU work is the worked example:
 //!
-//! * **Peer access and peer copies** (`peer/`): `cuCtxEnablePeerAccess`,
-//!   `cuMemPoolSetAccess` and `cuMemcpyPeerAsync` are raw calls, so they live in
-//!   `driver/peer.rs` (the pair's access as an RAII record, the copy as an `unsafe fn`
-//!   whose contract is the driver's: both ranges valid for work on the stream). `peer/`
-//!   sits beside `managed/` and `graph/`: it uses `scope/` (a fork onto another device's
-//!   stream is a scope's fork), `memory/` (views of both devices) and `device/`; its
-//!   proofs say why both ranges stay valid (the lend's borrow, the child's brand).
+//! * **Peer access and work across devices** turned out to need no folder of its own,
+//!   because the fork is where it happens, and `scope/` must not use a folder above it:
+//!   the two raw calls (`cuDeviceCanAccessPeer`, `cuMemPoolSetAccess`) are safe methods
+//!   in `driver/device.rs` and `driver/pool.rs`; which device pools granted which
+//!   devices access is recorded with the owner's context (`driver/context.rs`), and
+//!   granted once per pair by `device/peer.rs`, which says why pool memory needs it;
+//!   `scope/fork.rs` forks onto another device's stream (the child's context bound, an
+//!   event of each side's context) and `scope/hand_off.rs` hands a buffer across, both
+//!   after granting the child every device whose memory the parent's brand may be on
+//!   (the scope keeps that set). No `unsafe` block was added outside `driver/`: a
+//!   cross-device child is made by the same two blocks as any fork.
 //! * **NCCL collectives** (`nccl/`): cudarc's `nccl` `result` layer is called only from
 //!   `driver/nccl.rs` (a communicator as an RAII handle whose drop destroys it, each
 //!   collective an `unsafe fn` stating NCCL's rule: the buffers hold `count` elements
@@ -139,9 +143,10 @@
 //! 5. **Early host access is a typestate.** A download returns a [`Pending`];
 //!    [`Pending::wait`] synchronises on one event and hands the slice back.
 //! 6. **Several streams are ordered by events.** [`Scope::fork`] runs a child scope on
-//!    another stream, started and joined by events; parent memory is lent to it for the
-//!    whole fork (shared or exclusive), and [`Scope::hand_off`] moves a buffer, and the
-//!    duty to free it, to another scope's stream.
+//!    another stream (of this device or another), started and joined by events; parent
+//!    memory is lent to it for the whole fork (shared or exclusive), and
+//!    [`Scope::hand_off`] moves a buffer, and the duty to free it, to another scope's
+//!    stream. [`scope_all!`] opens sibling scopes on several streams this way.
 //! 7. **No hidden synchronisation, never device-wide.** Only `scope`'s exit,
 //!    [`Pending::wait`] and calls documented as blocking (creating or reading a
 //!    [`DeviceVec`], [`Device::trim_memory`], [`Device::trim_pinned_memory`], copies of

@@ -3,11 +3,12 @@
 //! that orders streams.
 //!
 //! Owns: `Device`, `DeviceInner`, `Stream`, the launch limits read when a device is
-//! opened, per-device extensions (state that `host/`, `kernel/` and other crates keep
+//! opened, peer access between devices (`peer.rs`), per-device extensions (state that `host/`, `kernel/` and other crates keep
 //! per device). Uses: `driver/` and `error` only.
 
 mod events;
 mod limits;
+pub(crate) mod peer;
 mod pool_setup;
 pub(crate) mod stream;
 

@@ -38,6 +38,7 @@
 
 use std::cell::Cell;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use cudarc::driver::{result, sys};
@@ -51,6 +52,10 @@ use crate::error::{DriverResultExt, Result};
 pub(crate) struct PrimaryContext {
     device: DeviceId,
     raw: sys::CUcontext,
+    /// The devices (bit `ordinal`) to which this device's default pool has granted access
+    /// while this context lived (see `device/peer.rs`). Kept here, with the context, so
+    /// that a record never outlives the memory it is about.
+    pool_grants: AtomicU64,
 }
 
 thread_local! {
@@ -93,7 +98,11 @@ impl PrimaryContext {
         // retaining has no other precondition.
         let raw = unsafe { result::primary_ctx::retain(device.raw()) }
             .call("cuDevicePrimaryCtxRetain")?;
-        let context = Arc::new(PrimaryContext { device, raw });
+        let context = Arc::new(PrimaryContext {
+            device,
+            raw,
+            pool_grants: AtomicU64::new(0),
+        });
         retained.push((device, Arc::downgrade(&context)));
         Ok(context)
     }
@@ -123,6 +132,23 @@ impl PrimaryContext {
         }
         let _bound = self.bind()?;
         call()
+    }
+
+    /// The devices (bit `ordinal`) this device's pool has granted access to (see
+    /// `device/peer.rs`).
+    #[inline]
+    pub(crate) fn pool_grants(&self) -> u64 {
+        self.pool_grants.load(Ordering::Acquire)
+    }
+
+    /// Notes that this device's pool granted access to the devices in `bits`.
+    pub(crate) fn note_pool_grants(&self, bits: u64) {
+        self.pool_grants.fetch_or(bits, Ordering::Release);
+    }
+
+    /// The device this is the primary context of.
+    pub(crate) fn device(&self) -> DeviceId {
+        self.device
     }
 
     /// Makes this context current on the calling thread until the guard drops.

@@ -67,6 +67,19 @@ impl DeviceId {
         // SAFETY: `self.0` came from `cuDeviceGet`.
         unsafe { result::device::total_mem(self.0) }.call("cuDeviceTotalMem")
     }
+
+    /// `true` when this device can map `owner`'s memory (`cuDeviceCanAccessPeer`): NVLink
+    /// or PCIe peer-to-peer between them. Only a query; granting is
+    /// [`MemPool::grant_access`](super::pool::MemPool::grant_access).
+    pub(crate) fn can_access_peer(self, owner: DeviceId) -> Result<bool> {
+        let mut can = 0;
+        // SAFETY: both handles came from `cuDeviceGet`; the call writes one `int` to
+        // `can`, a live local.
+        unsafe { sys::cuDeviceCanAccessPeer(&raw mut can, self.0, owner.0) }
+            .result()
+            .call("cuDeviceCanAccessPeer")?;
+        Ok(can != 0)
+    }
 }
 
 /// The driver's CUDA version, e.g. `13000` for CUDA 13.0.

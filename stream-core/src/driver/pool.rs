@@ -103,6 +103,27 @@ impl MemPool {
         unsafe { result::mem_pool::trim_to(self.0, keep_bytes) }.call("cuMemPoolTrimTo")
     }
 
+    /// Lets kernels and copies on `accessor` read and write every allocation of this pool,
+    /// past and future (`cuMemPoolSetAccess`, read-write). Pool allocations do not follow
+    /// a context's peer access (`cuCtxEnablePeerAccess`): the pool's access list is what
+    /// the driver consults (CUDA Programming Guide, stream-ordered allocator, "device
+    /// accessibility for multi-GPU support"). Granting again is accepted and changes
+    /// nothing; the driver refuses an accessor that cannot reach the pool's device.
+    pub(crate) fn grant_access(self, accessor: DeviceId) -> Result<()> {
+        let desc = sys::CUmemAccessDesc {
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: accessor.raw(),
+            },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: a live pool (never destroyed); `desc` is one initialised descriptor,
+        // read during the call; the count says one.
+        unsafe { sys::cuMemPoolSetAccess(self.0, &raw const desc, 1) }
+            .result()
+            .call("cuMemPoolSetAccess")
+    }
+
     /// One stream-ordered allocation of `bytes` on `stream`: usable by work on `stream`
     /// after this point, and by other streams once ordered after it. The memory is
     /// uninitialised. Allocating cannot break memory safety (using or freeing it can).

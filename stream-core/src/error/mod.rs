@@ -106,6 +106,21 @@ pub enum Error {
         stream: usize,
     },
 
+    /// Work on one device needed the memory of another, and the first cannot reach the
+    /// second's memory: a fork onto another device's stream, or a hand-off to a scope on
+    /// another device, where the pair has no peer access (`cuDeviceCanAccessPeer`).
+    #[error(
+        "no peer access: CUDA device {device} cannot reach the memory of device {peer} \
+         (no NVLink or PCIe peer-to-peer path between them); copy through the host, or keep \
+         the work on device {peer}"
+    )]
+    PeerAccessUnavailable {
+        /// Ordinal of the device whose work needed the memory.
+        device: usize,
+        /// Ordinal of the device that holds the memory.
+        peer: usize,
+    },
+
     /// A scope was opened on a stream that is being captured into a CUDA graph.
     #[error(
         "the stream is being captured into a CUDA graph: a scope synchronises its stream on exit, \

@@ -9,7 +9,9 @@
 //!
 //! The soundness argument is in the docs of [`Scope::fork`], where users read it.
 
+use crate::device::peer::grant_reach;
 use crate::device::{stream::abort_unreleasable, Event, Stream};
+use crate::driver::context::Bound;
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
 use crate::memory::brand::Rebrand;
@@ -44,11 +46,24 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// # }
     /// ```
     ///
+    /// With `b` a stream of another GPU, the same code runs the copy on that GPU, reading
+    /// and writing the first GPU's memory over NVLink (`tests/test_peer.rs`);
+    /// [`scope_all!`](crate::scope_all) opens sibling scopes on several streams this way.
+    ///
     /// * The closure returns `Result<T, E>` with `E: From<Error>`, like
     ///   [`scope`](crate::scope)'s; `T` may hold buffers the child [handed
     ///   off](Scope::hand_off) to this scope.
-    /// * `stream` must belong to this scope's device ([`Error::DeviceMismatch`]) and not
-    ///   be capturing a graph ([`Error::StreamCapturing`]).
+    /// * `stream` must not be capturing a graph ([`Error::StreamCapturing`]).
+    /// * `stream` may belong to another device. Then the child's context is bound while
+    ///   `f` runs (and the previous one restored after it, also on unwind), the start and
+    ///   the join are events of each side's own context, and the memory lent stays where
+    ///   it is: the child's kernels and copies reach it over the peer path (NVLink or
+    ///   PCIe). When `lent` is not `()`, before anything is enqueued, the pool of every
+    ///   device whose memory this scope may lend (its own, and any lent or handed to it)
+    ///   grants the child's device access, once per pair for the process, or the fork
+    ///   returns [`Error::PeerAccessUnavailable`] naming the pair ([`Scope::hand_off`]
+    ///   checks the same when a buffer crosses later). The parent's operations stay
+    ///   usable inside `f` and bind the parent's context where the driver needs it.
     /// * If the join cannot be enqueued, the child's stream is synchronised on the host
     ///   instead and the error is returned. If even that fails, the error is returned
     ///   only when it is sticky ([`Error::is_sticky`]: the context has stopped, so the
@@ -106,16 +121,24 @@ impl<'s, 'env> Scope<'s, 'env> {
         F: for<'c> FnOnce(&'c Scope<'c, 'env>, L::Views<'c>) -> std::result::Result<T, E>,
         E: From<Error>,
     {
-        stream
-            .device
-            .ensure_same_device(self.device())
-            .map_err(E::from)?;
         refuse_capturing(stream).map_err(E::from)?;
         let context = &stream.device.inner.context;
-        // One event orders both ways: the child waits for its first record, and the
-        // parent for its second (a wait captures the state of the record before it, so
-        // re-recording is safe, also at once by this scope's next fork, which takes it
-        // from `fork_event` instead of the thread's spares).
+        let across = stream.device.inner.device != self.device().inner.device;
+        // Onto another device's stream: the child's context is bound for the closure
+        // (dropped after it, also on unwind), the child's stream waits for this scope's
+        // work through an event of this scope's context, and the join uses an event of the
+        // child's (an event is recorded only on streams of its own context).
+        let _child_context = match across {
+            true => Some(
+                self.start_across(stream, L::LENDS_MEMORY)
+                    .map_err(E::from)?,
+            ),
+            false => None,
+        };
+        // On one device, one event orders both ways: the child waits for its first
+        // record, and the parent for its second (a wait captures the state of the record
+        // before it, so re-recording is safe, also at once by this scope's next fork,
+        // which takes it from `fork_event` instead of the thread's spares).
         let event = match self.fork_event.take() {
             Some(kept) if kept.belongs_to(context) => kept,
             other => {
@@ -123,9 +146,11 @@ impl<'s, 'env> Scope<'s, 'env> {
                 Event::cached(context).map_err(E::from)?
             }
         };
-        event
-            .reorder(&self.stream.raw, &stream.raw)
-            .map_err(E::from)?;
+        if !across {
+            event
+                .reorder(&self.stream.raw, &stream.raw)
+                .map_err(E::from)?;
+        }
         let join = JoinOnExit {
             child: stream,
             parent: &self.stream.raw,
@@ -137,6 +162,12 @@ impl<'s, 'env> Scope<'s, 'env> {
         // the child registers its copy-outs in this scope's list, which that outermost
         // scope waits for; the child scope stays in this frame.
         let child = unsafe { Scope::branded(stream, self.outstanding) };
+        // Whatever this scope may lend, the child may hold.
+        match across {
+            true if L::LENDS_MEMORY => child.widen_reach(self.reach()),
+            true => {}
+            false => child.copy_reach(self),
+        }
         if self.open.is_noted() {
             // The parent has memory of its own, which `lent` may move to the child, to be
             // freed on the child's stream.
@@ -156,6 +187,25 @@ impl<'s, 'env> Scope<'s, 'env> {
             (Ok(_), Err(e)) => Err(E::from(e)),
             (Ok(v), Ok(())) => Ok(v),
         }
+    }
+}
+
+impl<'s, 'env> Scope<'s, 'env> {
+    /// The start of a fork onto `stream`, of another device: when the fork lends memory,
+    /// that device may reach the memory of every device this scope's brand may be on
+    /// (what it can lend; [`Error::PeerAccessUnavailable`](crate::Error::PeerAccessUnavailable)
+    /// otherwise, before anything is enqueued); the child's stream waits for this
+    /// scope's work so far, and the child's context is bound until the returned guard
+    /// drops.
+    #[cold]
+    #[inline(never)]
+    fn start_across(&self, stream: &'env Stream, lends_memory: bool) -> Result<Bound<'env>> {
+        let child_device = &stream.device.inner;
+        if lends_memory {
+            grant_reach(child_device, self.reach(), &self.device().inner)?;
+        }
+        Event::order(&self.device().inner.context, &self.stream.raw, &stream.raw)?;
+        child_device.context.bind()
     }
 }
 

@@ -8,6 +8,7 @@
 //! that used the buffer last, after everything it did with it, and no earlier: memory
 //! is never freed while another stream may still read it, and never held longer.
 
+use crate::device::peer::grant_reach;
 use crate::device::Event;
 use crate::error::Result;
 use crate::memory::brand::Rebrand;
@@ -15,9 +16,9 @@ use crate::memory::{DeviceBuffer, DeviceRepr};
 use crate::scope::Scope;
 
 impl<'s, 'env> Scope<'s, 'env> {
-    /// Hands `buffer` from this scope to `to` (another scope or fork on the same device):
-    /// `to`'s stream waits for this scope's work so far, then owns the buffer and frees
-    /// it when it is dropped. The host does not block.
+    /// Hands `buffer` from this scope to `to` (another scope or fork, on this device or
+    /// another): `to`'s stream waits for this scope's work so far, then owns the buffer
+    /// and frees it when it is dropped. The host does not block.
     ///
     /// ```no_run
     /// # use stream_core::{scope, Error, Stream};
@@ -33,8 +34,14 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// # }
     /// ```
     ///
-    /// Returns [`Error::DeviceMismatch`](crate::Error::DeviceMismatch) when `to` runs on another device; the buffer is
-    /// then freed on this scope's stream.
+    /// When `to` runs on another device, the buffer stays where it is (its device's
+    /// memory), and `to`'s kernels and copies reach it over the peer path: the pool of
+    /// every device whose memory this scope may hold grants `to`'s device access first,
+    /// once per pair (see [`Scope::fork`]), or the call returns
+    /// [`Error::PeerAccessUnavailable`](crate::Error::PeerAccessUnavailable) naming the
+    /// pair, and the buffer is freed on this scope's stream. `to` frees it on its own
+    /// stream, which the driver accepts for another device's pool memory (a
+    /// stream-ordered free names only its stream; measured on 2 H200s).
     ///
     /// The old handle is moved, so using it afterwards does not compile (see
     /// `ui-tests/tests/ui/fork/use-after-hand-off.rs`):
@@ -57,9 +64,15 @@ impl<'s, 'env> Scope<'s, 'env> {
         buffer: DeviceBuffer<'s, T>,
         to: &Scope<'t, '_>,
     ) -> Result<DeviceBuffer<'t, T>> {
-        to.device().ensure_same_device(self.device())?;
-        // `to` frees the buffer on its stream from now on.
+        let reach = self.reach();
+        if to.device().inner.device != self.device().inner.device {
+            // On error `buffer` is dropped here, freed on its own stream.
+            grant_reach(&to.device().inner, reach, &self.device().inner)?;
+        }
+        // `to` frees the buffer on its stream from now on, and may hold memory of every
+        // device this scope may.
         to.note_frees();
+        to.widen_reach(reach);
         let to_stream = &to.stream.raw;
         if !buffer.is_empty() {
             // On error `buffer` is dropped here, freed on its own stream after its own

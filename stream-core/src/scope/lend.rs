@@ -28,6 +28,11 @@ pub trait Lend<'s>: sealed::Lendable {
     /// What the child receives.
     type Views<'c>;
 
+    /// `false` when nothing is lent (`()`): a fork onto another device then needs no
+    /// peer access.
+    #[doc(hidden)]
+    const LENDS_MEMORY: bool = true;
+
     /// The views, for the child scope branded `'c` that `permit` names.
     #[doc(hidden)]
     fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> Self::Views<'c>;
@@ -40,6 +45,7 @@ pub use crate::memory::brand::LendPermit;
 impl sealed::Lendable for () {}
 impl<'s> Lend<'s> for () {
     type Views<'c> = ();
+    const LENDS_MEMORY: bool = false;
     fn lend<'c>(self, _: &LendPermit<'s, 'c>) -> Self::Views<'c> {}
 }
 
@@ -96,6 +102,7 @@ macro_rules! lend_tuple {
         impl<$($name: sealed::Lendable),+> sealed::Lendable for ($($name,)+) {}
         impl<'s, $($name: Lend<'s>),+> Lend<'s> for ($($name,)+) {
             type Views<'c> = ($($name::Views<'c>,)+);
+            const LENDS_MEMORY: bool = false $(|| $name::LENDS_MEMORY)+;
             #[allow(non_snake_case)]
             fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> Self::Views<'c> {
                 let ($($name,)+) = self;

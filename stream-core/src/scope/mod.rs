@@ -9,7 +9,8 @@
 //! a leak.
 //!
 //! Owns: `scope`, `Scope` and its operations (allocation, transfers and fills,
-//! attaching `DeviceVec`s, kernel launches), `Pending`, forks (`Lend`) and hand-offs.
+//! attaching `DeviceVec`s, kernel launches), `Pending`, forks (`Lend`, onto this device's
+//! streams or another's), hand-offs, and `scope_all!`.
 //! Uses: `driver/` (raw copies and launches), `device/`, `memory/`, `host/` (staging),
 //! `kernel/` (shapes, configurations, modules), `error`.
 
@@ -24,6 +25,7 @@ mod lend;
 mod outstanding;
 pub(crate) mod owned;
 mod pending;
+mod scope_all;
 mod transfer;
 
 pub use launch::{arg, launch};
@@ -32,7 +34,9 @@ pub(crate) use outstanding::{Outstanding, StreamWatch};
 pub use pending::Pending;
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::device::peer::DeviceSet;
 use crate::device::{Device, Event, Stream};
 use crate::error::Error;
 use crate::memory::brand::ScopeToken;
@@ -76,6 +80,12 @@ pub struct Scope<'s, 'env: 's> {
     /// The event of this scope's last fork, kept for its next one (see
     /// [`KeptForkEvent`]).
     fork_event: KeptForkEvent,
+    /// The other devices whose memory may carry this scope's brand (lent to it by a
+    /// fork, or handed to it), as [`DeviceSet`] bits: what a fork or hand-off onto a
+    /// third device must make reachable there (see `device/peer.rs`). Only ever touched
+    /// from the scope's thread; atomic only to keep `Scope`'s `Sync` error about its
+    /// brand (see [`KeptForkEvent`]).
+    reach: AtomicU64,
 }
 
 /// The event of a scope's last fork, kept for its next one: a fork re-records its event
@@ -202,6 +212,33 @@ impl<'s, 'env> Scope<'s, 'env> {
             token: unsafe { ScopeToken::new(stream) },
             open: LazyOpenScope::default(),
             fork_event: KeptForkEvent::default(),
+            reach: AtomicU64::new(0),
+        }
+    }
+
+    /// The devices whose memory may carry this scope's brand: its own, and those of
+    /// memory lent or handed to it from other devices.
+    #[inline]
+    pub(crate) fn reach(&self) -> DeviceSet {
+        DeviceSet::from_bits(self.reach.load(Ordering::Relaxed))
+            .union(DeviceSet::of(self.device().ordinal()))
+    }
+
+    /// Takes `parent`'s reach, for a fork on the same device.
+    #[inline(always)]
+    pub(crate) fn copy_reach(&self, parent: &Scope<'_, '_>) {
+        let bits = parent.reach.load(Ordering::Relaxed);
+        if bits != 0 {
+            self.reach.store(bits, Ordering::Relaxed);
+        }
+    }
+
+    /// Notes that memory of the devices in `devices` may now carry this scope's brand.
+    #[inline]
+    pub(crate) fn widen_reach(&self, devices: DeviceSet) {
+        let now = self.reach.load(Ordering::Relaxed);
+        if now | devices.bits() != now {
+            self.reach.store(now | devices.bits(), Ordering::Relaxed);
         }
     }
 

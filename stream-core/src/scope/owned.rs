@@ -48,6 +48,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             token: unsafe { ScopeToken::new(stream) },
             open: LazyOpenScope::default(),
             fork_event: super::KeptForkEvent::default(),
+            reach: Default::default(),
         }
     }
 }
