@@ -76,14 +76,8 @@ impl Event {
         self.raw()?.record(stream)
     }
 
-    /// Makes `stream` wait, on the GPU, for the work captured by the last `record`.
-    /// The host does not block.
-    pub(crate) fn make_wait(&self, stream: &RawStream) -> Result<()> {
-        stream.wait(self.raw()?)
-    }
-
-    /// Makes `waiter` wait on the GPU for everything enqueued on `source` so far (both
-    /// streams of `context`).
+    /// Makes `waiter` wait on the GPU for everything enqueued on `source` so far
+    /// (`source` a stream of `context`; `waiter` of any device's).
     pub(crate) fn order(
         context: &Arc<PrimaryContext>,
         source: &RawStream,
@@ -115,7 +109,8 @@ impl Event {
     #[inline(never)]
     fn reorder_in_full(&self, source: &RawStream, waiter: &RawStream) -> Result<()> {
         self.record(source)?;
-        self.make_wait(waiter)
+        // `waiter` may be a stream of another device (a fork or hand-off across devices).
+        waiter.wait_recorded_on(self.raw()?, source)
     }
 
     /// Blocks the host until the recorded work is complete, with `context` (the

@@ -228,4 +228,27 @@ impl RawStream {
         }
         .call("cuStreamWaitEvent")
     }
+
+    /// Makes this stream wait, on the GPU, for the work `event` captured at its last
+    /// record on `source`, which may be a stream of another context (another device):
+    /// `cuStreamWaitEvent` takes "an event from a different context or device than the
+    /// stream" (CUDA driver API). The driver refuses the wait unless this stream's
+    /// context is current (`CUDA_ERROR_INVALID_CONTEXT`, measured on 2 H200s), so it is
+    /// made with it current.
+    pub(crate) fn wait_recorded_on(&self, event: &RawEvent, source: &RawStream) -> Result<()> {
+        event.check(source.context(), "cuStreamWaitEvent")?;
+        self.context().run_as_current(|| {
+            // SAFETY: both handles are live: this stream is owned by `self`, and the
+            // event belongs to `source`'s context (checked above), which the borrowed
+            // `source` keeps alive.
+            unsafe {
+                result::stream::wait_event(
+                    self.raw(),
+                    event.raw(),
+                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                )
+            }
+            .call("cuStreamWaitEvent")
+        })
+    }
 }
