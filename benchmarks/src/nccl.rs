@@ -21,7 +21,7 @@ use stream_core::{scope, Device, DeviceVec, Stream};
 use crate::env::{Env, MIB};
 use crate::error::{Context, Error, Result};
 use crate::measurement::Measurement;
-use crate::raw::{RawDeviceMem, RawStream};
+use crate::raw::{RawDeviceMem, RawPoolMem, RawStream};
 use crate::report::{Better, Report, Row, Source};
 
 /// Runs case 11.
@@ -74,7 +74,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             100
         };
         let mut ours = Ours::new(&comms, &streams, count)?;
-        let mut theirs = raw.buffers(count)?;
+        let mut theirs = raw.buffers(count, false)?;
         let factor = if ranks > 1 {
             2.0 * (ranks - 1) as f64 / ranks as f64
         } else {
@@ -104,6 +104,35 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             row
         });
         raw.free(theirs)?;
+        if [8, 32 << 10, MIB, 64 * MIB].contains(&bytes) {
+            // The library's buffers come from the stream-ordered pool: the same raw calls
+            // on pool memory tell NCCL's cost on such memory from the library's own.
+            let mut pooled = raw.buffers(count, true)?;
+            let row = Measurement::new()
+                .ours("ours", || ours.all_reduce(iters))
+                .raw("raw ncclAllReduce, pool memory", || {
+                    raw.all_reduce(&mut pooled, iters)
+                })
+                .into_row(
+                    env.cfg.plan(warmup, samples),
+                    Row::new(
+                        "nccl",
+                        format!(
+                            "all_reduce f32 sum, {}, {ranks} GPU(s), raw on pool memory",
+                            size_name(bytes)
+                        ),
+                        if ranks > 1 {
+                            "GB/s busbw"
+                        } else {
+                            "GB/s algbw"
+                        },
+                        Better::Higher,
+                    ),
+                )?
+                .in_unit(|t| bytes as f64 / t / 1e9 * factor);
+            rep.push(row);
+            raw.free(pooled)?;
+        }
     }
     enqueue_cost(env, &devices[0], rep)
 }
@@ -185,8 +214,24 @@ struct RawRanks {
 /// Raw send and receive memory per rank.
 struct RawBuffers {
     count: usize,
-    send: Vec<RawDeviceMem>,
-    recv: Vec<RawDeviceMem>,
+    send: Vec<RawMem>,
+    recv: Vec<RawMem>,
+}
+
+/// Where raw buffers come from: `cuMemAlloc`, or the device's stream-ordered pool, as
+/// the library's buffers do (NCCL's cost per call differs between the two).
+enum RawMem {
+    Plain(RawDeviceMem),
+    Pool(RawPoolMem),
+}
+
+impl RawMem {
+    fn ptr(&self) -> u64 {
+        match self {
+            RawMem::Plain(m) => m.ptr,
+            RawMem::Pool(m) => m.ptr,
+        }
+    }
 }
 
 impl RawRanks {
@@ -228,12 +273,19 @@ impl RawRanks {
         unsafe { result::ctx::set_current(self.contexts[rank]) }.context("cuCtxSetCurrent")
     }
 
-    fn buffers(&self, count: usize) -> Result<RawBuffers> {
+    fn buffers(&self, count: usize, from_pool: bool) -> Result<RawBuffers> {
         let (mut send, mut recv) = (Vec::new(), Vec::new());
+        let bytes = count.max(1) * 4;
         for rank in 0..self.contexts.len() {
             self.bind(rank)?;
-            send.push(RawDeviceMem::new(count.max(1) * 4)?);
-            recv.push(RawDeviceMem::new(count.max(1) * 4)?);
+            let one = || -> Result<RawMem> {
+                Ok(match from_pool {
+                    true => RawMem::Pool(RawPoolMem::new(bytes, &self.streams[rank])?),
+                    false => RawMem::Plain(RawDeviceMem::new(bytes)?),
+                })
+            };
+            send.push(one()?);
+            recv.push(one()?);
         }
         self.bind(0)?;
         Ok(RawBuffers { count, send, recv })
@@ -263,8 +315,8 @@ impl RawRanks {
                 // communicator are of that device.
                 unsafe {
                     nccl_result::all_reduce(
-                        buffers.send[rank].ptr as *const _,
-                        buffers.recv[rank].ptr as *mut _,
+                        buffers.send[rank].ptr() as *const _,
+                        buffers.recv[rank].ptr() as *mut _,
                         buffers.count,
                         nccl_sys::ncclDataType_t::ncclFloat32,
                         nccl_sys::ncclRedOp_t::ncclSum,
@@ -303,14 +355,15 @@ impl Drop for RawRanks {
 }
 
 /// The host cost of enqueuing one small all-reduce (one `f32`) on a communicator of one
-/// rank on `device`: ours through a scope, raw `ncclAllReduce`.
+/// rank on `device`: ours through a scope, raw `ncclAllReduce` on memory of the same
+/// kind (the device's stream-ordered pool, as a `DeviceVec`'s).
 fn enqueue_cost(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
     const CALLS: usize = 200;
     let comm = Communicator::join(device, &UniqueId::new()?, 0, 1)?;
     let stream = device.new_stream()?;
     let mut x = device.alloc_vec::<f32>(1)?;
     let raw = RawRanks::new(std::slice::from_ref(device))?;
-    let mut theirs = raw.buffers(1)?;
+    let mut theirs = raw.buffers(1, true)?;
     let row = Measurement::new()
         .ours("ours", || {
             let mut enqueue = 0.0;
@@ -332,8 +385,8 @@ fn enqueue_cost(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
                 // and communicator are of that device.
                 unsafe {
                     nccl_result::all_reduce(
-                        theirs.recv[0].ptr as *const _,
-                        theirs.recv[0].ptr as *mut _,
+                        theirs.recv[0].ptr() as *const _,
+                        theirs.recv[0].ptr() as *mut _,
                         1,
                         nccl_sys::ncclDataType_t::ncclFloat32,
                         nccl_sys::ncclRedOp_t::ncclSum,

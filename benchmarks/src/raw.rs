@@ -131,6 +131,44 @@ impl Drop for RawDeviceMem {
     }
 }
 
+/// `bytes` of device memory from the current device's default stream-ordered pool
+/// (`cuMemAllocAsync` on `stream`, as the library's `DeviceBuffer`s and `DeviceVec`s
+/// are), freed on drop on the same stream, which is then synchronised.
+pub struct RawPoolMem {
+    /// The device address.
+    pub ptr: sys::CUdeviceptr,
+    stream: sys::CUstream,
+}
+
+impl RawPoolMem {
+    /// Allocates on `stream` (of the current context) and waits for the allocation.
+    pub fn new(bytes: usize, stream: &RawStream) -> Result<Self> {
+        // SAFETY: a live stream of the current context; the result is checked.
+        let ptr = unsafe { result::malloc_async(stream.0, bytes) }.context("cuMemAllocAsync")?;
+        stream.sync()?;
+        Ok(RawPoolMem {
+            ptr,
+            stream: stream.0,
+        })
+    }
+}
+
+// SAFETY: see `RawDeviceMem`.
+unsafe impl Send for RawPoolMem {}
+// SAFETY: see `Send`.
+unsafe impl Sync for RawPoolMem {}
+
+impl Drop for RawPoolMem {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` on this stream (alive as long as the benchmark's
+        // ranks, which free their buffers before their streams), freed once, after every
+        // use (the raw loops end with a stream synchronisation).
+        let _ = unsafe { result::free_async(self.ptr, self.stream) };
+        // SAFETY: as above.
+        let _ = unsafe { result::stream::synchronize(self.stream) };
+    }
+}
+
 /// `cuMemHostAlloc` page-locked host memory of `f32`s (portable, not write-combined:
 /// the same flags as `stream_core::Device::alloc_pinned`), zeroed, freed on drop.
 pub struct RawPinned {
