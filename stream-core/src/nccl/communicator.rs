@@ -3,6 +3,7 @@
 //! rank of many processes ([`Communicator::join`]), and the watch that bounds the wait
 //! for its collectives.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,7 +44,15 @@ pub struct Communicator {
     /// Made with its siblings by [`for_devices`](Self::for_devices): one thread drives
     /// them all, so their collectives must be grouped (see `collective.rs`).
     grouped_only: bool,
+    /// Collectives issued since NCCL's error state was last asked (see
+    /// [`check_before_issue`](Self::check_before_issue)).
+    unasked: Cell<u32>,
 }
+
+/// A collective asks NCCL's error state once in this many calls: asking every call
+/// made every grouped all-reduce of 2 H200s cost about 3 µs more than the raw calls
+/// (17% of the bandwidth at 1 MiB).
+const ASK_NCCL_EVERY: u32 = 64;
 
 impl Communicator {
     /// One communicator per device of `devices`, ranks `0..devices.len()` in that order,
@@ -110,6 +119,7 @@ impl Communicator {
             scope_watch: Arc::clone(&watch) as Arc<dyn StreamWatch>,
             watch,
             grouped_only,
+            unasked: Cell::new(ASK_NCCL_EVERY),
         }
     }
 
@@ -145,6 +155,22 @@ impl Communicator {
     /// abort, otherwise. Never blocks.
     pub fn check(&self) -> Result<()> {
         self.raw.control().async_error()
+    }
+
+    /// The check a collective makes before it is issued: the abort flag on every call
+    /// (in `driver/nccl.rs`, the use-after-abort guard), and NCCL's error state on the
+    /// first call and every [`ASK_NCCL_EVERY`]-th after it. A failure NCCL reports in
+    /// between is caught at the latest by the scope's end, which asks every millisecond
+    /// while it waits and aborts the communicator, after which every call is refused.
+    #[inline]
+    pub(crate) fn check_before_issue(&self) -> Result<()> {
+        let unasked = self.unasked.get();
+        if unasked < ASK_NCCL_EVERY {
+            self.unasked.set(unasked + 1);
+            return Ok(());
+        }
+        self.unasked.set(0);
+        self.check()
     }
 
     /// Aborts the communicator (`ncclCommAbort`): its collectives still queued or running

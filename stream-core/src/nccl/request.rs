@@ -68,7 +68,7 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
         _ => {}
     }
     s.stream.device.ensure_same_device(comm.device())?;
-    comm.check()?;
+    comm.check_before_issue()?;
     let size = comm.size();
     let (send, recv, count) = operands(&request, comm.rank(), size)?;
     if let Collective::Send { peer } | Collective::Recv { peer } = request.collective {
