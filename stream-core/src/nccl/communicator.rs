@@ -3,8 +3,7 @@
 //! rank of many processes ([`Communicator::join`]), and the watch that bounds the wait
 //! for its collectives.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,8 +44,10 @@ pub struct Communicator {
     /// them all, so their collectives must be grouped (see `collective.rs`).
     grouped_only: bool,
     /// Collectives issued since NCCL's error state was last asked (see
-    /// [`check_before_issue`](Self::check_before_issue)).
-    unasked: Cell<u32>,
+    /// [`check_before_issue`](Self::check_before_issue)). Atomic only so that the
+    /// compiler's error for a communicator shared between threads keeps naming the
+    /// raw handle's marker; plain loads and stores, no read-modify-write.
+    unasked: AtomicU32,
 }
 
 /// A collective asks NCCL's error state once in this many calls: asking every call
@@ -119,7 +120,7 @@ impl Communicator {
             scope_watch: Arc::clone(&watch) as Arc<dyn StreamWatch>,
             watch,
             grouped_only,
-            unasked: Cell::new(ASK_NCCL_EVERY),
+            unasked: AtomicU32::new(ASK_NCCL_EVERY),
         }
     }
 
@@ -164,12 +165,12 @@ impl Communicator {
     /// while it waits and aborts the communicator, after which every call is refused.
     #[inline]
     pub(crate) fn check_before_issue(&self) -> Result<()> {
-        let unasked = self.unasked.get();
+        let unasked = self.unasked.load(Ordering::Relaxed);
         if unasked < ASK_NCCL_EVERY {
-            self.unasked.set(unasked + 1);
+            self.unasked.store(unasked + 1, Ordering::Relaxed);
             return Ok(());
         }
-        self.unasked.set(0);
+        self.unasked.store(0, Ordering::Relaxed);
         self.check()
     }
 
