@@ -81,21 +81,23 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             1.0
         };
         let (warmup, samples) = if bytes >= 256 * MIB { (1, 5) } else { (2, 11) };
+        let bandwidth_row = |name: String| {
+            let unit = if ranks > 1 {
+                "GB/s busbw"
+            } else {
+                "GB/s algbw"
+            };
+            Row::new("nccl", name, unit, Better::Higher)
+        };
         let row = Measurement::new()
             .ours("ours", || ours.all_reduce(iters))
             .raw("raw ncclAllReduce", || raw.all_reduce(&mut theirs, iters))
             .into_row(
                 env.cfg.plan(warmup, samples),
-                Row::new(
-                    "nccl",
-                    format!("all_reduce f32 sum, {}, {ranks} GPU(s)", size_name(bytes)),
-                    if ranks > 1 {
-                        "GB/s busbw"
-                    } else {
-                        "GB/s algbw"
-                    },
-                    Better::Higher,
-                ),
+                bandwidth_row(format!(
+                    "all_reduce f32 sum, {}, {ranks} GPU(s)",
+                    size_name(bytes)
+                )),
             )?
             .in_unit(|t| bytes as f64 / t / 1e9 * factor);
         rep.push(if bytes >= MIB {
@@ -115,19 +117,10 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                 })
                 .into_row(
                     env.cfg.plan(warmup, samples),
-                    Row::new(
-                        "nccl",
-                        format!(
-                            "all_reduce f32 sum, {}, {ranks} GPU(s), raw on pool memory",
-                            size_name(bytes)
-                        ),
-                        if ranks > 1 {
-                            "GB/s busbw"
-                        } else {
-                            "GB/s algbw"
-                        },
-                        Better::Higher,
-                    ),
+                    bandwidth_row(format!(
+                        "all_reduce f32 sum, {}, {ranks} GPU(s), raw on pool memory",
+                        size_name(bytes)
+                    )),
                 )?
                 .in_unit(|t| bytes as f64 / t / 1e9 * factor);
             rep.push(row);

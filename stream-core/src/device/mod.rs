@@ -3,8 +3,9 @@
 //! that orders streams.
 //!
 //! Owns: `Device`, `DeviceInner`, `Stream`, the launch limits read when a device is
-//! opened, peer access between devices (`peer.rs`), per-device extensions (state that `host/`, `kernel/` and other crates keep
-//! per device). Uses: `driver/` and `error` only.
+//! opened, peer access between devices (`peer.rs`), per-device extensions (state that
+//! `host/`, `kernel/` and other crates keep per device). Uses: `driver/` and `error`
+//! only.
 
 mod events;
 mod limits;

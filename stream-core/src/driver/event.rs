@@ -211,12 +211,7 @@ impl RawStream {
     /// what this wait waits for.
     #[inline]
     pub(crate) fn wait(&self, event: &RawEvent) -> Result<()> {
-        if !event.belongs_to(self.context()) {
-            return Err(Error::driver(
-                "cuStreamWaitEvent",
-                result::DriverError(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT),
-            ));
-        }
+        event.check(self.context(), "cuStreamWaitEvent")?;
         // SAFETY: both handles are live: the stream is owned by `self`, and the event's
         // context is this stream's (checked above), which `self` keeps alive.
         unsafe {

@@ -60,10 +60,11 @@
 //! [`NcclElement`] is), and host memory is released only after the stream is idle. The
 //! communicator is unusable from then on. Collectives ask NCCL's error state themselves
 //! only on the first call and every 64th (asking on every call cost 17% of a grouped
-//! 1 MiB all-reduce's bandwidth on 2 H200s); [`Communicator::check`] asks at once. A host wait inside the scope before its end
-//! ([`Pending::wait`](crate::Pending::wait) on a download queued behind the collective)
-//! is not bounded this way (a `Communicator` is not `Sync`, so no other thread can abort
-//! it either): end the scope first, or wait for such a download after it.
+//! 1 MiB all-reduce's bandwidth on 2 H200s); [`Communicator::check`] asks at once. A
+//! host wait inside the scope before its end ([`Pending::wait`](crate::Pending::wait)
+//! on a download queued behind the collective) is not bounded this way (a
+//! `Communicator` is not `Sync`, so no other thread can abort it either): end the scope
+//! first, or wait for such a download after it.
 //!
 //! Not bounded either: a call that NCCL itself blocks inside while it waits for a
 //! peer. Communicators are made in NCCL's blocking mode (as PyTorch's default), where
