@@ -295,8 +295,9 @@ pub(crate) type DevicePtr = cudarc::driver::sys::CUdeviceptr;
 
 /// `Err` unless `comm` was made in `stream`'s context and has not been aborted (NCCL
 /// frees an aborted communicator: this is the check that keeps it from being used).
-/// NCCL's own error state is the caller's to ask first (`nccl/` does, once per call); a
-/// call on a communicator in that state fails in NCCL, it does not misbehave.
+/// NCCL's own error state is the caller's to ask (`nccl/` does on the first call and
+/// every 64th); a call on a communicator in that state fails in NCCL, it does not
+/// misbehave.
 fn check_usable(comm: &RawComm, stream: &RawStream) -> Result<()> {
     if !Arc::ptr_eq(comm.context(), stream.context()) {
         return Err(nccl_error(
