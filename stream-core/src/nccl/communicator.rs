@@ -50,9 +50,9 @@ pub struct Communicator {
     unasked: AtomicU32,
 }
 
-/// A collective asks NCCL's error state once in this many calls: asking every call
-/// made every grouped all-reduce of 2 H200s cost about 3 µs more than the raw calls
-/// (17% of the bandwidth at 1 MiB).
+/// A collective asks NCCL's error state once in this many calls: asking on every call
+/// cost about 12 ns of a 4-byte all_reduce's 105 ns enqueue (1.23x of the raw call
+/// against 1.11x, measured on an H200).
 const ASK_NCCL_EVERY: u32 = 64;
 
 impl Communicator {
