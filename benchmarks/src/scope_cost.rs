@@ -3,7 +3,9 @@
 //! * **scope enter/exit** on an idle stream vs a bare `cuStreamSynchronize` (and cudarc's
 //!   `synchronize`): what a scope adds to the synchronisation it always does.
 //! * **fork + join** of a second stream with nothing in it vs raw event record/wait each
-//!   way (raw reuses two events; the library makes its own) and cudarc's `join` twice.
+//!   way (raw reuses two events; the library makes its own) and cudarc's `join` twice;
+//!   with two GPUs, also onto the other GPU's stream vs the raw calls that ordering needs
+//!   (an event of each context, the child's context pushed and popped).
 //! * **allocation + free** of 1 MiB inside a scope vs `cuMemAllocAsync`/`cuMemFreeAsync`
 //!   (the same stream-ordered calls, the fair baseline), vs `cuMemAlloc`/`cuMemFree`
 //!   (what code without stream-ordered allocation does), and vs cudarc's `alloc` + drop.
@@ -277,7 +279,113 @@ fn forks(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     );
     (row.ours, row.raw) = (Some(x), Some(r));
     rep.push(row);
+    forks_across_devices(env, rep, plan)
+}
+
+/// Fork + join onto a stream of another GPU (skipped with one GPU) vs the raw calls the
+/// same ordering needs: an event of each context, the child's context pushed for the
+/// child's work and popped after it.
+fn forks_across_devices(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
+    const WAIT: sys::CUevent_wait_flags = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+    if stream_core::Device::count()? < 2 {
+        println!("scope: one GPU: no row for a fork onto another device's stream");
+        return Ok(());
+    }
+    let other = stream_core::Device::new(usize::from(env.dev.ordinal() == 0))?;
+    let (a, b) = (&env.dev.new_stream()?, &other.new_stream()?);
+    // Raw side: a stream and an event in each context (the other device's primary
+    // context, retained by `other` for as long as this runs).
+    let (ra, ev_a) = (RawStream::new()?, RawEvent::new()?);
+    let home = result::ctx::get_current()
+        .context("cuCtxGetCurrent")?
+        .ok_or_else(|| Error::msg("no current context"))?;
+    let device = result::device::get(other.ordinal() as i32).context("cuDeviceGet")?;
+    // SAFETY: `device` came from cuDeviceGet; `other` holds a retain of the same context
+    // for the whole function, and this retain is released below.
+    let away =
+        unsafe { result::primary_ctx::retain(device) }.context("cuDevicePrimaryCtxRetain")?;
+    // SAFETY: a live primary context; `home` is made current again right after.
+    unsafe { result::ctx::set_current(away) }.context("cuCtxSetCurrent")?;
+    let made = (RawStream::new(), RawEvent::new());
+    // SAFETY: `home` is the live context that was current.
+    unsafe { result::ctx::set_current(home) }.context("cuCtxSetCurrent")?;
+    let (rb, ev_b) = (made.0?, made.1?);
+    let raw_pairs = || -> Result<f64> {
+        let t = Instant::now();
+        let enqueued = (0..OPS).try_for_each(|_| -> Result<()> {
+            // Each call: live events and streams, each stream's context current for its
+            // wait (the child's pushed for its side, popped after it).
+            // SAFETY: as just said.
+            unsafe { result::event::record(ev_a.0, ra.0) }.context("cuEventRecord")?;
+            // SAFETY: as above; `away` is live.
+            unsafe { push_context(away) }?;
+            // SAFETY: as above.
+            unsafe { result::stream::wait_event(rb.0, ev_a.0, WAIT) }
+                .context("cuStreamWaitEvent")?;
+            // SAFETY: as above.
+            unsafe { result::event::record(ev_b.0, rb.0) }.context("cuEventRecord")?;
+            pop_context()?;
+            // SAFETY: as above.
+            unsafe { result::stream::wait_event(ra.0, ev_b.0, WAIT) }.context("cuStreamWaitEvent")
+        });
+        let ns = per_op(t, OPS);
+        // SAFETY: a live stream of the current context.
+        unsafe { result::stream::synchronize(ra.0) }.context("cuStreamSynchronize")?;
+        // SAFETY: `away` is live.
+        unsafe { push_context(away) }?;
+        // SAFETY: a live stream of the context just pushed.
+        let synced = unsafe { result::stream::synchronize(rb.0) }.context("cuStreamSynchronize");
+        pop_context()?;
+        synced?;
+        enqueued.map(|()| ns)
+    };
+    let mut samplers: Vec<Sampler<'_>> = vec![
+        ("ours", Box::new(|| forks_between(a, b))),
+        ("raw", Box::new(raw_pairs)),
+    ];
+    let stats = interleaved(plan, &mut samplers);
+    drop(samplers);
+    // The other context's objects go with it current.
+    // SAFETY: `away` is live (retained above and by `other`).
+    unsafe { result::ctx::set_current(away) }.context("cuCtxSetCurrent")?;
+    drop((rb, ev_b));
+    // SAFETY: `home` is the live context that was current.
+    unsafe { result::ctx::set_current(home) }.context("cuCtxSetCurrent")?;
+    // SAFETY: the retain taken above, released once.
+    unsafe { result::primary_ctx::release(device) }.context("cuDevicePrimaryCtxRelease")?;
+    let [o, r]: [Rounds; 2] = stats?
+        .try_into()
+        .map_err(|_| Error::msg("fork across devices: expected two results"))?;
+    let mut row = Row::new(
+        "scope",
+        "fork + join onto another GPU's stream (raw: an event of each context, child context pushed and popped)",
+        "ns",
+        Better::Lower,
+    );
+    (row.ours, row.raw) = (Some(o), Some(r));
+    rep.push(row);
     Ok(())
+}
+
+/// `cuCtxPushCurrent` of `ctx`.
+///
+/// # Safety
+///
+/// `ctx` is a live context.
+unsafe fn push_context(ctx: sys::CUcontext) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { sys::cuCtxPushCurrent_v2(ctx) }
+        .result()
+        .context("cuCtxPushCurrent")
+}
+
+/// `cuCtxPopCurrent`, after a [`push_context`] on this thread.
+fn pop_context() -> Result<()> {
+    let mut popped = std::ptr::null_mut();
+    // SAFETY: writes the popped handle to a live local; callers pushed one first.
+    unsafe { sys::cuCtxPopCurrent_v2(&raw mut popped) }
+        .result()
+        .context("cuCtxPopCurrent")
 }
 
 fn allocations(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {

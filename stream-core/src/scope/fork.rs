@@ -125,10 +125,10 @@ impl<'s, 'env> Scope<'s, 'env> {
         let context = &stream.device.inner.context;
         let across = stream.device.inner.device != self.device().inner.device;
         // Onto another device's stream: the child's context is bound for the closure
-        // (dropped after it, also on unwind), the child's stream waits for this scope's
+        // (given back after it, also on unwind), the child's stream waits for this scope's
         // work through an event of this scope's context, and the join uses an event of the
         // child's (an event is recorded only on streams of its own context).
-        let _child_context = match across {
+        let child_context = match across {
             true => Some(
                 self.start_across(stream, L::LENDS_MEMORY)
                     .map_err(E::from)?,
@@ -180,6 +180,9 @@ impl<'s, 'env> Scope<'s, 'env> {
         let permit = LendPermit(unsafe { Rebrand::new(&stream.raw) });
         let views = lent.lend(&permit);
         let out = f(&child, views);
+        // This scope's context current again before the join, whose wait needs it (on
+        // unwind the join runs first and binds it itself).
+        drop(child_context);
         let joined = join.finish();
         self.fork_event.keep(event);
         match (out, joined) {
@@ -204,8 +207,10 @@ impl<'s, 'env> Scope<'s, 'env> {
         if lends_memory {
             grant_reach(child_device, self.reach(), &self.device().inner)?;
         }
+        // Bound first: the child's stream's wait needs its context current.
+        let bound = child_device.context.bind()?;
         Event::order(&self.device().inner.context, &self.stream.raw, &stream.raw)?;
-        child_device.context.bind()
+        Ok(bound)
     }
 }
 
