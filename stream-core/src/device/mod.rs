@@ -173,14 +173,20 @@ impl Device {
     /// dev.ensure_same_device(&again)?; // the same GPU
     /// # Ok(()) }
     /// ```
+    #[inline]
     pub fn ensure_same_device(&self, memory: &Device) -> Result<()> {
         if self.inner.device == memory.inner.device {
             Ok(())
         } else {
-            Err(Error::DeviceMismatch {
-                memory: memory.ordinal(),
-                stream: self.ordinal(),
-            })
+            Err(self.mismatch(memory))
+        }
+    }
+
+    #[cold]
+    fn mismatch(&self, memory: &Device) -> Error {
+        Error::DeviceMismatch {
+            memory: memory.ordinal(),
+            stream: self.ordinal(),
         }
     }
 }

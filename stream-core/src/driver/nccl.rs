@@ -58,6 +58,8 @@ pub(crate) fn version() -> Result<i32> {
 
 /// An [`Error::Nccl`] for a failed call: NCCL's name for `code`, its description, and
 /// its last error message (about `comm`, or the thread's last call without one).
+#[cold]
+#[inline(never)]
 fn nccl_error(call: &'static str, code: sys::ncclResult_t, comm: Option<sys::ncclComm_t>) -> Error {
     let text = |p: *const std::ffi::c_char| {
         if p.is_null() {
@@ -83,12 +85,16 @@ fn nccl_error(call: &'static str, code: sys::ncclResult_t, comm: Option<sys::ncc
 }
 
 /// `Ok` for a successful NCCL status, else the error of `call`.
+#[inline(always)]
 fn check(
     call: &'static str,
     status: std::result::Result<result::NcclStatus, result::NcclError>,
     comm: Option<sys::ncclComm_t>,
 ) -> Result<()> {
-    status.map(drop).map_err(|e| nccl_error(call, e.0, comm))
+    match status {
+        Ok(_) => Ok(()),
+        Err(e) => Err(nccl_error(call, e.0, comm)),
+    }
 }
 
 /// The 128 bytes that name a communicator being made: rank 0 makes it, every rank
@@ -183,6 +189,7 @@ impl CommControl {
     }
 
     /// `true` once [`abort`](Self::abort) has run.
+    #[inline(always)]
     pub(crate) fn is_aborted(&self) -> bool {
         self.aborted.load(Ordering::Acquire)
     }
@@ -265,16 +272,19 @@ impl RawComm {
     }
 
     /// The part any thread may use: error state and abort.
+    #[inline(always)]
     pub(crate) fn control(&self) -> &Arc<CommControl> {
         &self.control
     }
 
     /// The device context the communicator was made in.
+    #[inline(always)]
     pub(crate) fn context(&self) -> &Arc<PrimaryContext> {
         &self.control.context
     }
 
     /// The handle, for the collectives below.
+    #[inline(always)]
     fn raw(&self) -> sys::ncclComm_t {
         self.control.comm
     }
@@ -311,6 +321,7 @@ pub(crate) type DevicePtr = cudarc::driver::sys::CUdeviceptr;
 /// NCCL's own error state is the caller's to ask (`nccl/` does on the first call and
 /// every 64th); a call on a communicator in that state fails in NCCL, it does not
 /// misbehave.
+#[inline(always)]
 fn check_usable(comm: &RawComm, stream: &RawStream) -> Result<()> {
     if !Arc::ptr_eq(comm.context(), stream.context()) {
         return Err(nccl_error(
@@ -320,11 +331,16 @@ fn check_usable(comm: &RawComm, stream: &RawStream) -> Result<()> {
         ));
     }
     if comm.control.is_aborted() {
-        return Err(Error::CommunicatorAborted {
-            reason: "it was aborted",
-        });
+        return Err(aborted());
     }
     Ok(())
+}
+
+#[cold]
+fn aborted() -> Error {
+    Error::CommunicatorAborted {
+        reason: "it was aborted",
+    }
 }
 
 /// One NCCL operation, with what it needs besides its buffers and count.
@@ -391,6 +407,7 @@ impl Collective {
 ///
 /// (Every rank must make the matching call, or the ranks wait for each other: a hang,
 /// not a memory error, which the caller bounds with the communicator's abort.)
+#[inline(always)] // the caller's `collective` is a constant: one arm is left
 pub(crate) unsafe fn enqueue(
     collective: Collective,
     send: DevicePtr,

@@ -433,6 +433,7 @@ impl Error {
     /// assert!(Error::check_lengths("axpy", 4, 4).is_ok());
     /// assert!(matches!(Error::check_lengths("axpy", 4, 5), Err(Error::LengthMismatch { .. })));
     /// ```
+    #[inline]
     pub fn check_lengths(
         what: &'static str,
         source_len: usize,
@@ -441,12 +442,17 @@ impl Error {
         if source_len == destination_len {
             Ok(())
         } else {
-            Err(Error::from(LengthMismatch {
-                what,
-                source_len,
-                destination_len,
-            }))
+            Err(Error::length_mismatch(what, source_len, destination_len))
         }
+    }
+
+    #[cold]
+    fn length_mismatch(what: &'static str, source_len: usize, destination_len: usize) -> Self {
+        Error::from(LengthMismatch {
+            what,
+            source_len,
+            destination_len,
+        })
     }
 
     /// The driver's `CUresult` code, if this error came from a driver call.

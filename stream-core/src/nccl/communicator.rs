@@ -125,16 +125,19 @@ impl Communicator {
     }
 
     /// This member's rank, `0..size()`.
+    #[inline]
     pub fn rank(&self) -> usize {
         self.rank
     }
 
     /// The number of ranks.
+    #[inline]
     pub fn size(&self) -> usize {
         self.size
     }
 
     /// The device this member runs on.
+    #[inline]
     pub fn device(&self) -> &Device {
         &self.device
     }
@@ -188,16 +191,19 @@ impl Communicator {
     }
 
     /// The raw communicator, for the collectives.
+    #[inline]
     pub(crate) fn raw(&self) -> &RawComm {
         &self.raw
     }
 
     /// The watch a scope registers when it issues a collective through this.
+    #[inline]
     pub(crate) fn watch(&self) -> &Arc<dyn StreamWatch> {
         &self.scope_watch
     }
 
     /// `true` for a communicator of [`for_devices`](Self::for_devices) with siblings.
+    #[inline]
     pub(crate) fn grouped_only(&self) -> bool {
         self.grouped_only
     }

@@ -19,6 +19,7 @@ thread_local! {
 }
 
 /// `true` while a [`group`] is open on this thread.
+#[inline]
 pub(crate) fn is_open() -> bool {
     OPEN.with(Cell::get)
 }

@@ -33,39 +33,31 @@ pub(crate) struct Request<'a, 's, T: NcclElement> {
 }
 
 /// `Ok(rank as i32)` when `rank` is in a communicator of `size` ranks.
+#[inline]
 pub(crate) fn rank_in(rank: usize, size: usize) -> Result<i32> {
     match i32::try_from(rank) {
         Ok(r) if rank < size => Ok(r),
-        _ => Err(Error::InvalidRank { rank, size }),
+        _ => Err(invalid_rank(rank, size)),
     }
+}
+
+#[cold]
+fn invalid_rank(rank: usize, size: usize) -> Error {
+    Error::InvalidRank { rank, size }
 }
 
 /// Checks `request` and enqueues it on `s`'s stream through `comm`: now, or at the end
 /// of `group` when one is given. Nothing is enqueued when a check fails or there are no
 /// elements.
+#[inline(always)] // so that each method's `Request` folds to its one path
 pub(crate) fn issue<'a, 's, T: NcclElement>(
     s: &'s Scope<'s, '_>,
     comm: &Communicator,
     request: Request<'a, 's, T>,
     group: Option<&'a Group<'a, '_>>,
 ) -> Result<()> {
-    match group {
-        None if group::is_open() => {
-            return Err(Error::NcclGroup {
-                reason: "a scope's collective was called inside nccl::group, where it would be \
-                         issued only at the group's end, after its borrows have ended: call \
-                         it on the group (g.all_reduce(s, ...)), whose borrows last until then",
-            })
-        }
-        None if comm.grouped_only() => {
-            return Err(Error::NcclGroup {
-                reason: "communicators made together by Communicator::for_devices are driven \
-                         by one thread, and an ungrouped collective on one would wait forever \
-                         for its siblings: issue one per device inside nccl::group, or make \
-                         one communicator per thread with UniqueId and Communicator::join",
-            })
-        }
-        _ => {}
+    if group.is_none() && (group::is_open() || comm.grouped_only()) {
+        return Err(refused_outside_a_group());
     }
     s.stream.device.ensure_same_device(comm.device())?;
     comm.check_before_issue()?;
@@ -73,10 +65,7 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
     let (send, recv, count) = operands(&request, comm.rank(), size)?;
     if let Collective::Send { peer } | Collective::Recv { peer } = request.collective {
         if group.is_none() && peer as usize == comm.rank() {
-            return Err(Error::NcclGroup {
-                reason: "a send or receive to this rank itself waits for its matching call: \
-                         issue both inside one nccl::group",
-            });
+            return Err(to_itself_outside_a_group());
         }
     }
     if count == 0 {
@@ -109,8 +98,45 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
     }
 }
 
+/// Why a scope's own collective was refused: a group is open on this thread, or the
+/// communicator is one of several driven by this thread.
+#[cold]
+fn refused_outside_a_group() -> Error {
+    Error::NcclGroup {
+        reason: if group::is_open() {
+            "a scope's collective was called inside nccl::group, where it would be issued \
+             only at the group's end, after its borrows have ended: call it on the group \
+             (g.all_reduce(s, ...)), whose borrows last until then"
+        } else {
+            "communicators made together by Communicator::for_devices are driven by one \
+             thread, and an ungrouped collective on one would wait forever for its siblings: \
+             issue one per device inside nccl::group, or make one communicator per thread \
+             with UniqueId and Communicator::join"
+        },
+    }
+}
+
+#[cold]
+fn to_itself_outside_a_group() -> Error {
+    Error::NcclGroup {
+        reason: "a send or receive to this rank itself waits for its matching call: issue \
+                 both inside one nccl::group",
+    }
+}
+
+/// [`Error::ShapeMismatch`] for `what`.
+#[cold]
+fn shape_mismatch(expected: usize, actual: usize, what: &'static str) -> Error {
+    Error::from(ShapeMismatch {
+        what,
+        expected,
+        actual,
+    })
+}
+
 /// The send and receive memory and the per-rank count of `request` on a communicator of
 /// `size` ranks where this one is `rank`, after checking every length and rank.
+#[inline(always)]
 fn operands<T: NcclElement>(
     request: &Request<'_, '_, T>,
     rank: usize,
@@ -122,13 +148,7 @@ fn operands<T: NcclElement>(
         Send { peer } | Recv { peer } => drop(rank_in(peer as usize, size)?),
         AllReduce(_) | AllGather | ReduceScatter(_) => {}
     }
-    let shape = |expected: usize, actual: usize, what: &'static str| {
-        Err(Error::from(ShapeMismatch {
-            what,
-            expected,
-            actual,
-        }))
-    };
+    let shape = |expected, actual, what| Err(shape_mismatch(expected, actual, what));
     let (send, recv, count) = match (&request.operands, request.collective) {
         (Operands::Apart(s, r), AllGather) => {
             let (s, r) = (s.raw(TOKEN), r.raw(TOKEN));
