@@ -1,9 +1,8 @@
 //! Bad input and failure around NCCL (rows "NCCL" of the bad-input table,
 //! `stream-core/src/errors_doc.md`): lengths and ranks that do not fit, group misuse, an
-//! aborted communicator, a collective that never completes (it times out, aborts the
-//! communicator and the scope ends with an `Err`, also while unwinding), no NCCL
-//! library, and, with two GPUs, another device's communicator, a rank killed
-//! mid-collective and a run under `torchrun`.
+//! aborted communicator, no NCCL library, and, with two GPUs, another device's
+//! communicator, a rank killed mid-collective and a run under `torchrun`. A collective
+//! that never completes is `test_nccl_hung`'s.
 //!
 //! Two-GPU tests and the `torchrun` test are registered only where they can run;
 //! stderr says which were left out and why. Scenarios that abort a communicator on
@@ -11,10 +10,10 @@
 
 use std::net::TcpListener;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpu_tests::child::{run_command, run_self};
-use gpu_tests::nccl_ranks::{exclusive, on_ranks, rank_count};
+use gpu_tests::nccl_ranks::{error_variant, exclusive, on_ranks, rank_count};
 use gpu_tests::tests;
 use gpu_tests::{ensure, gpu_status, GpuStatus, Test, TestFn, TestResult};
 use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
@@ -37,13 +36,11 @@ fn main() {
     match gpu_status() {
         GpuStatus::Present(n) if *n >= 2 => gpu.extend(tests![
             a_communicator_of_another_device_is_device_mismatch,
-            a_collective_that_never_completes_times_out_instead_of_hanging,
             a_rank_killed_mid_collective_ends_in_an_err_not_a_hang,
         ]),
         GpuStatus::Present(n) => eprintln!(
             "test_nccl_errors: {n} CUDA device(s): the two-GPU tests \
-             a_communicator_of_another_device_is_device_mismatch, \
-             a_collective_that_never_completes_times_out_instead_of_hanging and \
+             a_communicator_of_another_device_is_device_mismatch and \
              a_rank_killed_mid_collective_ends_in_an_err_not_a_hang are not registered \
              (NCCL refuses two ranks on one GPU)"
         ),
@@ -236,31 +233,6 @@ fn a_send_without_its_receive_is_an_nccl_error_at_the_group_end() -> TestResult 
     Ok(())
 }
 
-/// In a child, with two GPUs: rank 0's all_reduce, which rank 1 never joins, waits
-/// forever on the GPU; the scope's end times out after 2 s, aborts the communicator and
-/// returns `CollectiveTimedOut`, and the same happens while a scope unwinds from a
-/// panic.
-fn a_collective_that_never_completes_times_out_instead_of_hanging() -> TestResult {
-    let _one_at_a_time = exclusive();
-    let out = run_self(
-        "a hung collective",
-        &[(CHILD_ENV, Some("hung"))],
-        Duration::from_secs(90),
-    )?;
-    ensure!(out.status.success(), "the child failed.\n{out}");
-    out.expect("scope", "CollectiveTimedOut")?;
-    out.expect("aborted", "true")?;
-    out.expect("later", "CommunicatorAborted")?;
-    out.expect("unwound", "true")?;
-    out.expect("device_still_works", "true")?;
-    let waited: f64 = out.value("waited_s")?.parse()?;
-    ensure!(
-        (1.9..30.0).contains(&waited),
-        "the scope ended after {waited} s; the timeout was 2 s.\n{out}"
-    );
-    Ok(())
-}
-
 fn a_communicator_of_another_device_is_device_mismatch() -> TestResult {
     let (d0, d1) = (Device::new(0)?, Device::new(1)?);
     let comm = Communicator::join(&d0, &UniqueId::new()?, 0, 1)?;
@@ -373,7 +345,6 @@ fn without_nccl_making_a_communicator_is_nccl_not_found() -> TestResult {
 /// Child modes: print `key = value` lines; exit code 0 unless a step failed.
 fn child(mode: &str) -> i32 {
     let result = match mode {
-        "hung" => hung_child(),
         "killed_rank" => killed_rank_child(),
         "torchrun" => torchrun_child(),
         other => Err(format!("unknown child mode {other}").into()),
@@ -385,106 +356,6 @@ fn child(mode: &str) -> i32 {
             1
         }
     }
-}
-
-/// The variant's name of an error, for `key = value` lines.
-fn variant(e: &Error) -> &'static str {
-    match e {
-        Error::CollectiveTimedOut { .. } => "CollectiveTimedOut",
-        Error::Nccl(_) => "Nccl",
-        Error::CommunicatorAborted { .. } => "CommunicatorAborted",
-        _ => "other",
-    }
-}
-
-/// Both ranks of a two-GPU communicator joined from two threads.
-fn two_ranks(d0: &Device, d1: &Device) -> Result<(Communicator, Communicator), gpu_tests::Failed> {
-    let id = UniqueId::new()?;
-    let (c0, c1) = std::thread::scope(|t| {
-        let one = t.spawn(|| Communicator::join(d1, &id, 1, 2));
-        let zero = Communicator::join(d0, &id, 0, 2);
-        (zero, one.join())
-    });
-    Ok((c0?, c1.map_err(|_| "rank 1's join panicked")??))
-}
-
-/// One all_reduce on both ranks (from two threads), so NCCL has set up the
-/// connections and a later collective goes straight onto the GPU.
-fn warm_up(
-    pair: (Communicator, Communicator),
-    devices: (&Device, &Device),
-) -> Result<(Communicator, Communicator), gpu_tests::Failed> {
-    let on = |comm: &Communicator, device: &Device| -> TestResult {
-        let stream = device.new_stream()?;
-        scope(&stream, |s| {
-            let mut x = s.upload(&[1u32; 256])?;
-            s.all_reduce_in_place(comm, &mut x, Sum)
-        })?;
-        Ok(())
-    };
-    let (zero, one) = pair;
-    std::thread::scope(|t| {
-        // A communicator is `Send`, not `Sync`: rank 1's moves to its thread and back.
-        let handle = t.spawn(move || on(&one, devices.1).map(|()| one));
-        on(&zero, devices.0)?;
-        let one = handle.join().map_err(|_| "rank 1 panicked")??;
-        Ok((zero, one))
-    })
-}
-
-/// Rank 0 of two issues all_reduces that rank 1 never joins, on communicators whose
-/// connections are set up (a first all_reduce on both ranks): the collective waits on
-/// the GPU, and the scope's end gives up at the timeout, also when it unwinds from a
-/// panic, with `CollectiveTimedOut` and an aborted communicator, never a hang. (On a
-/// communicator whose connections NCCL has not set up yet, the call itself would wait
-/// inside NCCL for rank 1: see "When a peer dies" in the `nccl` module docs.)
-fn hung_child() -> TestResult {
-    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
-    let stream = d0.new_stream()?;
-    let lone_all_reduce = |comm: &Communicator| {
-        scope(&stream, |s| {
-            let mut x = s.upload(&[7u32; 1024])?;
-            s.all_reduce_in_place(comm, &mut x, Sum)
-        })
-    };
-    // 1. Connected: the collective waits on the GPU; the scope's end is bounded.
-    let connected = two_ranks(&d0, &d1)?;
-    let connected = warm_up(connected, (&d0, &d1))?;
-    connected.0.set_timeout(Duration::from_secs(2));
-    let start = Instant::now();
-    let ended = lone_all_reduce(&connected.0);
-    println!("waited_s = {:.3}", start.elapsed().as_secs_f64());
-    match &ended {
-        Err(e) => println!("scope = {}\nscope_error = {e}", variant(e)),
-        Ok(()) => println!("scope = ok"),
-    }
-    println!("aborted = {}", connected.0.is_aborted());
-    let later = lone_all_reduce(&connected.0);
-    println!("later = {}", later.as_ref().err().map_or("ok", variant));
-    connected.1.abort();
-    // 2. The same while the scope unwinds from a panic.
-    let unwinding = two_ranks(&d0, &d1)?;
-    let unwinding = warm_up(unwinding, (&d0, &d1))?;
-    unwinding.0.set_timeout(Duration::from_secs(1));
-    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _ = scope(&stream, |s| {
-            let mut x = s.upload(&[1u32; 64])?;
-            s.all_reduce_in_place(&unwinding.0, &mut x, Sum)?;
-            panic!("a panic while the collective hangs");
-            #[allow(unreachable_code)]
-            Ok::<_, Error>(())
-        });
-    }));
-    println!("unwound = {}", unwound.is_err() && unwinding.0.is_aborted());
-    unwinding.1.abort();
-    let mut back = [0u32; 256];
-    scope(&stream, |s| {
-        let x = s.upload(&[5u32; 256])?;
-        s.copy_to_host(&x, &mut back)?.wait()?;
-        Ok::<_, Error>(())
-    })?;
-    println!("device_still_works = {}", back.iter().all(|&v| v == 5));
-    Ok(())
 }
 
 fn killed_rank_child() -> TestResult {
@@ -517,7 +388,10 @@ fn killed_rank_child() -> TestResult {
         }
         Ok::<_, Error>(())
     });
-    println!("second = {}", second.as_ref().err().map_or("ok", variant));
+    println!(
+        "second = {}",
+        second.as_ref().err().map_or("ok", error_variant)
+    );
     if let Err(e) = &second {
         println!("second_error = {e}");
     }

@@ -132,3 +132,14 @@ pub fn rank_input<T: NcclValue>(seed: u64, rank: usize, len: usize, for_products
         })
         .collect()
 }
+
+/// The variant's name of an NCCL-related error, for a child's `key = value` lines.
+pub fn error_variant(e: &stream_core::Error) -> &'static str {
+    use stream_core::Error;
+    match e {
+        Error::CollectiveTimedOut { .. } => "CollectiveTimedOut",
+        Error::Nccl(_) => "Nccl",
+        Error::CommunicatorAborted { .. } => "CommunicatorAborted",
+        _ => "other",
+    }
+}

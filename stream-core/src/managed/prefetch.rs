@@ -130,18 +130,24 @@ impl<'s, 'env> Scope<'s, 'env> {
         // the host); a forgotten `Pending` keeps it unreachable.
         let host: &'a mut [T] = unsafe { std::slice::from_raw_parts_mut(ptr, raw.len) };
         let context = &self.stream.device.inner.context;
-        Pending::after(context, &self.stream.raw, host, |stream, _| match step {
-            _ if bytes == 0 => Ok(()),
-            // SAFETY: `raw` is `bytes` bytes of a live managed allocation, allocated until
-            // the scope's final synchronisation (as above), which follows this prefetch.
-            ToHost::Prefetch => unsafe { prefetch(raw.ptr, bytes, Location::Host, stream) },
-            // SAFETY: `whole` (checked by `on_prefetch_to_host`): `raw.ptr` is the start of
-            // the allocation and this view, now consumed, was the only one: no GPU work
-            // after this point can use the memory, and the work before it is ordered
-            // before the change on this stream (forks that borrowed parts of the view were
-            // joined before the view could be moved here). The host touches it only after
-            // the `Pending`'s event, which follows the change.
-            ToHost::AttachToHost => unsafe { attach_to_streams(raw.ptr, Attach::Host, stream) },
-        })
+        Pending::after(
+            context,
+            self.outstanding,
+            &self.stream.raw,
+            host,
+            |stream, _| match step {
+                _ if bytes == 0 => Ok(()),
+                // SAFETY: `raw` is `bytes` bytes of a live managed allocation, allocated until
+                // the scope's final synchronisation (as above), which follows this prefetch.
+                ToHost::Prefetch => unsafe { prefetch(raw.ptr, bytes, Location::Host, stream) },
+                // SAFETY: `whole` (checked by `on_prefetch_to_host`): `raw.ptr` is the start of
+                // the allocation and this view, now consumed, was the only one: no GPU work
+                // after this point can use the memory, and the work before it is ordered
+                // before the change on this stream (forks that borrowed parts of the view were
+                // joined before the view could be moved here). The host touches it only after
+                // the `Pending`'s event, which follows the change.
+                ToHost::AttachToHost => unsafe { attach_to_streams(raw.ptr, Attach::Host, stream) },
+            },
+        )
     }
 }

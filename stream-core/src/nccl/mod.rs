@@ -60,11 +60,14 @@
 //! [`NcclElement`] is), and host memory is released only after the stream is idle. The
 //! communicator is unusable from then on. Collectives ask NCCL's error state themselves
 //! only on the first call and every 64th (asking on every call cost about 12 ns of a
-//! small collective's 105 ns enqueue on an H200); [`Communicator::check`] asks at once. A
-//! host wait inside the scope before its end ([`Pending::wait`](crate::Pending::wait)
-//! on a download queued behind the collective) is not bounded this way (a
-//! `Communicator` is not `Sync`, so no other thread can abort it either): end the scope
-//! first, or wait for such a download after it.
+//! small collective's 105 ns enqueue on an H200); [`Communicator::check`] asks at once.
+//!
+//! The host waits inside such a scope are bounded the same way: a download's
+//! [`Pending::wait`](crate::Pending::wait) (and a replay's, a prefetch's) polls its
+//! event with the scope's watches, and a copy between device memory and pageable host
+//! memory, which holds the host until the stream reaches it (the driver's pageable path,
+//! the staging ring), first waits for the stream's earlier work, bounded (pinned
+//! memory's copies return at once and skip this).
 //!
 //! Not bounded either: a call that NCCL itself blocks inside while it waits for a
 //! peer. Communicators are made in NCCL's blocking mode (as PyTorch's default), where

@@ -85,14 +85,35 @@ impl Outstanding {
     /// Waits, on the host, until `stream` is idle or a watch gives up; in the second
     /// case the watch has made the stream's work stop and its error is returned (after
     /// which the caller synchronises as usual).
-    ///
-    /// Polls the stream as the driver's default (spinning) synchronisation does: without
-    /// pause for the first milliseconds, so a collective's end is seen within a query's
-    /// time (a backoff to 1 ms sleeps cost 25% of all_reduce bandwidth from 8 B to 64
-    /// MiB, measured on 2 H200s); then yielding the core; past [`SLEEP_AFTER`], sleeping
-    /// [`SLEEP`] between queries. The watches are asked every [`CHECK_EVERY`].
     #[cold]
     pub(crate) fn wait_watched(&self, stream: &Stream) -> Result<()> {
+        // An error of the query (a fault) is the synchronisation's to report.
+        self.poll_watched(|| stream.is_idle().unwrap_or(true))
+    }
+
+    /// Before a host wait for work of this scope's stream that a watched collective may
+    /// hold up (a download, its copy-out, a replay): nothing when no collective was
+    /// issued; else waits until `done()` says that work has completed, or a watch
+    /// gives up (its error then, the collective aborted so the stream drains), so the
+    /// host wait that follows is bounded as the scope's end is.
+    #[inline]
+    pub(crate) fn bound_wait(&self, done: impl FnMut() -> bool) -> Result<()> {
+        if self.is_watched() {
+            self.poll_watched(done)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Polls `done` until it is `true` or a watch gives up.
+    ///
+    /// Polls as the driver's default (spinning) synchronisation does: without pause for
+    /// the first milliseconds, so a collective's end is seen within a query's time (a
+    /// backoff to 1 ms sleeps cost 25% of all_reduce bandwidth from 8 B to 64 MiB,
+    /// measured on 2 H200s); then yielding the core; past [`SLEEP_AFTER`], sleeping
+    /// [`SLEEP`] between queries. The watches are asked every [`CHECK_EVERY`].
+    #[cold]
+    fn poll_watched(&self, mut done: impl FnMut() -> bool) -> Result<()> {
         let watches = self
             .watches
             .lock()
@@ -101,8 +122,7 @@ impl Outstanding {
         let start = Instant::now();
         let mut next_check = Duration::ZERO;
         loop {
-            // An error of the query (a fault) is the synchronisation's to report.
-            if stream.is_idle().unwrap_or(true) {
+            if done() {
                 return Ok(());
             }
             let waited = start.elapsed();

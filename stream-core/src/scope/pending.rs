@@ -9,6 +9,8 @@ use crate::error::Result;
 use crate::host::staging::download::DownloadJob;
 use crate::memory::brand::{brand, Brand};
 
+use super::Outstanding;
+
 /// A copy in flight on a scope's stream, holding the host memory it writes (type state).
 ///
 /// [`wait`](Self::wait) blocks on one event recorded right after the copy, then hands the
@@ -58,10 +60,12 @@ pub struct Pending<'s, V> {
 enum Completion<'s> {
     /// Nothing: the copy is complete (or there was nothing to copy).
     Ready,
-    /// An event recorded after the copy, of the scope's context (alive for `'s`).
-    Event(Event, &'s Arc<PrimaryContext>),
-    /// A staged download's copy-out (see `host::staging::download`).
-    Staged(DownloadJob),
+    /// An event recorded after the copy, of the scope's context (alive for `'s`), and
+    /// the scope's watches: a collective ahead of the copy on the stream bounds `wait`
+    /// as it bounds the scope's end.
+    Event(Event, &'s Arc<PrimaryContext>, &'s Outstanding),
+    /// A staged download's copy-out (see `host::staging::download`), and the watches.
+    Staged(DownloadJob, &'s Outstanding),
 }
 
 impl<'s, V> Pending<'s, V> {
@@ -75,6 +79,7 @@ impl<'s, V> Pending<'s, V> {
     /// the scope ends.
     pub(crate) fn after(
         context: &'s Arc<PrimaryContext>,
+        outstanding: &'s Outstanding,
         stream: &RawStream,
         mut value: V,
         enqueue: impl FnOnce(&RawStream, &mut V) -> Result<()>,
@@ -84,7 +89,7 @@ impl<'s, V> Pending<'s, V> {
         event.record(stream)?;
         Ok(Pending {
             value,
-            completion: Completion::Event(event, context),
+            completion: Completion::Event(event, context, outstanding),
             _brand: brand(),
         })
     }
@@ -95,10 +100,10 @@ impl<'s, V> Pending<'s, V> {
     ///
     /// `job` is the only work that writes `value`'s memory, and it is registered with the
     /// scope's outstanding jobs (so that the scope's end waits for it too).
-    pub(crate) unsafe fn staged(value: V, job: DownloadJob) -> Self {
+    pub(crate) unsafe fn staged(value: V, job: DownloadJob, outstanding: &'s Outstanding) -> Self {
         Pending {
             value,
-            completion: Completion::Staged(job),
+            completion: Completion::Staged(job, outstanding),
             _brand: brand(),
         }
     }
@@ -121,12 +126,23 @@ impl<'s, V> Pending<'s, V> {
     ///
     /// An `Err` (the copy or earlier work on the stream failed) leaves the memory
     /// borrowed until the scope ends.
+    ///
+    /// Behind an NCCL collective of the scope, the wait is bounded as the scope's end
+    /// is (see [`nccl`](crate::nccl#when-a-peer-dies)): when a peer fails or the
+    /// communicator's timeout passes, the communicator is aborted and its error
+    /// returned.
     pub fn wait(self) -> Result<V> {
         match &self.completion {
             Completion::Ready => {}
-            // Under the scope's own context, whatever the thread has current now.
-            Completion::Event(event, context) => event.synchronize(context)?,
-            Completion::Staged(job) => job.wait()?,
+            Completion::Event(event, context, outstanding) => {
+                // Under the scope's own context, whatever the thread has current now.
+                outstanding.bound_wait(|| event.is_complete(context).unwrap_or(true))?;
+                event.synchronize(context)?
+            }
+            Completion::Staged(job, outstanding) => {
+                outstanding.bound_wait(|| job.is_done())?;
+                job.wait()?
+            }
         }
         Ok(self.value)
     }
@@ -135,8 +151,8 @@ impl<'s, V> Pending<'s, V> {
     pub fn is_ready(&self) -> Result<bool> {
         match &self.completion {
             Completion::Ready => Ok(true),
-            Completion::Event(event, context) => event.is_complete(context),
-            Completion::Staged(job) => Ok(job.is_done()),
+            Completion::Event(event, context, _) => event.is_complete(context),
+            Completion::Staged(job, _) => Ok(job.is_done()),
         }
     }
 }

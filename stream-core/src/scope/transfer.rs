@@ -12,7 +12,7 @@
 
 use crate::driver::memory::{copy_device_to_device, copy_device_to_host, copy_host_to_device};
 use crate::error::{byte_len, Error, Result};
-use crate::host::staging::{self, StagedDownload};
+use crate::host::staging::{self, detection::is_pageable, StagedDownload};
 use crate::memory::{
     as_bytes, as_bytes_mut, DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr,
 };
@@ -52,6 +52,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             return Ok(());
         }
         let (stream, src_bytes) = (&self.stream.raw, as_bytes(src));
+        self.bound_pageable_copy(src_bytes)?;
         // SAFETY: `dst` is device memory of `src.len()` elements of `T` (as many bytes as
         // `src_bytes`) valid on this scope's stream: branded `'s`, borrowed for the call
         // (mutably, so no other work of this scope touches it), and any free of it is
@@ -107,10 +108,11 @@ impl<'s, 'env> Scope<'s, 'env> {
                 self.outstanding.push(job.clone());
                 // SAFETY: the job is the only work writing `dst` (the DMAs go into pinned
                 // staging blocks) and is registered with the scope (just above).
-                return Ok(unsafe { Pending::staged(dst, job) });
+                return Ok(unsafe { Pending::staged(dst, job, self.outstanding) });
             }
             StagedDownload::NotStaged => {}
             StagedDownload::NoSnapshot => {
+                self.bound_pageable_copy(as_bytes(dst))?;
                 // SAFETY: as above, for the synchronous staged path, which returns only
                 // once every byte of `dst` is written.
                 let staged =
@@ -123,8 +125,9 @@ impl<'s, 'env> Scope<'s, 'env> {
                 }
             }
         }
+        self.bound_pageable_copy(as_bytes(dst))?;
         let context = &self.stream.device.inner.context;
-        Pending::after(context, stream, dst, |stream, dst| {
+        Pending::after(context, self.outstanding, stream, dst, |stream, dst| {
             let dst = as_bytes_mut(dst);
             // SAFETY: `src` as above, and the copy is enqueued on `stream`, the scope's,
             // after which `Pending::after` records its event. `dst` is borrowed mutably
@@ -135,6 +138,27 @@ impl<'s, 'env> Scope<'s, 'env> {
             // (`T: DeviceRepr`).
             unsafe { copy_device_to_host(dst.as_mut_ptr(), src.ptr, dst.len(), stream) }
         })
+    }
+
+    /// Before a copy between device memory and pageable `host` memory, in a scope that
+    /// issued an NCCL collective: such a copy may hold the host until the stream reaches
+    /// it (the driver's pageable path and the staging ring both wait for the stream's
+    /// earlier work), and a collective whose peer died never lets it. So that earlier
+    /// work is waited for first, bounded by the communicator's watch as the scope's end
+    /// is. Pinned memory, and scopes without a collective, skip this.
+    fn bound_pageable_copy(&'s self, host: &[u8]) -> Result<()> {
+        if !self.outstanding.is_watched() {
+            return Ok(());
+        }
+        let pageable = {
+            let _bound = self.device().inner.bind()?;
+            is_pageable(host)
+        };
+        if pageable {
+            self.outstanding.wait_watched(self.stream)
+        } else {
+            Ok(())
+        }
     }
 
     /// Copies device memory to device memory of the same length, asynchronously.

@@ -1,0 +1,278 @@
+//! A collective that never completes (rank 1 of two never makes the matching call): the
+//! scope's end gives up at the communicator's timeout, aborts it and returns
+//! `CollectiveTimedOut`, also while unwinding; and so does every host wait inside the
+//! scope that is queued behind it (a download's `Pending::wait`, pinned or staged, and
+//! the copies between device and pageable memory that hold the host until the stream
+//! reaches them). Never a hang.
+//!
+//! Two GPUs (NCCL refuses two ranks on one); each scenario runs in a child process of
+//! this binary ([`CHILD_ENV`]), since it aborts communicators on purpose.
+
+use std::time::{Duration, Instant};
+
+use gpu_tests::child::run_self;
+use gpu_tests::nccl_ranks::{error_variant, exclusive};
+use gpu_tests::tests;
+use gpu_tests::{ensure, gpu_status, GpuStatus, Test, TestResult};
+use stream_core::nccl::{Communicator, Sum, UniqueId};
+use stream_core::{scope, Device, Error, Scope};
+
+/// The environment variable that makes this binary run one child mode.
+const CHILD_ENV: &str = "STREAM_CORE_NCCL_HUNG_CHILD";
+
+fn main() {
+    if let Ok(mode) = std::env::var(CHILD_ENV) {
+        std::process::exit(child(&mode));
+    }
+    let gpu: Vec<Test> = match gpu_status() {
+        GpuStatus::Present(n) if *n < 2 => {
+            eprintln!(
+                "test_nccl_hung: {n} CUDA device(s): its tests need two GPUs and are not \
+                 registered (NCCL refuses two ranks on one GPU)"
+            );
+            Vec::new()
+        }
+        // Without a GPU the harness reports them as ignored.
+        _ => tests![
+            a_collective_that_never_completes_times_out_instead_of_hanging,
+            host_waits_behind_a_hung_collective_time_out_too,
+        ],
+    };
+    gpu_tests::run(&gpu, &[])
+}
+
+/// In a child, with two GPUs: rank 0's all_reduce, which rank 1 never joins, waits
+/// forever on the GPU; the scope's end times out after 2 s, aborts the communicator and
+/// returns `CollectiveTimedOut`, and the same happens while a scope unwinds from a
+/// panic.
+fn a_collective_that_never_completes_times_out_instead_of_hanging() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let out = run_self(
+        "a hung collective",
+        &[(CHILD_ENV, Some("hung"))],
+        Duration::from_secs(90),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    out.expect("scope", "CollectiveTimedOut")?;
+    out.expect("aborted", "true")?;
+    out.expect("later", "CommunicatorAborted")?;
+    out.expect("unwound", "true")?;
+    out.expect("device_still_works", "true")?;
+    let waited: f64 = out.value("waited_s")?.parse()?;
+    ensure!(
+        (1.9..30.0).contains(&waited),
+        "the scope ended after {waited} s; the timeout was 2 s.\n{out}"
+    );
+    Ok(())
+}
+
+/// In a child, with two GPUs, for each host wait a scope can make behind its
+/// collective: rank 0's all_reduce, which rank 1 never joins, then the wait; the wait
+/// itself returns `CollectiveTimedOut` after the 1 s timeout.
+fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let out = run_self(
+        "host waits behind a hung collective",
+        &[(CHILD_ENV, Some("host_waits"))],
+        Duration::from_secs(120),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    for wait in HOST_WAITS {
+        out.expect(wait, "CollectiveTimedOut")?;
+        let waited: f64 = out.value(&format!("{wait}_s"))?.parse()?;
+        ensure!(
+            (0.9..30.0).contains(&waited),
+            "{wait} returned after {waited} s; the timeout was 1 s.\n{out}"
+        );
+    }
+    out.expect("device_still_works", "true")?;
+    Ok(())
+}
+
+fn child(mode: &str) -> i32 {
+    let result = match mode {
+        "hung" => hung_child(),
+        "host_waits" => host_waits_child(),
+        other => Err(format!("unknown child mode {other}").into()),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("failed = {}", e.message().unwrap_or("?"));
+            1
+        }
+    }
+}
+
+/// Both ranks of a two-GPU communicator joined from two threads.
+fn two_ranks(d0: &Device, d1: &Device) -> Result<(Communicator, Communicator), gpu_tests::Failed> {
+    let id = UniqueId::new()?;
+    let (c0, c1) = std::thread::scope(|t| {
+        let one = t.spawn(|| Communicator::join(d1, &id, 1, 2));
+        let zero = Communicator::join(d0, &id, 0, 2);
+        (zero, one.join())
+    });
+    Ok((c0?, c1.map_err(|_| "rank 1's join panicked")??))
+}
+
+/// One all_reduce on both ranks (from two threads), so NCCL has set up the
+/// connections and a later collective goes straight onto the GPU.
+fn warm_up(
+    pair: (Communicator, Communicator),
+    devices: (&Device, &Device),
+) -> Result<(Communicator, Communicator), gpu_tests::Failed> {
+    let on = |comm: &Communicator, device: &Device| -> TestResult {
+        let stream = device.new_stream()?;
+        scope(&stream, |s| {
+            let mut x = s.upload(&[1u32; 256])?;
+            s.all_reduce_in_place(comm, &mut x, Sum)
+        })?;
+        Ok(())
+    };
+    let (zero, one) = pair;
+    std::thread::scope(|t| {
+        // A communicator is `Send`, not `Sync`: rank 1's moves to its thread and back.
+        let handle = t.spawn(move || on(&one, devices.1).map(|()| one));
+        on(&zero, devices.0)?;
+        let one = handle.join().map_err(|_| "rank 1 panicked")??;
+        Ok((zero, one))
+    })
+}
+
+/// Rank 0 of two issues all_reduces that rank 1 never joins, on communicators whose
+/// connections are set up (a first all_reduce on both ranks): the collective waits on
+/// the GPU, and the scope's end gives up at the timeout, also when it unwinds from a
+/// panic, with `CollectiveTimedOut` and an aborted communicator, never a hang. (On a
+/// communicator whose connections NCCL has not set up yet, the call itself would wait
+/// inside NCCL for rank 1: see "When a peer dies" in the `nccl` module docs.)
+fn hung_child() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let stream = d0.new_stream()?;
+    let lone_all_reduce = |comm: &Communicator| {
+        scope(&stream, |s| {
+            let mut x = s.upload(&[7u32; 1024])?;
+            s.all_reduce_in_place(comm, &mut x, Sum)
+        })
+    };
+    // 1. Connected: the collective waits on the GPU; the scope's end is bounded.
+    let connected = two_ranks(&d0, &d1)?;
+    let connected = warm_up(connected, (&d0, &d1))?;
+    connected.0.set_timeout(Duration::from_secs(2));
+    let start = Instant::now();
+    let ended = lone_all_reduce(&connected.0);
+    println!("waited_s = {:.3}", start.elapsed().as_secs_f64());
+    match &ended {
+        Err(e) => println!("scope = {}\nscope_error = {e}", error_variant(e)),
+        Ok(()) => println!("scope = ok"),
+    }
+    println!("aborted = {}", connected.0.is_aborted());
+    let later = lone_all_reduce(&connected.0);
+    println!(
+        "later = {}",
+        later.as_ref().err().map_or("ok", error_variant)
+    );
+    connected.1.abort();
+    // 2. The same while the scope unwinds from a panic.
+    let unwinding = two_ranks(&d0, &d1)?;
+    let unwinding = warm_up(unwinding, (&d0, &d1))?;
+    unwinding.0.set_timeout(Duration::from_secs(1));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = scope(&stream, |s| {
+            let mut x = s.upload(&[1u32; 64])?;
+            s.all_reduce_in_place(&unwinding.0, &mut x, Sum)?;
+            panic!("a panic while the collective hangs");
+            #[allow(unreachable_code)]
+            Ok::<_, Error>(())
+        });
+    }));
+    println!("unwound = {}", unwound.is_err() && unwinding.0.is_aborted());
+    unwinding.1.abort();
+    let mut back = [0u32; 256];
+    scope(&stream, |s| {
+        let x = s.upload(&[5u32; 256])?;
+        s.copy_to_host(&x, &mut back)?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    println!("device_still_works = {}", back.iter().all(|&v| v == 5));
+    Ok(())
+}
+
+/// The host waits [`host_waits_child`] makes behind a hung collective.
+const HOST_WAITS: [&str; 4] = [
+    "pinned_download_wait",
+    "small_pageable_download",
+    "staged_download_wait",
+    "staged_upload",
+];
+
+/// Elements of the staged copies: 64 MiB, past the staging threshold.
+const STAGED: usize = 16 << 20;
+
+/// For each of [`HOST_WAITS`], on fresh connected communicators with a 1 s timeout: rank
+/// 0's lone all_reduce, then the wait, timed; prints what the wait returned.
+fn host_waits_child() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let stream = d0.new_stream()?;
+    let mut pinned = d0.alloc_pinned::<u32>(1024)?;
+    let mut small = vec![0u32; 1024];
+    let mut big = vec![0u32; STAGED];
+    let big_source = vec![3u32; STAGED];
+    for wait in HOST_WAITS {
+        let ranks = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
+        ranks.0.set_timeout(Duration::from_secs(1));
+        let mut outcome = None;
+        let _ = scope(&stream, |s| {
+            let mut x = s.upload(&[7u32; 1024])?;
+            let mut y = s.alloc_zeroed::<u32>(STAGED)?;
+            s.all_reduce_in_place(&ranks.0, &mut x, Sum)?;
+            let start = Instant::now();
+            let waited = host_wait(
+                s,
+                wait,
+                &x,
+                &mut y,
+                &mut pinned,
+                &mut small,
+                &mut big,
+                &big_source,
+            );
+            outcome = Some((waited, start.elapsed()));
+            Ok::<_, Error>(())
+        });
+        let (waited, took) = outcome.ok_or("the scope did not run its closure")?;
+        println!(
+            "{wait} = {}",
+            waited.as_ref().err().map_or("ok", error_variant)
+        );
+        println!("{wait}_s = {:.3}", took.as_secs_f64());
+        ranks.1.abort();
+    }
+    let mut back = [0u32; 256];
+    scope(&stream, |s| {
+        let x = s.upload(&[5u32; 256])?;
+        s.copy_to_host(&x, &mut back)?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    println!("device_still_works = {}", back.iter().all(|&v| v == 5));
+    Ok(())
+}
+
+/// One of [`HOST_WAITS`] on `s`, behind whatever `s` has enqueued.
+#[allow(clippy::too_many_arguments)]
+fn host_wait<'s, 'env>(
+    s: &'s Scope<'s, 'env>,
+    wait: &str,
+    x: &stream_core::DeviceBuffer<'s, u32>,
+    y: &mut stream_core::DeviceBuffer<'s, u32>,
+    pinned: &'env mut [u32],
+    small: &'env mut [u32],
+    big: &'env mut [u32],
+    big_source: &'env [u32],
+) -> Result<(), Error> {
+    match wait {
+        "pinned_download_wait" => s.copy_to_host(x, pinned)?.wait().map(drop),
+        "small_pageable_download" => s.copy_to_host(x, small)?.wait().map(drop),
+        "staged_download_wait" => s.copy_to_host(y, big)?.wait().map(drop),
+        _ => s.copy_to_device(big_source, y),
+    }
+}
