@@ -1,5 +1,6 @@
 //! NCCL collectives on branded memory (`stream-core/src/nccl/`): every collective, in
-//! its out-of-place and in-place forms and grouped, for every element type, at 0, 1, an
+//! its out-of-place and in-place forms and grouped, for every element type (`f16` and
+//! `bf16` included), at 0, 1, an
 //! odd number and 64 MiB of elements per rank (256 MiB for f32 and u8 with two GPUs or more), compared
 //! bit for bit with a CPU reference of the same ranks' inputs.
 //!
@@ -19,6 +20,8 @@ gpu_tests::test_main! {
     gpu: [
         every_collective_matches_the_cpu_f32 = every_collective_matches_the_cpu::<f32>,
         every_collective_matches_the_cpu_f64 = every_collective_matches_the_cpu::<f64>,
+        every_collective_matches_the_cpu_f16 = every_collective_matches_the_cpu::<half::f16>,
+        every_collective_matches_the_cpu_bf16 = every_collective_matches_the_cpu::<half::bf16>,
         every_collective_matches_the_cpu_i8 = every_collective_matches_the_cpu::<i8>,
         every_collective_matches_the_cpu_u8 = every_collective_matches_the_cpu::<u8>,
         every_collective_matches_the_cpu_i32 = every_collective_matches_the_cpu::<i32>,
@@ -214,7 +217,7 @@ fn every_collective_matches_the_cpu<T: NcclValue>() -> TestResult {
     })
 }
 
-/// `Avg`, for the float types (`Avg` is a reduction of f32 and f64 only, so it is
+/// `Avg`, for the float types (`Avg` is a reduction of the float types only, so it is
 /// reached through the concrete type).
 fn average<T: NcclValue>(
     input: &[T],
@@ -233,12 +236,16 @@ fn average<T: NcclValue>(
     {
         all_reduce_with(Avg, "Avg", input, expected, comm, stream)
     }
-    // The values are small integers and halves, exact in both float types.
-    let as_f32 = |v: &[T]| v.iter().map(|x| x.to_f64() as f32).collect::<Vec<f32>>();
-    let as_f64 = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+    // The values are small integers and halves, exact in every float type.
+    fn converted<F: NcclValue, T: NcclValue>(v: &[T]) -> Vec<F> {
+        v.iter().map(|x| F::from_f64(x.to_f64())).collect()
+    }
+    let (i, e) = (input, expected);
     match T::NAME {
-        "f32" => on(&as_f32(input), &as_f32(expected), comm, stream),
-        "f64" => on(&as_f64(input), &as_f64(expected), comm, stream),
+        "f32" => on::<f32>(&converted(i), &converted(e), comm, stream),
+        "f64" => on::<f64>(&converted(i), &converted(e), comm, stream),
+        "f16" => on::<half::f16>(&converted(i), &converted(e), comm, stream),
+        "bf16" => on::<half::bf16>(&converted(i), &converted(e), comm, stream),
         _ => Ok(()),
     }
 }

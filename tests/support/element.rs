@@ -96,11 +96,11 @@ int_element!(
 );
 
 macro_rules! float_element {
-    ($($t:ty, $bits:ty, $poison:expr, $exp_shift:expr, $exp_mask:expr, $exp_one:expr);* $(;)?) => {$(
+    ($($name:literal: $t:ty, $bits:ty, $poison:expr, $exp_shift:expr, $exp_mask:expr, $exp_one:expr);* $(;)?) => {$(
         impl Element for $t {
-            const NAME: &'static str = stringify!($t);
+            const NAME: &'static str = $name;
             const POISON: Self = <$t>::from_bits($poison);
-            const ZERO: Self = 0.0;
+            const ZERO: Self = <$t>::from_bits(0);
             fn random(rng: &mut Rng) -> Self {
                 let mut bits = rng.next_u64() as $bits;
                 let exponent = (bits >> $exp_shift) & $exp_mask;
@@ -119,6 +119,8 @@ macro_rules! float_element {
 }
 
 float_element!(
-    f32, u32, 0x7FDE_ADBE, 23, 0xFF, 0x7F;
-    f64, u64, 0x7FFD_EADB_EEFD_EADB, 52, 0x7FF, 0x3FF;
+    "f32": f32, u32, 0x7FDE_ADBE, 23, 0xFF, 0x7F;
+    "f64": f64, u64, 0x7FFD_EADB_EEFD_EADB, 52, 0x7FF, 0x3FF;
+    "f16": half::f16, u16, 0x7EAD, 10, 0x1F, 0xF;
+    "bf16": half::bf16, u16, 0x7FDE, 7, 0xFF, 0x7F;
 );

@@ -45,6 +45,24 @@ nccl_value!(
     i32: false, true; u32: false, false; i64: false, true; u64: false, false;
 );
 
+macro_rules! half_value {
+    ($($t:ty),*) => {$(
+        impl NcclValue for $t {
+            const FLOAT: bool = true;
+            fn small(k: i64) -> Self {
+                <$t>::from_f64(k as f64)
+            }
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v)
+            }
+        }
+    )*};
+}
+half_value!(half::f16, half::bf16);
+
 /// The ranks the tests run: every visible GPU, at most 8 (one rank on one GPU).
 pub fn rank_count() -> Result<usize, Failed> {
     let n = Device::count().map_err(|e| Failed::from(format!("Device::count: {e}")))?;

@@ -4,7 +4,8 @@
 ///
 /// Host transfers move raw bytes by DMA, and freshly allocated device memory holds
 /// whatever bytes were there before, so a `DeviceRepr` type must accept *every* bit
-/// pattern. It is implemented for the primitive integers and floats and for arrays of
+/// pattern. It is implemented for the primitive integers and floats (and `half::f16`
+/// and `half::bf16` with the `half` feature, on by default) and for arrays of
 /// `DeviceRepr` types, and `#[derive(DeviceRepr)]` implements it for a `#[repr(C)]` (or
 /// `#[repr(transparent)]`) struct whose fields are all `DeviceRepr`, checking at compile
 /// time that the struct has no padding (see [`derive@crate::DeviceRepr`]).
@@ -40,7 +41,7 @@
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be copied to or from the GPU",
     label = "`{Self}` is not a `DeviceRepr` element type",
-    note = "device memory holds plain numbers (u8..u128, i8..i128, usize, isize, f32, f64), arrays of them, and `#[repr(C)]` structs of them that `#[derive(DeviceRepr)]`: types whose every bit pattern is valid"
+    note = "device memory holds plain numbers (u8..u128, i8..i128, usize, isize, f32, f64, half's f16 and bf16), arrays of them, and `#[repr(C)]` structs of them that `#[derive(DeviceRepr)]`: types whose every bit pattern is valid"
 )]
 pub unsafe trait DeviceRepr: Copy + Send + Sync + 'static {}
 
@@ -52,6 +53,15 @@ macro_rules! device_repr {
     )*};
 }
 device_repr!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
+
+// SAFETY: `half::f16` and `half::bf16` are `#[repr(transparent)]` wrappers of a `u16`
+// (the IEEE 754 binary16 and bfloat16 bits): no padding, no pointers, no interior
+// mutability, and every bit pattern is a valid value (NaNs included).
+#[cfg(feature = "half")]
+unsafe impl DeviceRepr for half::f16 {}
+// SAFETY: as `f16` above.
+#[cfg(feature = "half")]
+unsafe impl DeviceRepr for half::bf16 {}
 
 // SAFETY: an array is its elements laid out one after another, each at a multiple of
 // `size_of::<T>()` (which is a multiple of `T`'s alignment): no padding between or after

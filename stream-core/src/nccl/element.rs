@@ -6,10 +6,11 @@ use crate::memory::DeviceRepr;
 use crate::sealed;
 
 /// An element type NCCL moves and reduces: `f32`, `f64`, `i8`, `u8`, `i32`, `u32`,
-/// `i64`, `u64`. Sealed: NCCL knows only its own types.
+/// `i64`, `u64`, and with the `half` feature (on by default) `half::f16` and
+/// `half::bf16`. Sealed: NCCL knows only its own types.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an element type NCCL can move or reduce",
-    note = "NCCL collectives take f32, f64, i8, u8, i32, u32, i64 or u64 elements"
+    note = "NCCL collectives take f32, f64, f16, bf16, i8, u8, i32, u32, i64 or u64 elements"
 )]
 pub trait NcclElement: DeviceRepr + sealed::NcclType {
     /// NCCL's name for the type.
@@ -35,6 +36,8 @@ nccl_element!(
     i64 => ncclInt64,
     u64 => ncclUint64,
 );
+#[cfg(feature = "half")]
+nccl_element!(half::f16 => ncclFloat16, half::bf16 => ncclBfloat16);
 
 /// A reduction that elements of type `T` admit. Sealed.
 ///
@@ -97,5 +100,13 @@ impl ReduceOp<f32> for Avg {
     const OP: RedOp = RedOp::ncclAvg;
 }
 impl ReduceOp<f64> for Avg {
+    const OP: RedOp = RedOp::ncclAvg;
+}
+#[cfg(feature = "half")]
+impl ReduceOp<half::f16> for Avg {
+    const OP: RedOp = RedOp::ncclAvg;
+}
+#[cfg(feature = "half")]
+impl ReduceOp<half::bf16> for Avg {
     const OP: RedOp = RedOp::ncclAvg;
 }
