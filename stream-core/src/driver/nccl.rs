@@ -283,6 +283,13 @@ impl RawComm {
         &self.control.context
     }
 
+    /// `true` when the communicator was made in `stream`'s context (so on its device:
+    /// one primary context per device at a time, which both hold alive).
+    #[inline(always)]
+    pub(crate) fn is_of(&self, stream: &RawStream) -> bool {
+        Arc::ptr_eq(self.context(), stream.context())
+    }
+
     /// The handle, for the collectives below.
     #[inline(always)]
     fn raw(&self) -> sys::ncclComm_t {
@@ -316,20 +323,12 @@ fn nccl_stream(stream: &RawStream) -> sys::cudaStream_t {
 /// A device address, as the driver's `CUdeviceptr`.
 pub(crate) type DevicePtr = cudarc::driver::sys::CUdeviceptr;
 
-/// `Err` unless `comm` was made in `stream`'s context and has not been aborted (NCCL
-/// frees an aborted communicator: this is the check that keeps it from being used).
-/// NCCL's own error state is the caller's to ask (`nccl/` does on the first call and
-/// every 64th); a call on a communicator in that state fails in NCCL, it does not
-/// misbehave.
+/// `Err` once `comm` has been aborted (NCCL frees an aborted communicator: this is the
+/// check that keeps it from being used). NCCL's own error state is the caller's to ask
+/// (`nccl/` does on the first call and every 64th); a call on a communicator in that
+/// state fails in NCCL, it does not misbehave.
 #[inline(always)]
-fn check_usable(comm: &RawComm, stream: &RawStream) -> Result<()> {
-    if !Arc::ptr_eq(comm.context(), stream.context()) {
-        return Err(nccl_error(
-            "a collective on a stream of another device",
-            sys::ncclResult_t::ncclInvalidArgument,
-            None,
-        ));
-    }
+fn check_usable(comm: &RawComm) -> Result<()> {
     if comm.control.is_aborted() {
         return Err(aborted());
     }
@@ -401,6 +400,7 @@ impl Collective {
 ///   other work writes `send` or touches `recv` meanwhile; they are the same address
 ///   (in place) or do not overlap.
 /// * Every bit pattern of `datatype` is a valid value of the type `recv` holds.
+/// * `comm` was made in `stream`'s context ([`RawComm::is_of`]).
 /// * Outside a group, the call is enqueued on `stream` when it returns; inside one
 ///   (between [`group_start`] and [`group_end`]), at `group_end`, so the memory stays
 ///   allocated and untouched until after that and until the operation has completed.
@@ -417,12 +417,12 @@ pub(crate) unsafe fn enqueue(
     comm: &RawComm,
     stream: &RawStream,
 ) -> Result<()> {
-    check_usable(comm, stream)?;
+    check_usable(comm)?;
     let (send, recv) = (send as *const c_void, recv as *mut c_void);
     let (raw, on) = (comm.raw(), nccl_stream(stream));
     let (call, status) = match collective {
-        // SAFETY: this function's contract; `comm` is live and of the stream's context
-        // (checked above), the stream is live (borrowed).
+        // SAFETY: this function's contract (`comm` is of the stream's context); `comm` is
+        // live (not aborted: checked above), the stream is live (borrowed).
         Collective::AllReduce(op) => ("ncclAllReduce", unsafe {
             result::all_reduce(send, recv, count, datatype, op, raw, on)
         }),

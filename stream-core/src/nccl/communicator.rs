@@ -11,7 +11,7 @@ use super::UniqueId;
 use crate::device::Device;
 use crate::driver::nccl::{CommControl, RawComm};
 use crate::error::{Error, Result};
-use crate::scope::StreamWatch;
+use crate::scope::{StreamWatch, Watch};
 
 /// How long a scope waits for a collective before it aborts the communicator, unless
 /// [`Communicator::set_timeout`] or `STREAM_CORE_NCCL_TIMEOUT_S` says otherwise: ten
@@ -39,7 +39,7 @@ pub struct Communicator {
     size: usize,
     watch: Arc<CommWatch>,
     /// The same watch, as the scopes keep it (made once, not per collective).
-    scope_watch: Arc<dyn StreamWatch>,
+    scope_watch: Watch,
     /// Made with its siblings by [`for_devices`](Self::for_devices): one thread drives
     /// them all, so their collectives must be grouped (see `collective.rs`).
     grouped_only: bool,
@@ -117,7 +117,7 @@ impl Communicator {
             device: device.clone(),
             rank,
             size,
-            scope_watch: Arc::clone(&watch) as Arc<dyn StreamWatch>,
+            scope_watch: Watch::new(Arc::clone(&watch) as Arc<dyn StreamWatch>),
             watch,
             grouped_only,
             unasked: AtomicU32::new(ASK_NCCL_EVERY),
@@ -198,7 +198,7 @@ impl Communicator {
 
     /// The watch a scope registers when it issues a collective through this.
     #[inline]
-    pub(crate) fn watch(&self) -> &Arc<dyn StreamWatch> {
+    pub(crate) fn watch(&self) -> &Watch {
         &self.scope_watch
     }
 

@@ -59,7 +59,9 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
     if group.is_none() && (group::is_open() || comm.grouped_only()) {
         return Err(refused_outside_a_group());
     }
-    s.stream.device.ensure_same_device(comm.device())?;
+    if !comm.raw().is_of(&s.stream.raw) {
+        return Err(of_another_device(s, comm));
+    }
     comm.check_before_issue()?;
     let size = comm.size();
     let (send, recv, count) = operands(&request, comm.rank(), size)?;
@@ -72,8 +74,9 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
         return Ok(());
     }
     s.outstanding.watch(comm.watch());
-    // SAFETY: `send` and `recv` are the operands' memory, branded `'s` (so device memory
-    // of this scope's device, valid on its stream, which `comm` shares: checked above) and
+    // SAFETY: `comm` was made in the context of the scope's stream (checked above).
+    // `send` and `recv` are the operands' memory, branded `'s` (so device memory of this
+    // scope's device, valid on its stream, which `comm` shares: checked above) and
     // borrowed for `'a` (shared where only read, exclusively where written, so no other
     // argument aliases a written one except NCCL's own in-place forms, which `operands`
     // builds as NCCL defines them). `operands` checked each holds exactly the elements
@@ -113,6 +116,15 @@ fn refused_outside_a_group() -> Error {
              issue one per device inside nccl::group, or make one communicator per thread \
              with UniqueId and Communicator::join"
         },
+    }
+}
+
+/// [`Error::DeviceMismatch`] for a communicator of another device than the scope's.
+#[cold]
+fn of_another_device(s: &Scope<'_, '_>, comm: &Communicator) -> Error {
+    Error::DeviceMismatch {
+        memory: comm.device().ordinal(),
+        stream: s.stream.device.ordinal(),
     }
 }
 

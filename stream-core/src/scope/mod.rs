@@ -30,7 +30,7 @@ mod transfer;
 
 pub use launch::{arg, launch};
 pub use lend::Lend;
-pub(crate) use outstanding::{Outstanding, StreamWatch};
+pub(crate) use outstanding::{Outstanding, StreamWatch, Watch};
 pub use pending::Pending;
 
 use std::cell::Cell;

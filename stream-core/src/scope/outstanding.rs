@@ -28,6 +28,20 @@ pub(crate) trait StreamWatch: Send + Sync {
     fn check(&self, waited: Duration) -> Result<()>;
 }
 
+/// A [`StreamWatch`] as a scope keeps it, with the address that identifies it computed
+/// once (a collective notes its communicator's watch on every call).
+pub(crate) struct Watch {
+    watch: Arc<dyn StreamWatch>,
+    address: usize,
+}
+
+impl Watch {
+    pub(crate) fn new(watch: Arc<dyn StreamWatch>) -> Self {
+        let address = Arc::as_ptr(&watch).cast::<()>() as usize;
+        Watch { watch, address }
+    }
+}
+
 /// The staged downloads and watches of a scope and its forks, which the scope waits for
 /// and consults at its end (in its own frame, on return and on unwind). Lives in
 /// `scope`'s frame and is only used from the scope's thread (a `Scope` is neither `Send`
@@ -58,20 +72,19 @@ impl Outstanding {
 
     /// Notes `watch` (once per watch: the same `Arc` again is not added twice).
     #[inline]
-    pub(crate) fn watch(&self, watch: &Arc<dyn StreamWatch>) {
-        let address = Arc::as_ptr(watch).cast::<()>() as usize;
-        if self.last_watch.load(Ordering::Relaxed) == address {
+    pub(crate) fn watch(&self, watch: &Watch) {
+        if self.last_watch.load(Ordering::Relaxed) == watch.address {
             return;
         }
         self.add_watch(watch);
-        self.last_watch.store(address, Ordering::Relaxed);
+        self.last_watch.store(watch.address, Ordering::Relaxed);
     }
 
     #[cold]
-    fn add_watch(&self, watch: &Arc<dyn StreamWatch>) {
+    fn add_watch(&self, watch: &Watch) {
         let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
-        if !watches.iter().any(|w| Arc::ptr_eq(w, watch)) {
-            watches.push(Arc::clone(watch));
+        if !watches.iter().any(|w| Arc::ptr_eq(w, &watch.watch)) {
+            watches.push(Arc::clone(&watch.watch));
         }
         self.watched.store(true, Ordering::Relaxed);
     }
