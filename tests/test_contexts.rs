@@ -13,6 +13,7 @@
 //!   the binary says so on stderr when they are left out.
 
 use cudarc::driver::{result, sys};
+use gpu_tests::cudarc_side::create_context;
 use gpu_tests::{
     check_eq, device, ensure, gpu_status, spin, Failed, GpuStatus, Rng, Test, TestFn, TestResult,
 };
@@ -73,12 +74,7 @@ struct ForeignContext(sys::CUcontext);
 
 impl ForeignContext {
     fn new(ordinal: usize) -> Result<Self, Failed> {
-        let device = result::device::get(ordinal as i32)
-            .map_err(|e| Failed::from(format!("cuDeviceGet: {e:?}")))?;
-        // SAFETY: `device` came from `cuDeviceGet`; a null parameter pointer asks for the
-        // default context (no CiG parameters).
-        let ctx = unsafe { result::ctx::create_v4(std::ptr::null_mut(), 0, device) }
-            .map_err(|e| Failed::from(format!("cuCtxCreate: {e:?}")))?;
+        let (ctx, _) = create_context(ordinal)?;
         let made = ForeignContext(ctx);
         // `cuCtxCreate` pushed the new context: take it off this thread's stack again.
         made.pop()?;

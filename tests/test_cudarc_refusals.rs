@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext};
-use gpu_tests::cudarc_side::{converted, cudarc, cudarc_context, serial};
+use gpu_tests::cudarc_side::{converted, create_context, cudarc, cudarc_context, serial};
 use gpu_tests::{check_eq, ensure, expect_err, poisoned, round_trip_in, Failed, Rng, TestResult};
 use stream_core::{scope, Device, DeviceVec, Error, Stream};
 
@@ -111,9 +111,12 @@ fn conversions_that_cannot_work_are_refused_and_give_the_slice_back() -> TestRes
     )?;
 
     // A non-primary context, its streams and slices.
+    let (raw_other, cu_device) = create_context(0)?;
     let other = cudarc(
-        "CudaContext::new_non_primary",
-        CudaContext::new_non_primary(0, 0),
+        "CudaContext::from_raw_context",
+        // SAFETY: `raw_other` is a context just made for `cu_device` (device 0), whose
+        // ownership passes to cudarc here: nothing else destroys it.
+        unsafe { CudaContext::from_raw_context(0, cu_device, raw_other) },
     )?;
     let err = expect_err(
         "Device::from_cudarc(non-primary)",

@@ -457,6 +457,7 @@ fn the_folder_check_tells_code_from_doc_links() {
 /// the files below it (see "Layers" in `stream-core/src/lib.rs`), so the driver layer
 /// has no import circle. `mod.rs` declares them all and uses none.
 const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
+    ("versions", &[]),
     ("device", &[]),
     ("context", &["device"]),
     ("stream", &["context"]),
@@ -466,12 +467,12 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ("cudarc_bridge", &["event", "stream", "context"]),
     ("host_func", &["stream"]),
     ("pinned", &["context"]),
-    ("pool", &["stream", "device"]),
-    ("managed", &["stream", "context", "device"]),
-    ("module", &["context", "device"]),
+    ("pool", &["stream", "device", "versions"]),
+    ("managed", &["stream", "context", "device", "versions"]),
+    ("module", &["context", "device", "versions"]),
     ("nvrtc", &["module"]),
     ("launch", &["module", "stream"]),
-    ("graph", &["launch", "module", "stream", "context"]),
+    ("graph", &["launch", "module", "stream", "context", "versions"]),
     ("nccl", &["stream", "context"]),
 ];
 

@@ -81,13 +81,3 @@ impl DeviceId {
         Ok(can != 0)
     }
 }
-
-/// The driver's CUDA version, e.g. `13000` for CUDA 13.0.
-pub(crate) fn driver_version() -> Result<i32> {
-    let mut version = 0;
-    // SAFETY: `version` is a live `int` the driver writes once.
-    unsafe { sys::cuDriverGetVersion(&raw mut version) }
-        .result()
-        .call("cuDriverGetVersion")?;
-    Ok(version)
-}

@@ -69,25 +69,8 @@ pub(crate) fn end_capture(stream: &RawStream) -> Result<Option<RawGraph>> {
 /// exactly one: right after a kernel launch, that kernel's node. `Ok(None)` when the
 /// stream depends on several nodes or none.
 pub(crate) fn last_captured_node(stream: &RawStream) -> Result<Option<NodeHandle>> {
-    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-    let mut dependencies: *const sys::CUgraphNode = std::ptr::null();
-    let mut count: usize = 0;
-    // SAFETY: `stream` is a live stream; the call writes the status, a pointer to the
-    // driver's own array of dependencies and its length into the three live locals (the
-    // optional outputs it is not given are null).
-    unsafe {
-        sys::cuStreamGetCaptureInfo_v3(
-            stream.raw(),
-            &raw mut status,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            &raw mut dependencies,
-            std::ptr::null_mut(),
-            &raw mut count,
-        )
-    }
-    .result()
-    .call("cuStreamGetCaptureInfo")?;
+    // SAFETY: `stream` is a live stream (borrowed).
+    let (status, dependencies, count) = unsafe { super::versions::capture_info(stream.raw()) }?;
     if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
         || count != 1
         || dependencies.is_null()

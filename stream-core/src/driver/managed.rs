@@ -6,13 +6,14 @@
 //! CUDA 13 takes locations as a `CUmemLocation` struct (a device, or the host) where
 //! earlier versions took a device ordinal with `-1` for the CPU: `cuMemPrefetchAsync` and
 //! `cuMemAdvise` are the `_v2` entry points of CUDA 12.2, which CUDA 13's header maps the
-//! plain names to.
+//! plain names to, and which every binding from 12.2 on has.
 
 use cudarc::driver::sys;
 
 use super::context::Bound;
 use super::device::DeviceId;
 use super::stream::RawStream;
+use super::versions::mem_location;
 use crate::error::{is_out_of_memory, DriverResultExt, Error, Result};
 
 /// Where managed memory can live or be accessed from: one GPU, or the host.
@@ -28,14 +29,11 @@ impl Location {
     /// The CUDA 13 location struct (`id` is ignored by the driver for the host).
     fn raw(self) -> sys::CUmemLocation {
         match self {
-            Location::Device(device) => sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                id: device.raw(),
-            },
-            Location::Host => sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
-                id: 0,
-            },
+            Location::Device(device) => mem_location(
+                sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                device.raw(),
+            ),
+            Location::Host => mem_location(sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, 0),
         }
     }
 }

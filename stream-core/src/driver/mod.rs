@@ -24,6 +24,11 @@
 //!   layer, prove what only they can know: that the memory is valid and no DMA or kernel
 //!   still uses it.
 //!
+//! Any CUDA binding from 12.2 on builds it (the program picks cudarc's version feature),
+//! and it runs on any driver from 12.2 on: the few entry points or types whose bindings
+//! differ between versions go through [`versions`], which calls them by the names and C
+//! signatures such drivers export.
+//!
 //! Nothing above this folder names `cudarc::driver::result`, `cudarc::driver::sys`
 //! functions or `cudarc::nvrtc`; the handle *types* of `sys` (`CUstream`, `CUdeviceptr`,
 //! ...) appear above it as plain values.
@@ -44,3 +49,4 @@ pub(crate) mod pinned;
 pub(crate) mod pool;
 pub(crate) mod stream;
 pub(crate) mod stream_scratch;
+pub(crate) mod versions;

@@ -5,7 +5,6 @@ use std::ffi::{CStr, CString};
 use cudarc::driver::{result, sys};
 
 use super::context::Bound;
-use super::device::driver_version;
 use crate::error::{DriverResultExt, Error, Result};
 
 /// Code the driver can load: a CUBIN that NVRTC produced (see
@@ -151,27 +150,8 @@ impl Module {
     /// module on a device. Drivers older than CUDA 12.4 (without `cuFuncLoad`) keep their
     /// default.
     fn load_every_function(&self) -> Result<()> {
-        const FUNC_LOAD_SINCE: i32 = 12040;
-        if driver_version()? < FUNC_LOAD_SINCE {
-            return Ok(());
-        }
-        let mut count: std::ffi::c_uint = 0;
-        // SAFETY: the module is loaded; `count` is a live out-pointer.
-        unsafe { sys::cuModuleGetFunctionCount(&raw mut count, self.0) }
-            .result()
-            .call("cuModuleGetFunctionCount")?;
-        let mut functions: Vec<sys::CUfunction> = vec![std::ptr::null_mut(); count as usize];
-        // SAFETY: `functions` has room for exactly `count` handles.
-        unsafe { sys::cuModuleEnumerateFunctions(functions.as_mut_ptr(), count, self.0) }
-            .result()
-            .call("cuModuleEnumerateFunctions")?;
-        for function in functions {
-            // SAFETY: `function` belongs to this loaded module.
-            unsafe { sys::cuFuncLoad(function) }
-                .result()
-                .call("cuFuncLoad")?;
-        }
-        Ok(())
+        // SAFETY: the module is loaded, into the context its loader bound.
+        unsafe { super::versions::load_every_function(self.0) }.map(drop)
     }
 
     /// Unloads the module (`cuModuleUnload`, which waits for the device).

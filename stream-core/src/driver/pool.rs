@@ -111,10 +111,10 @@ impl MemPool {
     /// nothing; the driver refuses an accessor that cannot reach the pool's device.
     pub(crate) fn grant_access(self, accessor: DeviceId) -> Result<()> {
         let desc = sys::CUmemAccessDesc {
-            location: sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                id: accessor.raw(),
-            },
+            location: super::versions::mem_location(
+                sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                accessor.raw(),
+            ),
             flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
         };
         // SAFETY: a live pool (never destroyed); `desc` is one initialised descriptor,
