@@ -1,6 +1,7 @@
 //! SGEMM of the `kernels` crate on a real GPU (`kernels/src/sgemm.rs`, `cublas.rs`),
 //! both from the tiled kernel (`kernels::sgemm_tiled`) and from cuBLAS
-//! (`Cublas::sgemm`), with their refusal of operands of the wrong size. How `Cublas`
+//! (`Cublas::sgemm`), with their refusal of operands of the wrong size; and cuBLAS's
+//! half-precision GEMM (`Cublas::gemm`, `f16` and `bf16` with `f32` accumulation). How `Cublas`
 //! handles share streams is in `test_cublas`; the transpose kernel in `test_transpose`.
 //!
 //! Every test draws fresh non-zero random inputs, poisons its outputs before the GPU
@@ -15,7 +16,7 @@ use gpu_tests::{
     check_close, check_eq, device, ensure, expect_err, gemm_reference, poisoned, signed, stream,
     Element, Failed, Real, Rng, TestResult,
 };
-use kernels::Cublas;
+use kernels::{Cublas, HalfGemm};
 use stream_core::{scope, DeviceMemory, DeviceMemoryMut, Error, Scope};
 
 gpu_tests::test_main! {
@@ -27,6 +28,8 @@ gpu_tests::test_main! {
         sgemm_tiled_with_more_row_tiles_than_a_grid_holds_computes_every_row,
         cublas_sgemm_with_k_zero_scales_c_by_beta,
         sgemm_with_wrong_sizes_is_shape_mismatch_naming_the_operand,
+        cublas_gemm_f16_matches_the_f32_reference = cublas_half_gemm_matches_the_f32_reference::<half::f16>,
+        cublas_gemm_bf16_matches_the_f32_reference = cublas_half_gemm_matches_the_f32_reference::<half::bf16>,
     ],
     host: [
         gemm_reference_matches_a_plain_triple_loop,
@@ -126,6 +129,61 @@ fn sgemm_matches_the_reference(which: Gemm) -> TestResult {
                     };
                     let bound = (k + 3) as f64 * f32::U * (alpha.abs() * abs[i] + bc.abs());
                     (alpha * ab[i] + bc, bound)
+                },
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `Cublas::gemm` on `f16` or `bf16` matrices, accumulated in `f32`, against the `f64`
+/// product of the same (exactly converted) values. Stated tolerance: the `f32`
+/// accumulation's bound, doubled for tensor cores that may not round to nearest inside a
+/// dot product, `2 (k + 3) u32 (|alpha| |A||B| + |beta c|)`, plus the one rounding of the
+/// result to `T`, `u_T |alpha AB + beta c|`.
+fn cublas_half_gemm_matches_the_f32_reference<T: Real + HalfGemm>() -> TestResult {
+    let stream = stream()?;
+    let mut blas = Cublas::new(&device()?)?;
+    let mut rng = Rng::new();
+    let wide = |v: &[T]| v.iter().map(|x| x.to_f64() as f32).collect::<Vec<f32>>();
+    for (m, n, k) in GEMM_SHAPES {
+        let a: Vec<T> = signed(&mut rng, m * k);
+        let b: Vec<T> = signed(&mut rng, k * n);
+        let (ab, abs) = gemm_reference((m, n, k), &wide(&a), &wide(&b));
+        let alpha = signed::<f32>(&mut rng, 1)[0];
+        for beta in [0.0f32, 0.5] {
+            let c: Vec<T> = if beta == 0.0 {
+                poisoned(m * n)
+            } else {
+                signed(&mut rng, m * n)
+            };
+            let mut out = poisoned::<T>(m * n);
+            scope(&stream, |s| -> TestResult {
+                let (da, db) = (s.upload(&a)?, s.upload(&b)?);
+                let mut dc = s.upload(&c)?;
+                blas.gemm(
+                    s, m as u32, n as u32, k as u32, alpha, &da, &db, beta, &mut dc,
+                )?;
+                let _download = s.copy_to_host(&dc, &mut out)?;
+                Ok(())
+            })?;
+            let (alpha, beta) = (f64::from(alpha), f64::from(beta));
+            check_close(
+                &format!(
+                    "Cublas::gemm::<{}> {m}x{n}x{k}, alpha {alpha}, beta {beta}",
+                    T::NAME
+                ),
+                &out,
+                |i| {
+                    let bc = if beta == 0.0 {
+                        0.0
+                    } else {
+                        beta * c[i].to_f64()
+                    };
+                    let exact = alpha * ab[i] + bc;
+                    let accumulated =
+                        2.0 * (k + 3) as f64 * f32::U * (alpha.abs() * abs[i] + bc.abs());
+                    (exact, accumulated + T::U * exact.abs())
                 },
             )?;
         }

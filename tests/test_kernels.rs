@@ -24,6 +24,7 @@ use gpu_tests::{
     accurate_sum, check_close, check_eq, check_error, ensure, expect_err, poisoned, signed, stream,
     summation_height, Element, Real, Rng, TestResult,
 };
+use half::{bf16, f16};
 use kernels::Float;
 use stream_core::{scope, DeviceBuffer, Error, Scope};
 
@@ -32,15 +33,25 @@ gpu_tests::test_main! {
         fill_sets_every_element_f32 = fill_sets_every_element::<f32>,
         fill_sets_every_element_f64 = fill_sets_every_element::<f64>,
         fill_sets_every_element_u32 = fill_sets_every_element::<u32>,
+        fill_sets_every_element_f16 = fill_sets_every_element::<f16>,
+        fill_sets_every_element_bf16 = fill_sets_every_element::<bf16>,
         scale_is_exactly_the_rounded_product_f32 = scale_is_exactly_the_rounded_product::<f32>,
         scale_is_exactly_the_rounded_product_f64 = scale_is_exactly_the_rounded_product::<f64>,
+        scale_is_exactly_the_rounded_product_f16 = scale_is_exactly_the_rounded_product::<f16>,
+        scale_is_exactly_the_rounded_product_bf16 = scale_is_exactly_the_rounded_product::<bf16>,
         axpy_is_within_two_roundings_f32 = axpy_is_within_two_roundings::<f32>,
         axpy_is_within_two_roundings_f64 = axpy_is_within_two_roundings::<f64>,
+        axpy_is_within_two_roundings_f16 = axpy_is_within_two_roundings::<f16>,
+        axpy_is_within_two_roundings_bf16 = axpy_is_within_two_roundings::<bf16>,
         axpy_on_sub_range_views_leaves_neighbours_untouched,
         reduce_sum_is_within_its_bound_and_bit_reproducible_f32 = reduce_sum_is_within_its_bound_and_bit_reproducible::<f32>,
         reduce_sum_is_within_its_bound_and_bit_reproducible_f64 = reduce_sum_is_within_its_bound_and_bit_reproducible::<f64>,
+        reduce_sum_is_within_its_bound_and_bit_reproducible_f16 = reduce_sum_is_within_its_bound_and_bit_reproducible::<f16>,
+        reduce_sum_is_within_its_bound_and_bit_reproducible_bf16 = reduce_sum_is_within_its_bound_and_bit_reproducible::<bf16>,
         dot_is_within_its_bound_and_bit_reproducible_f32 = dot_is_within_its_bound_and_bit_reproducible::<f32>,
         dot_is_within_its_bound_and_bit_reproducible_f64 = dot_is_within_its_bound_and_bit_reproducible::<f64>,
+        dot_is_within_its_bound_and_bit_reproducible_f16 = dot_is_within_its_bound_and_bit_reproducible::<f16>,
+        dot_is_within_its_bound_and_bit_reproducible_bf16 = dot_is_within_its_bound_and_bit_reproducible::<bf16>,
         axpy_scale_and_dot_with_mismatched_lengths_are_length_mismatch_and_write_nothing,
         reduce_sum_and_dot_into_out_of_wrong_length_are_length_mismatch,
         copy_after_a_spinning_kernel_sees_its_write,
@@ -77,7 +88,9 @@ fn fill_sets_every_element<T: Element + kernels::Element>() -> TestResult {
 
 /// `scale` is one correctly rounded multiplication per element, so the GPU must match
 /// `(a * x) as T` computed in `f64` bit for bit (for `f32` the product of two `f32` is
-/// exact in `f64`, and rounding it to `f32` is the single rounding the GPU does).
+/// exact in `f64`, and rounding it to `f32` is the single rounding the GPU does; for
+/// `f16` and `bf16` the GPU's `f32` product is exact too, and rounding it is the one
+/// rounding).
 fn scale_is_exactly_the_rounded_product<T: Real>() -> TestResult {
     let stream = stream()?;
     let mut rng = Rng::new();
@@ -181,14 +194,20 @@ fn axpy_on_sub_range_views_leaves_neighbours_untouched() -> TestResult {
 /// `n`, `h = 85`: about `5.1e-6 * sum |x|` for `f32` (below the `1e-5` one would guess)
 /// and `1e-14 * sum |x|` for `f64`. Sums of 0 and 1 terms are exact. Running it twice in
 /// one scope and once on another stream gives the same bits.
-fn reduce_sum_is_within_its_bound_and_bit_reproducible<T: Real>() -> TestResult {
+fn reduce_sum_is_within_its_bound_and_bit_reproducible<T: Real>() -> TestResult
+where
+    T::Accumulator: Real,
+{
     reduction_is_within_its_bound_and_bit_reproducible::<T>(false)
 }
 
 /// `dot` of `n` pairs: as `reduce_sum` with one more rounding per term (the product, or
 /// none with a fused multiply-add) and one in the reference's products (`f64` only;
 /// products of `f32` are exact in `f64`): `|got - dot| <= (h + 3) u sum |x y|`.
-fn dot_is_within_its_bound_and_bit_reproducible<T: Real>() -> TestResult {
+fn dot_is_within_its_bound_and_bit_reproducible<T: Real>() -> TestResult
+where
+    T::Accumulator: Real,
+{
     reduction_is_within_its_bound_and_bit_reproducible::<T>(true)
 }
 
@@ -198,7 +217,7 @@ fn reduce<'s, T: Float>(
     s: &'s Scope<'s, '_>,
     x: &DeviceBuffer<'s, T>,
     y: &DeviceBuffer<'s, T>,
-    out: &mut DeviceBuffer<'s, T>,
+    out: &mut DeviceBuffer<'s, T::Accumulator>,
 ) -> stream_core::Result<()> {
     if dot {
         kernels::dot(s, x, y, out)
@@ -207,7 +226,13 @@ fn reduce<'s, T: Float>(
     }
 }
 
-fn reduction_is_within_its_bound_and_bit_reproducible<T: Real>(dot: bool) -> TestResult {
+/// The reduction's result is of `T`'s accumulator (`f32` for `f16` and `bf16`), whose
+/// rounding the bound counts: the inputs are exact in it, and so are the products of
+/// two of them.
+fn reduction_is_within_its_bound_and_bit_reproducible<T: Real>(dot: bool) -> TestResult
+where
+    T::Accumulator: Real,
+{
     let first = stream()?;
     let second = first.device().new_stream()?;
     let mut rng = Rng::new();
@@ -227,15 +252,16 @@ fn reduction_is_within_its_bound_and_bit_reproducible<T: Real>(dot: bool) -> Tes
         let exact = accurate_sum(terms());
         let magnitude: f64 = terms().map(f64::abs).sum();
         let roundings = summation_height(n) + if dot { 3 } else { 2 };
-        let tolerance = roundings as f64 * T::U * magnitude * 1.01;
+        let tolerance = roundings as f64 * <T::Accumulator as Real>::U * magnitude * 1.01;
 
-        let (mut once, mut twice, mut elsewhere) = ([T::POISON], [T::POISON], [T::POISON]);
+        let poison = <T::Accumulator as Element>::POISON;
+        let (mut once, mut twice, mut elsewhere) = ([poison], [poison], [poison]);
         scope(&first, |s| -> TestResult {
             let (dx, dy) = (s.upload(&x)?, s.upload(&y)?);
-            let mut a = s.alloc::<T>(1)?;
-            let mut b = s.alloc::<T>(1)?;
-            s.fill(&mut a, T::POISON)?;
-            s.fill(&mut b, T::POISON)?;
+            let mut a = s.alloc::<T::Accumulator>(1)?;
+            let mut b = s.alloc::<T::Accumulator>(1)?;
+            s.fill(&mut a, poison)?;
+            s.fill(&mut b, poison)?;
             reduce(dot, s, &dx, &dy, &mut a)?;
             reduce(dot, s, &dx, &dy, &mut b)?;
             let _a = s.copy_to_host(&a, &mut once)?;
@@ -244,8 +270,8 @@ fn reduction_is_within_its_bound_and_bit_reproducible<T: Real>(dot: bool) -> Tes
         })?;
         scope(&second, |s| -> TestResult {
             let (dx, dy) = (s.upload(&x)?, s.upload(&y)?);
-            let mut c = s.alloc::<T>(1)?;
-            s.fill(&mut c, T::POISON)?;
+            let mut c = s.alloc::<T::Accumulator>(1)?;
+            s.fill(&mut c, poison)?;
             reduce(dot, s, &dx, &dy, &mut c)?;
             let _c = s.copy_to_host(&c, &mut elsewhere)?;
             Ok(())
@@ -253,9 +279,9 @@ fn reduction_is_within_its_bound_and_bit_reproducible<T: Real>(dot: bool) -> Tes
         let what = format!("kernels::{name} of {n} {}", T::NAME);
         if n <= 1 {
             // At most one rounding (of the one product): 0, or one term plus zeros.
-            let rounded = T::from_f64(exact);
+            let rounded = <T::Accumulator as Real>::from_f64(exact);
             ensure!(
-                T::same(once[0], rounded),
+                <T::Accumulator as Element>::same(once[0], rounded),
                 "{what}: got {}, expected exactly {}",
                 once[0].describe(),
                 rounded.describe()

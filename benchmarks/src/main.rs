@@ -29,6 +29,7 @@ mod cuda;
 mod env;
 mod error;
 mod graphs;
+mod half_gemm;
 mod json;
 mod launch;
 mod managed;
@@ -58,7 +59,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 11] = [
+const CASES: [Case; 12] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -114,6 +115,11 @@ const CASES: [Case; 11] = [
         name: "nccl",
         what: "11. NCCL all_reduce bus bandwidth 8 B to 1 GiB over every GPU (at most two), and the enqueue cost of one small collective: ours vs raw NCCL calls (host time)",
         run: nccl::run,
+    },
+    Case {
+        name: "hgemm",
+        what: "12. cuBLAS bf16 and f16 GEMM TFLOP/s with f32 accumulation, 4096^3 and 8192^3 (GPU time): ours vs raw cublasGemmEx",
+        run: half_gemm::run,
     },
 ];
 

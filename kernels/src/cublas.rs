@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use cudarc::cublas::{result as blas, sys as blas_sys};
 use cudarc::driver::sys;
 use stream_core::interop::{self, device_ptr, device_ptr_mut, raw_stream_of};
-use stream_core::{DeviceMemory, DeviceMemoryMut, Enqueue, Error, Result};
+use stream_core::{DeviceMemory, DeviceMemoryMut, DeviceRepr, Enqueue, Error, Result};
 
 /// The workspace cuBLAS asks for: 32 MiB on Hopper and later, 4 MiB before (the
 /// cuBLAS documentation of `cublasSetWorkspace`).
@@ -158,34 +158,152 @@ impl Cublas {
         beta: f32,
         c: &mut impl DeviceMemoryMut<'s, f32>,
     ) -> Result<()> {
-        crate::sgemm::check_shapes(
-            [
-                "cublas sgemm: a (m * k)",
-                "cublas sgemm: b (k * n)",
-                "cublas sgemm: c (m * n)",
-            ],
-            m,
-            n,
-            k,
-            a.len(),
-            b.len(),
-            c.len(),
-        )?;
+        let names = [
+            "cublas sgemm: a (m * k)",
+            "cublas sgemm: b (k * n)",
+            "cublas sgemm: c (m * n)",
+        ];
+        let (lens, operands) = (
+            [a.len(), b.len(), c.len()],
+            [device_ptr(a), device_ptr(b), device_ptr_mut(c)],
+        );
+        self.run(
+            "cublasSgemm",
+            names,
+            (m, n, k),
+            lens,
+            operands,
+            s,
+            |handle, [a, b, c], (m, n, k)| {
+                // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
+                // SAFETY: `a`, `b`, `c` are device memory of the scope holding exactly k*m,
+                // n*k and n*m floats (checked by `run`), borrowed for the call (`c` mutably,
+                // so it aliases neither input) and freed, if at all, stream-ordered after
+                // this call; `alpha` and `beta` are host scalars alive for the call, read
+                // before it returns (the handle's default host pointer mode); `run` bound
+                // the handle to the scope's stream and a workspace of this call's alone.
+                unsafe {
+                    blas::sgemm(
+                        handle,
+                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                        n,
+                        m,
+                        k,
+                        &alpha,
+                        b as *const f32,
+                        n,
+                        a as *const f32,
+                        k.max(1), // cuBLAS needs a leading dimension >= 1 even when k == 0
+                        &beta,
+                        c as *mut f32,
+                        n,
+                    )
+                }
+            },
+        )
+    }
+
+    /// [`sgemm`](Self::sgemm) for half-precision matrices (`half::f16` or `half::bf16`),
+    /// accumulated in `f32` (`cublasGemmEx`, `CUBLAS_COMPUTE_32F`): `alpha` and `beta`
+    /// are `f32`, and each element of `c` is rounded once, from the `f32` result.
+    #[allow(clippy::too_many_arguments)] // the BLAS signature, unchanged
+    pub fn gemm<'s, T: HalfGemm>(
+        &mut self,
+        s: &'s impl Enqueue<'s>,
+        m: u32,
+        n: u32,
+        k: u32,
+        alpha: f32,
+        a: &impl DeviceMemory<'s, T>,
+        b: &impl DeviceMemory<'s, T>,
+        beta: f32,
+        c: &mut impl DeviceMemoryMut<'s, T>,
+    ) -> Result<()> {
+        let names = [
+            "cublas gemm: a (m * k)",
+            "cublas gemm: b (k * n)",
+            "cublas gemm: c (m * n)",
+        ];
+        let (lens, operands) = (
+            [a.len(), b.len(), c.len()],
+            [device_ptr(a), device_ptr(b), device_ptr_mut(c)],
+        );
+        let element = T::DATA_TYPE;
+        self.run(
+            "cublasGemmEx",
+            names,
+            (m, n, k),
+            lens,
+            operands,
+            s,
+            |handle, [a, b, c], (m, n, k)| {
+                // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
+                // SAFETY: as `sgemm`'s, for elements of `T` (`element` is its cuBLAS type, so
+                // cuBLAS reads and writes exactly the checked counts of 2-byte elements);
+                // `alpha` and `beta` are the `f32` scalars `CUBLAS_COMPUTE_32F` reads.
+                unsafe {
+                    blas::gemm_ex(
+                        handle,
+                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                        n,
+                        m,
+                        k,
+                        (&raw const alpha).cast(),
+                        b as *const std::ffi::c_void,
+                        element,
+                        n,
+                        a as *const std::ffi::c_void,
+                        element,
+                        k.max(1), // cuBLAS needs a leading dimension >= 1 even when k == 0
+                        (&raw const beta).cast(),
+                        c as *mut std::ffi::c_void,
+                        element,
+                        n,
+                        blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                        blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                }
+            },
+        )
+    }
+
+    /// What every GEMM does around its cuBLAS call: checks the shapes (`lens` are the
+    /// lengths of a, b and c, named by `names`) and the device, then binds the handle to
+    /// the stream of `s` and a workspace of this call's alone, and runs `gemm` with the
+    /// handle, the `operands` (the addresses of a, b and c) and `(m, n, k)` as cuBLAS's
+    /// `int`s.
+    #[allow(clippy::too_many_arguments)]
+    fn run<'s>(
+        &mut self,
+        call: &'static str,
+        names: [&'static str; 3],
+        (m, n, k): (u32, u32, u32),
+        lens: [usize; 3],
+        operands: [sys::CUdeviceptr; 3],
+        s: &'s impl Enqueue<'s>,
+        gemm: impl Fn(
+            blas_sys::cublasHandle_t,
+            [sys::CUdeviceptr; 3],
+            (i32, i32, i32),
+        ) -> std::result::Result<(), blas::CublasError>,
+    ) -> Result<()> {
+        crate::sgemm::check_shapes(names, m, n, k, lens[0], lens[1], lens[2])?;
         s.ensure_same_device(&self.device)?;
         if m == 0 || n == 0 {
             return Ok(());
         }
         let to_i32 = |d: u32| {
-            i32::try_from(d)
-                .map_err(|_| cublas_error("cublasSgemm", "a dimension exceeds i32::MAX"))
+            i32::try_from(d).map_err(|_| cublas_error(call, "a dimension exceeds i32::MAX"))
         };
-        let (m, n, k) = (to_i32(m)?, to_i32(n)?, to_i32(k)?);
-        let (a, b, c) = (device_ptr(a), device_ptr(b), device_ptr_mut(c));
+        let dims = (to_i32(m)?, to_i32(n)?, to_i32(k)?);
         let handle = self.handle;
         let stream = raw_stream_of(s);
         let _bound = interop::bind(&self.device)?;
+        let gemm = &gemm;
         // Binds the handle to the stream and the workspace, then enqueues the GEMM.
-        let gemm = |workspace: sys::CUdeviceptr| -> Result<()> {
+        let enqueue = |workspace: sys::CUdeviceptr| -> Result<()> {
             // SAFETY: the handle belongs to this device (checked above), whose context is
             // bound; the scope's (or the capture's) stream is live for the whole scope (or
             // capture).
@@ -205,44 +323,41 @@ impl Cublas {
             }
             .result()
             .map_err(|e| cublas_error("cublasSetWorkspace", &format!("{e:?}")))?;
-            // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
-            // SAFETY: `a`, `b`, `c` are device memory of this scope holding exactly k*m,
-            // n*k and n*m floats (checked above), borrowed for the call (`c` mutably, so
-            // it aliases neither input) and freed, if at all, stream-ordered after this
-            // call; `alpha` and `beta` are host scalars alive for the call, read before it
-            // returns (the handle's default host pointer mode); the workspace is this
-            // call's alone (above).
-            unsafe {
-                blas::sgemm(
-                    handle,
-                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                    n,
-                    m,
-                    k,
-                    &alpha,
-                    b as *const f32,
-                    n,
-                    a as *const f32,
-                    k.max(1), // cuBLAS needs a leading dimension >= 1 even when k == 0
-                    &beta,
-                    c as *mut f32,
-                    n,
-                )
-            }
-            .map_err(|e| cublas_error("cublasSgemm", &format!("{e:?}")))
+            gemm(handle, operands, dims).map_err(|e| cublas_error(call, &format!("{e:?}")))
         };
         // On a scope: the stream's scratch memory, lent to this call for as long as it
         // enqueues (see the module docs).
-        if let Some(done) = interop::with_stream_scratch(s, self.workspace_bytes, gemm)? {
+        if let Some(done) = interop::with_stream_scratch(s, self.workspace_bytes, enqueue)? {
             return done;
         }
         // In a capture: an allocation of the graph's own, made and freed in each replay
         // (freed, stream-ordered after the GEMM, when `workspace` drops at the end of
         // this call).
         let mut workspace = s.alloc::<u8>(self.workspace_bytes)?;
-        gemm(device_ptr_mut(&mut workspace))
+        enqueue(device_ptr_mut(&mut workspace))
     }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+}
+
+/// The half-precision element types of [`Cublas::gemm`]: `half::f16` and `half::bf16`.
+/// Sealed.
+pub trait HalfGemm: DeviceRepr + sealed::Sealed {
+    /// cuBLAS's name for the type.
+    #[doc(hidden)]
+    const DATA_TYPE: blas_sys::cudaDataType;
+}
+
+impl HalfGemm for half::f16 {
+    const DATA_TYPE: blas_sys::cudaDataType = blas_sys::cudaDataType::CUDA_R_16F;
+}
+
+impl HalfGemm for half::bf16 {
+    const DATA_TYPE: blas_sys::cudaDataType = blas_sys::cudaDataType::CUDA_R_16BF;
 }
 
 impl Drop for Cublas {

@@ -13,10 +13,18 @@
 //! check the lengths; the module is the crate's only `unsafe`.
 #![allow(unsafe_code)]
 
+use half::{bf16, f16};
 use stream_core::kernel;
 
-const ELEMENTWISE: &str = include_str!("../cuda/elementwise.cu");
-const REDUCE: &str = include_str!("../cuda/reduce.cu");
+// The f16 and bf16 kernels convert through `half.cuh`, which precedes each file using it.
+const ELEMENTWISE: &str = concat!(
+    include_str!("../cuda/half.cuh"),
+    include_str!("../cuda/elementwise.cu")
+);
+const REDUCE: &str = concat!(
+    include_str!("../cuda/half.cuh"),
+    include_str!("../cuda/reduce.cu")
+);
 const TRANSPOSE: &str = include_str!("../cuda/transpose.cu");
 const SGEMM: &str = include_str!("../cuda/sgemm.cu");
 
@@ -26,16 +34,28 @@ pub(crate) unsafe fn fill_f32(v: f32, y: &mut [f32]);
 pub(crate) unsafe fn fill_f64(v: f64, y: &mut [f64]);
 #[kernel(cuda = ELEMENTWISE, block = 256)]
 pub(crate) unsafe fn fill_u32(v: u32, y: &mut [u32]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn fill_f16(v: f16, y: &mut [f16]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn fill_bf16(v: bf16, y: &mut [bf16]);
 
 #[kernel(cuda = ELEMENTWISE, block = 256)]
 pub(crate) unsafe fn scale_f32(a: f32, x: &[f32], y: &mut [f32]);
 #[kernel(cuda = ELEMENTWISE, block = 256)]
 pub(crate) unsafe fn scale_f64(a: f64, x: &[f64], y: &mut [f64]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn scale_f16(a: f16, x: &[f16], y: &mut [f16]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn scale_bf16(a: bf16, x: &[bf16], y: &mut [bf16]);
 
 #[kernel(cuda = ELEMENTWISE, block = 256)]
 pub(crate) unsafe fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]);
 #[kernel(cuda = ELEMENTWISE, block = 256)]
 pub(crate) unsafe fn axpy_f64(a: f64, x: &[f64], y: &mut [f64]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn axpy_f16(a: f16, x: &[f16], y: &mut [f16]);
+#[kernel(cuda = ELEMENTWISE, block = 256)]
+pub(crate) unsafe fn axpy_bf16(a: bf16, x: &[bf16], y: &mut [bf16]);
 
 #[kernel(cuda = REDUCE, block = 256)]
 pub(crate) unsafe fn sum_partials_f32(x: &[f32], partials: &mut [f32]);
@@ -45,6 +65,14 @@ pub(crate) unsafe fn sum_partials_f64(x: &[f64], partials: &mut [f64]);
 pub(crate) unsafe fn dot_partials_f32(x: &[f32], y: &[f32], partials: &mut [f32]);
 #[kernel(cuda = REDUCE, block = 256)]
 pub(crate) unsafe fn dot_partials_f64(x: &[f64], y: &[f64], partials: &mut [f64]);
+#[kernel(cuda = REDUCE, block = 256)]
+pub(crate) unsafe fn sum_partials_f16(x: &[f16], partials: &mut [f32]);
+#[kernel(cuda = REDUCE, block = 256)]
+pub(crate) unsafe fn sum_partials_bf16(x: &[bf16], partials: &mut [f32]);
+#[kernel(cuda = REDUCE, block = 256)]
+pub(crate) unsafe fn dot_partials_f16(x: &[f16], y: &[f16], partials: &mut [f32]);
+#[kernel(cuda = REDUCE, block = 256)]
+pub(crate) unsafe fn dot_partials_bf16(x: &[bf16], y: &[bf16], partials: &mut [f32]);
 #[kernel(cuda = REDUCE, block = 256)]
 pub(crate) unsafe fn final_sum_f32(partials: &[f32], out: &mut [f32]);
 #[kernel(cuda = REDUCE, block = 256)]

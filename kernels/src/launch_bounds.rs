@@ -145,16 +145,34 @@ fn declarations(text: &str) -> Result<Vec<Declaration>, String> {
     Ok(found)
 }
 
-/// `const NAME: &str = include_str!("PATH");` of `text`, as NAME -> PATH.
+/// `const NAME: &str = include_str!("PATH");` of `text`, as NAME -> PATH. A source made
+/// of several files (`concat!(include_str!("header"), include_str!("PATH"))`, the
+/// headers first) maps to its last file, which holds the kernels.
 fn included_sources(text: &str) -> BTreeMap<String, String> {
-    text.lines()
-        .filter_map(|line| {
-            let line = line.trim().strip_prefix("const ")?;
-            let (name, rest) = line.split_once(':')?;
-            let path = rest.split_once("include_str!(\"")?.1.split_once('"')?.0;
-            Some((name.trim().to_owned(), path.to_owned()))
-        })
-        .collect()
+    let mut found = BTreeMap::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(declaration) = line.trim().strip_prefix("const ") else {
+            continue;
+        };
+        let Some((name, rest)) = declaration.split_once(':') else {
+            continue;
+        };
+        let mut statement = rest.to_owned();
+        while !statement.contains(';') {
+            match lines.next() {
+                Some(more) => statement.push_str(more),
+                None => break,
+            }
+        }
+        let last = statement
+            .rsplit_once("include_str!(\"")
+            .and_then(|(_, after)| after.split_once('"'));
+        if let Some((path, _)) = last {
+            found.insert(name.trim().to_owned(), path.to_owned());
+        }
+    }
+    found
 }
 
 /// `#define NAME VALUE` lines of a CUDA file.
@@ -356,7 +374,7 @@ fn a_mismatch_a_missing_shape_and_a_missing_bound_are_each_found() {
             .iter()
             .filter(|p| p.contains("of 128 threads, but"))
             .count(),
-        6,
+        DECLARATIONS.matches("cuda = REDUCE").count(),
         "{found:?}"
     );
 

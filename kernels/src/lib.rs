@@ -52,7 +52,7 @@ mod reduce;
 mod sgemm;
 mod transpose;
 
-pub use cublas::Cublas;
+pub use cublas::{Cublas, HalfGemm};
 pub use elementwise::{axpy, fill, scale, Element, Float};
 pub use reduce::{dot, reduce_sum};
 pub use sgemm::{sgemm_tiled, sgemm_tiled_config};

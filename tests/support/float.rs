@@ -1,5 +1,5 @@
-//! Floating-point helpers of the arithmetic kernel tests: [`Real`] (`f32` or `f64`
-//! with its unit roundoff), [`signed`] inputs that never overflow, [`check_close`]
+//! Floating-point helpers of the arithmetic kernel tests: [`Real`] (`f32`, `f64`,
+//! `f16` or `bf16` with its unit roundoff), [`signed`] inputs that never overflow, [`check_close`]
 //! against a rounding-error bound, and the `f64` references [`accurate_sum`] and
 //! [`summation_height`].
 
@@ -10,7 +10,7 @@ use crate::element::Element;
 use crate::rng::Rng;
 use crate::TestResult;
 
-/// `f32` or `f64`: a test element the arithmetic kernels support.
+/// `f32`, `f64`, `f16` or `bf16`: a test element the arithmetic kernels support.
 pub trait Real: Element + Float {
     /// Unit roundoff `u = 2^-p` (half an ulp of 1): every correctly rounded operation
     /// has relative error at most `u`.
@@ -40,6 +40,22 @@ impl Real for f64 {
         self
     }
 }
+
+macro_rules! half_real {
+    ($($t:ty: $mantissa_bits:expr),*) => {$(
+        impl Real for $t {
+            const U: f64 = 1.0 / (1u64 << $mantissa_bits) as f64;
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v)
+            }
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
+        }
+    )*};
+}
+// 10 and 7 stored mantissa bits: u = 2^-11 and 2^-8.
+half_real!(half::f16: 11, half::bf16: 8);
 
 /// `len` values with random signs and magnitudes in `[0.5, 2)`: never zero, and no
 /// overflow or underflow in any sum or product of the tests (`Rng::vec` draws random

@@ -472,7 +472,10 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ("module", &["context", "device", "versions"]),
     ("nvrtc", &["module"]),
     ("launch", &["module", "stream"]),
-    ("graph", &["launch", "module", "stream", "context", "versions"]),
+    (
+        "graph",
+        &["launch", "module", "stream", "context", "versions"],
+    ),
     ("nccl", &["stream", "context"]),
 ];
 

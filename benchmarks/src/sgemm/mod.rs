@@ -11,6 +11,8 @@ mod baselines;
 mod enqueue;
 mod square;
 
+pub(crate) use square::RawBlas;
+
 use cudarc::cublas::sys as blas_sys;
 use stream_core::{scope, DeviceVec, Stream};
 
@@ -98,7 +100,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
 }
 
 /// Uniform values in [-0.5, 0.5) from a xorshift generator.
-pub(super) fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
+pub(crate) fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {

@@ -67,7 +67,7 @@ pub(super) fn square_gemm_config(size: usize) -> GemmConfig<f32> {
 }
 
 /// A cuBLAS handle of the raw baseline, destroyed on drop.
-pub(super) struct RawBlas(pub(super) blas_sys::cublasHandle_t);
+pub(crate) struct RawBlas(pub(crate) blas_sys::cublasHandle_t);
 
 impl Drop for RawBlas {
     fn drop(&mut self) {
