@@ -162,6 +162,40 @@ impl Device {
         Stream::new(self)
     }
 
+    /// The stream priorities this device offers, most urgent first: `greatest..=least`
+    /// in CUDA's numbers, where lower is more urgent and the default, a
+    /// [`new_stream`](Self::new_stream)'s, is the least urgent (`0`). On an H100, `-5..=0`.
+    ///
+    /// ```no_run
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = stream_core::Device::new(0)?;
+    /// let urgent = *dev.stream_priorities()?.start();
+    /// let stream = dev.new_stream_with_priority(urgent)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn stream_priorities(&self) -> Result<std::ops::RangeInclusive<i32>> {
+        let (least, greatest) = crate::driver::stream::priority_range(&self.inner.context)?;
+        Ok(greatest..=least)
+    }
+
+    /// Creates a new non-blocking stream whose work the device schedules with `priority`
+    /// (as PyTorch's `torch.cuda.Stream(priority=...)`: lower numbers are more urgent):
+    /// when blocks of several streams wait for the GPU, the more urgent stream's go
+    /// first. Blocks already running are not preempted. A priority outside
+    /// [`stream_priorities`](Self::stream_priorities) is
+    /// [`Error::InvalidStreamPriority`] (the driver would silently clamp it).
+    pub fn new_stream_with_priority(&self, priority: i32) -> Result<Stream> {
+        let range = self.stream_priorities()?;
+        if !range.contains(&priority) {
+            return Err(Error::InvalidStreamPriority {
+                priority,
+                most_urgent: *range.start(),
+                least_urgent: *range.end(),
+            });
+        }
+        Stream::with_priority(self, priority)
+    }
+
     /// `Ok` when `memory` (the device of memory, or of a library handle) is this device
     /// (the device of a stream or scope), else [`Error::DeviceMismatch`] naming both.
     /// The one check every operation that mixes devices makes.

@@ -53,15 +53,26 @@ pub struct Stream {
 
 impl Stream {
     pub(crate) fn new(device: &Device) -> Result<Self> {
-        let raw = RawStream::new(&device.inner.context)?;
-        Ok(Stream {
+        Ok(Self::of(device, RawStream::new(&device.inner.context)?))
+    }
+
+    /// A new stream of `device` with `priority`, which the caller checked is in the
+    /// device's range.
+    pub(crate) fn with_priority(device: &Device, priority: i32) -> Result<Self> {
+        let raw = RawStream::with_priority(&device.inner.context, priority)?;
+        Ok(Self::of(device, raw))
+    }
+
+    /// The stream of `device` around this crate's own new `raw` stream.
+    fn of(device: &Device, raw: RawStream) -> Self {
+        Stream {
             scratch: StreamScratch::new(&raw),
             raw,
             ring: OnceLock::new(),
             head_of_line_bypass: AtomicBool::new(false),
             device: device.clone(),
             handle_exposed: AtomicBool::new(false),
-        })
+        }
     }
 
     /// A stream of `device` whose handle another library owns (`raw` is foreign): its

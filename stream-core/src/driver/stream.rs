@@ -50,6 +50,25 @@ impl RawStream {
         })
     }
 
+    /// A new non-blocking stream in `context` whose work the device schedules with
+    /// `priority` (`cuStreamCreateWithPriority`: lower numbers are more urgent; the
+    /// driver clamps a value outside [`priority_range`], which the caller checks first).
+    pub(crate) fn with_priority(context: &Arc<PrimaryContext>, priority: i32) -> Result<Self> {
+        let _bound = context.bind()?;
+        let mut raw: sys::CUstream = std::ptr::null_mut();
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as std::ffi::c_uint;
+        // SAFETY: `raw` is a live out-pointer the driver writes the new stream to, in the
+        // context bound above.
+        unsafe { sys::cuStreamCreateWithPriority(&raw mut raw, flags, priority) }
+            .result()
+            .call("cuStreamCreateWithPriority")?;
+        Ok(RawStream {
+            raw,
+            context: Arc::clone(context),
+            foreign: None,
+        })
+    }
+
     /// The stream `raw` of another library, which `owner` keeps alive; dropping the
     /// returned value drops `owner` (with the context bound) and never destroys `raw`.
     ///
@@ -183,4 +202,17 @@ impl Drop for RawStream {
         // queued). A failure only leaks the stream.
         let _ = unsafe { result::stream::destroy(self.raw) };
     }
+}
+
+/// The stream priorities `context`'s device offers, as `(least, greatest)`: the number
+/// of the least urgent (the default, 0) and of the most urgent (`cuCtxGetStreamPriorityRange`;
+/// lower numbers are more urgent, so `greatest <= least`).
+pub(crate) fn priority_range(context: &Arc<PrimaryContext>) -> Result<(i32, i32)> {
+    let _bound = context.bind()?;
+    let (mut least, mut greatest) = (0, 0);
+    // SAFETY: two live `int`s the driver writes, in the context bound above.
+    unsafe { sys::cuCtxGetStreamPriorityRange(&raw mut least, &raw mut greatest) }
+        .result()
+        .call("cuCtxGetStreamPriorityRange")?;
+    Ok((least, greatest))
 }

@@ -121,6 +121,22 @@ pub enum Error {
         peer: usize,
     },
 
+    /// A stream priority outside the device's range
+    /// ([`Device::stream_priorities`](crate::Device::stream_priorities)) was asked for.
+    #[error(
+        "stream priority {priority} is outside this device's range {most_urgent}..={least_urgent} \
+         (lower numbers are more urgent; {least_urgent} is the default); pick one from \
+         Device::stream_priorities"
+    )]
+    InvalidStreamPriority {
+        /// The priority asked for.
+        priority: i32,
+        /// The most urgent priority the device offers (the lowest number).
+        most_urgent: i32,
+        /// The least urgent one (the highest number, the default).
+        least_urgent: i32,
+    },
+
     /// A scope was opened on a stream that is being captured into a CUDA graph.
     #[error(
         "the stream is being captured into a CUDA graph: a scope synchronises its stream on exit, \
