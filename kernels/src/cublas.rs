@@ -207,6 +207,27 @@ impl Cublas {
     /// [`sgemm`](Self::sgemm) for half-precision matrices (`half::f16` or `half::bf16`),
     /// accumulated in `f32` (`cublasGemmEx`, `CUBLAS_COMPUTE_32F`): `alpha` and `beta`
     /// are `f32`, and each element of `c` is rounded once, from the `f32` result.
+    ///
+    /// ```no_run
+    /// use half::bf16;
+    /// use stream_core::{scope, Device, Error};
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = Device::new(0)?;
+    /// let stream = dev.new_stream()?;
+    /// let mut blas = kernels::Cublas::new(&dev)?;
+    /// let a = vec![bf16::from_f32(1.0); 64 * 32];
+    /// let b = vec![bf16::from_f32(0.5); 32 * 16];
+    /// let mut c = vec![bf16::ZERO; 64 * 16];
+    /// scope(&stream, |s| {
+    ///     let (da, db) = (s.upload(&a)?, s.upload(&b)?);
+    ///     let mut dc = s.alloc::<bf16>(64 * 16)?;
+    ///     blas.gemm(s, 64, 16, 32, 1.0, &da, &db, 0.0, &mut dc)?;
+    ///     s.copy_to_host(&dc, &mut c)?.wait()?;
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// assert_eq!(c[0], bf16::from_f32(16.0)); // 32 products of 0.5
+    /// # Ok(()) }
+    /// ```
     #[allow(clippy::too_many_arguments)] // the BLAS signature, unchanged
     pub fn gemm<'s, T: HalfGemm>(
         &mut self,
