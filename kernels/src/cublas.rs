@@ -129,6 +129,18 @@ impl Cublas {
                     .map_err(|e| cublas_error("cublasCreate", &format!("{e:?}")))?
             }
         };
+        // Split-K reductions in `f32`, never in a half-precision output's type (which
+        // cuBLAS allows by default, as PyTorch does): `gemm` promises `f32`
+        // accumulation. No effect on `sgemm`, whose output is `f32`.
+        // SAFETY: a live handle of this device, used by this thread alone.
+        unsafe {
+            blas_sys::cublasSetMathMode(
+                handle,
+                blas_sys::cublasMath_t::CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION,
+            )
+        }
+        .result()
+        .map_err(|e| cublas_error("cublasSetMathMode", &format!("{e:?}")))?;
         Ok(Cublas {
             handle,
             idle,
@@ -205,8 +217,10 @@ impl Cublas {
     }
 
     /// [`sgemm`](Self::sgemm) for half-precision matrices (`half::f16` or `half::bf16`),
-    /// accumulated in `f32` (`cublasGemmEx`, `CUBLAS_COMPUTE_32F`): `alpha` and `beta`
-    /// are `f32`, and each element of `c` is rounded once, from the `f32` result.
+    /// accumulated in `f32` (`cublasGemmEx`, `CUBLAS_COMPUTE_32F`, split-K reductions in
+    /// `f32` too: `CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION`, which cuBLAS and
+    /// PyTorch do not set by default): `alpha` and `beta` are `f32`, and each element of
+    /// `c` is rounded once, from the `f32` result.
     ///
     /// ```no_run
     /// use half::bf16;
