@@ -1,7 +1,7 @@
 //! NCCL collectives on branded memory (`stream-core/src/nccl/`): every collective, in
 //! its out-of-place and in-place forms and grouped, for every element type (`f16` and
 //! `bf16` included), at 0, 1, an
-//! odd number and 64 MiB of elements per rank (256 MiB for f32 and u8 with two GPUs or more), compared
+//! odd number and 64 MiB of elements per rank (256 MiB with two GPUs or more), compared
 //! bit for bit with a CPU reference of the same ranks' inputs.
 //!
 //! The ranks are every visible GPU, one thread each, joined through one `UniqueId`: on
@@ -34,15 +34,10 @@ gpu_tests::test_main! {
     ],
 }
 
-/// Elements per rank: none, one, an odd count, and the big size: 64 MiB, and with two
-/// GPUs or more 256 MiB for `f32` and `u8` (one float and one byte type; the other
-/// types stay at 64 MiB so the binary's run stays within minutes).
+/// Elements per rank: none, one, an odd count, and the big size: 256 MiB with two GPUs
+/// or more (what the issue asks of a multi-GPU run), 64 MiB on one GPU.
 fn counts<T: NcclValue>(ranks: usize) -> [usize; 4] {
-    let big_bytes: usize = if ranks >= 2 && matches!(T::NAME, "f32" | "u8") {
-        256 << 20
-    } else {
-        64 << 20
-    };
+    let big_bytes: usize = if ranks >= 2 { 256 << 20 } else { 64 << 20 };
     [0, 1, 1001, big_bytes / size_of::<T>()]
 }
 
