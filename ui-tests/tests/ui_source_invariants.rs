@@ -458,6 +458,7 @@ fn the_folder_check_tells_code_from_doc_links() {
 /// has no import circle. `mod.rs` declares them all and uses none.
 const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ("versions", &[]),
+    ("nvtx", &[]),
     ("device", &[]),
     ("context", &["device"]),
     ("stream", &["context"]),

@@ -45,6 +45,7 @@ pub(crate) mod memory;
 pub(crate) mod module;
 pub(crate) mod nccl;
 pub(crate) mod nvrtc;
+pub(crate) mod nvtx;
 pub(crate) mod pinned;
 pub(crate) mod pool;
 pub(crate) mod stream;

@@ -47,6 +47,7 @@ impl Stream {
     /// # Ok(()) }
     /// ```
     pub fn upload_owned<H: OwnedHostBuffer>(&self, host: H) -> CopyOwned<DeviceVec<H::Item>, H> {
+        let _nvtx = crate::driver::nvtx::range(c"stream_core::upload_owned");
         self.start_upload(host).unwrap_or_else(CopyOwned::ready)
     }
 
@@ -77,6 +78,7 @@ impl Stream {
         D: OwnedDeviceVec,
         H: OwnedHostBuffer<Item = D::Item>,
     {
+        let _nvtx = crate::driver::nvtx::range(c"stream_core::download_owned");
         self.start_download(src, host)
             .unwrap_or_else(CopyOwned::ready)
     }

@@ -73,6 +73,7 @@ impl Stream {
         F: for<'s, 'env> FnOnce(&'s Scope<'s, 'env>, &'env mut O) -> std::result::Result<R, E>,
         E: From<Error>,
     {
+        let _nvtx = crate::driver::nvtx::range(c"stream_core::run_owned");
         // The context, bound for the closure and the end marker, and given back on return.
         let bound = match self.device.inner.bind() {
             Ok(bound) => bound,

@@ -240,6 +240,7 @@ impl Device {
         F: for<'g> FnOnce(&'g Capture<'g>, H::Views<'g>) -> std::result::Result<T, E>,
         E: From<Error>,
     {
+        let _nvtx = crate::driver::nvtx::range(c"stream_core::capture");
         let mut held = held;
         let state = CaptureState::new(CaptureState::fresh_id());
         let (mut template, out) = record(self, &mut held, &state, f)?;
@@ -282,6 +283,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         F: for<'g> FnOnce(&'g Capture<'g>, H::Views<'g>) -> std::result::Result<T, E>,
         E: From<Error>,
     {
+        let _nvtx = crate::driver::nvtx::range(c"stream_core::capture");
         self.device().capture(held, f)
     }
 }

@@ -58,6 +58,7 @@ impl<'g> Capture<'g> {
         F: for<'c> FnOnce(&'c Capture<'c>, L::Views<'c>) -> std::result::Result<T, E>,
         E: From<Error>,
     {
+        let _nvtx = crate::driver::nvtx::range(c"stream_core::capture_fork");
         let device = self.graph_device();
         // Kept by the capture until it ends, also when `f` unwinds: a stream that joined
         // a capture belongs to it until its origin stream ends the capture.

@@ -121,6 +121,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         F: for<'c> FnOnce(&'c Scope<'c, 'env>, L::Views<'c>) -> std::result::Result<T, E>,
         E: From<Error>,
     {
+        let _nvtx = crate::driver::nvtx::range(c"stream_core::fork");
         refuse_capturing(stream).map_err(E::from)?;
         let context = &stream.device.inner.context;
         let across = stream.device.inner.device != self.device().inner.device;

@@ -64,6 +64,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         buffer: DeviceBuffer<'s, T>,
         to: &Scope<'t, '_>,
     ) -> Result<DeviceBuffer<'t, T>> {
+        let _nvtx = crate::driver::nvtx::range(c"stream_core::hand_off");
         let reach = self.reach();
         if to.device().inner.device != self.device().inner.device {
             // On error `buffer` is dropped here, freed on its own stream.

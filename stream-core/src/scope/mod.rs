@@ -171,6 +171,8 @@ where
     // current already (the driver is asked only when the hint says otherwise; see
     // `driver::context`: under a wrong hint, launches fail with an error and the
     // synchronisations bind for real).
+    // Declared first, dropped last: the range covers the scope's end too.
+    let _nvtx = crate::driver::nvtx::range(c"stream_core::scope");
     let context = &stream.device.inner.context;
     let _bound = match context.believed_current() {
         true => None,

@@ -37,6 +37,7 @@ fn chunk_of(block: &mut [u8], len: usize) -> Result<&mut [u8]> {
 
 /// Host to device, chunk by chunk through the ring (see the module docs).
 pub(crate) fn upload_pipeline(dma: &mut impl Dma, src: &[u8], config: StagingConfig) -> Result<()> {
+    let _nvtx = crate::driver::nvtx::range(c"stream_core::staged_upload");
     let chunk = config.chunk_bytes;
     for (i, piece) in src.chunks(chunk).enumerate() {
         let slot = i % config.ring_blocks;
@@ -58,6 +59,7 @@ pub(crate) fn download_pipeline(
     dst: &mut [u8],
     config: StagingConfig,
 ) -> Result<()> {
+    let _nvtx = crate::driver::nvtx::range(c"stream_core::staged_download");
     let (chunk, ring) = (config.chunk_bytes, config.ring_blocks);
     let total = dst.len();
     let span = |i: usize| (i * chunk, chunk.min(total - i * chunk));
