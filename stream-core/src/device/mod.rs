@@ -184,6 +184,20 @@ impl Device {
     /// first. Blocks already running are not preempted. A priority outside
     /// [`stream_priorities`](Self::stream_priorities) is
     /// [`Error::InvalidStreamPriority`] (the driver would silently clamp it).
+    ///
+    /// ```no_run
+    /// use stream_core::{scope, Device, Error};
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = Device::new(0)?;
+    /// let background = dev.new_stream()?;                  // least urgent (0)
+    /// let latency = dev.new_stream_with_priority(-1)?;     // ahead of it, where -1 is offered
+    /// assert!(matches!(
+    ///     dev.new_stream_with_priority(1),                 // less urgent than the default
+    ///     Err(Error::InvalidStreamPriority { priority: 1, .. })
+    /// ));
+    /// # let _ = (background, latency);
+    /// # Ok(()) }
+    /// ```
     pub fn new_stream_with_priority(&self, priority: i32) -> Result<Stream> {
         let range = self.stream_priorities()?;
         if !range.contains(&priority) {

@@ -123,6 +123,15 @@ pub enum Error {
 
     /// A stream priority outside the device's range
     /// ([`Device::stream_priorities`](crate::Device::stream_priorities)) was asked for.
+    ///
+    /// ```
+    /// let e = stream_core::Error::InvalidStreamPriority { priority: 1, most_urgent: -5, least_urgent: 0 };
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "stream priority 1 is outside this device's range -5..=0 (lower numbers are more \
+    ///      urgent; 0 is the default); pick one from Device::stream_priorities"
+    /// );
+    /// ```
     #[error(
         "stream priority {priority} is outside this device's range {most_urgent}..={least_urgent} \
          (lower numbers are more urgent; {least_urgent} is the default); pick one from \
