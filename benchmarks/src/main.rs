@@ -36,6 +36,7 @@ mod managed;
 mod measurement;
 mod nccl;
 mod pageable;
+mod peer_copy;
 mod pipeline;
 mod raw;
 mod report;
@@ -59,7 +60,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 12] = [
+const CASES: [Case; 13] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -120,6 +121,11 @@ const CASES: [Case; 12] = [
         name: "hgemm",
         what: "12. cuBLAS bf16 and f16 GEMM TFLOP/s with f32 accumulation, 4096^3 and 8192^3 (GPU time): ours vs raw cublasGemmEx",
         run: half_gemm::run,
+    },
+    Case {
+        name: "peer",
+        what: "13. copies between two GPUs, 64 MiB to 1 GiB both ways (GPU time): ours (copy_device in a fork onto the other GPU) vs raw cuMemcpyPeerAsync",
+        run: peer_copy::run,
     },
 ];
 
