@@ -175,16 +175,11 @@ impl Cublas {
             "cublas sgemm: b (k * n)",
             "cublas sgemm: c (m * n)",
         ];
-        let (lens, operands) = (
-            [a.len(), b.len(), c.len()],
-            [device_ptr(a), device_ptr(b), device_ptr_mut(c)],
-        );
         self.run(
             "cublasSgemm",
             names,
             (m, n, k),
-            lens,
-            operands,
+            (a, b, c),
             s,
             |handle, [a, b, c], (m, n, k)| {
                 // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
@@ -260,17 +255,12 @@ impl Cublas {
             "cublas gemm: b (k * n)",
             "cublas gemm: c (m * n)",
         ];
-        let (lens, operands) = (
-            [a.len(), b.len(), c.len()],
-            [device_ptr(a), device_ptr(b), device_ptr_mut(c)],
-        );
         let element = T::DATA_TYPE;
         self.run(
             "cublasGemmEx",
             names,
             (m, n, k),
-            lens,
-            operands,
+            (a, b, c),
             s,
             |handle, [a, b, c], (m, n, k)| {
                 // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
@@ -304,19 +294,20 @@ impl Cublas {
         )
     }
 
-    /// What every GEMM does around its cuBLAS call: checks the shapes (`lens` are the
-    /// lengths of a, b and c, named by `names`) and the device, then binds the handle to
-    /// the stream of `s` and a workspace of this call's alone, and runs `gemm` with the
-    /// handle, the `operands` (the addresses of a, b and c) and `(m, n, k)` as cuBLAS's
-    /// `int`s.
-    #[allow(clippy::too_many_arguments)]
-    fn run<'s>(
+    /// What every GEMM does around its cuBLAS call: checks the shapes of `a`, `b` and
+    /// `c` (named by `names`) and the device, then binds the handle to the stream of `s`
+    /// and a workspace of this call's alone, and runs `gemm` with the handle, the
+    /// addresses of a, b and c, and `(m, n, k)` as cuBLAS's `int`s.
+    fn run<'s, T: DeviceRepr>(
         &mut self,
         call: &'static str,
         names: [&'static str; 3],
         (m, n, k): (u32, u32, u32),
-        lens: [usize; 3],
-        operands: [sys::CUdeviceptr; 3],
+        (a, b, c): (
+            &impl DeviceMemory<'s, T>,
+            &impl DeviceMemory<'s, T>,
+            &mut impl DeviceMemoryMut<'s, T>,
+        ),
         s: &'s impl Enqueue<'s>,
         gemm: impl Fn(
             blas_sys::cublasHandle_t,
@@ -324,7 +315,8 @@ impl Cublas {
             (i32, i32, i32),
         ) -> std::result::Result<(), blas::CublasError>,
     ) -> Result<()> {
-        crate::sgemm::check_shapes(names, m, n, k, lens[0], lens[1], lens[2])?;
+        crate::sgemm::check_shapes(names, m, n, k, a.len(), b.len(), c.len())?;
+        let operands = [device_ptr(a), device_ptr(b), device_ptr_mut(c)];
         s.ensure_same_device(&self.device)?;
         if m == 0 || n == 0 {
             return Ok(());
