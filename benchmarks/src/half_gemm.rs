@@ -17,7 +17,7 @@ use crate::measurement::Measurement;
 use crate::raw::RawDeviceMem;
 use crate::report::{Better, Report, Row, Source};
 use crate::sampling::GpuTimer;
-use crate::sgemm::{pseudo_random, RawBlas};
+use crate::sgemm::{check_sampled_entries, pseudo_random, RawBlas};
 
 /// A half-precision element of the case.
 trait Half: HalfGemm + cudarc::driver::DeviceRepr {
@@ -191,26 +191,15 @@ fn measure<T: Half>(env: &Env, rep: &mut Report, size: usize) -> Result<()> {
 /// `test_gemm` states for `Cublas::gemm`: four units of `f32` per step (tensor cores
 /// truncate while they add) and one rounding to `T`.
 fn check_against_cpu<T: Half>(who: &str, c: &[T], a: &[T], b: &[T], size: usize) -> Result<()> {
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    for _ in 0..64 {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let (i, j) = ((state as usize) % size, ((state >> 32) as usize) % size);
-        let (mut exact, mut magnitude) = (0f64, 0f64);
-        for p in 0..size {
-            let term = a[i * size + p].to_f64() * b[p * size + j].to_f64();
-            exact += term;
-            magnitude += term.abs();
-        }
-        let got = c[i * size + j].to_f64();
-        let bound = 4.0 * (size + 3) as f64 * f64::from(f32::EPSILON / 2.0) * magnitude
-            + T::U * exact.abs();
-        if (got - exact).abs() > bound {
-            return Err(Error::msg(format!(
-                "{who}: C[{i}][{j}] is {got} but the CPU computes {exact} (bound {bound:e})"
-            )));
-        }
-    }
-    Ok(())
+    let at = |m: &[T], index: usize| m[index].to_f64();
+    check_sampled_entries(
+        who,
+        size,
+        |i| at(a, i),
+        |i| at(b, i),
+        |i| at(c, i),
+        |exact, magnitude| {
+            4.0 * (size + 3) as f64 * f64::from(f32::EPSILON / 2.0) * magnitude + T::U * exact.abs()
+        },
+    )
 }

@@ -127,6 +127,28 @@ pub(super) fn check_against_cpu(
             c.len()
         )));
     }
+    let at = |m: &[f32], index: usize| f64::from(m[index]);
+    check_sampled_entries(
+        who,
+        size,
+        |i| at(a, i),
+        |i| at(b, i),
+        |i| at(c, i),
+        |_, magnitude| 1e-3 * magnitude + 1e-6,
+    )
+}
+
+/// Checks 64 entries, sampled the same way every time, of the row-major `size x size`
+/// product `c = a b` (elements read through `a`, `b`, `c` by index) against the `f64`
+/// reference: `Err` at the first one farther from it than `bound(exact, sum of |terms|)`.
+pub(crate) fn check_sampled_entries(
+    who: &str,
+    size: usize,
+    a: impl Fn(usize) -> f64,
+    b: impl Fn(usize) -> f64,
+    c: impl Fn(usize) -> f64,
+    bound: impl Fn(f64, f64) -> f64,
+) -> Result<()> {
     let mut state = 0x2545_F491_4F6C_DD1Du64;
     for _ in 0..64 {
         state ^= state << 13;
@@ -135,14 +157,14 @@ pub(super) fn check_against_cpu(
         let (i, j) = ((state as usize) % size, ((state >> 32) as usize) % size);
         let (mut exact, mut magnitude) = (0f64, 0f64);
         for p in 0..size {
-            let term = f64::from(a[i * size + p]) * f64::from(b[p * size + j]);
+            let term = a(i * size + p) * b(p * size + j);
             exact += term;
             magnitude += term.abs();
         }
-        let got = f64::from(c[i * size + j]);
-        if (got - exact).abs() > 1e-3 * magnitude + 1e-6 {
+        let (got, bound) = (c(i * size + j), bound(exact, magnitude));
+        if (got - exact).abs() > bound {
             return Err(Error::msg(format!(
-                "{who}: C[{i}][{j}] is {got} but the CPU computes {exact}"
+                "{who}: C[{i}][{j}] is {got} but the CPU computes {exact} (bound {bound:e})"
             )));
         }
     }
