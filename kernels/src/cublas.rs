@@ -373,6 +373,10 @@ mod sealed {
 
 /// The half-precision element types of [`Cublas::gemm`]: `half::f16` and `half::bf16`.
 /// Sealed.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a half-precision element of `Cublas::gemm`",
+    note = "`Cublas::gemm` multiplies `half::f16` or `half::bf16` matrices; use `Cublas::sgemm` for `f32`"
+)]
 pub trait HalfGemm: DeviceRepr + sealed::Sealed {
     /// cuBLAS's name for the type.
     #[doc(hidden)]
