@@ -374,14 +374,18 @@ const FOLDER_USES: &[(&str, &[&str])] = &[
     ("memory", &["device", "driver"]),
     ("host", &["memory", "device", "driver"]),
     ("kernel", &["memory", "device", "driver"]),
-    ("scope", &["host", "kernel", "memory", "device", "driver"]),
+    ("trace", &["device", "driver"]),
+    (
+        "scope",
+        &["host", "kernel", "trace", "memory", "device", "driver"],
+    ),
     ("managed", &["scope", "memory", "device", "driver"]),
     (
         "graph",
         &["scope", "host", "kernel", "memory", "device", "driver"],
     ),
     ("timing", &["scope", "device", "driver"]),
-    ("nccl", &["scope", "memory", "device", "driver"]),
+    ("nccl", &["scope", "trace", "memory", "device", "driver"]),
     ("future", &["scope", "host", "memory", "device", "driver"]),
     ("interop", &["graph", "scope", "memory", "device", "driver"]),
 ];

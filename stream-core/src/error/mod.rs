@@ -263,6 +263,19 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A [`Trace`](crate::trace::Trace) cannot be written yet, or a scope cannot record
+    /// into it.
+    ///
+    /// ```
+    /// let e = stream_core::Error::Trace { reason: "this scope already records into another trace" };
+    /// assert_eq!(e.to_string(), "cannot trace: this scope already records into another trace");
+    /// ```
+    #[error("cannot trace: {reason}")]
+    Trace {
+        /// Why, and what to do.
+        reason: &'static str,
+    },
+
     /// A cudarc value (a context, a stream, a slice) cannot be converted to this crate's
     /// types, or this crate's memory to a cudarc slice of the given stream (see
     /// [`interop`](crate::interop#cudarc)).

@@ -9,6 +9,7 @@ use crate::memory::view::RawSlice;
 use crate::memory::{DeviceSlice, DeviceSliceMut};
 use crate::scope::Scope;
 use crate::sealed::{Sealed, TOKEN};
+use crate::trace::Category;
 use crate::DeviceMemory;
 
 /// The device memory a collective reads and writes, borrowed for `'a`, branded `'s`.
@@ -88,7 +89,7 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
     // stream-ordered free of a `DeviceBuffer`, a fork's lend) is ordered after it on the
     // stream, and the scope's end waits for it (bounded by the watch registered above).
     // Every bit pattern of `T: NcclElement` (plain numbers) is a valid `T`.
-    unsafe {
+    let call = || unsafe {
         enqueue(
             request.collective,
             send.ptr,
@@ -98,6 +99,14 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
             comm.raw(),
             &s.stream.raw,
         )
+    };
+    match group {
+        // Inside a group NCCL enqueues only at the group's end: nothing to time here.
+        Some(_) => call(),
+        None => {
+            let bytes = (count * size_of::<T>()) as u64;
+            s.traced(request.what, Category::Collective, Some(bytes), call)
+        }
     }
 }
 

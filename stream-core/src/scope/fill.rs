@@ -7,6 +7,7 @@ use crate::memory::view::RawSlice;
 use crate::memory::{value_bytes, DeviceMemoryMut, DeviceRepr};
 use crate::scope::Scope;
 use crate::sealed::TOKEN;
+use crate::trace::Category;
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// Sets every byte of `dst` to zero, asynchronously.
@@ -40,17 +41,20 @@ impl<'s, 'env> Scope<'s, 'env> {
         if bytes == 0 {
             return Ok(());
         }
-        for &(offset, fill, count) in memsets {
-            // SAFETY: `dst` is `bytes` bytes of device memory of this scope, borrowed
-            // mutably for the call (so no other work of this scope touches it) and freed,
-            // if at all, stream-ordered after this memset. `memsets_of` writes only inside
-            // `dst`: whole bytes, or 2- or 4-byte words at element boundaries (aligned:
-            // allocations are aligned to at least 256 bytes and views start at element
-            // boundaries), or one byte or word at the same offset of each element. The
-            // bytes written are those of a `T` value (or zeros), a valid `T`.
-            unsafe { memset(dst.ptr + offset, fill, count, &self.stream.raw) }?;
-        }
-        Ok(())
+        self.traced("fill", Category::Fill, Some(bytes as u64), || {
+            for &(offset, fill, count) in memsets {
+                // SAFETY: `dst` is `bytes` bytes of device memory of this scope, borrowed
+                // mutably for the call (so no other work of this scope touches it) and
+                // freed, if at all, stream-ordered after this memset. `memsets_of` writes
+                // only inside `dst`: whole bytes, or 2- or 4-byte words at element
+                // boundaries (aligned: allocations are aligned to at least 256 bytes and
+                // views start at element boundaries), or one byte or word at the same
+                // offset of each element. The bytes written are those of a `T` value (or
+                // zeros), a valid `T`.
+                unsafe { memset(dst.ptr + offset, fill, count, &self.stream.raw) }?;
+            }
+            Ok(())
+        })
     }
 }
 

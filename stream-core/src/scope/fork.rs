@@ -18,6 +18,7 @@ use crate::memory::brand::Rebrand;
 use crate::scope::exit::{abort_unwinding, refuse_capturing};
 use crate::scope::lend::LendPermit;
 use crate::scope::{Lend, Scope};
+use crate::trace::Category;
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// Runs `f` with a child scope on `stream` and views of the memory in `lent`,
@@ -125,6 +126,8 @@ impl<'s, 'env> Scope<'s, 'env> {
         refuse_capturing(stream).map_err(E::from)?;
         let context = &stream.device.inner.context;
         let across = stream.device.inner.device != self.device().inner.device;
+        // Traced: the fork's point on this stream, before the child's stream waits.
+        let fork_from = self.trace_point("fork", Category::Fork);
         // Onto another device's stream: the child's context is bound for the closure
         // (given back after it, also on unwind), the child's stream waits for this scope's
         // work through an event of this scope's context, and the join uses an event of the
@@ -163,6 +166,8 @@ impl<'s, 'env> Scope<'s, 'env> {
         // the child registers its copy-outs in this scope's list, which that outermost
         // scope waits for; the child scope stays in this frame.
         let child = unsafe { Scope::branded(stream, self.outstanding) };
+        self.pass_trace_to(&child);
+        self.trace_flow("fork", fork_from, child.trace_point("fork", Category::Fork));
         // Whatever this scope may lend, the child may hold.
         match across {
             true if L::LENDS_MEMORY => child.widen_reach(self.reach()),
@@ -181,10 +186,14 @@ impl<'s, 'env> Scope<'s, 'env> {
         let permit = LendPermit(unsafe { Rebrand::new(&stream.raw) });
         let views = lent.lend(&permit);
         let out = f(&child, views);
+        let join_from = child.trace_point("join", Category::Join);
         // This scope's context current again before the join, whose wait needs it (on
         // unwind the join runs first and binds it itself).
         drop(child_context);
         let joined = join.finish();
+        if joined.is_ok() {
+            self.trace_flow("join", join_from, self.trace_point("join", Category::Join));
+        }
         self.fork_event.keep(event);
         match (out, joined) {
             (Err(e), _) => Err(e),

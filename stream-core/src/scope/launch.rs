@@ -6,6 +6,7 @@ use crate::driver::launch::launch as driver_launch;
 use crate::error::Result;
 use crate::kernel::{Kernel, LaunchConfig};
 use crate::scope::Scope;
+use crate::trace::Category;
 
 /// Launches `kernel` on the scope's stream with the argument pointers `args`.
 ///
@@ -43,25 +44,27 @@ pub unsafe fn launch(
     if config.is_empty() {
         return Ok(());
     }
-    // SAFETY: `loaded.function` belongs to a module loaded in the scope's device's
-    // context (its cache entry carries the device's unique id, never reused) and stays
-    // loaded while the device lives, which the scope's stream keeps alive. `config` was
-    // checked above against `kernel.shape`, the launch shapes the declaration admits
-    // (its block, and at least the dynamic shared memory it needs), so the caller's
-    // promise (see `# Safety`) covers this shape; and against the device's and the
-    // function's limits, so the driver accepts it. The arguments are the caller's
-    // promise. (A launch whose stream is not of the current context is refused by the
-    // driver with an error, so which context is current cannot make it unsound.)
-    unsafe {
-        driver_launch(
-            &loaded.function,
-            config.grid,
-            config.block,
-            config.shared_mem_bytes,
-            &scope.stream.raw,
-            args,
-        )
-    }
+    scope.traced(name, Category::Kernel, None, || {
+        // SAFETY: `loaded.function` belongs to a module loaded in the scope's device's
+        // context (its cache entry carries the device's unique id, never reused) and stays
+        // loaded while the device lives, which the scope's stream keeps alive. `config` was
+        // checked above against `kernel.shape`, the launch shapes the declaration admits
+        // (its block, and at least the dynamic shared memory it needs), so the caller's
+        // promise (see `# Safety`) covers this shape; and against the device's and the
+        // function's limits, so the driver accepts it. The arguments are the caller's
+        // promise. (A launch whose stream is not of the current context is refused by the
+        // driver with an error, so which context is current cannot make it unsound.)
+        unsafe {
+            driver_launch(
+                &loaded.function,
+                config.grid,
+                config.block,
+                config.shared_mem_bytes,
+                &scope.stream.raw,
+                args,
+            )
+        }
+    })
 }
 
 /// The pointer a kernel argument array holds for `value`.

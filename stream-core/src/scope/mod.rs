@@ -10,9 +10,9 @@
 //!
 //! Owns: `scope`, `Scope` and its operations (allocation, transfers and fills,
 //! attaching `DeviceVec`s, kernel launches), `Pending`, forks (`Lend`, onto this device's
-//! streams or another's), hand-offs, and `scope_all!`.
+//! streams or another's), hand-offs, `scope_all!`, and recording into a trace.
 //! Uses: `driver/` (raw copies and launches), `device/`, `memory/`, `host/` (staging),
-//! `kernel/` (shapes, configurations, modules), `error`.
+//! `kernel/` (shapes, configurations, modules), `trace/`, `error`.
 
 mod alloc;
 mod attach;
@@ -26,6 +26,7 @@ mod outstanding;
 pub(crate) mod owned;
 mod pending;
 mod scope_all;
+mod tracing;
 mod transfer;
 
 pub use launch::{arg, launch};
@@ -35,12 +36,14 @@ pub use pending::Pending;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use crate::device::peer::DeviceSet;
 use crate::device::{Device, Event, Stream};
 use crate::error::Error;
 use crate::memory::brand::ScopeToken;
 use crate::memory::LazyOpenScope;
+use crate::trace::Trace;
 use exit::ScopeExit;
 
 /// The handle a scope's closure receives: everything asynchronous is issued through it,
@@ -86,6 +89,9 @@ pub struct Scope<'s, 'env: 's> {
     /// from the scope's thread; atomic only to keep `Scope`'s `Sync` error about its
     /// brand (see [`KeptForkEvent`]).
     reach: AtomicU64,
+    /// The trace this scope's operations are recorded into, once it is given one
+    /// ([`Scope::trace_into`]; a fork takes its parent's).
+    trace: OnceLock<&'env Trace>,
 }
 
 /// The event of a scope's last fork, kept for its next one: a fork re-records its event
@@ -215,6 +221,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             open: LazyOpenScope::default(),
             fork_event: KeptForkEvent::default(),
             reach: AtomicU64::new(0),
+            trace: OnceLock::new(),
         }
     }
 

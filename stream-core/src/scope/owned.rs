@@ -49,6 +49,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             open: LazyOpenScope::default(),
             fork_event: super::KeptForkEvent::default(),
             reach: Default::default(),
+            trace: Default::default(),
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::memory::{
 };
 use crate::scope::{Pending, Scope};
 use crate::sealed::TOKEN;
+use crate::trace::Category;
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// Allocates device memory and copies `src` into it.
@@ -53,19 +54,22 @@ impl<'s, 'env> Scope<'s, 'env> {
         }
         let (stream, src_bytes) = (&self.stream.raw, as_bytes(src));
         self.bound_pageable_copy(src_bytes)?;
-        // SAFETY: `dst` is device memory of `src.len()` elements of `T` (as many bytes as
-        // `src_bytes`) valid on this scope's stream: branded `'s`, borrowed for the call
-        // (mutably, so no other work of this scope touches it), and any free of it is
-        // ordered after this copy on the same stream. The stream is the device's.
-        let staged =
-            unsafe { staging::try_upload(stream, &self.device().inner, src_bytes, dst.ptr) }?;
-        if staged {
-            return Ok(());
-        }
-        // SAFETY: `dst` as above. `src` is borrowed for `'env`, so it is neither written
-        // nor freed before the outermost scope synchronises its stream, which (directly,
-        // or through the event joins of forks) is ordered after this copy.
-        unsafe { copy_host_to_device(dst.ptr, src_bytes.as_ptr(), src_bytes.len(), stream) }
+        let bytes = Some(src_bytes.len() as u64);
+        self.traced("copy_to_device", Category::Copy, bytes, || {
+            // SAFETY: `dst` is device memory of `src.len()` elements of `T` (as many bytes as
+            // `src_bytes`) valid on this scope's stream: branded `'s`, borrowed for the call
+            // (mutably, so no other work of this scope touches it), and any free of it is
+            // ordered after this copy on the same stream. The stream is the device's.
+            let staged =
+                unsafe { staging::try_upload(stream, &self.device().inner, src_bytes, dst.ptr) }?;
+            if staged {
+                return Ok(());
+            }
+            // SAFETY: `dst` as above. `src` is borrowed for `'env`, so it is neither written
+            // nor freed before the outermost scope synchronises its stream, which (directly,
+            // or through the event joins of forks) is ordered after this copy.
+            unsafe { copy_host_to_device(dst.ptr, src_bytes.as_ptr(), src_bytes.len(), stream) }
+        })
     }
 
     /// Copies device memory into host memory of the same length, asynchronously.
@@ -93,50 +97,55 @@ impl<'s, 'env> Scope<'s, 'env> {
             // SAFETY: an empty copy: no work touches `dst`'s (zero) bytes.
             return Ok(unsafe { Pending::ready(dst) });
         }
-        let stream = &self.stream.raw;
-        let device = &self.stream.device.inner;
-        // SAFETY: `src` is device memory of `dst.len()` elements (as many bytes as `dst`)
-        // valid on this scope's stream now: branded `'s`, borrowed for the call, any free
-        // ordered after this point of the stream. `dst` is borrowed mutably for `'env` and
-        // moved into the `Pending` below, which no one can read before the job is done
-        // (`wait`), and the job is registered with this scope's outstanding copy-outs,
-        // which the outermost scope waits for before `'env` ends; any bytes are valid `T`s.
-        let started =
-            unsafe { staging::start_staged_download(stream, device, src.ptr, as_bytes_mut(dst)) }?;
-        match started {
-            StagedDownload::Started(job) => {
-                self.outstanding.push(job.clone());
-                // SAFETY: the job is the only work writing `dst` (the DMAs go into pinned
-                // staging blocks) and is registered with the scope (just above).
-                return Ok(unsafe { Pending::staged(dst, job, self.outstanding) });
-            }
-            StagedDownload::NotStaged => {}
-            StagedDownload::NoSnapshot => {
-                self.bound_pageable_copy(as_bytes(dst))?;
-                // SAFETY: as above, for the synchronous staged path, which returns only
-                // once every byte of `dst` is written.
-                let staged =
-                    unsafe { staging::try_download(stream, device, src.ptr, as_bytes_mut(dst)) }?;
-                if staged {
-                    // SAFETY: every byte of `dst` was written by the host copies of the
-                    // staged pipeline, which returned; its DMAs went into pinned staging
-                    // blocks, never into `dst`.
-                    return Ok(unsafe { Pending::ready(dst) });
+        let bytes = Some(as_bytes(dst).len() as u64);
+        self.traced("copy_to_host", Category::Copy, bytes, || {
+            let stream = &self.stream.raw;
+            let device = &self.stream.device.inner;
+            // SAFETY: `src` is device memory of `dst.len()` elements (as many bytes as `dst`)
+            // valid on this scope's stream now: branded `'s`, borrowed for the call, any free
+            // ordered after this point of the stream. `dst` is borrowed mutably for `'env` and
+            // moved into the `Pending` below, which no one can read before the job is done
+            // (`wait`), and the job is registered with this scope's outstanding copy-outs,
+            // which the outermost scope waits for before `'env` ends; any bytes are valid `T`s.
+            let started = unsafe {
+                staging::start_staged_download(stream, device, src.ptr, as_bytes_mut(dst))
+            }?;
+            match started {
+                StagedDownload::Started(job) => {
+                    self.outstanding.push(job.clone());
+                    // SAFETY: the job is the only work writing `dst` (the DMAs go into pinned
+                    // staging blocks) and is registered with the scope (just above).
+                    return Ok(unsafe { Pending::staged(dst, job, self.outstanding) });
+                }
+                StagedDownload::NotStaged => {}
+                StagedDownload::NoSnapshot => {
+                    self.bound_pageable_copy(as_bytes(dst))?;
+                    // SAFETY: as above, for the synchronous staged path, which returns only
+                    // once every byte of `dst` is written.
+                    let staged = unsafe {
+                        staging::try_download(stream, device, src.ptr, as_bytes_mut(dst))
+                    }?;
+                    if staged {
+                        // SAFETY: every byte of `dst` was written by the host copies of the
+                        // staged pipeline, which returned; its DMAs went into pinned staging
+                        // blocks, never into `dst`.
+                        return Ok(unsafe { Pending::ready(dst) });
+                    }
                 }
             }
-        }
-        self.bound_pageable_copy(as_bytes(dst))?;
-        let context = &self.stream.device.inner.context;
-        Pending::after(context, self.outstanding, stream, dst, |stream, dst| {
-            let dst = as_bytes_mut(dst);
-            // SAFETY: `src` as above, and the copy is enqueued on `stream`, the scope's,
-            // after which `Pending::after` records its event. `dst` is borrowed mutably
-            // for `'env`: no host code can read, write, move or free it until
-            // `Pending::wait` has synchronised on that event, or the outermost scope has
-            // synchronised its stream, which is ordered after this copy (directly, or
-            // through fork joins). Any bytes the DMA writes are a valid `T`
-            // (`T: DeviceRepr`).
-            unsafe { copy_device_to_host(dst.as_mut_ptr(), src.ptr, dst.len(), stream) }
+            self.bound_pageable_copy(as_bytes(dst))?;
+            let context = &self.stream.device.inner.context;
+            Pending::after(context, self.outstanding, stream, dst, |stream, dst| {
+                let dst = as_bytes_mut(dst);
+                // SAFETY: `src` as above, and the copy is enqueued on `stream`, the scope's,
+                // after which `Pending::after` records its event. `dst` is borrowed mutably
+                // for `'env`: no host code can read, write, move or free it until
+                // `Pending::wait` has synchronised on that event, or the outermost scope has
+                // synchronised its stream, which is ordered after this copy (directly, or
+                // through fork joins). Any bytes the DMA writes are a valid `T`
+                // (`T: DeviceRepr`).
+                unsafe { copy_device_to_host(dst.as_mut_ptr(), src.ptr, dst.len(), stream) }
+            })
         })
     }
 
@@ -173,10 +182,12 @@ impl<'s, 'env> Scope<'s, 'env> {
         if bytes == 0 {
             return Ok(());
         }
-        // SAFETY: both ranges are device memory of `bytes` bytes valid on this stream
-        // (branded `'s`, borrowed for the call). They cannot overlap: `dst` is borrowed
-        // mutably and `src` shared in the same call, and views of one allocation are only
-        // handed out as disjoint `&mut` or shared `&` ranges.
-        unsafe { copy_device_to_device(dst.ptr, src.ptr, bytes, &self.stream.raw) }
+        self.traced("copy_device", Category::Copy, Some(bytes as u64), || {
+            // SAFETY: both ranges are device memory of `bytes` bytes valid on this stream
+            // (branded `'s`, borrowed for the call). They cannot overlap: `dst` is
+            // borrowed mutably and `src` shared in the same call, and views of one
+            // allocation are only handed out as disjoint `&mut` or shared `&` ranges.
+            unsafe { copy_device_to_device(dst.ptr, src.ptr, bytes, &self.stream.raw) }
+        })
     }
 }
