@@ -2,7 +2,9 @@
 //! streams with `fork`, and print how much faster than one stream that is.
 //!
 //! Run with `cargo run --release --example pipeline`. It needs an NVIDIA GPU with its
-//! driver; without one it says so and exits with status 1.
+//! driver; without one it says so and exits with status 1. With `-- --trace` it also
+//! runs both once more into a [`Trace`] and writes `pipeline.trace.json`: open it in
+//! <https://ui.perfetto.dev> to see the three streams overlap.
 //!
 //! On one stream every step waits for the one before it. The GPU has separate engines
 //! for host-to-device copies, device-to-host copies and kernels, so with chunks on three
@@ -10,6 +12,7 @@
 
 use std::time::Instant;
 
+use stream_core::trace::Trace;
 use stream_core::{scope, Device, Error, Scope, Stream};
 
 /// Floats in all: 256 MiB, processed in chunks of 16 MiB.
@@ -59,9 +62,9 @@ fn run() -> Result<usize, Error> {
             output.fill(f32::NAN); // poison: a chunk that is never written shows up
             let start = Instant::now();
             if lanes == 0 {
-                serial(&streams[0], &input, &mut output)?;
+                serial(&streams[0], &input, &mut output, None)?;
             } else {
-                pipelined(&streams, &input, &mut output)?;
+                pipelined(&streams, &input, &mut output, None)?;
             }
             *time = start.elapsed().as_secs_f64();
             wrong += output
@@ -80,6 +83,20 @@ fn run() -> Result<usize, Error> {
         three * 1e3,
         one / three
     );
+    if std::env::args().any(|a| a == "--trace") {
+        // Once more each, recorded: the serial run, then the pipelined one.
+        let trace = Trace::new();
+        serial(&streams[0], &input, &mut output, Some(&trace))?;
+        pipelined(&streams, &input, &mut output, Some(&trace))?;
+        let path = "pipeline.trace.json";
+        match std::fs::write(path, trace.to_chrome_json()?) {
+            Ok(()) => println!(
+                "wrote {path}: {} operations on 3 streams (open it in https://ui.perfetto.dev)",
+                trace.len()
+            ),
+            Err(e) => eprintln!("pipeline: cannot write {path}: {e}"),
+        }
+    }
     Ok(wrong)
 }
 
@@ -97,9 +114,17 @@ fn process<'s, 'env>(
     Ok(()) // `x` and `y` are freed here, stream-ordered, after the work that uses them
 }
 
-/// Every chunk on one stream, one after the other.
-fn serial(stream: &Stream, input: &[f32], output: &mut [f32]) -> Result<(), Error> {
+/// Every chunk on one stream, one after the other (recorded into `trace`, if given).
+fn serial(
+    stream: &Stream,
+    input: &[f32],
+    output: &mut [f32],
+    trace: Option<&Trace>,
+) -> Result<(), Error> {
     scope(stream, |s| {
+        if let Some(trace) = trace {
+            s.trace_into(trace)?;
+        }
         for (x, y) in input.chunks(CHUNK).zip(output.chunks_mut(CHUNK)) {
             process(s, x, y)?;
         }
@@ -110,9 +135,18 @@ fn serial(stream: &Stream, input: &[f32], output: &mut [f32]) -> Result<(), Erro
 /// Chunk `i` on stream `i % 3`. Each `fork` starts a child scope on another stream
 /// (ordered after the parent's work so far, by an event) and joins it back into the
 /// parent's stream when its closure returns. The host never blocks inside, so all three
-/// streams are fed at once; the outer scope's end waits for all of them.
-fn pipelined(streams: &[Stream; 3], input: &[f32], output: &mut [f32]) -> Result<(), Error> {
+/// streams are fed at once; the outer scope's end waits for all of them. A traced
+/// scope's forks record into its trace too.
+fn pipelined(
+    streams: &[Stream; 3],
+    input: &[f32],
+    output: &mut [f32],
+    trace: Option<&Trace>,
+) -> Result<(), Error> {
     scope(&streams[0], |s| {
+        if let Some(trace) = trace {
+            s.trace_into(trace)?;
+        }
         s.fork(&streams[1], (), |c1, ()| {
             s.fork(&streams[2], (), |c2, ()| {
                 for (i, (x, y)) in input

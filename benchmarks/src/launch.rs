@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
+use stream_core::trace::Trace;
 use stream_core::{scope, DeviceVec, Stream};
 
 use crate::cuda::{self, TINY_CONFIG};
@@ -96,25 +97,38 @@ fn per_launch(start: Instant, launches: usize) -> f64 {
 }
 
 /// This library: a scope per sample, counters in `DeviceVec`s attached to it; with two
-/// streams the launches alternate between the scope and a fork.
-struct Ours<'e> {
+/// streams the launches alternate between the scope and a fork. Traced (case 14), each
+/// sample's scope records into a fresh [`Trace`].
+pub(crate) struct Ours<'e> {
     streams: &'e [Stream],
     counters: Vec<DeviceVec<u32>>,
     launched: u64,
+    traced: bool,
 }
 
 impl<'e> Ours<'e> {
-    fn new(env: &'e Env, streams: usize) -> Result<Self> {
+    pub(crate) fn new(env: &'e Env, streams: usize) -> Result<Self> {
         Ok(Ours {
             streams: &env.streams[..streams],
             counters: (0..streams)
                 .map(|_| env.dev.alloc_vec::<u32>(1))
                 .collect::<stream_core::Result<_>>()?,
             launched: 0,
+            traced: false,
         })
     }
 
-    fn sample(&mut self, launches: usize, timed_sync: bool) -> Result<f64> {
+    /// The same, each sample's scope recording into a trace of its own.
+    pub(crate) fn traced(self) -> Self {
+        Ours {
+            traced: true,
+            ..self
+        }
+    }
+
+    pub(crate) fn sample(&mut self, launches: usize, timed_sync: bool) -> Result<f64> {
+        let trace = Trace::new();
+        let traced = self.traced.then_some(&trace);
         let start = Instant::now();
         let mut ns = 0.0;
         let [a, rest @ ..] = self.counters.as_mut_slice() else {
@@ -122,6 +136,9 @@ impl<'e> Ours<'e> {
         };
         match (self.streams, rest) {
             ([s0], []) => scope(s0, |s| {
+                if let Some(trace) = traced {
+                    s.trace_into(trace)?;
+                }
                 let mut y = s.attach(a)?;
                 let t = Instant::now();
                 for _ in 0..launches {
@@ -131,6 +148,9 @@ impl<'e> Ours<'e> {
                 Ok::<_, Error>(())
             })?,
             ([s0, s1], [b]) => scope(s0, |s| {
+                if let Some(trace) = traced {
+                    s.trace_into(trace)?;
+                }
                 let mut ya = s.attach(a)?;
                 let mut yb = s.attach(b)?;
                 s.fork(s1, &mut yb, |c, mut yb| {
@@ -153,7 +173,7 @@ impl<'e> Ours<'e> {
         })
     }
 
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         for c in &self.counters {
             let got = c.to_host_vec()?;
             check_count("ours", got.first().copied(), self.launched)?;
@@ -164,7 +184,7 @@ impl<'e> Ours<'e> {
 
 /// Raw driver calls: `cuLaunchKernel` in a loop; with two streams, one event records
 /// the first stream for the second to wait on, another joins them back.
-struct Raw {
+pub(crate) struct Raw {
     streams: Vec<sys::CUstream>,
     function: RawFunction,
     counters: Vec<RawDeviceMem>,
@@ -174,7 +194,7 @@ struct Raw {
 }
 
 impl Raw {
-    fn new(env: &Env, streams: usize) -> Result<Self> {
+    pub(crate) fn new(env: &Env, streams: usize) -> Result<Self> {
         let counters = (0..streams)
             .map(|_| {
                 let m = RawDeviceMem::new(4)?;
@@ -193,7 +213,7 @@ impl Raw {
         })
     }
 
-    fn sample(&mut self, launches: usize, timed_sync: bool) -> Result<f64> {
+    pub(crate) fn sample(&mut self, launches: usize, timed_sync: bool) -> Result<f64> {
         let start = Instant::now();
         let enqueued = self.enqueue(launches);
         // Synchronise even after an error, so no launch is left running on the counters.
@@ -270,7 +290,7 @@ impl Raw {
         }
     }
 
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         for c in &self.counters {
             let mut got = [0u32];
             // SAFETY: `c` is 4 bytes of device memory; every stream that wrote it was

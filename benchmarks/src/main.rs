@@ -45,6 +45,7 @@ mod scope_cost;
 mod serve;
 mod sgemm;
 mod threads;
+mod trace_cost;
 
 use crate::args::Command;
 use crate::env::Env;
@@ -60,7 +61,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 13] = [
+const CASES: [Case; 14] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -126,6 +127,11 @@ const CASES: [Case; 13] = [
         name: "peer",
         what: "13. copies between two GPUs, 64 MiB to 1 GiB both ways (GPU time): ours (copy_device in a fork onto the other GPU) vs raw cuMemcpyPeerAsync",
         run: peer_copy::run,
+    },
+    Case {
+        name: "trace",
+        what: "14. the trace recorder's host cost: launches and forks in untraced and traced scopes vs raw (host time)",
+        run: trace_cost::run,
     },
 ];
 

@@ -32,13 +32,13 @@ use crate::sampling::Rounds;
 use crate::sampling::{interleaved, Plan, Sampler};
 
 /// Operations per sample.
-const OPS: usize = 1000;
+pub(crate) const OPS: usize = 1000;
 /// `cuMemAlloc`/`cuMemFree` pairs per sample (each is slow).
 const SYNC_ALLOC_OPS: usize = 100;
 /// Bytes per allocation.
 const ALLOC_BYTES: usize = 1 << 20;
 
-fn per_op(t: Instant, ops: usize) -> f64 {
+pub(crate) fn per_op(t: Instant, ops: usize) -> f64 {
     t.elapsed().as_nanos() as f64 / ops as f64
 }
 
@@ -91,7 +91,7 @@ fn forks_between(parent: &Stream, child: &Stream) -> Result<f64> {
 
 /// `OPS` raw event orderings each way between `parent` and `child` (live streams of the
 /// current context), then both synchronised (not timed): ns per pair.
-fn raw_forks(
+pub(crate) fn raw_forks(
     (fork_ev, join_ev): (&RawEvent, &RawEvent),
     parent: sys::CUstream,
     child: sys::CUstream,
