@@ -120,7 +120,8 @@
 //! entry, and [`#[derive(DeviceRepr)]`](derive@DeviceRepr) makes a `#[repr(C)]` struct
 //! an element type; [`interop`] gives raw handles to other crates and converts cudarc's
 //! values ([`docs::coming_from_cudarc`] is the porting guide), [`staging`] tunes staged
-//! copies, [`GpuTimer`] measures GPU time between two points of scopes' streams, and
+//! copies, [`GpuTimer`] measures GPU time between two points of scopes' streams, [`trace`]
+//! records chosen scopes' GPU timeline as a Chrome trace, and
 //! [`future`] runs scopes and copies as futures that own their buffers, on any
 //! executor, without blocking its threads.
 //!
