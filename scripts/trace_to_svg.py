@@ -16,6 +16,7 @@ COLOURS = {
     "kernel": "#f28e2b",
     "fill": "#bab0ac",
     "collective": "#b07aa1",
+    "staged": "#a0cbe8",
 }
 LEFT, RIGHT, TOP, ROW, BAR = 150, 20, 40, 34, 22
 
@@ -49,11 +50,13 @@ def main(src, dst, width=1200):
         out.append(f'<text x="8" y="{y(track) + BAR - 6}">{escape(gpu)} · {escape(names[track])}</text>')
         out.append(f'<line x1="{LEFT}" x2="{width - RIGHT}" y1="{y(track) + BAR + 4}" '
                    f'y2="{y(track) + BAR + 4}" stroke="#eee"/>')
-    for e in slices:
+    # A staged copy's chunks lie inside the copy's bar: drawn after it, in its lower half.
+    for e in sorted(slices, key=lambda e: e["cat"] == "staged"):
         track = (e["pid"], e["tid"])
+        top, h = (y(track) + BAR / 2, BAR / 2) if e["cat"] == "staged" else (y(track), BAR)
         if e["dur"] > 0:
             w = max(e["dur"] * scale, 0.8)
-            out.append(f'<rect x="{x(e["ts"]):.2f}" y="{y(track)}" width="{w:.2f}" height="{BAR}" '
+            out.append(f'<rect x="{x(e["ts"]):.2f}" y="{top}" width="{w:.2f}" height="{h}" '
                        f'fill="{colour(e)}" stroke="white" stroke-width="0.4">'
                        f'<title>{escape(e["name"])} {e["dur"]:.1f} us</title></rect>')
         else:
@@ -81,7 +84,8 @@ def main(src, dst, width=1200):
         tick += step
     legend = [("upload", COLOURS["copy_to_device"]), ("kernel", COLOURS["kernel"]),
               ("download", COLOURS["copy_to_host"]), ("device copy", COLOURS["copy_device"]),
-              ("fill", COLOURS["fill"]), ("collective", COLOURS["collective"])]
+              ("fill", COLOURS["fill"]), ("collective", COLOURS["collective"]),
+              ("staged chunk", COLOURS["staged"])]
     lx = LEFT
     for label, c in legend:
         out.append(f'<rect x="{lx}" y="12" width="12" height="12" fill="{c}"/>')

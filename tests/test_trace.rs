@@ -1,6 +1,6 @@
 //! The trace recorder on a real GPU (`stream-core/src/trace/`): a traced scope and its
-//! forks record every operation on its stream's track with GPU times that respect the
-//! streams' order, arrows for each fork and join, overlapping work overlaps in the
+//! forks record every operation (and a staged copy's chunks) on its stream's track with
+//! GPU times that respect the streams' order, arrows for each fork and join, overlapping work overlaps in the
 //! trace; untraced scopes record nothing; writing before the work completes is an error,
 //! never a wait; and Perfetto's trace processor, where it can run, reads the same
 //! operations back.
@@ -152,7 +152,20 @@ fn a_traced_scope_and_its_fork_record_each_operation_in_stream_order() -> TestRe
             "{name}: {s:?}"
         );
     }
-    let parent = named(&p, "copy_to_device")[0].tid;
+    // The pageable upload is staged: its chunks' DMAs lie inside its slice and add up
+    // to its bytes (the download returns at once: its copy-out is not on this stream).
+    let upload = named(&p, "copy_to_device")[0];
+    let chunks = named(&p, "staged upload chunk");
+    ensure!(
+        !chunks.is_empty()
+            && chunks.iter().all(|c| c.cat == "staged"
+                && c.tid == upload.tid
+                && c.ts >= upload.ts - 1.0
+                && c.ts + c.dur <= upload.ts + upload.dur + 1.0)
+            && chunks.iter().filter_map(|c| c.bytes).sum::<u64>() == bytes,
+        "staged chunks {chunks:#?} of the upload {upload:?}"
+    );
+    let parent = upload.tid;
     let child = named(&p, "copy_device")[0].tid;
     ensure!(parent != child, "parent and child on one track");
     ensure!(
@@ -211,7 +224,7 @@ fn a_traced_scope_and_its_fork_record_each_operation_in_stream_order() -> TestRe
         let mut on: Vec<&Slice> = p
             .slices
             .iter()
-            .filter(|s| s.tid == track && s.dur > 0.0)
+            .filter(|s| s.tid == track && s.dur > 0.0 && s.cat != "staged")
             .collect();
         on.sort_by(|x, y| x.ts.total_cmp(&y.ts));
         for w in on.windows(2) {

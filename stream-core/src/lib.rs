@@ -39,13 +39,15 @@
 //!     |
 //!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off,
 //!     |       Lend (what a scope's or a capture's fork lends)
-//!     +-------------------+-------------------+-------------------+
-//!   memory/             host/               kernel/             trace/
-//!   device memory:      pinned buffers,     declarations, launch  Trace: timing
-//!   brand, views,       the pinned pool,    shapes, configura-    events of traced
-//!   DeviceBuffer,       staged copies       tions, the module     scopes, written
-//!   DeviceVec, pool                         cache                 as a Chrome trace
-//!     +-------------------+-------------------+-------------------+
+//!     +-------------------+-------------------+
+//!   memory/             host/               kernel/
+//!   device memory:      pinned buffers,     declarations, launch shapes,
+//!   brand, views,       the pinned pool,    configurations, the module
+//!   DeviceBuffer,       staged copies       cache
+//!   DeviceVec, pool
+//!     +-------------------+-------------------+
+//!   trace/    Trace: timing events around traced scopes' operations (and staged
+//!     |       copies' chunks), written as a Chrome trace
 //!   device/   Device, Stream, events that order streams
 //!     |
 //!   driver/   the only code that calls cudarc's `result`/`sys`: RAII handles and
@@ -53,8 +55,7 @@
 //! ```
 //!
 //! Each folder uses only the ones below it (`host/` and `kernel/` also use `memory/`'s
-//! element types, `scope/` all four of that row, `nccl/` `trace/` too, `managed/` and
-//! `graph/` everything below them but `trace/`), and
+//! element types, `scope/` all four, `managed/` and `graph/` everything below them), and
 //! `error/` (the one [`Error`] type, below everything). Inside `driver/` too, each file
 //! uses only the files below it: `device` (queries) under `context` (the primary
 //! context and its binding), under `stream`, under `event`, `memory` and the rest. A

@@ -372,9 +372,9 @@ const FOLDER_USES: &[(&str, &[&str])] = &[
     ("driver", &[]),
     ("device", &["driver"]),
     ("memory", &["device", "driver"]),
-    ("host", &["memory", "device", "driver"]),
-    ("kernel", &["memory", "device", "driver"]),
     ("trace", &["device", "driver"]),
+    ("host", &["memory", "trace", "device", "driver"]),
+    ("kernel", &["memory", "device", "driver"]),
     (
         "scope",
         &["host", "kernel", "trace", "memory", "device", "driver"],

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::scope::Scope;
-use crate::trace::{Category, Trace};
+use crate::trace::{Category, ChunkTrace, Trace};
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// Records this scope's operations from now on into `trace` (copies, fills, kernels,
@@ -43,6 +43,16 @@ impl<'s, 'env> Scope<'s, 'env> {
     #[inline(always)]
     pub(crate) fn tracer(&self) -> Option<&'env Trace> {
         self.trace.get().copied()
+    }
+
+    /// Where a staged copy of this scope records its chunks, in a traced scope.
+    #[inline(always)]
+    pub(crate) fn chunk_trace(&self) -> Option<ChunkTrace<'env>> {
+        let trace = self.tracer()?;
+        Some(ChunkTrace {
+            trace,
+            stream: self.stream,
+        })
     }
 
     /// Gives a fork's `child` this scope's trace.

@@ -60,8 +60,15 @@ impl<'s, 'env> Scope<'s, 'env> {
             // `src_bytes`) valid on this scope's stream: branded `'s`, borrowed for the call
             // (mutably, so no other work of this scope touches it), and any free of it is
             // ordered after this copy on the same stream. The stream is the device's.
-            let staged =
-                unsafe { staging::try_upload(stream, &self.device().inner, src_bytes, dst.ptr) }?;
+            let staged = unsafe {
+                staging::try_upload(
+                    stream,
+                    &self.device().inner,
+                    src_bytes,
+                    dst.ptr,
+                    self.chunk_trace(),
+                )
+            }?;
             if staged {
                 return Ok(());
             }
@@ -123,7 +130,13 @@ impl<'s, 'env> Scope<'s, 'env> {
                     // SAFETY: as above, for the synchronous staged path, which returns only
                     // once every byte of `dst` is written.
                     let staged = unsafe {
-                        staging::try_download(stream, device, src.ptr, as_bytes_mut(dst))
+                        staging::try_download(
+                            stream,
+                            device,
+                            src.ptr,
+                            as_bytes_mut(dst),
+                            self.chunk_trace(),
+                        )
                     }?;
                     if staged {
                         // SAFETY: every byte of `dst` was written by the host copies of the

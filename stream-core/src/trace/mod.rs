@@ -5,6 +5,11 @@
 //! track per stream, a slice per operation, and arrows for the order forks and joins
 //! impose between streams.
 //!
+//! A staged copy (pageable host memory, see [`staging`](crate::staging)) also records
+//! each chunk's DMA inside its slice, except the copy-out of a download that returns at
+//! once, which runs later on the library's own streams: there the slice is the device
+//! snapshot the copy-out reads.
+//!
 //! Off unless a scope is given a trace ([`Scope::trace_into`](crate::Scope::trace_into)):
 //! a scope without one pays one atomic load per operation. With one, each operation
 //! records two timing events (about what two `cuEventRecord`s and two `cuEventCreate`s
@@ -39,5 +44,5 @@
 mod chrome;
 mod recorder;
 
-pub(crate) use recorder::Category;
 pub use recorder::Trace;
+pub(crate) use recorder::{Category, ChunkTrace};

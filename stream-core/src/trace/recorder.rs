@@ -74,6 +74,8 @@ pub(crate) struct Mark {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Category {
     Copy,
+    /// One chunk's DMA of a staged copy (inside the copy's own slice).
+    Staged,
     Fill,
     Kernel,
     Collective,
@@ -85,6 +87,7 @@ impl Category {
     pub(super) fn name(self) -> &'static str {
         match self {
             Category::Copy => "copy",
+            Category::Staged => "staged",
             Category::Fill => "fill",
             Category::Kernel => "kernel",
             Category::Collective => "collective",
@@ -226,6 +229,34 @@ impl Trace {
         if let (Some(from), Some(to)) = (from, to) {
             self.lock().flows.push(Flow { name, from, to });
         }
+    }
+}
+
+/// Where the DMAs of a staged copy record their chunks: the trace of the scope that
+/// issued the copy, and its stream (the one the DMAs run on).
+#[derive(Clone, Copy)]
+pub(crate) struct ChunkTrace<'a> {
+    pub(crate) trace: &'a Trace,
+    pub(crate) stream: &'a Stream,
+}
+
+impl ChunkTrace<'_> {
+    /// Runs `dma`, which enqueues one chunk's DMA of `bytes` on the stream, as a slice
+    /// `name` of [`Category::Staged`].
+    pub(crate) fn record<R>(
+        &self,
+        name: &'static str,
+        bytes: usize,
+        dma: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let start = self.trace.begin(self.stream);
+        let out = dma();
+        if out.is_ok() {
+            let bytes = Some(bytes as u64);
+            self.trace
+                .end(start, self.stream, name, Category::Staged, bytes);
+        }
+        out
     }
 }
 

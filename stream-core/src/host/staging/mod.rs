@@ -106,6 +106,7 @@ use crate::device::DeviceInner;
 use crate::driver::stream::RawStream;
 use crate::error::Result;
 use crate::host::pinned_pool::PinnedPool;
+use crate::trace::ChunkTrace;
 use config::{staging_config, StagingConfig, STAGED};
 use detection::is_pageable;
 use pipeline::{download_pipeline, upload_pipeline};
@@ -159,18 +160,21 @@ unsafe fn staged_ring<'p>(
 ///
 /// `dst` is device memory of `src.len()` bytes valid on `stream` for this copy (no other
 /// work touches it meanwhile; any later use or free is stream-ordered after it), and
-/// `stream` is a stream of `device`.
-pub(crate) unsafe fn try_upload(
-    stream: &RawStream,
+/// `stream` is a stream of `device`. In a traced scope, `chunks` records each chunk's
+/// DMA (on `stream`).
+pub(crate) unsafe fn try_upload<'p>(
+    stream: &'p RawStream,
     device: &DeviceInner,
     src: &[u8],
     dst: sys::CUdeviceptr,
+    chunks: Option<ChunkTrace<'p>>,
 ) -> Result<bool> {
     // SAFETY: this function's own contract.
     let ring = unsafe { staged_ring(Direction::Upload, stream, device, src, dst) }?;
     let Some((mut ring, config)) = ring else {
         return Ok(false);
     };
+    ring.record_chunks(chunks);
     upload_pipeline(&mut ring, src, config)?;
     STAGED.with(|c| c.set((c.get().0 + 1, c.get().1)));
     Ok(true)
@@ -228,17 +232,19 @@ pub(crate) unsafe fn start_staged_download(
 ///
 /// `src` is device memory of `dst.len()` bytes valid on `stream` for this copy (no other
 /// work writes it meanwhile), and `stream` is a stream of `device`.
-pub(crate) unsafe fn try_download(
-    stream: &RawStream,
+pub(crate) unsafe fn try_download<'p>(
+    stream: &'p RawStream,
     device: &DeviceInner,
     src: sys::CUdeviceptr,
     dst: &mut [u8],
+    chunks: Option<ChunkTrace<'p>>,
 ) -> Result<bool> {
     // SAFETY: this function's own contract.
     let ring = unsafe { staged_ring(Direction::Download, stream, device, dst, src) }?;
     let Some((mut ring, config)) = ring else {
         return Ok(false);
     };
+    ring.record_chunks(chunks);
     download_pipeline(&mut ring, dst, config)?;
     STAGED.with(|c| c.set((c.get().0, c.get().1 + 1)));
     Ok(true)

@@ -10,6 +10,7 @@ use crate::driver::memory::{copy_device_to_host, copy_host_to_device};
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
 use crate::host::pinned_pool::{Block, PinnedPool};
+use crate::trace::ChunkTrace;
 
 /// The ring of pool blocks of one staged copy, and the device range it copies to or
 /// from on `stream`. Dropping it gives the blocks back to the pool, armed with the
@@ -22,6 +23,8 @@ pub(super) struct CudaRing<'p> {
     device_len: usize,
     /// `None` for a slot whose block was abandoned after a failure.
     blocks: Vec<Option<Block>>,
+    /// Where each chunk's DMA is recorded, in a traced scope.
+    chunks: Option<ChunkTrace<'p>>,
 }
 
 impl<'p> CudaRing<'p> {
@@ -53,6 +56,7 @@ impl<'p> CudaRing<'p> {
             device,
             device_len,
             blocks: Vec::with_capacity(wanted),
+            chunks: None,
         };
         while ring.blocks.len() < wanted {
             match ring
@@ -70,6 +74,12 @@ impl<'p> CudaRing<'p> {
         }
         config.ring_blocks = ring.blocks.len();
         Ok(Some((ring, config)))
+    }
+
+    /// Records each chunk's DMA into `chunks` (a traced scope's trace, on this ring's
+    /// stream).
+    pub(super) fn record_chunks(&mut self, chunks: Option<ChunkTrace<'p>>) {
+        self.chunks = chunks;
     }
 
     /// Block `slot`, or an error when it has none (an abandoned block).
@@ -146,7 +156,11 @@ impl Dma for CudaRing<'_> {
         // the host copy, which returned before this call; the block stays allocated and
         // unwritten until the event recorded below reports this DMA complete (the pool
         // hands out, and frees, only idle blocks).
-        let enqueued = unsafe { copy_host_to_device(dst, src, len, stream) };
+        let dma = || unsafe { copy_host_to_device(dst, src, len, stream) };
+        let enqueued = match self.chunks {
+            Some(chunks) => chunks.record("staged upload chunk", len, dma),
+            None => dma(),
+        };
         self.arm(slot, enqueued)
     }
 
@@ -160,7 +174,11 @@ impl Dma for CudaRing<'_> {
         // pipeline called `idle_block` first); the host reads it only after waiting for
         // the event recorded below, and the pool neither hands out nor frees it before
         // that event completed. Any bytes are valid in a byte buffer.
-        let enqueued = unsafe { copy_device_to_host(dst, src, len, stream) };
+        let dma = || unsafe { copy_device_to_host(dst, src, len, stream) };
+        let enqueued = match self.chunks {
+            Some(chunks) => chunks.record("staged download chunk", len, dma),
+            None => dma(),
+        };
         self.arm(slot, enqueued)
     }
 }
