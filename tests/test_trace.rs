@@ -9,90 +9,44 @@
 
 use std::collections::HashMap;
 
-use gpu_tests::{check_error, device, ensure, expect_err, spin, TestResult};
+use gpu_tests::chrome_trace::{named, parse, Slice};
+use gpu_tests::{
+    check_error, device, ensure, expect_err, gpu_status, spin, tests, GpuStatus, Test, TestResult,
+};
 use serde_json::Value;
 use stream_core::nccl::{Communicator, Sum, UniqueId};
 use stream_core::trace::Trace;
-use stream_core::{scope, Error};
+use stream_core::{scope, Device, Error};
 
-gpu_tests::test_main! {
-    gpu: [
+fn main() {
+    let mut gpu: Vec<Test> = tests![
         a_traced_scope_and_its_fork_record_each_operation_in_stream_order,
         work_that_overlaps_on_the_gpu_overlaps_in_the_trace,
         untraced_scopes_and_work_before_trace_into_record_nothing,
         a_collective_is_one_slice_with_its_bytes,
+        a_graph_replay_is_one_slice,
+        scopes_on_several_threads_record_into_one_trace,
         writing_a_trace_before_its_work_completes_is_an_error_not_a_wait,
         a_scope_records_into_one_trace,
         perfetto_reads_the_same_operations,
-    ],
+    ];
+    match gpu_status() {
+        GpuStatus::Present(n) if *n >= 2 => {
+            gpu.extend(tests![
+                a_fork_onto_another_gpu_records_on_that_gpu_s_process
+            ]);
+        }
+        GpuStatus::Present(n) => eprintln!(
+            "test_trace: {n} CUDA device(s): the two-GPU test is not registered (run this \
+             binary on a machine with two GPUs to cover a traced fork across devices)"
+        ),
+        GpuStatus::Absent(_) => {}
+    }
+    gpu_tests::run(&gpu, &[])
 }
 
 /// About 25 ms of spinning on an H100/H200.
 const UNIT: u64 = 50_000_000;
-
-/// A complete event of the trace.
-#[derive(Debug)]
-struct Slice {
-    name: String,
-    cat: String,
-    tid: u64,
-    ts: f64,
-    dur: f64,
-    bytes: Option<u64>,
-}
-
-/// The trace's JSON, parsed: its slices, and its flows as (phase, id, tid, ts).
-struct Parsed {
-    slices: Vec<Slice>,
-    flows: Vec<(String, u64, u64, f64)>,
-    tracks: usize,
-    lost: u64,
-}
-
-fn parse(trace: &Trace) -> TestResult<Parsed> {
-    let json: Value = serde_json::from_str(&trace.to_chrome_json()?)
-        .map_err(|e| format!("the trace is not JSON: {e}"))?;
-    let events = json["traceEvents"]
-        .as_array()
-        .ok_or("no traceEvents array")?;
-    let (mut slices, mut flows, mut tracks) = (Vec::new(), Vec::new(), 0);
-    for e in events {
-        let field = |k: &str| e[k].as_f64().ok_or(format!("{k} missing in {e}"));
-        match e["ph"].as_str().ok_or(format!("no ph in {e}"))? {
-            "X" => slices.push(Slice {
-                name: e["name"].as_str().unwrap_or_default().to_owned(),
-                cat: e["cat"].as_str().unwrap_or_default().to_owned(),
-                tid: field("tid")? as u64,
-                ts: field("ts")?,
-                dur: field("dur")?,
-                bytes: e["args"]["bytes"].as_u64(),
-            }),
-            "s" | "f" => flows.push((
-                e["ph"].as_str().unwrap_or_default().to_owned(),
-                field("id")? as u64,
-                field("tid")? as u64,
-                field("ts")?,
-            )),
-            "M" if e["name"] == "thread_name" => tracks += 1,
-            "M" => {}
-            other => return Err(format!("unexpected phase {other:?}").into()),
-        }
-    }
-    let lost = json["otherData"]["lost_records"]
-        .as_u64()
-        .ok_or("no lost_records")?;
-    Ok(Parsed {
-        slices,
-        flows,
-        tracks,
-        lost,
-    })
-}
-
-/// The slices named `name`.
-fn named<'p>(p: &'p Parsed, name: &str) -> Vec<&'p Slice> {
-    p.slices.iter().filter(|s| s.name == name).collect()
-}
 
 /// Upload, fill and a kernel on the parent's stream; a fork onto a second stream that
 /// copies the lent buffer and downloads the copy. Each operation is one slice of its
@@ -336,6 +290,131 @@ fn a_collective_is_one_slice_with_its_bytes() -> TestResult {
     ensure!(
         c.len() == 1 && c[0].name == "all_reduce" && c[0].bytes == Some(4099 * 4),
         "{c:?}"
+    );
+    Ok(())
+}
+
+/// A captured graph (a fill and a kernel) replayed in a traced scope: one `graph` slice
+/// that lasts at least as long as the graph's kernel ran when launched directly.
+fn a_graph_replay_is_one_slice() -> TestResult {
+    let dev = device()?;
+    let stream = dev.new_stream()?;
+    let (mut graph, ()) = dev.capture((), |g, ()| {
+        let mut x = g.alloc::<u32>(1024)?;
+        g.fill(&mut x, 3)
+    })?;
+    let trace = Trace::new();
+    scope(&stream, |s| -> TestResult {
+        s.trace_into(&trace)?;
+        s.replay(&mut graph)?.wait()?;
+        Ok(())
+    })?;
+    let p = parse(&trace)?;
+    ensure!(
+        p.slices.len() == 1
+            && p.slices[0].name == "graph replay"
+            && p.slices[0].cat == "graph"
+            && p.slices[0].dur > 0.0,
+        "{:?}",
+        p.slices
+    );
+    Ok(())
+}
+
+/// Four threads, each with a scope on its own stream, record into one trace at once:
+/// four tracks, each with its thread's fills in order, nothing lost.
+fn scopes_on_several_threads_record_into_one_trace() -> TestResult {
+    let dev = device()?;
+    let streams: Vec<stream_core::Stream> = (0..4)
+        .map(|_| dev.new_stream())
+        .collect::<stream_core::Result<_>>()?;
+    let trace = Trace::new();
+    std::thread::scope(|threads| {
+        let workers: Vec<_> = streams
+            .iter()
+            .map(|stream| {
+                let trace = &trace;
+                threads.spawn(move || {
+                    scope(stream, |s| -> stream_core::Result<()> {
+                        s.trace_into(trace)?;
+                        let mut x = s.alloc::<u32>(1 << 16)?;
+                        for v in 0..50 {
+                            s.fill(&mut x, v)?;
+                        }
+                        Ok(())
+                    })
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|w| {
+            w.join()
+                .map_err(|_| "a worker panicked")?
+                .map_err(|e| e.to_string())
+        })
+    })?;
+    let p = parse(&trace)?;
+    ensure!(
+        p.lost == 0 && p.tracks == 4,
+        "{} tracks, {} lost",
+        p.tracks,
+        p.lost
+    );
+    let mut per_track: HashMap<u64, Vec<&Slice>> = HashMap::new();
+    for s in &p.slices {
+        per_track.entry(s.tid).or_default().push(s);
+    }
+    ensure!(
+        per_track.len() == 4 && per_track.values().all(|v| v.len() == 50),
+        "slices per track: {:?}",
+        per_track.values().map(Vec::len).collect::<Vec<_>>()
+    );
+    for slices in per_track.values() {
+        ensure!(
+            slices
+                .windows(2)
+                .all(|w| w[0].ts + w[0].dur <= w[1].ts + 1.0),
+            "one thread's fills out of order on its stream"
+        );
+    }
+    Ok(())
+}
+
+/// A traced scope on GPU 0 forks onto a stream of GPU 1, which fills memory of its own:
+/// the trace has one process per GPU, the child's fill is on GPU 1's, and the fork's
+/// and join's arrows cross between them.
+fn a_fork_onto_another_gpu_records_on_that_gpu_s_process() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let (a, b) = (d0.new_stream()?, d1.new_stream()?);
+    let trace = Trace::new();
+    scope(&a, |s| -> TestResult {
+        s.trace_into(&trace)?;
+        let mut x = s.alloc::<u32>(4096)?;
+        s.fill(&mut x, 1)?;
+        s.fork(&b, (), |c, ()| {
+            let mut y = c.alloc::<u32>(4096)?;
+            c.fill(&mut y, 2)
+        })?;
+        Ok(())
+    })?;
+    let json: Value = serde_json::from_str(&trace.to_chrome_json()?)
+        .map_err(|e| format!("the trace is not JSON: {e}"))?;
+    let events = json["traceEvents"].as_array().ok_or("no traceEvents")?;
+    let fills: Vec<u64> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "fill")
+        .filter_map(|e| e["pid"].as_u64())
+        .collect();
+    let processes = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .count();
+    let crossing = events
+        .iter()
+        .filter(|e| e["ph"] == "f" && e["pid"] == 1)
+        .count();
+    ensure!(
+        fills == [0, 1] && processes == 2 && crossing == 1,
+        "fills on processes {fills:?}, {processes} processes, {crossing} arrows into GPU 1"
     );
     Ok(())
 }

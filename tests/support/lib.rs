@@ -20,6 +20,7 @@
 
 mod check;
 pub mod child;
+pub mod chrome_trace;
 pub mod cudarc_side;
 mod element;
 mod float;

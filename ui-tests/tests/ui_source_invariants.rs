@@ -382,7 +382,9 @@ const FOLDER_USES: &[(&str, &[&str])] = &[
     ("managed", &["scope", "memory", "device", "driver"]),
     (
         "graph",
-        &["scope", "host", "kernel", "memory", "device", "driver"],
+        &[
+            "scope", "host", "kernel", "memory", "trace", "device", "driver",
+        ],
     ),
     ("timing", &["scope", "device", "driver"]),
     ("nccl", &["scope", "trace", "memory", "device", "driver"]),

@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::graph::Graph;
 use crate::scope::{Pending, Scope};
+use crate::trace::Category;
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// Enqueues one run of `graph` on this scope's stream, ordered after the scope's
@@ -55,28 +56,30 @@ impl<'s, 'env> Scope<'s, 'env> {
         let _nvtx = crate::driver::nvtx::range(c"stream_core::replay");
         self.device().ensure_same_device(&graph.device)?;
         let context = &self.stream.device.inner.context;
-        Pending::after(
-            context,
-            self.outstanding,
-            &self.stream.raw,
-            graph,
-            |stream, graph| {
-                // SAFETY: the graph's work runs on this scope's stream, of the graph's device
-                // (checked above, so of its context). Every memory it uses is valid for this
-                // run and touched by nothing outside it meanwhile:
-                // * its own allocations are made and freed inside the run, by its allocation
-                //   and free nodes (every use was recorded between them);
-                // * the pinned buffers and `DeviceVec`s it holds live as long as the graph,
-                //   which this run borrows exclusively (`&'env mut`) until `Pending::wait` has
-                //   seen it complete or the scope's final synchronisation (the outermost
-                //   scope's: it covers forks by their joins) has: the host cannot read, write
-                //   or free them meanwhile, since it reaches them only through the graph; a
-                //   `DeviceVec` the graph holds shared is only read by it, one held
-                //   exclusively is reachable by no one else;
-                // * every kernel's launch shape and arguments were checked when recorded, as
-                //   for a scope, and its module stays loaded while the graph's device lives.
-                unsafe { graph.exec.launch(stream) }
-            },
-        )
+        self.traced("graph replay", Category::Graph, None, || {
+            Pending::after(
+                context,
+                self.outstanding,
+                &self.stream.raw,
+                graph,
+                |stream, graph| {
+                    // SAFETY: the graph's work runs on this scope's stream, of the graph's device
+                    // (checked above, so of its context). Every memory it uses is valid for this
+                    // run and touched by nothing outside it meanwhile:
+                    // * its own allocations are made and freed inside the run, by its allocation
+                    //   and free nodes (every use was recorded between them);
+                    // * the pinned buffers and `DeviceVec`s it holds live as long as the graph,
+                    //   which this run borrows exclusively (`&'env mut`) until `Pending::wait` has
+                    //   seen it complete or the scope's final synchronisation (the outermost
+                    //   scope's: it covers forks by their joins) has: the host cannot read, write
+                    //   or free them meanwhile, since it reaches them only through the graph; a
+                    //   `DeviceVec` the graph holds shared is only read by it, one held
+                    //   exclusively is reachable by no one else;
+                    // * every kernel's launch shape and arguments were checked when recorded, as
+                    //   for a scope, and its module stays loaded while the graph's device lives.
+                    unsafe { graph.exec.launch(stream) }
+                },
+            )
+        })
     }
 }

@@ -1,6 +1,6 @@
 //! A timeline a person can look at without Nsight: [`Trace`] records the GPU time of
-//! what chosen scopes enqueue (copies, fills, kernels, NCCL collectives, forks and
-//! joins) with timing events, and writes it as a Chrome trace (JSON) that Perfetto
+//! what chosen scopes enqueue (copies, fills, kernels, graph replays, NCCL collectives,
+//! forks and joins) with timing events, and writes it as a Chrome trace (JSON) that Perfetto
 //! (<https://ui.perfetto.dev>) and `chrome://tracing` open: one process per GPU, one
 //! track per stream, a slice per operation, and arrows for the order forks and joins
 //! impose between streams.
@@ -9,6 +9,10 @@
 //! each chunk's DMA inside its slice, except the copy-out of a download that returns at
 //! once, which runs later on the library's own streams: there the slice is the device
 //! snapshot the copy-out reads.
+//!
+//! Not recorded: a graph's capture (its work runs at replay, which is recorded), the
+//! collectives of an `nccl::group` (NCCL enqueues them at the group's end), a
+//! `hand_off`'s ordering, and the owned-buffer futures' work (`future`).
 //!
 //! Off unless a scope is given a trace ([`Scope::trace_into`](crate::Scope::trace_into)):
 //! a scope without one pays one atomic load per operation. With one, each operation

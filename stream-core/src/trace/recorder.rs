@@ -79,6 +79,8 @@ pub(crate) enum Category {
     Fill,
     Kernel,
     Collective,
+    /// A CUDA graph's replay, as one slice.
+    Graph,
     Fork,
     Join,
 }
@@ -91,6 +93,7 @@ impl Category {
             Category::Fill => "fill",
             Category::Kernel => "kernel",
             Category::Collective => "collective",
+            Category::Graph => "graph",
             Category::Fork => "fork",
             Category::Join => "join",
         }
