@@ -1,8 +1,10 @@
 //! Soak test of `stream_core`: for a set time (10 minutes unless told), several threads,
 //! each with its own three streams, run random sequences of allocations, transfers of
-//! random sizes (pageable and pinned host memory, whole buffers and sub-ranges),
-//! kernels, fork/join, hand-offs and `DeviceVec` attachments, and check every result
-//! against the CPU. At the end it prints the operations done, the bytes moved, the
+//! random sizes (pageable and pinned host memory, whole buffers and sub-ranges, staged
+//! above the staging threshold), kernels, fork/join, hand-offs and `DeviceVec`
+//! attachments, graph replays with updated scalars, managed memory with prefetches and
+//! advice, owned-buffer futures (some dropped early), cudarc conversions and cuBLAS
+//! SGEMMs on two streams through one handle, and check every result against the CPU. At the end it prints the operations done, the bytes moved, the
 //! errors (the target is none), and the device and pinned memory in use before and
 //! after, which must be back at the starting level. It exits with status 1 on any error
 //! or leak, 2 when it could not start.
@@ -19,6 +21,7 @@
 
 mod host;
 mod kernel_ops;
+mod module_ops;
 mod ops;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -237,9 +240,14 @@ fn run(config: &Config) -> Result<bool, Failed> {
     let shared_host: Vec<f64> = (0..VEC_LEN)
         .map(|_| rng.below(201) as f64 - 100.0)
         .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .map_err(|e| Failed::from(format!("cannot start a tokio runtime: {e}")))?;
     let shared = Shared {
         vec: dev.upload_vec(&shared_host)?,
         host: shared_host,
+        runtime,
     };
     // Warm-up: one of each operation, so that kernels are compiled and loaded before
     // the memory baseline is taken.
@@ -383,6 +391,8 @@ fn new_worker<'a>(
         rng,
         max_bytes: config.max_bytes,
         shared,
+        graph: None,
+        blas: None,
     })
 }
 

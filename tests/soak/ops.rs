@@ -8,6 +8,7 @@ use stream_core::{scope, Device, DeviceBuffer, DeviceVec, Pending, Stream};
 
 use crate::host::Host;
 use crate::kernel_ops::{kernels_any, pipeline};
+use crate::module_ops;
 
 /// Bytes one operation moved, by direction.
 #[derive(Debug, Default, Clone, Copy)]
@@ -40,7 +41,7 @@ pub(crate) type OpResult = Result<Moved, Failed>;
 pub(crate) type Op = fn(&mut Worker<'_>) -> OpResult;
 
 /// Every operation, by name; workers pick one uniformly at random.
-pub(crate) const OPS: [(&str, Op); 9] = [
+pub(crate) const OPS: [(&str, Op); 14] = [
     ("round_trip", round_trip_any),
     ("kernels", kernels_any),
     ("pipeline", pipeline),
@@ -50,12 +51,19 @@ pub(crate) const OPS: [(&str, Op); 9] = [
     ("shared_read", shared_read),
     ("churn", churn),
     ("pending", pending_many),
+    ("graph_replay", module_ops::graph_replay),
+    ("managed", module_ops::managed),
+    ("futures", module_ops::futures),
+    ("cudarc", module_ops::cudarc_slices),
+    ("sgemm", module_ops::sgemm),
 ];
 
 /// Read-only device memory every worker attaches at the same time, and its host copy.
 pub(crate) struct Shared {
     pub(crate) vec: DeviceVec<f64>,
     pub(crate) host: Vec<f64>,
+    /// Where the owned-buffer futures run (two worker threads of its own).
+    pub(crate) runtime: tokio::runtime::Runtime,
 }
 
 /// One worker thread's state: its own streams, generator, and long-lived `DeviceVec`
@@ -69,6 +77,10 @@ pub(crate) struct Worker<'a> {
     pub(crate) shared: &'a Shared,
     pub(crate) vec: DeviceVec<f64>,
     pub(crate) mirror: Vec<f64>,
+    /// The worker's captured graph, once `graph_replay` has made one.
+    pub(crate) graph: Option<module_ops::Replayable>,
+    /// The worker's cuBLAS handle, once `sgemm` has made one.
+    pub(crate) blas: Option<kernels::Cublas>,
 }
 
 impl Worker<'_> {
