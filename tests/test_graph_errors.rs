@@ -32,6 +32,10 @@ fn main() {
             a_synchronisation_of_the_capturing_stream_invalidates_the_capture,
         ),
         (
+            "another_thread_s_device_synchronisation_invalidates_a_capture_with_a_clear_error",
+            another_thread_s_device_synchronisation_invalidates_a_capture_with_a_clear_error,
+        ),
+        (
             "an_error_of_the_closure_discards_the_capture",
             an_error_of_the_closure_discards_the_capture,
         ),
@@ -175,6 +179,61 @@ fn a_synchronisation_of_the_capturing_stream_invalidates_the_capture() -> TestRe
             return Err(Failed::from(format!(
                 "a capture whose stream was synchronised: expected GraphCaptureInvalidated, got {other:?}"
             )))
+        }
+    }
+    capture_still_works(&dev)
+}
+
+/// While a capture runs, another thread synchronises the whole device (the soak found
+/// cudarc doing so when an event-tracking context makes its first stream): the driver
+/// refuses that synchronisation and invalidates the capture, and the capture's next
+/// operation, whatever the call, is `Error::GraphCaptureInvalidated` naming it and
+/// saying what happened; later captures work.
+fn another_thread_s_device_synchronisation_invalidates_a_capture_with_a_clear_error() -> TestResult
+{
+    let dev = device()?;
+    let context = dev.cudarc_context()?;
+    let outcome = dev.capture((), |g, ()| {
+        let mut x = g.alloc::<u32>(64)?;
+        g.fill(&mut x, 1)?;
+        let synced = std::thread::scope(|t| {
+            t.spawn(|| context.synchronize().map_err(|e| format!("{e:?}")))
+                .join()
+                .map_err(|_| "the synchronising thread panicked".to_owned())
+        })?;
+        ensure!(
+            synced.is_err(),
+            "cuCtxSynchronize during a capture succeeded: {synced:?}"
+        );
+        let after = g.alloc::<u32>(64);
+        match after {
+            Err(e @ Error::GraphCaptureInvalidated(_)) => Err::<(), _>(Failed::from(e.to_string())),
+            other => Err(Failed::from(format!(
+                "the capture's next allocation after another thread's cuCtxSynchronize: \
+                 expected GraphCaptureInvalidated, got {other:?}"
+            ))),
+        }
+    });
+    match outcome {
+        Err(failed) => {
+            let message = failed.message().unwrap_or("").to_owned();
+            for part in [
+                "invalidated",
+                "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+                "synchronised the \
+                         whole device",
+                "capture again",
+            ] {
+                ensure!(
+                    message.contains(part),
+                    "the message {message:?} lacks {part:?}"
+                );
+            }
+        }
+        Ok(_) => {
+            return Err(Failed::from(
+                "the capture survived a device-wide synchronisation",
+            ))
         }
     }
     capture_still_works(&dev)

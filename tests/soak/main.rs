@@ -244,10 +244,15 @@ fn run(config: &Config) -> Result<bool, Failed> {
         .worker_threads(2)
         .build()
         .map_err(|e| Failed::from(format!("cannot start a tokio runtime: {e}")))?;
+    let cudarc_stream = dev
+        .cudarc_context()?
+        .new_stream()
+        .map_err(|e| Failed::from(format!("cudarc cannot make a stream: {e:?}")))?;
     let shared = Shared {
         vec: dev.upload_vec(&shared_host)?,
         host: shared_host,
         runtime,
+        cudarc_stream,
     };
     // Warm-up: one of each operation, so that kernels are compiled and loaded before
     // the memory baseline is taken.

@@ -176,15 +176,14 @@ async fn poll_once_and_drop(future: impl Future) {
     .await;
 }
 
-/// Uploaded by cudarc on a stream of its own, converted to a `DeviceVec` (no copy),
+/// Uploaded by cudarc on its stream (one for the whole run, see `Shared`), converted to a `DeviceVec` (no copy),
 /// doubled in place by this library's kernel in a scope, converted back and read by
 /// cudarc.
 pub(crate) fn cudarc_slices(w: &mut Worker<'_>) -> OpResult {
     let max = w.max::<f32>();
     let n = random_len(&mut w.rng, max).max(1);
     let data = ints_f32(&mut w.rng, n, 1000);
-    let context = w.dev.cudarc_context()?;
-    let theirs = cudarc("new_stream", context.new_stream())?;
+    let theirs = &w.shared.cudarc_stream;
     let slice = cudarc("clone_htod", theirs.clone_htod(&data))?;
     let mut vec: DeviceVec<f32> =
         converted("a slice cudarc uploaded", DeviceVec::from_cudarc(slice))?;
@@ -195,7 +194,7 @@ pub(crate) fn cudarc_slices(w: &mut Worker<'_>) -> OpResult {
         s.copy_device(&y, &mut x)?;
         Ok(())
     })?;
-    let slice = vec.into_cudarc(&theirs)?;
+    let slice = vec.into_cudarc(theirs)?;
     let back = cudarc("clone_dtoh", theirs.clone_dtoh(&slice))?;
     let doubled: Vec<f32> = data.iter().map(|v| 2.0 * v).collect();
     check_eq("cudarc -> DeviceVec -> 2 x -> cudarc", &doubled, &back)?;

@@ -64,6 +64,12 @@ pub(crate) struct Shared {
     pub(crate) host: Vec<f64>,
     /// Where the owned-buffer futures run (two worker threads of its own).
     pub(crate) runtime: tokio::runtime::Runtime,
+    /// The cudarc stream of the `cudarc` operations, made before any worker starts and
+    /// alive for the whole run: cudarc synchronises the whole device when an
+    /// event-tracking context makes its first stream, which would invalidate the graph
+    /// captures of other workers (`Error::GraphCaptureInvalidated`; the soak's first run
+    /// found it, `test_graph_errors` keeps it).
+    pub(crate) cudarc_stream: std::sync::Arc<cudarc::driver::CudaStream>,
 }
 
 /// One worker thread's state: its own streams, generator, and long-lived `DeviceVec`

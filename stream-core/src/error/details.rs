@@ -218,12 +218,17 @@ pub struct CompletionThread {
 
 /// The driver invalidated a graph capture: work it cannot record reached the
 /// capture's stream (through raw handles: a wait on an event recorded outside the
-/// capture, a synchronisation of a capturing stream, ...). No graph was made.
+/// capture, a synchronisation of a capturing stream, ...), or a thread of the process
+/// synchronised the whole device while it ran (cudarc's first stream of an
+/// event-tracking context does). No graph was made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "the graph capture was invalidated ({cause}): work that a capture cannot record \
      reached its stream, such as a wait on an event recorded outside the capture or a \
-     synchronisation of a capturing stream; no graph was made: capture again without it"
+     synchronisation of a capturing stream, or a thread of the process synchronised the \
+     whole device meanwhile (a context synchronisation, the legacy default stream; \
+     cudarc does so when a context with event tracking makes its first stream); no \
+     graph was made: capture again without it"
 )]
 pub struct GraphCaptureInvalidated {
     /// What the driver reported.

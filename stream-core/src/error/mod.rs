@@ -454,6 +454,16 @@ impl Error {
             r.map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|_| "unknown error".to_owned())
         };
+        // Only a capturing stream's work fails so: whatever the call, the capture it was
+        // part of is over, which is what the user needs to know.
+        if err.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED {
+            return Error::from(GraphCaptureInvalidated {
+                cause: format!(
+                    "{call} failed with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: {}",
+                    text(err.error_string())
+                ),
+            });
+        }
         Error::from(Driver {
             call,
             code: err.0 as u32,

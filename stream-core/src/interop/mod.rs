@@ -69,6 +69,14 @@
 //! handle means whichever context is current; slices on it convert), and slices of
 //! contexts that allocate with `cuMemAlloc` (freeing them waits for the whole device).
 //! A refused slice is given back ([`FromCudarcError`]).
+//!
+//! **Graph captures and cudarc's device-wide synchronisations.** A few of cudarc's calls
+//! synchronise the whole device (`CudaContext::synchronize`, and `new_stream` when an
+//! event-tracking context makes its first stream). Made while a capture
+//! ([`Device::capture`]) runs on another thread, the driver refuses them and invalidates
+//! the capture, which then ends in [`Error::GraphCaptureInvalidated`](crate::Error::GraphCaptureInvalidated) (found by the soak;
+//! `tests/test_graph_errors.rs` keeps it). Make cudarc's streams before capturing, and
+//! keep one alive while captures may run.
 
 mod cudarc_handles;
 mod cudarc_slice;
