@@ -9,6 +9,8 @@
 #   bash scripts/sanitize.sh memcheck                # one tool (what fits one device call)
 #   bash scripts/sanitize.sh racecheck,synccheck --only test_gemm --filter sgemm
 #   bash scripts/sanitize.sh initcheck --budget 540  # stop starting runs after 9 minutes
+#   bash scripts/sanitize.sh --budget 540 --coverage .gpu/sanitize-coverage.tsv
+#                       # everything, in pieces of at most 10 minutes: see "Pieces" below
 #
 # Arguments:
 #   TOOLS               comma-separated subset of memcheck,racecheck,synccheck,initcheck
@@ -23,6 +25,9 @@
 #   --log-dir DIR       where the logs go (default: $OUT/sanitize when $OUT is set,
 #                       else .gpu/sanitize)
 #   --api-errors MODE   compute-sanitizer's --report-api-errors (default: no; see below)
+#   --coverage FILE     record every finished run in FILE (tab-separated: tool, target,
+#                       verdict, seconds, piece, summary) and skip the runs FILE already
+#                       records; see "Pieces"
 #
 # Targets: every test binary of .gpu/test-list (run with --include-ignored and
 # STREAM_CORE_REQUIRE_GPU=1, as .gpu/run.sh does) and every program in .gpu/bin.
@@ -51,6 +56,20 @@
 # test_scope and test_panics), test_errors and test_kernels; initcheck did not finish test_kernels in 200 s (it stalled in
 # scale_is_exactly_the_rounded_product_f64, 2^24 + 3 doubles, with no error reported):
 # run initcheck with --skip test_kernels, then test_kernels alone with a --filter.
+#
+# Pieces. All four tools over every target take far longer than the 10 minutes one
+# device call may run. With --coverage FILE and --budget (540 leaves a minute for the
+# call's start and the logs), each call runs what FILE does not yet record, within the
+# budget (a run's limit is cut to what is left of it, so a piece never overruns), and
+# appends what it covered, labelled with the piece's start time. Copy FILE back from
+# $OUT after each call and carry it to the next (e.g. as .gpu/sanitize-coverage.tsv);
+# repeat until the script says nothing is left. The exit status is then that of the
+# whole coverage: 0 only when every recorded run passed. A piece that leaves runs for
+# the next one exits 3.
+#
+# The runs see STREAM_CORE_SANITIZER=<tool>: test binaries with load tests use lighter
+# loads under it (gpu_tests::load; test_async's 10,000 concurrent requests become 300),
+# still checking every result.
 #
 # Each run's compute-sanitizer report is $LOG_DIR/<tool>/<target>.<pid>.log (one per
 # process) and the target's own output $LOG_DIR/<tool>/<target>.out. Per run the script
@@ -83,6 +102,8 @@ observes_concurrency=(
   head_of_line_bypass_on_tokio_resolves_a_short_operation_before_a_long_one_of_another_stream         # test_async_waiting
   head_of_line_bypass_on_mini_executor_resolves_a_short_operation_before_a_long_one_of_another_stream # test_async_waiting
   a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel  # test_cudarc
+  a_stop_that_ran_before_the_start_is_an_error  # test_timer: its stop, on an idle stream, must run before its start behind a spin on another
+  work_that_overlaps_on_the_gpu_overlaps_in_the_trace  # test_trace
 )
 # Tests that leak on purpose (`mem::forget` of a future or of a capture's buffer, whose
 # leak is the documented outcome): memcheck's leak check reports them (measured on an
@@ -102,6 +123,7 @@ run_timeout=300
 budget=0
 log_dir=""
 api_errors=no
+coverage=""
 
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
@@ -117,6 +139,7 @@ while (($#)); do
     --budget) budget="$2"; shift 2 ;;
     --log-dir) log_dir="$2"; shift 2 ;;
     --api-errors) api_errors="$2"; shift 2 ;;
+    --coverage) coverage="$2"; shift 2 ;;
     -*) echo "sanitize: unknown option $1 (see --help)" >&2; exit 2 ;;
     *)
       IFS=, read -r -a named <<< "$1"
@@ -191,6 +214,19 @@ count() { # $1 = regex with one number group (sed -E), files...
 }
 
 start=$(date +%s)
+piece=$(date -u +%Y%m%dT%H%M%SZ)
+declare -A covered=()
+if [[ -n "$coverage" ]]; then
+  touch "$coverage" || { echo "sanitize: cannot write the coverage file $coverage" >&2; exit 2; }
+  known=0
+  while IFS=$'\t' read -r c_tool c_name c_verdict c_secs c_piece _; do
+    [[ -n "$c_tool" ]] || continue
+    covered["$c_tool $c_name"]="$c_verdict (piece $c_piece, ${c_secs}s)"
+    known=$((known + 1))
+  done < "$coverage"
+  echo "sanitize: piece $piece; $coverage records $known runs already"
+fi
+left=0
 failures=()
 declare -A tool_errors tool_runs tool_hazards tool_leaks
 for tool in "${tools[@]}"; do
@@ -209,10 +245,20 @@ for tool in "${tools[@]}"; do
       echo "    $(printf '%-22s' "$name") skipped (see the header of scripts/sanitize.sh)"
       continue
     fi
-    if ((budget > 0 && $(date +%s) - start >= budget)); then
-      failures+=("$tool $name: not run (--budget ${budget}s spent)")
-      echo "    $(printf '%-22s' "$name") NOT RUN: budget spent"
+    if [[ -n "${covered["$tool $name"]:-}" ]]; then
+      echo "    $(printf '%-22s' "$name") covered: ${covered["$tool $name"]}"
       continue
+    fi
+    limit=$run_timeout
+    if ((budget > 0)); then
+      remaining=$(( budget - ($(date +%s) - start) ))
+      if ((remaining < 30)); then
+        left=$((left + 1))
+        [[ -n "$coverage" ]] || failures+=("$tool $name: not run (--budget ${budget}s spent)")
+        echo "    $(printf '%-22s' "$name") NOT RUN: budget spent"
+        continue
+      fi
+      ((remaining < limit)) && limit=$remaining
     fi
     if [[ $kind == test ]]; then
       args=(--include-ignored "${filter[@]}")
@@ -225,8 +271,8 @@ for tool in "${tools[@]}"; do
     fi
     rm -f "$log_dir/$tool/$name".*.log
     t0=$(date +%s)
-    STREAM_CORE_REQUIRE_GPU=1 RUST_BACKTRACE=1 \
-      timeout --kill-after=30 "$run_timeout" \
+    STREAM_CORE_REQUIRE_GPU=1 STREAM_CORE_SANITIZER=$tool RUST_BACKTRACE=1 \
+      timeout --kill-after=30 "$limit" \
       "$sanitizer" --tool "$tool" "${flags[@]}" --error-exitcode 86 \
         --report-api-errors "$api_errors" --require-cuda-init no \
         --target-processes all --print-limit 200 \
@@ -256,7 +302,7 @@ for tool in "${tools[@]}"; do
     tool_runs[$tool]=$(( ${tool_runs[$tool]} + 1 ))
     verdict=ok
     if ((rc == 124 || rc == 137)); then
-      verdict="TIMEOUT after ${run_timeout}s"
+      verdict="TIMEOUT after ${limit}s"
     elif ((${#reports[@]} == 0)); then
       verdict="NO REPORT (exit $rc)"
     elif ((errors > 0)); then
@@ -265,6 +311,9 @@ for tool in "${tools[@]}"; do
       verdict="TARGET FAILED (exit $rc; see $log_dir/$tool/$name.out)"
     fi
     [[ $verdict == ok ]] || failures+=("$tool $name: $verdict ($summary)")
+    if [[ -n "$coverage" ]]; then
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$name" "$verdict" "$secs" "$piece" "$summary" >> "$coverage"
+    fi
     printf '    %-22s %-8s %4ss  %s\n' "$name" "$([[ $verdict == ok ]] && echo ok || echo FAIL)" "$secs" "$summary"
     [[ $verdict == ok ]] || echo "    $(printf '%-22s' '') -> $verdict"
   done
@@ -277,6 +326,20 @@ for tool in "${tools[@]}"; do
   [[ $tool == memcheck ]] && line="$line; LEAK SUMMARY: ${tool_leaks[$tool]} bytes leaked"
   echo "$tool: $line"
 done
+if [[ -n "$coverage" ]]; then
+  # The verdict of the whole coverage so far, not only of this piece.
+  mapfile -t recorded < <(cut -f1-3 "$coverage")
+  bad=$(awk -F'\t' '$3 != "ok"' "$coverage" | wc -l)
+  echo "sanitize: $coverage records ${#recorded[@]} runs, $bad of them not ok:"
+  awk -F'\t' '$3 != "ok" {print "  " $1 " " $2 ": " $3 " (" $6 ")"}' "$coverage"
+  if ((left > 0)); then
+    echo "sanitize: INCOMPLETE: $left runs left for the next piece (run again with --coverage $coverage)"
+    exit 3
+  fi
+  ((bad == 0)) && { echo "sanitize: PASS (every run of the coverage: zero errors, every target succeeded)"; exit 0; }
+  echo "sanitize: FAIL"
+  exit 1
+fi
 if ((${#failures[@]})); then
   echo "sanitize: FAIL"
   printf '  %s\n' "${failures[@]}"

@@ -47,8 +47,12 @@ gpu_tests::test_main! {
     ],
 }
 
-/// Concurrent requests of the load tests.
-const REQUESTS: usize = 10_000;
+/// Concurrent requests of the load tests: 10,000, or 300 under a sanitizer (which runs
+/// every kernel and copy serially: the full load did not finish in 200 s under
+/// memcheck), every result still checked.
+fn requests() -> usize {
+    gpu_tests::load(10_000, 300)
+}
 
 /// Each owned buffer type makes the round trip, and every buffer comes back.
 fn upload_owned_and_download_owned_round_trip_every_owned_buffer_type() -> TestResult {
@@ -170,7 +174,7 @@ fn download_owned_of_mismatched_lengths_is_length_mismatch() -> TestResult {
     }
 }
 
-/// `REQUESTS` requests of random small sizes, all spawned at once on `workers` worker
+/// [`requests`] requests of random small sizes, all spawned at once on `workers` worker
 /// threads over `STREAMS` streams; every result is checked, and the pools hold what they
 /// held before. With `bypass`, every other stream has the head-of-line bypass on, so
 /// that their requests ring the doorbell while the other streams have work.
@@ -184,7 +188,8 @@ fn concurrent_requests(kind: Kind, threads: usize, bypass: bool) -> TestResult {
     let before = quiet(&dev, &streams.iter().collect::<Vec<_>>())?;
     let executor = workers::start(kind, threads)?;
     let mut rng = Rng::new();
-    let handles: Vec<_> = (0..REQUESTS)
+    let total = requests();
+    let handles: Vec<_> = (0..total)
         .map(|i| {
             let len = 1 + rng.below(1024);
             let input: Vec<f32> = rng.vec(len);
@@ -215,7 +220,7 @@ fn concurrent_requests(kind: Kind, threads: usize, bypass: bool) -> TestResult {
     let after = quiet(&dev, &streams.iter().collect::<Vec<_>>())?;
     ensure!(
         after == before,
-        "after {REQUESTS} requests the pools hold {after:?}, before they held {before:?}: \
+        "after {total} requests the pools hold {after:?}, before they held {before:?}: \
          memory of a request was not released"
     );
     Ok(())

@@ -12,6 +12,27 @@ use crate::check::panic_message;
 /// anything but empty or `0`.
 pub const REQUIRE_GPU_ENV: &str = "STREAM_CORE_REQUIRE_GPU";
 
+/// Environment variable `scripts/sanitize.sh` sets to the tool a test binary runs under
+/// (`memcheck`, `racecheck`, ...): tests with heavy loads use lighter ones there (the
+/// tools run kernels and copies serially, tens of times slower), still checking every
+/// result.
+pub const SANITIZER_ENV: &str = "STREAM_CORE_SANITIZER";
+
+/// The compute-sanitizer tool this process runs under, as `scripts/sanitize.sh` says
+/// ([`SANITIZER_ENV`]); `None` in a normal run.
+pub fn sanitizer() -> Option<String> {
+    std::env::var(SANITIZER_ENV).ok().filter(|t| !t.is_empty())
+}
+
+/// `normal`, or `light` under a sanitizer ([`sanitizer`]): the size of a load test.
+pub fn load(normal: usize, light: usize) -> usize {
+    if sanitizer().is_some() {
+        light
+    } else {
+        normal
+    }
+}
+
 /// Whether this process can use a CUDA device, as `Device::count()` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GpuStatus {

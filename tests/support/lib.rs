@@ -37,7 +37,10 @@ pub use check::{check_eq, check_error, expect_err, panic_message, poison, poison
 pub use element::Element;
 pub use float::{accurate_sum, check_close, signed, summation_height, Real};
 pub use gemm_reference::gemm_reference;
-pub use gpu::{device, gpu_status, require_gpu, stream, GpuStatus, REQUIRE_GPU_ENV};
+pub use gpu::{
+    device, gpu_status, load, require_gpu, sanitizer, stream, GpuStatus, REQUIRE_GPU_ENV,
+    SANITIZER_ENV,
+};
 pub use gpu_work::{round_trip_in, round_trips_on, spin, spin_then_write};
 pub use harness::{run, Test, TestFn};
 pub use libtest_mimic::Failed;
