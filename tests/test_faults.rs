@@ -27,8 +27,10 @@
 
 use std::time::Duration;
 
-use gpu_tests::child::{run_self, ChildOutput};
-use gpu_tests::{ensure, poison, poisoned, Element, Failed, Rng, Test, TestFn, TestResult};
+use gpu_tests::child::{
+    any_error, describe, exited_normally, fault_error, report, run_self, ChildOutput,
+};
+use gpu_tests::{ensure, poison, poisoned, Element, Rng, Test, TestFn, TestResult};
 use stream_core::{kernel, scope, Device, Error, LaunchConfig, Scope, Stream};
 
 /// The environment variable that makes this binary run one fault scenario as a child.
@@ -276,49 +278,6 @@ fn run_scenario(scenario: &str) -> TestResult<ChildOutput> {
     )
 }
 
-/// `Ok` when `key` reports an error (any).
-fn any_error(run: &ChildOutput, key: &str) -> TestResult {
-    let value = run.value(key)?;
-    ensure!(
-        value.starts_with("err "),
-        "`{key}` is `{value}`: after a kernel fault it must return an error.\n{run}"
-    );
-    Ok(())
-}
-
-/// `Ok` when `key` reports a driver error named one of `names`, whose message names it
-/// and says that the context is unusable and the process must restart.
-fn fault_error(run: &ChildOutput, key: &str, names: &[&str]) -> TestResult {
-    let value = run.value(key)?;
-    let Some(rest) = value.strip_prefix("err ") else {
-        return Err(Failed::from(format!(
-            "`{key}` is `{value}`, expected one of the errors {names:?}.\n{run}"
-        )));
-    };
-    let (name, message) = rest.split_once(" | ").unwrap_or((rest, ""));
-    ensure!(
-        names.contains(&name),
-        "`{key}` failed with {name}, expected one of {names:?}.\n{run}"
-    );
-    for part in [name, "unusable", "restart the process"] {
-        ensure!(
-            message.contains(part),
-            "the message of `{key}` does not contain {part:?}: {message:?}.\n{run}"
-        );
-    }
-    Ok(())
-}
-
-/// `Ok` when the child exited with status 0 after printing `done = ok`.
-fn exited_normally(run: &ChildOutput) -> TestResult {
-    ensure!(
-        run.status.success() && run.value("done").ok() == Some("ok"),
-        "the child did not finish normally ({}).\n{run}",
-        run.status
-    );
-    Ok(())
-}
-
 // ---------------------------------------------------------------------------------------
 // The scenarios (child side).
 
@@ -369,28 +328,6 @@ mod child {
             Fault::Trap => fault_trap(s, one, SPIN_CYCLES),
             Fault::IllegalAddress => fault_write_to(s, one, SPIN_CYCLES, UNMAPPED_ADDRESS, 7),
         }
-    }
-
-    /// `ok` or `err NAME | message`, on one line.
-    pub(super) fn describe<T>(result: &stream_core::Result<T>) -> String {
-        match result {
-            Ok(_) => "ok".to_owned(),
-            Err(e) => {
-                let name = match e {
-                    Error::Driver(driver) => driver.name.clone(),
-                    other => format!("{other:?}")
-                        .split([' ', '{', '('])
-                        .next()
-                        .unwrap_or("Error")
-                        .to_owned(),
-                };
-                format!("err {name} | {}", e.to_string().replace('\n', " "))
-            }
-        }
-    }
-
-    fn report<T>(key: &str, result: &stream_core::Result<T>) {
-        println!("{key} = {}", describe(result));
     }
 
     /// `complete`, `untouched` (all poison) or `partial: ...` for a download of `input`.

@@ -144,3 +144,80 @@ fn read_in_background<R: Read + Send + 'static>(pipe: Option<R>) -> JoinHandle<S
         String::from_utf8_lossy(&bytes).into_owned()
     })
 }
+
+// ---------------------------------------------------------------------------------------
+// Fault scenarios: the child reports each call's outcome as `key = ok` or
+// `key = err NAME | message`; the parent checks those lines.
+
+/// `ok` or `err NAME | message`, on one line: NAME is the driver's error name for a
+/// driver error, else the `Error` variant's name.
+pub fn describe<T>(result: &stream_core::Result<T>) -> String {
+    match result {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => {
+            let name = match e {
+                stream_core::Error::Driver(driver) => driver.name.clone(),
+                other => format!("{other:?}")
+                    .split([' ', '{', '('])
+                    .next()
+                    .unwrap_or("Error")
+                    .to_owned(),
+            };
+            format!("err {name} | {}", e.to_string().replace('\n', " "))
+        }
+    }
+}
+
+/// Prints `key = ` and [`describe`] of `result` (child side).
+pub fn report<T>(key: &str, result: &stream_core::Result<T>) {
+    println!("{key} = {}", describe(result));
+}
+
+/// `Ok` when `key` reports an error (any).
+pub fn any_error(run: &ChildOutput, key: &str) -> Result<(), Failed> {
+    let value = run.value(key)?;
+    if value.starts_with("err ") {
+        Ok(())
+    } else {
+        Err(Failed::from(format!(
+            "`{key}` is `{value}`: after a kernel fault it must return an error.\n{run}"
+        )))
+    }
+}
+
+/// `Ok` when `key` reports a driver error named one of `names`, whose message names it
+/// and says that the context is unusable and the process must restart.
+pub fn fault_error(run: &ChildOutput, key: &str, names: &[&str]) -> Result<(), Failed> {
+    let value = run.value(key)?;
+    let Some(rest) = value.strip_prefix("err ") else {
+        return Err(Failed::from(format!(
+            "`{key}` is `{value}`, expected one of the errors {names:?}.\n{run}"
+        )));
+    };
+    let (name, message) = rest.split_once(" | ").unwrap_or((rest, ""));
+    if !names.contains(&name) {
+        return Err(Failed::from(format!(
+            "`{key}` failed with {name}, expected one of {names:?}.\n{run}"
+        )));
+    }
+    for part in [name, "unusable", "restart the process"] {
+        if !message.contains(part) {
+            return Err(Failed::from(format!(
+                "the message of `{key}` does not contain {part:?}: {message:?}.\n{run}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `Ok` when the child exited with status 0 after printing `done = ok`.
+pub fn exited_normally(run: &ChildOutput) -> Result<(), Failed> {
+    if run.status.success() && run.value("done").ok() == Some("ok") {
+        Ok(())
+    } else {
+        Err(Failed::from(format!(
+            "the child did not finish normally ({}).\n{run}",
+            run.status
+        )))
+    }
+}
