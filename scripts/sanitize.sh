@@ -35,7 +35,7 @@
 # ...) and the program's name (quickstart, kernels, soak, ...).
 #
 # Skipped by default, and why:
-#   test_faults   its kernels fault on purpose (`__trap()`, a store to an unmapped
+#   test_faults, test_faults_modules   their kernels fault on purpose (`__trap()`, a store to an unmapped
 #                 address), which every tool reports; it runs each fault in a child
 #                 process and checks the library's behaviour itself (bash .gpu/run.sh).
 #   bench*        benchmark programs: long timing loops, nothing they check.
@@ -84,7 +84,7 @@ set -u
 all_tools=(memcheck racecheck synccheck initcheck)
 tools=()
 only=""
-skip='^(test_faults|bench.*)$'
+skip='^(test_faults|test_faults_modules|bench.*)$'
 filter=()
 # Tests that check that two streams really ran at the same time (or that DMA was still
 # in flight at a given moment). The sanitizers serialise kernels and copies, so these
