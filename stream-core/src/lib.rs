@@ -113,6 +113,12 @@
 //!   receive views, `device/` for ordinals. Its one proof is a kernel's: the collective
 //!   runs on the scope's stream, so call-length borrows suffice, except inside
 //!   `nccl::group`, whose borrows last until the group's end (see [`nccl`]).
+//! * **The trace recorder** (`trace/`) sits under `host/` and `scope/`, just above
+//!   `device/`: scopes record their operations into it, and the staging ring in `host/`
+//!   its chunks' DMAs, so it may use only `device/` and `driver/` (timing events are
+//!   `driver/event.rs`'s safe methods). It needs no `unsafe` at all; a scope reaches it
+//!   through one wrapper (`Scope::traced`, `scope/tracing.rs`) that untraced scopes pass
+//!   with one atomic load.
 //! * The launcher's environment (`torchrun`, Slurm, Open MPI) and the TCP exchange of
 //!   NCCL's unique id are host code with no `unsafe` at all, so they sit in `nccl/`
 //!   beside the communicator they make.
