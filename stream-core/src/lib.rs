@@ -75,7 +75,7 @@
 //! | `kernel/`   | 1  | a module unloaded only when no kernel of it can run |
 //! | `scope/`    | 18 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
 //! | `managed/`  | 10 | host access to managed memory, attachment, migration |
-//! | `graph/`    | 17 | a capture's own scope and tokens, graph launches, held views, kernel-node arguments |
+//! | `graph/`    | 13 | a capture's own scope and tokens, graph launches, held views, kernel-node arguments (a kernel's arguments carry their promise in `KernelArgs`: one block makes it, in `graph/enqueue.rs`) |
 //! | `future/`   | 4  | DMA of owned buffers, an owned scope, a `DeviceVec` of a stream-ordered allocation |
 //! | `nccl/`     | 1  | a collective's buffers: branded, borrowed until it is on the stream |
 //! | `interop/`  | 4  | device memory changing owner, the stream scratch's allocation |

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::graph::Capture;
 use crate::kernel::{Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr};
-use crate::scope::Scope;
+use crate::scope::{KernelArgs, Scope};
 use crate::sealed::{self, Token};
 
 /// Where stream-ordered GPU work is issued: a [`Scope`], which runs it on its stream, or
@@ -74,19 +74,11 @@ pub trait Enqueue<'s>: sealed::Enqueuer {
     #[doc(hidden)]
     fn scratch_stream(&self, _: Token) -> Option<&Stream>;
 
-    /// Launches or records `kernel` (for [`launch`]).
-    ///
-    /// # Safety
-    ///
-    /// As [`launch`].
+    /// Launches or records the kernel of `args` (for [`launch`]), whose promise they
+    /// carry.
     #[doc(hidden)]
-    unsafe fn launch_kernel(
-        &self,
-        _: Token,
-        kernel: &'static Kernel,
-        config: LaunchConfig,
-        args: &mut [*mut c_void],
-    ) -> Result<()>;
+    fn launch_kernel(&self, _: Token, config: LaunchConfig, args: KernelArgs<'_, 's>)
+        -> Result<()>;
 }
 
 /// Launches `kernel` with the argument pointers `args` through `target`: on a scope's
@@ -110,8 +102,10 @@ pub unsafe fn launch<'s>(
     config: LaunchConfig,
     args: &mut [*mut c_void],
 ) -> Result<()> {
-    // SAFETY: this function's contract is the method's.
-    unsafe { target.launch_kernel(sealed::TOKEN, kernel, config, args) }
+    // SAFETY: this function's contract is the promise `KernelArgs` carries, with the
+    // target's brand `'s`.
+    let args = unsafe { KernelArgs::promised(kernel, args) };
+    target.launch_kernel(sealed::TOKEN, config, args)
 }
 
 impl sealed::Enqueuer for Scope<'_, '_> {}
@@ -159,15 +153,13 @@ impl<'s, 'env> Enqueue<'s> for Scope<'s, 'env> {
         Some(self.stream)
     }
 
-    unsafe fn launch_kernel(
+    fn launch_kernel(
         &self,
         _: Token,
-        kernel: &'static Kernel,
         config: LaunchConfig,
-        args: &mut [*mut c_void],
+        args: KernelArgs<'_, 's>,
     ) -> Result<()> {
-        // SAFETY: the caller's contract (`launch`'s) is `scope::launch`'s for this scope.
-        unsafe { crate::scope::launch(self, kernel, config, args) }
+        crate::scope::launch(self, config, args)
     }
 }
 
@@ -215,14 +207,12 @@ impl<'g> Enqueue<'g> for Capture<'g> {
         None
     }
 
-    unsafe fn launch_kernel(
+    fn launch_kernel(
         &self,
         _: Token,
-        kernel: &'static Kernel,
         config: LaunchConfig,
-        args: &mut [*mut c_void],
+        args: KernelArgs<'_, 'g>,
     ) -> Result<()> {
-        // SAFETY: the caller's contract (`launch`'s), with the capture as the target.
-        unsafe { self.record_launch(kernel, config, args) }
+        self.record_launch(config, args)
     }
 }

@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Capture, Graph};
 use crate::kernel::{Kernel, KernelParam, LaunchConfig};
 use crate::memory::{value_bytes, DeviceRepr};
+use crate::scope::KernelArgs;
 
 /// The bytes of one CUDA kernel argument, in a slot aligned for any [`DeviceRepr`] type
 /// (`u128`, 16 bytes, is the largest).
@@ -60,14 +61,11 @@ impl KernelRecord {
     }
 }
 
-/// The bytes of `args`, one slot per CUDA parameter, when `params` describes them (as
-/// many CUDA parameters as arguments, each at most 16 bytes); `None` otherwise.
-///
-/// # Safety
-///
-/// When `params` describes `args`, each `args[i]` points to a live value of the size
-/// that `params` gives the `i`-th CUDA parameter.
-unsafe fn argument_bytes(params: &[KernelParam], args: &[*mut c_void]) -> Option<Vec<ArgSlot>> {
+/// The bytes of `args`, one slot per CUDA parameter, when their kernel describes its
+/// parameters (as many CUDA parameters as arguments, each at most 16 bytes); `None`
+/// otherwise.
+fn argument_bytes(args: &KernelArgs<'_, '_>) -> Option<Vec<ArgSlot>> {
+    let (params, args) = (args.kernel().params, args.pointers());
     let sizes: Vec<usize> = params
         .iter()
         .flat_map(|p| std::iter::repeat_n(p.cuda_size(), p.cuda_count()))
@@ -81,8 +79,9 @@ unsafe fn argument_bytes(params: &[KernelParam], args: &[*mut c_void]) -> Option
         .zip(args)
         .map(|(&size, &arg)| {
             let mut slot = ArgSlot([0; 16]);
-            // SAFETY: `arg` points to a live value of `size` bytes (this function's
-            // contract: `params` describes `args`), copied byte by byte (no alignment
+            // SAFETY: `arg` points to a live value of `size` bytes: the promise the
+            // arguments carry (`KernelArgs::promised`) is that a kernel that describes
+            // its parameters describes exactly these; copied byte by byte (no alignment
             // needed) into the slot, which has 16 >= `size` bytes.
             unsafe { std::ptr::copy_nonoverlapping(arg.cast::<u8>(), slot.0.as_mut_ptr(), size) };
             slot
@@ -92,30 +91,24 @@ unsafe fn argument_bytes(params: &[KernelParam], args: &[*mut c_void]) -> Option
 }
 
 impl<'g> Capture<'g> {
-    /// Launches (records) `kernel` on the capture's stream and remembers the launch.
-    ///
-    /// # Safety
-    ///
-    /// As [`launch`](crate::__private::launch), with the capture as the target.
-    pub(crate) unsafe fn record_launch(
+    /// Launches (records) the kernel of `args` on the capture's stream and remembers
+    /// the launch.
+    pub(crate) fn record_launch(
         &self,
-        kernel: &'static Kernel,
         config: LaunchConfig,
-        args: &mut [*mut c_void],
+        mut args: KernelArgs<'_, 'g>,
     ) -> Result<()> {
         self.set_last_kernel(None);
-        // SAFETY: the caller's contract, with this capture's scope as the scope: the
-        // device memory is branded by this capture, whose scope it is.
-        unsafe { crate::scope::launch(self.scope(), kernel, config, args) }?;
+        // The capture's scope has the capture's brand, the one the arguments carry.
+        crate::scope::launch(self.scope(), config, args.reborrow())?;
+        let kernel = args.kernel();
         if config.is_empty() {
             // An empty launch records nothing.
             return Ok(());
         }
         let function = kernel.load(&self.graph_device().inner)?.function;
         let node = last_captured_node(self.capture_stream())?;
-        // SAFETY: the caller's contract: `kernel`'s parameter description (when there is
-        // one) is of exactly these arguments.
-        let args = unsafe { argument_bytes(kernel.params, args) };
+        let args = argument_bytes(&args);
         let index = self.state().push_kernel(KernelRecord {
             kernel,
             function,

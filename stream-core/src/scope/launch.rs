@@ -1,40 +1,93 @@
-//! [`launch`]: the one launch entry, which `#[kernel]` wrappers call.
+//! [`launch`]: a scope's launch of a kernel, and [`KernelArgs`], the argument pointers
+//! that carry the promise which makes it safe.
 
 use std::ffi::c_void;
 
 use crate::driver::launch::launch as driver_launch;
 use crate::error::Result;
 use crate::kernel::{Kernel, LaunchConfig};
+use crate::memory::brand::{brand, Brand};
 use crate::scope::Scope;
 use crate::trace::Category;
 
-/// Launches `kernel` on the scope's stream with the argument pointers `args`.
+/// The argument pointers of one launch of a kernel, with the promise of
+/// [`launch`](crate::__private::launch)'s `# Safety` attached. Made only by the `unsafe`
+/// [`KernelArgs::promised`], so that what takes one (a scope's launch, a capture's
+/// record of it) is safe: the promise travels with the pointers, and the brand `'s` in
+/// the type ties it to the scope whose memory they pass.
+pub struct KernelArgs<'a, 's> {
+    kernel: &'static Kernel,
+    pointers: &'a mut [*mut c_void],
+    _brand: Brand<'s>,
+}
+
+impl<'a, 's> KernelArgs<'a, 's> {
+    /// `pointers` for a launch of `kernel` under the brand `'s`.
+    ///
+    /// # Safety
+    ///
+    /// `pointers` match `kernel`'s CUDA parameter list exactly (one pointer to a live
+    /// value of each parameter's type, in order; when `kernel` describes its parameters,
+    /// as `#[kernel]` does, the description is of exactly these); every device address
+    /// they pass is memory branded `'s`, which the kernel accesses only within the length
+    /// passed beside it, writing only memory borrowed mutably for the call; and the kernel
+    /// keeps all of this for every launch shape its [`KernelShape`](crate::kernel::KernelShape)
+    /// admits. `#[kernel]` declarations make this promise once, in their `unsafe fn`
+    /// signature and their shape arguments.
+    #[inline(always)]
+    pub(crate) unsafe fn promised(
+        kernel: &'static Kernel,
+        pointers: &'a mut [*mut c_void],
+    ) -> Self {
+        KernelArgs {
+            kernel,
+            pointers,
+            _brand: brand(),
+        }
+    }
+
+    /// The kernel these arguments are for.
+    #[inline(always)]
+    pub(crate) fn kernel(&self) -> &'static Kernel {
+        self.kernel
+    }
+
+    /// The argument pointers.
+    #[inline(always)]
+    pub(crate) fn pointers(&self) -> &[*mut c_void] {
+        self.pointers
+    }
+
+    /// The same arguments and promise, borrowed again (a capture launches them, then
+    /// reads them to remember the launch).
+    #[inline(always)]
+    pub(crate) fn reborrow(&mut self) -> KernelArgs<'_, 's> {
+        KernelArgs {
+            kernel: self.kernel,
+            pointers: &mut *self.pointers,
+            _brand: brand(),
+        }
+    }
+}
+
+/// Launches `args`' kernel on the scope's stream.
 ///
 /// `config` is checked first against the shapes the kernel's declaration admits
-/// ([`KernelShape`](crate::kernel::KernelShape): its block, then, once the block is known to be within the device's
-/// limits, its dynamic shared memory) and against the device's limits, all without a
-/// driver call and before the kernel is loaded; then, once loaded, against the
-/// function's own limits. Any refusal is an [`Error::InvalidLaunch`](crate::Error::InvalidLaunch) and nothing is
-/// enqueued. No event is recorded and nothing is allocated: the scope's stream orders
-/// the launch after earlier work on the same memory and before the scope's final
-/// synchronisation.
-///
-/// # Safety
-///
-/// `args` must match the kernel's CUDA parameter list exactly (one pointer to a value
-/// of each parameter's type, in order); every device address passed must be memory of
-/// the scope's brand that the kernel accesses only within the length passed beside it,
-/// writing only memory borrowed mutably for the call; and the kernel must keep all of
-/// this for every launch shape its [`KernelShape`](crate::kernel::KernelShape) admits. `#[kernel]` declarations
-/// make this promise once, in their `unsafe fn` signature and their shape arguments.
+/// ([`KernelShape`](crate::kernel::KernelShape): its block, then, once the block is known
+/// to be within the device's limits, its dynamic shared memory) and against the device's
+/// limits, all without a driver call and before the kernel is loaded; then, once loaded,
+/// against the function's own limits. Any refusal is an
+/// [`Error::InvalidLaunch`](crate::Error::InvalidLaunch) and nothing is enqueued. No
+/// event is recorded and nothing is allocated: the scope's stream orders the launch
+/// after earlier work on the same memory and before the scope's final synchronisation.
 #[inline]
-pub unsafe fn launch(
-    scope: &Scope<'_, '_>,
-    kernel: &'static Kernel,
+pub(crate) fn launch<'s>(
+    scope: &Scope<'s, '_>,
     config: LaunchConfig,
-    args: &mut [*mut c_void],
+    args: KernelArgs<'_, 's>,
 ) -> Result<()> {
     let device = &scope.device().inner;
+    let kernel = args.kernel;
     let name = kernel.name();
     kernel.shape.check_block(name, config.block)?;
     config.check_device(name, &device.limits)?;
@@ -49,11 +102,13 @@ pub unsafe fn launch(
         // context (its cache entry carries the device's unique id, never reused) and stays
         // loaded while the device lives, which the scope's stream keeps alive. `config` was
         // checked above against `kernel.shape`, the launch shapes the declaration admits
-        // (its block, and at least the dynamic shared memory it needs), so the caller's
-        // promise (see `# Safety`) covers this shape; and against the device's and the
-        // function's limits, so the driver accepts it. The arguments are the caller's
-        // promise. (A launch whose stream is not of the current context is refused by the
-        // driver with an error, so which context is current cannot make it unsound.)
+        // (its block, and at least the dynamic shared memory it needs), so the promise
+        // `args` carries (`KernelArgs::promised`) covers this shape; and against the
+        // device's and the function's limits, so the driver accepts it. That promise is
+        // about memory of the brand `'s`, this scope's (the types say so), so the memory
+        // is valid on its stream. (A launch whose stream is not of the current context is
+        // refused by the driver with an error, so which context is current cannot make it
+        // unsound.)
         unsafe {
             driver_launch(
                 &loaded.function,
@@ -61,7 +116,7 @@ pub unsafe fn launch(
                 config.block,
                 config.shared_mem_bytes,
                 &scope.stream.raw,
-                args,
+                args.pointers,
             )
         }
     })

@@ -29,7 +29,8 @@ mod scope_all;
 mod tracing;
 mod transfer;
 
-pub use launch::{arg, launch};
+pub(crate) use launch::launch;
+pub use launch::{arg, KernelArgs};
 pub use lend::Lend;
 pub(crate) use outstanding::{Outstanding, StreamWatch, Watch};
 pub use pending::Pending;
