@@ -73,7 +73,7 @@
 //! | `memory/`   | 10 | byte views of element slices; `DeviceVec`'s blocking copies, its free; a buffer's stream-ordered free; an open scope's registration |
 //! | `host/`     | 19 | pinned memory as slices; staged copies' DMAs, rings, copy-out thread and streaming stores |
 //! | `kernel/`   | 1  | a module unloaded only when no kernel of it can run |
-//! | `scope/`    | 18 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
+//! | `scope/`    | 17 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
 //! | `managed/`  | 10 | host access to managed memory, attachment, migration |
 //! | `graph/`    | 13 | a capture's own scope and tokens, graph launches, held views, kernel-node arguments (a kernel's arguments carry their promise in `KernelArgs`: one block makes it, in `graph/enqueue.rs`) |
 //! | `future/`   | 4  | DMA of owned buffers, an owned scope, a `DeviceVec` of a stream-ordered allocation |

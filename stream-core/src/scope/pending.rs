@@ -68,6 +68,22 @@ enum Completion<'s> {
     Staged(DownloadJob, &'s Outstanding),
 }
 
+impl<'s, 'a, T> Pending<'s, &'a mut [T]> {
+    /// The already complete copy into `host` when it has no elements (no work can touch
+    /// zero bytes); `host` back otherwise.
+    pub(crate) fn of_empty(host: &'a mut [T]) -> std::result::Result<Self, &'a mut [T]> {
+        if host.is_empty() {
+            Ok(Pending {
+                value: host,
+                completion: Completion::Ready,
+                _brand: brand(),
+            })
+        } else {
+            Err(host)
+        }
+    }
+}
+
 impl<'s, V> Pending<'s, V> {
     /// A copy into `value` in flight on `stream`, made by `enqueue`, with an event
     /// recorded after it.
@@ -108,7 +124,7 @@ impl<'s, V> Pending<'s, V> {
         }
     }
 
-    /// Nothing was enqueued (an empty copy): already complete.
+    /// Nothing was enqueued (a copy that completed on the host): already complete.
     ///
     /// # Safety
     ///
