@@ -27,9 +27,7 @@
 
 use std::time::Duration;
 
-use gpu_tests::child::{
-    any_error, describe, exited_normally, fault_error, report, run_self, ChildOutput,
-};
+use gpu_tests::child::{any_error, describe, exited_normally, fault_error, report, ChildOutput};
 use gpu_tests::{ensure, poison, poisoned, Element, Rng, Test, TestFn, TestResult};
 use stream_core::{kernel, scope, Device, Error, LaunchConfig, Scope, Stream};
 
@@ -261,21 +259,9 @@ fn check_same_stream_fault(run: &ChildOutput, names: &[&str]) -> TestResult {
     run.expect("dropped", "ok")
 }
 
-/// Runs this binary as a child for `scenario`; kills it and fails past [`CHILD_LIMIT`].
-///
-/// One child at a time: measured on an H200, a trapping child sometimes hung when the
-/// other scenarios' children faulted the GPU at the same moment, and ran in a second
-/// alone. The tests are about one process's context, so they do not overlap.
+/// Runs this binary as a child for `scenario` (see `gpu_tests::child::run_scenario`).
 fn run_scenario(scenario: &str) -> TestResult<ChildOutput> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    run_self(
-        &format!("fault scenario {scenario}"),
-        &[(SCENARIO_ENV, Some(scenario))],
-        CHILD_LIMIT,
-    )
+    gpu_tests::child::run_scenario(SCENARIO_ENV, scenario, CHILD_LIMIT)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use gpu_tests::child::{any_error, exited_normally, fault_error, report, run_self, ChildOutput};
+use gpu_tests::child::{any_error, exited_normally, fault_error, report, ChildOutput};
 use gpu_tests::{poison, Element, Rng, Test, TestFn, TestResult};
 use stream_core::{kernel, scope, Device, DeviceVec, Error, LaunchConfig};
 
@@ -119,17 +119,9 @@ fn later_calls_fail(run: &ChildOutput) -> TestResult {
     run.expect("dropped", "ok")
 }
 
-/// Runs this binary as a child for `scenario`, one child at a time (see `test_faults`).
+/// Runs this binary as a child for `scenario` (see `gpu_tests::child::run_scenario`).
 fn run_scenario(scenario: &str) -> TestResult<ChildOutput> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    run_self(
-        &format!("fault scenario {scenario}"),
-        &[(SCENARIO_ENV, Some(scenario))],
-        CHILD_LIMIT,
-    )
+    gpu_tests::child::run_scenario(SCENARIO_ENV, scenario, CHILD_LIMIT)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -149,6 +149,23 @@ fn read_in_background<R: Read + Send + 'static>(pipe: Option<R>) -> JoinHandle<S
 // Fault scenarios: the child reports each call's outcome as `key = ok` or
 // `key = err NAME | message`; the parent checks those lines.
 
+/// Runs this binary as a child with `env_var = scenario`, killed and failed past
+/// `limit`; one child at a time in this process (measured on an H200: a trapping child
+/// sometimes hung when another scenario's child faulted the GPU at the same moment,
+/// and ran in a second alone; the tests are about one process's context, so they do
+/// not need to overlap).
+pub fn run_scenario(env_var: &str, scenario: &str, limit: Duration) -> Result<ChildOutput, Failed> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    run_self(
+        &format!("fault scenario {scenario}"),
+        &[(env_var, Some(scenario))],
+        limit,
+    )
+}
+
 /// `ok` or `err NAME | message`, on one line: NAME is the driver's error name for a
 /// driver error, else the `Error` variant's name.
 pub fn describe<T>(result: &stream_core::Result<T>) -> String {

@@ -171,12 +171,7 @@ impl Trace {
     /// Records a point on `stream` now (after the work enqueued on it so far), to start
     /// an operation; `None`, counted as lost, if it cannot be recorded.
     pub(crate) fn begin(&self, stream: &Stream) -> Option<Mark> {
-        let mut log = self.lock();
-        let mark = log.mark(stream, self.created);
-        if mark.is_none() {
-            log.lost += 1;
-        }
-        mark
+        self.lock().mark_or_lose(stream, self.created)
     }
 
     /// Ends the operation `start` began on `stream`: records its end and keeps the slice.
@@ -191,18 +186,14 @@ impl Trace {
     ) -> Option<usize> {
         let start = start?;
         let mut log = self.lock();
-        let Some(end) = log.mark(stream, self.created) else {
-            log.lost += 1;
-            return None;
-        };
-        log.slices.push(Slice {
+        let end = log.mark_or_lose(stream, self.created)?;
+        Some(log.keep(Slice {
             name,
             category,
             start,
             end: Some(end.event),
             bytes,
-        });
-        Some(log.slices.len() - 1)
+        }))
     }
 
     /// Records a point of `stream` (a fork or a join) as a slice without duration.
@@ -213,18 +204,14 @@ impl Trace {
         category: Category,
     ) -> Option<usize> {
         let mut log = self.lock();
-        let Some(start) = log.mark(stream, self.created) else {
-            log.lost += 1;
-            return None;
-        };
-        log.slices.push(Slice {
+        let start = log.mark_or_lose(stream, self.created)?;
+        Some(log.keep(Slice {
             name,
             category,
             start,
             end: None,
             bytes: None,
-        });
-        Some(log.slices.len() - 1)
+        }))
     }
 
     /// An arrow from slice `from` to slice `to` (both kept, or nothing).
@@ -264,6 +251,21 @@ impl ChunkTrace<'_> {
 }
 
 impl Log {
+    /// [`mark`](Self::mark), counting a record that could not be made as lost.
+    fn mark_or_lose(&mut self, stream: &Stream, created: Instant) -> Option<Mark> {
+        let mark = self.mark(stream, created);
+        if mark.is_none() {
+            self.lost += 1;
+        }
+        mark
+    }
+
+    /// Keeps `slice`; its index.
+    fn keep(&mut self, slice: Slice) -> usize {
+        self.slices.push(slice);
+        self.slices.len() - 1
+    }
+
     /// A timing event recorded on `stream` now, on its track.
     fn mark(&mut self, stream: &Stream, created: Instant) -> Option<Mark> {
         let track = self.track_of(stream, created)?;
