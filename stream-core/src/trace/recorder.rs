@@ -124,7 +124,12 @@ impl Default for Trace {
 }
 
 impl Trace {
-    /// An empty trace; its timeline starts now.
+    /// An empty trace; its timeline starts now (time 0 of the written trace).
+    ///
+    /// ```
+    /// let trace = stream_core::trace::Trace::new();
+    /// assert!(trace.is_empty() && trace.lost() == 0);
+    /// ```
     pub fn new() -> Self {
         Trace {
             created: Instant::now(),
@@ -152,6 +157,24 @@ impl Trace {
     /// `chrome://tracing`. Never blocks: an [`Error::Trace`](crate::Error::Trace) while
     /// an operation it recorded has not completed on the GPU (write it after the scopes
     /// it records have ended).
+    ///
+    /// ```no_run
+    /// use stream_core::{scope, trace::Trace, Device, Error};
+    /// # fn main() -> stream_core::Result<()> {
+    /// let dev = Device::new(0)?;
+    /// let stream = dev.new_stream()?;
+    /// let trace = Trace::new();
+    /// let data = vec![1.0f32; 1 << 20];
+    /// scope(&stream, |s| {
+    ///     s.trace_into(&trace)?;
+    ///     let _x = s.upload(&data)?;
+    ///     // The upload may still run here: writing now could be an `Error::Trace`.
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// let json = trace.to_chrome_json()?; // the scope has ended: every time is known
+    /// assert!(json.contains("\"copy_to_device\""));
+    /// # Ok(()) }
+    /// ```
     pub fn to_chrome_json(&self) -> Result<String> {
         super::chrome::write(&self.lock())
     }
