@@ -33,6 +33,7 @@ mod half_gemm;
 mod json;
 mod launch;
 mod managed;
+mod managed_raw;
 mod measurement;
 mod nccl;
 mod pageable;

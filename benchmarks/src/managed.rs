@@ -46,7 +46,7 @@ const PREFETCHED_OVER_DEMAND: f64 = 1.0;
 /// Elements of `u32` in one 4 KiB page: the host reads one of each.
 const PAGE_ELEMENTS: usize = 4096 / 4;
 
-const SOURCE: &str = r#"
+pub(crate) const SOURCE: &str = r#"
 extern "C" __global__ void __launch_bounds__(256)
 add_one_in_place_u32(unsigned* y, size_t y_len) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < y_len;
@@ -58,10 +58,10 @@ add_one_in_place_u32(unsigned* y, size_t y_len) {
 
 #[kernel(cuda = SOURCE, block = 256)]
 /// `y[i] += 1` in place, grid-stride.
-unsafe fn add_one_in_place_u32(y: &mut [u32]);
+pub(crate) unsafe fn add_one_in_place_u32(y: &mut [u32]);
 
 /// Grid-stride shape over `n` elements: 256 threads, at most 2^16 blocks.
-fn config(n: usize) -> LaunchConfig {
+pub(crate) fn config(n: usize) -> LaunchConfig {
     LaunchConfig::for_elements(n.min((1 << 16) * 256), 256)
 }
 
@@ -191,6 +191,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         (row.ours, row.raw) = (Some(ms(managed)), Some(ms(k_explicit)));
         rep.push(row);
     }
+    crate::managed_raw::run(env, rep)?;
     rep.note(
         "managed: ours is the managed variant the row names, raw the row's baseline (explicit pinned copies: upload into a DeviceVec, kernel, download); end-to-end is host time from the scope's start until the host has read one element per 4 KiB page after it, as GB/s of the data processed; kernel only is GPU time around the kernel (after the upload or prefetch)",
     );
