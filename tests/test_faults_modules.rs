@@ -130,6 +130,10 @@ fn run_scenario(scenario: &str) -> TestResult<ChildOutput> {
 mod child {
     use super::*;
 
+    /// A scenario's outcome: `Err` only when it could not be set up (the observations
+    /// themselves are printed, whatever they are).
+    type Setup = Result<(), Box<dyn std::error::Error>>;
+
     /// Runs `scenario`, printing observations; returns the exit code.
     pub(super) fn run(scenario: &str) -> i32 {
         let outcome = match scenario {
@@ -185,22 +189,17 @@ mod child {
     }
 
     /// Upload, trap, download of the upload, captured; replayed once.
-    fn graph_trap() -> Result<(), String> {
-        let dev = Device::new(0).map_err(|e| e.to_string())?;
-        let stream = dev.new_stream().map_err(|e| e.to_string())?;
+    fn graph_trap() -> Setup {
+        let dev = Device::new(0)?;
+        let stream = dev.new_stream()?;
         let input: Vec<u32> = Rng::new().vec(LEN);
-        let held = (
-            dev.alloc_pinned::<u32>(LEN).map_err(|e| e.to_string())?,
-            dev.alloc_pinned::<u32>(LEN).map_err(|e| e.to_string())?,
-        );
-        let (mut graph, ()) = dev
-            .capture(held, |g, (x, mut y)| {
-                let dx = g.upload(&x)?;
-                trap_after(g, one(), SPIN_CYCLES)?;
-                g.copy_to_host(&dx, &mut y)?;
-                Ok::<_, Error>(())
-            })
-            .map_err(|e| e.to_string())?;
+        let held = (dev.alloc_pinned::<u32>(LEN)?, dev.alloc_pinned::<u32>(LEN)?);
+        let (mut graph, ()) = dev.capture(held, |g, (x, mut y)| {
+            let dx = g.upload(&x)?;
+            trap_after(g, one(), SPIN_CYCLES)?;
+            g.copy_to_host(&dx, &mut y)?;
+            Ok::<_, Error>(())
+        })?;
         {
             let (x, y) = graph.held_mut();
             x.copy_from_slice(&input);
@@ -223,14 +222,12 @@ mod child {
 
     /// A managed vec written by the host, prefetched to the device, a trap, and the
     /// prefetch back with its wait.
-    fn managed_trap() -> Result<(), String> {
-        let dev = Device::new(0).map_err(|e| e.to_string())?;
-        let stream = dev.new_stream().map_err(|e| e.to_string())?;
+    fn managed_trap() -> Setup {
+        let dev = Device::new(0)?;
+        let stream = dev.new_stream()?;
         let input: Vec<u32> = Rng::new().vec(LEN);
-        let mut data = dev.alloc_managed::<u32>(LEN).map_err(|e| e.to_string())?;
-        data.host_mut()
-            .map_err(|e| e.to_string())?
-            .copy_from_slice(&input);
+        let mut data = dev.alloc_managed::<u32>(LEN)?;
+        data.host_mut()?.copy_from_slice(&input);
         let out = scope(&stream, |s| {
             let view = s.attach_managed(&mut data)?;
             s.prefetch_to_device(&view)?;
@@ -251,17 +248,14 @@ mod child {
 
     /// A slice uploaded by cudarc, converted to a `DeviceVec`, attached and lent to a
     /// fork whose kernel traps before it fills the memory; then converted back.
-    fn cudarc_fork_trap() -> Result<(), String> {
-        let dev = Device::new(0).map_err(|e| e.to_string())?;
-        let context = dev.cudarc_context().map_err(|e| e.to_string())?;
-        let theirs = context.new_stream().map_err(|e| format!("{e:?}"))?;
+    fn cudarc_fork_trap() -> Setup {
+        let dev = Device::new(0)?;
+        let context = dev.cudarc_context()?;
+        let theirs = context.new_stream()?;
         let input: Vec<u32> = Rng::new().vec(LEN);
-        let slice = theirs.clone_htod(&input).map_err(|e| format!("{e:?}"))?;
-        let mut vec = DeviceVec::from_cudarc(slice).map_err(|e| e.to_string())?;
-        let (a, b) = (
-            dev.new_stream().map_err(|e| e.to_string())?,
-            dev.new_stream().map_err(|e| e.to_string())?,
-        );
+        let slice = theirs.clone_htod(&input)?;
+        let mut vec = DeviceVec::from_cudarc(slice)?;
+        let (a, b) = (dev.new_stream()?, dev.new_stream()?);
         let out = scope(&a, |s| {
             let mut x = s.attach(&mut vec)?;
             let forked = s.fork(&b, &mut x, |c, mut x| {
