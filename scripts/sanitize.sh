@@ -63,13 +63,18 @@
 # budget (a run's limit is cut to what is left of it, so a piece never overruns), and
 # appends what it covered, labelled with the piece's start time. Copy FILE back from
 # $OUT after each call and carry it to the next (e.g. as .gpu/sanitize-coverage.tsv);
-# repeat until the script says nothing is left. The exit status is then that of the
+# repeat until the script says nothing is left. A run that the piece's budget cut short
+# is not recorded: the next piece starts it again with its whole --timeout. Two pieces
+# may run at once on two GPUs (CUDA_VISIBLE_DEVICES, a coverage file and --log-dir each;
+# split the tools between them). The exit status is then that of the
 # whole coverage: 0 only when every recorded run passed. A piece that leaves runs for
 # the next one exits 3.
 #
 # The runs see STREAM_CORE_SANITIZER=<tool>: test binaries with load tests use lighter
 # loads under it (gpu_tests::load; test_async's 10,000 concurrent requests become 300),
 # still checking every result.
+#
+# Records of past coverage (the FILE of each session, tools merged): tests/sanitize/results/.
 #
 # Each run's compute-sanitizer report is $LOG_DIR/<tool>/<target>.<pid>.log (one per
 # process) and the target's own output $LOG_DIR/<tool>/<target>.out. Per run the script
@@ -103,6 +108,7 @@ observes_concurrency=(
   head_of_line_bypass_on_mini_executor_resolves_a_short_operation_before_a_long_one_of_another_stream # test_async_waiting
   a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel  # test_cudarc
   a_stop_that_ran_before_the_start_is_an_error  # test_timer: its stop, on an idle stream, must run before its start behind a spin on another
+  an_urgent_kernel_finishes_while_a_low_priority_queue_drains  # test_stream_priorities (failed under racecheck, H200, 2026-11-26)
   work_that_overlaps_on_the_gpu_overlaps_in_the_trace  # test_trace
 )
 # Tests that leak on purpose (`mem::forget` of a future or of a capture's buffer, whose
@@ -280,6 +286,13 @@ for tool in "${tools[@]}"; do
         "$path" "${args[@]}" > "$log_dir/$tool/$name.out" 2>&1
     rc=$?
     secs=$(( $(date +%s) - t0 ))
+    if ((rc == 124 || rc == 137)) && ((limit < run_timeout)) && [[ -n "$coverage" ]]; then
+      # The budget, not the run, ran out: leave it unrecorded for the next piece,
+      # which starts it with its whole --timeout.
+      left=$((left + 1))
+      echo "    $(printf '%-22s' "$name") CUT after ${secs}s (the piece's budget ran out): left for the next piece"
+      continue
+    fi
     reports=("$log_dir/$tool/$name".*.log)
     [[ -e "${reports[0]}" ]] || reports=()
     errors=$(count 'ERROR SUMMARY: ([0-9]+) error' "${reports[@]}")
@@ -315,7 +328,13 @@ for tool in "${tools[@]}"; do
       printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$name" "$verdict" "$secs" "$piece" "$summary" >> "$coverage"
     fi
     printf '    %-22s %-8s %4ss  %s\n' "$name" "$([[ $verdict == ok ]] && echo ok || echo FAIL)" "$secs" "$summary"
-    [[ $verdict == ok ]] || echo "    $(printf '%-22s' '') -> $verdict"
+    if [[ $verdict != ok ]]; then
+      echo "    $(printf '%-22s' '') -> $verdict"
+      # The failing tests' own messages (libtest's "failures:" section), else the end.
+      { grep -q '^failures:' "$log_dir/$tool/$name.out" \
+          && sed -n '/^failures:/,/^test result/p' "$log_dir/$tool/$name.out" | head -n 40 \
+          || tail -n 12 "$log_dir/$tool/$name.out"; } | sed 's/^/        | /'
+    fi
   done
 done
 

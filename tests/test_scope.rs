@@ -429,12 +429,13 @@ fn scope_on_another_thread_completes_while_a_long_kernel_runs_on_a() -> TestResu
     })
 }
 
-/// Eight threads, each with two streams of its own, run 1500 scopes each with random
+/// Eight threads, each with two streams of its own, run 1500 scopes each (150 under a
+/// sanitizer, which checks every thread of every kernel: `gpu_tests::load`) with random
 /// sizes (0 to 256 Ki elements): upload, scale (on the scope's stream or in a fork on
 /// the thread's second stream), download, wait, check against the CPU.
 fn eight_threads_run_thousands_of_scopes_with_random_sizes() -> TestResult {
     const THREADS: usize = 8;
-    const SCOPES: usize = 1500;
+    let scopes = gpu_tests::load(1500, 150);
     let dev = stream()?.device().clone();
     let seeds: Vec<u64> = {
         let mut rng = Rng::new();
@@ -451,7 +452,7 @@ fn eight_threads_run_thousands_of_scopes_with_random_sizes() -> TestResult {
                     let side = dev.new_stream()?;
                     let mut rng = Rng::with_seed(seed);
                     let mut elements = 0;
-                    for round in 0..SCOPES {
+                    for round in 0..scopes {
                         let n = rng.below(1 << 18);
                         elements += n;
                         let input: Vec<f32> = rng.vec(n);
@@ -501,7 +502,7 @@ fn eight_threads_run_thousands_of_scopes_with_random_sizes() -> TestResult {
     }
     println!(
         "eight_threads: {} scopes, {total} elements checked, in {:?}",
-        THREADS * SCOPES,
+        THREADS * scopes,
         start.elapsed()
     );
     Ok(())

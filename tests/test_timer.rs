@@ -62,8 +62,11 @@ fn a_timer_measures_the_gpu_time_of_the_work_between_its_ends() -> TestResult {
         "nothing between start and stop measured {empty:?}"
     );
     let (one, host) = timed_spin(&timer, &stream, 1)?;
+    // Under a sanitizer the tool's own work on every launch and synchronisation is host
+    // time of the scope, unrelated to the GPU's: only the upper bound holds there.
+    let under_a_tool = gpu_tests::sanitizer().is_some();
     ensure!(
-        one <= host && one * 2 >= host,
+        one <= host && (one * 2 >= host || under_a_tool),
         "one spin measured {one:?} on the GPU in a scope of {host:?} on the host"
     );
     for units in [2u32, 4] {
@@ -136,8 +139,11 @@ fn reading_a_timer_before_its_stop_completes_is_an_error_not_a_wait() -> TestRes
             "after the scope",
         ],
     )?;
+    // 20 ms is far under the 8 units' ~200 ms; a sanitizer's interception of the
+    // event query may take longer, still far under what a wait would take there.
+    let refusal_limit = Duration::from_millis(gpu_tests::load(20, 100) as u64);
     ensure!(
-        took < Duration::from_millis(20) && busy,
+        took < refusal_limit && busy,
         "elapsed took {took:?} to refuse (the stream was busy afterwards: {busy}): it waited"
     );
     let after = timer.elapsed()?;
