@@ -38,6 +38,7 @@ mod measurement;
 mod nccl;
 mod pageable;
 mod peer_copy;
+mod peers;
 mod pipeline;
 mod raw;
 mod report;
@@ -62,7 +63,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 14] = [
+const CASES: [Case; 15] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -133,6 +134,11 @@ const CASES: [Case; 14] = [
         name: "trace",
         what: "14. the trace recorder's host cost: launches and forks in untraced and traced scopes vs raw (host time)",
         run: trace_cost::run,
+    },
+    Case {
+        name: "peers",
+        what: "15. the same operations through PyTorch and CuPy (where Python imports them), interleaved with ours on the same GPU: launch, copies, synchronisation, fork + join, allocation, graph replay, SGEMM, all_reduce",
+        run: peers::run,
     },
 ];
 

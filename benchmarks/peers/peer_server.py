@@ -1,0 +1,358 @@
+"""The peer side of `bench --case peers`: the same measurements as the library's, made
+through PyTorch or CuPy, one sample per request, so that `bench` interleaves them with
+its own samples round by round.
+
+    python3 peer_server.py torch|cupy DEVICE_ORDINAL
+
+Protocol (one line each way, UTF-8):
+  first line out:  "ready <framework> <version>"  or  "absent <why>" (then it exits)
+  in:  "sample <key>"   out: "ok <figure>"  or  "absent <why>" (this key cannot be
+                                              measured here)  or  "error <message>"
+  in:  "quit"           (or end of input): exits
+
+Every figure is in the unit `bench` prints for the key (benchmarks/src/peers/mod.rs
+holds the list): ns per operation for host costs, GB/s for copies, GFLOP/s for SGEMM.
+Host times are `time.perf_counter_ns` around the same loop the Rust side times;
+copies and SGEMM include the synchronisation that makes their result usable, as ours
+do (the scope's end).
+"""
+import sys
+import time
+
+MIB = 1 << 20
+BATCH = 256  # launches per launch sample (bench's BATCH)
+OPS = 64  # operations per sample of the host-cost keys (bench's peers::OPS)
+GRAPH_KERNELS = 100  # kernels in the replayed graph (bench's graphs::KERNELS)
+GEMM_N = 4096
+GEMM_CALLS = 3
+ALL_REDUCE_CALLS = 5
+
+
+def copy_size(key):
+    """Bytes of a copy key: `..._64` is 64 MiB, `..._1024` 1 GiB."""
+    return int(key.rsplit("_", 1)[1]) * MIB
+
+
+class Torch:
+    def __init__(self, ordinal):
+        import torch
+
+        self.torch = torch
+        self.version = torch.__version__
+        torch.cuda.set_device(ordinal)
+        self.dev = torch.device("cuda", ordinal)
+        torch.backends.cuda.matmul.allow_tf32 = False  # an SGEMM, as cuBLAS's default
+        self.stream = torch.cuda.Stream(self.dev)
+        self.other = torch.cuda.Stream(self.dev)
+        self.state = {}
+
+    def sync(self):
+        self.stream.synchronize()
+
+    def launch(self):
+        x = self.state.setdefault("one", self.torch.zeros(1, device=self.dev))
+        with self.torch.cuda.stream(self.stream):
+            t = time.perf_counter_ns()
+            for _ in range(BATCH):
+                x.fill_(1.0)
+            ns = (time.perf_counter_ns() - t) / BATCH
+        self.sync()
+        return ns
+
+    def sync_idle(self):
+        self.sync()
+        t = time.perf_counter_ns()
+        for _ in range(OPS):
+            self.stream.synchronize()
+        return (time.perf_counter_ns() - t) / OPS
+
+    def fork_join(self):
+        a, b = self.stream, self.other
+        t = time.perf_counter_ns()
+        for _ in range(OPS):
+            b.wait_stream(a)
+            a.wait_stream(b)
+        ns = (time.perf_counter_ns() - t) / OPS
+        self.sync()
+        return ns
+
+    def alloc_free(self):
+        torch = self.torch
+        with torch.cuda.stream(self.stream):
+            t = time.perf_counter_ns()
+            for _ in range(OPS):
+                x = torch.empty(MIB, dtype=torch.uint8, device=self.dev)
+                del x
+            return (time.perf_counter_ns() - t) / OPS
+
+    def buffers(self, key):
+        torch = self.torch
+        n = copy_size(key) // 4
+        pinned = key.startswith("pinned")
+        name = ("pinned" if pinned else "pageable", n)
+        if name not in self.state:
+            host = torch.ones(n, dtype=torch.float32, pin_memory=pinned)
+            self.state[name] = (host, torch.empty(n, dtype=torch.float32, device=self.dev))
+        return self.state[name]
+
+    def copy(self, key):
+        host, dev = self.buffers(key)
+        with self.torch.cuda.stream(self.stream):
+            t = time.perf_counter_ns()
+            if "upload" in key:
+                dev.copy_(host, non_blocking=True)
+            else:
+                host.copy_(dev, non_blocking=True)
+            self.sync()
+            return host.numel() * 4 / (time.perf_counter_ns() - t)  # bytes/ns = GB/s
+
+    def graph_replay(self):
+        torch = self.torch
+        if "graph" not in self.state:
+            x = torch.zeros(1, device=self.dev)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=self.stream):
+                for _ in range(GRAPH_KERNELS):
+                    x.fill_(1.0)
+            self.state["graph"] = (graph, x)
+        graph, _ = self.state["graph"]
+        with torch.cuda.stream(self.stream):
+            t = time.perf_counter_ns()
+            graph.replay()
+            ns = (time.perf_counter_ns() - t) / GRAPH_KERNELS
+        self.sync()
+        return ns
+
+    def sgemm(self):
+        torch = self.torch
+        if "gemm" not in self.state:
+            a = torch.rand(GEMM_N, GEMM_N, device=self.dev)
+            b = torch.rand(GEMM_N, GEMM_N, device=self.dev)
+            self.state["gemm"] = (a, b, torch.empty(GEMM_N, GEMM_N, device=self.dev))
+        a, b, c = self.state["gemm"]
+        with torch.cuda.stream(self.stream):
+            self.sync()
+            t = time.perf_counter_ns()
+            for _ in range(GEMM_CALLS):
+                torch.mm(a, b, out=c)
+            self.sync()
+            ns = time.perf_counter_ns() - t
+        return 2 * GEMM_N**3 * GEMM_CALLS / ns  # flop/ns = GFLOP/s
+
+    def all_reduce(self, key):
+        torch = self.torch
+        import torch.distributed as dist
+
+        if "comm" not in self.state:
+            dist.init_process_group(
+                "nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=self.dev
+            )
+            n = copy_size(key) // 4
+            self.state["comm"] = torch.ones(n, dtype=torch.float32, device=self.dev)
+        x = self.state["comm"]
+        torch.cuda.synchronize(self.dev)
+        t = time.perf_counter_ns()
+        for _ in range(ALL_REDUCE_CALLS):
+            dist.all_reduce(x)  # on the process group's stream
+        torch.cuda.synchronize(self.dev)
+        return x.numel() * 4 * ALL_REDUCE_CALLS / (time.perf_counter_ns() - t)
+
+    def close(self):
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class CuPy:
+    def __init__(self, ordinal):
+        import cupy
+        import numpy
+
+        self.cupy, self.numpy = cupy, numpy
+        self.version = cupy.__version__
+        cupy.cuda.Device(ordinal).use()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.other = cupy.cuda.Stream(non_blocking=True)
+        self.events = (
+            cupy.cuda.Event(disable_timing=True),
+            cupy.cuda.Event(disable_timing=True),
+        )
+        self.state = {}
+
+    def sync(self):
+        self.stream.synchronize()
+
+    def launch(self):
+        with self.stream:
+            x = self.state.setdefault("one", self.cupy.zeros(1, dtype=self.cupy.float32))
+            t = time.perf_counter_ns()
+            for _ in range(BATCH):
+                x.fill(1.0)
+            ns = (time.perf_counter_ns() - t) / BATCH
+        self.sync()
+        return ns
+
+    def sync_idle(self):
+        self.sync()
+        t = time.perf_counter_ns()
+        for _ in range(OPS):
+            self.stream.synchronize()
+        return (time.perf_counter_ns() - t) / OPS
+
+    def fork_join(self):
+        (a, b), (there, back) = (self.stream, self.other), self.events
+        t = time.perf_counter_ns()
+        for _ in range(OPS):
+            there.record(a)
+            b.wait_event(there)
+            back.record(b)
+            a.wait_event(back)
+        ns = (time.perf_counter_ns() - t) / OPS
+        self.sync()
+        return ns
+
+    def alloc_free(self):
+        cupy = self.cupy
+        with self.stream:
+            t = time.perf_counter_ns()
+            for _ in range(OPS):
+                x = cupy.empty(MIB, dtype=cupy.uint8)
+                del x
+            return (time.perf_counter_ns() - t) / OPS
+
+    def buffers(self, key):
+        cupy, numpy = self.cupy, self.numpy
+        n = copy_size(key) // 4
+        pinned = key.startswith("pinned")
+        name = ("pinned" if pinned else "pageable", n)
+        if name not in self.state:
+            if pinned:
+                memory = cupy.cuda.alloc_pinned_memory(n * 4)
+                host = numpy.frombuffer(memory, dtype=numpy.float32, count=n)
+            else:
+                memory, host = None, numpy.empty(n, dtype=numpy.float32)
+            host[:] = 1.0
+            with self.stream:
+                dev = cupy.empty(n, dtype=cupy.float32)
+            self.state[name] = (memory, host, dev)
+        return self.state[name][1:]
+
+    def copy(self, key):
+        host, dev = self.buffers(key)
+        t = time.perf_counter_ns()
+        if "upload" in key:
+            dev.set(host, stream=self.stream)
+        else:
+            dev.get(stream=self.stream, out=host)
+        self.sync()
+        return host.nbytes / (time.perf_counter_ns() - t)
+
+    def graph_replay(self):
+        cupy = self.cupy
+        if "graph" not in self.state:
+            with self.stream:
+                x = cupy.zeros(1, dtype=cupy.float32)
+                x.fill(1.0)  # compiled before the capture
+                self.sync()
+                self.stream.begin_capture()
+                for _ in range(GRAPH_KERNELS):
+                    x.fill(1.0)
+                graph = self.stream.end_capture()
+            self.state["graph"] = (graph, x)
+        graph, _ = self.state["graph"]
+        t = time.perf_counter_ns()
+        graph.launch(stream=self.stream)
+        ns = (time.perf_counter_ns() - t) / GRAPH_KERNELS
+        self.sync()
+        return ns
+
+    def sgemm(self):
+        cupy = self.cupy
+        with self.stream:
+            if "gemm" not in self.state:
+                a = cupy.random.rand(GEMM_N, GEMM_N, dtype=cupy.float32)
+                b = cupy.random.rand(GEMM_N, GEMM_N, dtype=cupy.float32)
+                self.state["gemm"] = (a, b, cupy.empty((GEMM_N, GEMM_N), dtype=cupy.float32))
+            a, b, c = self.state["gemm"]
+            self.sync()
+            t = time.perf_counter_ns()
+            for _ in range(GEMM_CALLS):
+                cupy.matmul(a, b, out=c)
+            self.sync()
+            return 2 * GEMM_N**3 * GEMM_CALLS / (time.perf_counter_ns() - t)
+
+    def all_reduce(self, key):
+        cupy = self.cupy
+        if "comm" not in self.state:
+            try:
+                from cupy.cuda import nccl
+            except ImportError as e:
+                raise Absent(f"cupy.cuda.nccl is not importable ({e})")
+            if not nccl.available:
+                raise Absent("this CuPy was built without NCCL")
+            comm = nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
+            with self.stream:
+                x = cupy.ones(copy_size(key) // 4, dtype=cupy.float32)
+            self.state["comm"] = (nccl, comm, x)
+        nccl, comm, x = self.state["comm"]
+        self.sync()
+        t = time.perf_counter_ns()
+        for _ in range(ALL_REDUCE_CALLS):
+            comm.allReduce(
+                x.data.ptr, x.data.ptr, x.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, self.stream.ptr
+            )
+        self.sync()
+        return x.nbytes * ALL_REDUCE_CALLS / (time.perf_counter_ns() - t)
+
+    def close(self):
+        pass
+
+
+class Absent(Exception):
+    """A measurement this framework cannot make here, and why."""
+
+
+def sample(peer, key):
+    if key == "launch":
+        return peer.launch()
+    if key == "sync_idle":
+        return peer.sync_idle()
+    if key == "fork_join":
+        return peer.fork_join()
+    if key == "alloc_free":
+        return peer.alloc_free()
+    if key.startswith(("pinned_", "pageable_")):
+        return peer.copy(key)
+    if key == "graph_replay":
+        return peer.graph_replay()
+    if key == "sgemm":
+        return peer.sgemm()
+    if key.startswith("all_reduce_"):
+        return peer.all_reduce(key)
+    raise Absent(f"no measurement named {key!r}")
+
+
+def main():
+    framework, ordinal = sys.argv[1], int(sys.argv[2])
+    try:
+        peer = {"torch": Torch, "cupy": CuPy}[framework](ordinal)
+    except Exception as e:  # not importable, no GPU, ...: say why, do not fail
+        print(f"absent {type(e).__name__}: {e}".replace("\n", " "), flush=True)
+        return
+    print(f"ready {framework} {peer.version}", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "quit":
+            break
+        try:
+            print(f"ok {sample(peer, words[1]):.6f}", flush=True)
+        except Absent as e:
+            print(f"absent {e}".replace("\n", " "), flush=True)
+        except Exception as e:
+            print(f"error {type(e).__name__}: {e}".replace("\n", " "), flush=True)
+    peer.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+//! Our side of each peers measurement: what a user of this library writes for the
+//! operation the peer makes (`benchmarks/peers/peer_server.py`), timed the same way.
+//!
+//! Host costs are nanoseconds per operation over a loop of [`OPS`] (launches: a batch
+//! of [`BATCH`]); copies, SGEMM and all_reduce are the host time until the result is
+//! usable (the scope's end), as GB/s or GFLOP/s of the work.
+
+use std::time::Instant;
+
+use stream_core::nccl::{Communicator, Sum};
+use stream_core::{scope, Device, DeviceVec, Error as CoreError, Graph, PinnedBuffer, Stream};
+
+use crate::env::MIB;
+use crate::error::{Error, Result};
+use crate::graphs::KERNELS;
+use crate::launch::BATCH;
+
+/// Operations per sample of the host-cost measurements (the peer's `OPS`).
+pub const OPS: usize = 64;
+/// Side of the square SGEMM (the peer's `GEMM_N`).
+pub const GEMM_N: usize = 4096;
+/// SGEMMs per sample (the peer's `GEMM_CALLS`).
+pub const GEMM_CALLS: usize = 3;
+/// all_reduces per sample (the peer's `ALL_REDUCE_CALLS`).
+pub const ALL_REDUCE_CALLS: usize = 5;
+
+/// Bytes of a copy key: `..._64` is 64 MiB, `..._1024` 1 GiB (the peer's `copy_size`).
+pub fn copy_size(key: &str) -> Result<usize> {
+    key.rsplit_once('_')
+        .and_then(|(_, mib)| mib.parse::<usize>().ok())
+        .map(|mib| mib * MIB)
+        .ok_or_else(|| Error::msg(format!("peers: {key:?} names no size")))
+}
+
+/// A cuBLAS handle and the SGEMM's `a`, `b` and `c`.
+type Gemm = (
+    kernels::Cublas,
+    DeviceVec<f32>,
+    DeviceVec<f32>,
+    DeviceVec<f32>,
+);
+
+/// Our state for the measurements: streams, a graph holding the caller's one-element
+/// buffer, the other buffers made at first use.
+pub struct Ours<'a> {
+    dev: Device,
+    stream: Stream,
+    other: Stream,
+    one: DeviceVec<f32>,
+    pinned: Vec<(usize, PinnedBuffer<f32>)>,
+    pageable: Vec<(usize, Vec<f32>)>,
+    device_copy: Vec<(usize, DeviceVec<f32>)>,
+    graph: Graph<&'a mut DeviceVec<f32>>,
+    gemm: Option<Gemm>,
+    comm: Option<(Communicator, DeviceVec<f32>)>,
+}
+
+impl<'a> Ours<'a> {
+    /// Streams of `dev`, and a graph of `KERNELS` one-element fills of `graph_buf` (the
+    /// peer's graph fills a tensor of its own in the same way).
+    pub fn new(dev: &Device, graph_buf: &'a mut DeviceVec<f32>) -> Result<Ours<'a>> {
+        let (graph, ()) = dev.capture(graph_buf, |g, mut y| {
+            for _ in 0..KERNELS {
+                kernels::fill(g, &mut y, 1.0f32)?;
+            }
+            Ok::<_, CoreError>(())
+        })?;
+        Ok(Ours {
+            dev: dev.clone(),
+            stream: dev.new_stream()?,
+            other: dev.new_stream()?,
+            one: dev.alloc_vec::<f32>(1)?,
+            pinned: Vec::new(),
+            pageable: Vec::new(),
+            device_copy: Vec::new(),
+            graph,
+            gemm: None,
+            comm: None,
+        })
+    }
+
+    /// One sample of `key`, in its row's unit.
+    pub fn sample(&mut self, key: &str) -> Result<f64> {
+        match key {
+            "launch" => self.launch(),
+            "sync_idle" => self.scopes(),
+            "fork_join" => self.fork_join(),
+            "alloc_free" => self.alloc_free(),
+            "graph_replay" => self.graph_replay(),
+            "sgemm" => self.sgemm(),
+            _ if key.starts_with("pinned_") || key.starts_with("pageable_") => self.copy(key),
+            _ if key.starts_with("all_reduce_") => self.all_reduce(key),
+            _ => Err(Error::msg(format!("peers: no measurement named {key:?}"))),
+        }
+    }
+
+    /// `BATCH` fills of one element (the peer: `x.fill_(1.0)`): ns per launch.
+    fn launch(&mut self) -> Result<f64> {
+        let one = &mut self.one;
+        scope(&self.stream, |s| {
+            let mut y = s.attach(one)?;
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                kernels::fill(s, &mut y, 1.0f32)?;
+            }
+            Ok::<_, Error>(per_op(t, BATCH))
+        })
+    }
+
+    /// `OPS` empty scopes on an idle stream (the peer: `stream.synchronize()`).
+    fn scopes(&mut self) -> Result<f64> {
+        let t = Instant::now();
+        for _ in 0..OPS {
+            scope(&self.stream, |_| Ok::<_, CoreError>(()))?;
+        }
+        Ok(per_op(t, OPS))
+    }
+
+    /// `OPS` forks of an empty child onto the other stream, each joined (the peer: two
+    /// `wait_stream`s, or two event records and waits).
+    fn fork_join(&mut self) -> Result<f64> {
+        let other = &self.other;
+        scope(&self.stream, |s| {
+            let t = Instant::now();
+            for _ in 0..OPS {
+                s.fork(other, (), |_, ()| Ok::<_, CoreError>(()))?;
+            }
+            Ok::<_, Error>(per_op(t, OPS))
+        })
+    }
+
+    /// `OPS` allocations of 1 MiB, each freed (the peer: `empty` and `del`).
+    fn alloc_free(&mut self) -> Result<f64> {
+        scope(&self.stream, |s| {
+            let t = Instant::now();
+            for _ in 0..OPS {
+                drop(s.alloc::<u8>(MIB)?);
+            }
+            Ok::<_, Error>(per_op(t, OPS))
+        })
+    }
+
+    /// One copy of the key's size and direction, from or into pinned or pageable memory,
+    /// until it has landed: GB/s.
+    fn copy(&mut self, key: &str) -> Result<f64> {
+        let bytes = copy_size(key)?;
+        let n = bytes / 4;
+        let dev = &self.dev;
+        let device = entry(&mut self.device_copy, n, || Ok(dev.alloc_vec::<f32>(n)?))?;
+        let host: &mut [f32] = if key.starts_with("pinned_") {
+            entry(&mut self.pinned, n, || {
+                let mut b = dev.alloc_pinned::<f32>(n)?;
+                b.fill(1.0);
+                Ok(b)
+            })?
+        } else {
+            entry(&mut self.pageable, n, || Ok(vec![1.0f32; n]))?
+        };
+        let upload = key.contains("upload");
+        let t = Instant::now();
+        scope(&self.stream, |s| {
+            let mut d = s.attach(device)?;
+            if upload {
+                s.copy_to_device(&*host, &mut d)?;
+            } else {
+                s.copy_to_host(&d, host)?.wait()?;
+            }
+            Ok::<_, CoreError>(())
+        })?;
+        Ok(bytes as f64 / t.elapsed().as_nanos() as f64)
+    }
+
+    /// One replay of the graph of `KERNELS` one-element fills:
+    /// host ns of the replay call per kernel.
+    fn graph_replay(&mut self) -> Result<f64> {
+        let graph = &mut self.graph;
+        scope(&self.stream, |s| {
+            let t = Instant::now();
+            let pending = s.replay(graph)?;
+            let ns = per_op(t, KERNELS);
+            pending.wait()?;
+            Ok::<_, Error>(ns)
+        })
+    }
+
+    /// `GEMM_CALLS` cuBLAS SGEMMs of `GEMM_N`^3 until done: GFLOP/s.
+    fn sgemm(&mut self) -> Result<f64> {
+        if self.gemm.is_none() {
+            let n = GEMM_N * GEMM_N;
+            let a = upload_ones(&self.dev, &self.stream, n)?;
+            let b = upload_ones(&self.dev, &self.stream, n)?;
+            let c = self.dev.alloc_vec::<f32>(n)?;
+            self.gemm = Some((kernels::Cublas::new(&self.dev)?, a, b, c));
+        }
+        let (blas, a, b, c) = self.gemm.as_mut().ok_or_else(|| Error::msg("no gemm"))?;
+        let side = GEMM_N as u32;
+        let t = Instant::now();
+        scope(&self.stream, |s| {
+            let (a, b, mut c) = (s.attach_ref(a)?, s.attach_ref(b)?, s.attach(c)?);
+            for _ in 0..GEMM_CALLS {
+                blas.sgemm(s, side, side, side, 1.0, &a, &b, 0.0, &mut c)?;
+            }
+            Ok::<_, CoreError>(())
+        })?;
+        let flop = 2.0 * (GEMM_N as f64).powi(3) * GEMM_CALLS as f64;
+        Ok(flop / t.elapsed().as_nanos() as f64)
+    }
+
+    /// `ALL_REDUCE_CALLS` in-place sums of the key's size over a one-rank communicator
+    /// until done: GB/s of the buffer.
+    fn all_reduce(&mut self, key: &str) -> Result<f64> {
+        let bytes = copy_size(key)?;
+        if self.comm.is_none() {
+            let comm = Communicator::for_devices(std::slice::from_ref(&self.dev))?
+                .pop()
+                .ok_or_else(|| Error::msg("no communicator for one device"))?;
+            self.comm = Some((comm, upload_ones(&self.dev, &self.stream, bytes / 4)?));
+        }
+        let (comm, x) = self.comm.as_mut().ok_or_else(|| Error::msg("no comm"))?;
+        let t = Instant::now();
+        scope(&self.stream, |s| {
+            let mut x = s.attach(x)?;
+            for _ in 0..ALL_REDUCE_CALLS {
+                s.all_reduce_in_place(comm, &mut x, Sum)?;
+            }
+            Ok::<_, CoreError>(())
+        })?;
+        Ok((bytes * ALL_REDUCE_CALLS) as f64 / t.elapsed().as_nanos() as f64)
+    }
+}
+
+/// The entry of `list` for `n`, made by `make` the first time.
+fn entry<T>(
+    list: &mut Vec<(usize, T)>,
+    n: usize,
+    make: impl FnOnce() -> Result<T>,
+) -> Result<&mut T> {
+    let at = match list.iter().position(|(len, _)| *len == n) {
+        Some(at) => at,
+        None => {
+            list.push((n, make()?));
+            list.len() - 1
+        }
+    };
+    Ok(&mut list[at].1)
+}
+
+/// A `DeviceVec` of `n` ones.
+fn upload_ones(dev: &Device, stream: &Stream, n: usize) -> Result<DeviceVec<f32>> {
+    let mut v = dev.alloc_vec::<f32>(n)?;
+    scope(stream, |s| {
+        let mut y = s.attach(&mut v)?;
+        kernels::fill(s, &mut y, 1.0f32)
+    })?;
+    Ok(v)
+}
+
+/// Host nanoseconds per operation since `t`.
+fn per_op(t: Instant, ops: usize) -> f64 {
+    t.elapsed().as_nanos() as f64 / ops as f64
+}
