@@ -17,6 +17,12 @@
 //! to 50 µs of host time depending on the pool's state (see `request_steps`), which the
 //! async design's two threads feel more than sixteen.
 //!
+//! The two 1 MiB loops run again with the async design's completion thread polling
+//! ([`CompletionMode::Poll`], set for its samples only; issue 30's target there: 0.95x
+//! of the threads design), and every loop has a row of the CPU time per request that
+//! all of the process's threads burned (`CLOCK_PROCESS_CPUTIME_ID` around each batch),
+//! for both designs: what polling costs next to sleeping.
+//!
 //! Requests per second are measured over the whole batch, and each request's latency
 //! (from its start to its reply) is kept: p50 and p99 are taken per round over every
 //! request of that round's samples. Target (issue 17): async at least 0.95x the threads
@@ -35,12 +41,14 @@
 
 mod client;
 mod costs;
+mod cpu_time;
 mod request_steps;
 
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Instant;
 
+use stream_core::future::{set_completion_mode, CompletionMode};
 use stream_core::{scope, Error as CoreError, Scope, Stream};
 use tokio::runtime::Runtime;
 
@@ -53,6 +61,7 @@ use crate::sampling::Stats;
 
 use client::{check_reply, client_buffers, request_work, Client, CLIENTS};
 use costs::{head_of_line, operation_cost, request_enqueue_cost};
+use cpu_time::process_cpu_seconds;
 
 /// Worker threads of the async design: 1/8 of the threads design's.
 const EXECUTOR_THREADS: usize = CLIENTS / 8;
@@ -77,16 +86,25 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         .map(|_| env.dev.new_stream())
         .collect::<stream_core::Result<Vec<_>>>()?;
     let streams = Arc::new(streams);
-    for (elems, keep, label) in [
-        (1usize << 14, false, "64 KiB requests"),
-        (1 << 18, false, "1 MiB requests"),
+    let (sleep, poll) = (CompletionMode::Sleep, CompletionMode::Poll);
+    for (elems, keep, mode, label) in [
+        (1usize << 14, false, sleep, "64 KiB requests"),
+        (1 << 18, false, sleep, "1 MiB requests"),
+        (1 << 18, false, poll, "1 MiB requests, completion polling"),
         (
             1 << 18,
             true,
+            sleep,
             "1 MiB requests, device buffers kept per client",
         ),
+        (
+            1 << 18,
+            true,
+            poll,
+            "1 MiB requests, device buffers kept per client, completion polling",
+        ),
     ] {
-        server_loop(env, rep, &streams, elems, keep, label)?;
+        server_loop(env, rep, &streams, (elems, keep, mode), label)?;
     }
     operation_cost(env, rep)?;
     if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
@@ -108,6 +126,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
 /// seconds, one vector per sample taken (warm-up included).
 type Latencies = RefCell<Vec<Vec<Timing>>>;
 
+/// The process's CPU seconds per request of each sample (warm-up included).
+type CpuTimes = RefCell<Vec<f64>>;
+
 /// One request's times in seconds: from its start to its reply, and the closure's own
 /// host time (upload, allocation, launch and download enqueued).
 #[derive(Clone, Copy)]
@@ -116,12 +137,13 @@ struct Timing {
     enqueue: f64,
 }
 
+/// One server loop: `(elements per request, device buffers kept per client, the
+/// completion thread's mode for the async design)`.
 fn server_loop(
     env: &Env,
     rep: &mut Report,
     streams: &Arc<Vec<Stream>>,
-    elems: usize,
-    keep_device_buffers: bool,
+    (elems, keep_device_buffers, mode): (usize, bool, CompletionMode),
     label: &str,
 ) -> Result<()> {
     let per_client = env.cfg.pick(250, 20);
@@ -135,24 +157,33 @@ fn server_loop(
         .build()
         .map_err(|e| Error::msg(format!("serve: cannot start the tokio runtime: {e}")))?;
     let (threads_latency, async_latency): (Latencies, Latencies) = Default::default();
+    let (threads_cpu, async_cpu): (CpuTimes, CpuTimes) = Default::default();
     let row = Measurement::new()
         .ours("async", || {
             let clients = async_state
                 .borrow_mut()
                 .take()
                 .ok_or_else(|| Error::msg("async: the buffers were lost"))?;
-            let (seconds, clients, latencies) =
-                async_batch(&runtime, streams, clients, per_client)?;
+            set_completion_mode(&env.dev, mode)?;
+            let cpu = process_cpu_seconds()?;
+            let batch = async_batch(&runtime, streams, clients, per_client);
+            let cpu = process_cpu_seconds()? - cpu;
+            set_completion_mode(&env.dev, CompletionMode::Sleep)?;
+            let (seconds, clients, latencies) = batch?;
             check_reply("async", &clients[0].output)?;
             *async_state.borrow_mut() = Some(clients);
             async_latency.borrow_mut().push(latencies);
+            async_cpu.borrow_mut().push(cpu / total as f64);
             Ok(seconds)
         })
         .raw("threads", || {
             let mut clients = threads_state.borrow_mut();
+            let cpu = process_cpu_seconds()?;
             let (seconds, latencies) = threads_batch(streams, &mut clients, per_client)?;
+            let cpu = process_cpu_seconds()? - cpu;
             check_reply("threads", &clients[0].output)?;
             threads_latency.borrow_mut().push(latencies);
+            threads_cpu.borrow_mut().push(cpu / total as f64);
             Ok(seconds)
         })
         .into_row(
@@ -199,6 +230,22 @@ fn server_loop(
         );
         rep.push(row);
     }
+    let per_round = |cpu: &CpuTimes| -> Result<Rounds> {
+        let samples = cpu.borrow();
+        let rounds = samples[plan.warmup..]
+            .chunks(plan.samples)
+            .map(|round| Stats::new(round.iter().map(|s| s * 1e6).collect()))
+            .collect::<Result<Vec<_>>>()?;
+        Rounds::new(rounds)
+    };
+    let mut row = Row::new(
+        "serve",
+        format!("{label}: CPU time per request, every thread of the process (raw: threads)"),
+        "us",
+        Better::Lower,
+    );
+    (row.ours, row.raw) = (Some(per_round(&async_cpu)?), Some(per_round(&threads_cpu)?));
+    rep.push(row);
     Ok(())
 }
 

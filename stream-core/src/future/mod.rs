@@ -6,7 +6,7 @@
 //! [`Stream::download_owned`](crate::Stream::download_owned), their futures
 //! ([`RunOwned`], [`CopyOwned`]), the traits of what they may own ([`OwnedHostBuffer`],
 //! [`OwnedDeviceVec`]), the completion record and the completion thread of each device,
-//! and [`completion_stats`]. Uses: `driver/` (events, copies), `device/`, `memory/`,
+//! how that thread waits ([`CompletionMode`]), and [`completion_stats`]. Uses: `driver/` (events, copies), `device/`, `memory/`,
 //! `host/` (the pinned pool), `scope/` (an owned scope, `scope/owned.rs`), `error`. No
 //! executor or runtime crate: the futures are plain [`std::future::Future`]s woken
 //! through [`std::task::Waker`].
@@ -96,8 +96,17 @@
 //! `cuEventSynchronize` on the oldest operation of all until the driver wakes it.
 //! Finishing an operation sets its outcome, wakes the future's waker and releases the
 //! values of a dropped future. A kernel fault arrives as the sticky error of the query
-//! or the wait, and becomes the future's error. No executor thread waits for the GPU and
-//! nothing spins: the completion thread is asleep whenever nothing it watches has ended.
+//! or the wait, and becomes the future's error. No executor thread waits for the GPU and, by
+//! default, nothing spins: the completion thread is asleep whenever nothing it watches
+//! has ended.
+//!
+//! **Polling, for copy-bound servers.** Each sleeping wait costs a wake-up (the driver's
+//! interrupt, the thread's scheduling), which a server of short copy-bound requests
+//! feels per request. [`set_completion_mode`]`(&device, `[`CompletionMode::Poll`]`)`
+//! makes the device's completion thread query the events in a loop instead, yielding its
+//! core between rounds, while any operation is in flight, and sleep as before when none
+//! is: one core busy during work in exchange for the wake-up. The default does not
+//! change. `bench --case serve` measures both modes with the CPU time per request.
 //!
 //! **Head-of-line effect.** While the completion thread sleeps on the oldest operation,
 //! an operation of another stream of the same device that ends sooner is noticed only
@@ -157,6 +166,7 @@
 //! out of memory waits for streams before it retries.
 
 mod completion;
+mod completion_mode;
 mod copy;
 mod doorbell;
 mod owned_host;
@@ -164,6 +174,7 @@ mod run_owned;
 mod stats;
 mod watcher;
 
+pub use completion_mode::{completion_mode, set_completion_mode, CompletionMode};
 pub use copy::CopyOwned;
 pub use owned_host::{OwnedDeviceVec, OwnedHostBuffer};
 pub use run_owned::RunOwned;

@@ -19,7 +19,9 @@
 //!    operation, takes the ones handed to it meanwhile, and goes back to step 2.
 //!
 //! Nothing spins: the thread is asleep in step 1 or 3 whenever no operation it watches
-//! has ended.
+//! has ended. In [`CompletionMode::Poll`] (opt-in, per device), step 3 is skipped: the
+//! thread yields its core and goes back to step 2, taking the operations handed over
+//! meanwhile, for as long as any is in flight; it still sleeps in step 1.
 //!
 //! **Head of line.** While the thread sleeps on the oldest operation (step 3), an
 //! operation of another stream that ends earlier is noticed only when that oldest one
@@ -48,6 +50,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use super::completion::{finish_caught, lock, Outcome, Signal};
+use super::completion_mode::{CompletionMode, ModeCell};
 use super::doorbell::{Doorbell, StreamsWithWork};
 use crate::device::{Device, Stream};
 use crate::driver::device::DeviceId;
@@ -71,6 +74,8 @@ pub(super) struct Watcher {
     /// The device's doorbell thread, started with the first operation that rings;
     /// `None` if it could not start (operations are then left to this thread).
     doorbell: OnceLock<Option<Arc<Doorbell>>>,
+    /// How the thread waits while operations are in flight.
+    mode: ModeCell,
 }
 
 /// What the operations and the thread share.
@@ -121,6 +126,7 @@ impl Watcher {
             }),
             handed: Condvar::new(),
             doorbell: OnceLock::new(),
+            mode: ModeCell::default(),
         });
         let thread_watcher = Arc::clone(&watcher);
         std::thread::Builder::new()
@@ -133,6 +139,22 @@ impl Watcher {
             })?;
         watchers.push(Arc::clone(&watcher));
         Ok(watcher)
+    }
+
+    /// The watcher of `device` if its thread has started.
+    pub(super) fn existing(device: &Device) -> Option<Arc<Watcher>> {
+        let id = device.inner.device;
+        lock(&WATCHERS).iter().find(|w| w.device == id).cloned()
+    }
+
+    pub(super) fn mode(&self) -> CompletionMode {
+        self.mode.get()
+    }
+
+    /// Sets the mode; a thread asleep with nothing to watch keeps sleeping (either mode
+    /// sleeps then), one in `cuEventSynchronize` switches when that wait ends.
+    pub(super) fn set_mode(&self, mode: CompletionMode) {
+        self.mode.set(mode);
     }
 
     /// Records an event after the work enqueued on `stream` so far and hands it, with
@@ -240,7 +262,11 @@ impl Watcher {
             };
             drop(excess); // destroyed outside the lock
             if lanes.finish_completed(&mut spent) == 0 {
-                lanes.wait_for_oldest(&mut spent);
+                match self.mode.get() {
+                    CompletionMode::Sleep => lanes.wait_for_oldest(&mut spent),
+                    // Back to the top: take what was handed over meanwhile, query again.
+                    CompletionMode::Poll => std::thread::yield_now(),
+                }
             }
         }
     }

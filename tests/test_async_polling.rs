@@ -1,0 +1,160 @@
+//! The completion thread's polling mode (`stream_core::future::CompletionMode::Poll`):
+//! the same outcomes as the default sleeping mode, no operation held behind a long one
+//! of another stream (no bypass needed: every stream is asked each round), sleeping
+//! again with nothing in flight, and switching back.
+//!
+//! Its own binary: the mode is the device's for the whole process, and the other async
+//! tests measure the default. The tests take one lock each, so that they run one at a
+//! time.
+//!
+//! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
+
+mod async_support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_support::workers::{self, joined, spawn_spin, Kind};
+use async_support::{serial, LONG_SPIN, SPIN};
+use gpu_tests::{check_eq, device, ensure, spin, Rng, TestResult};
+use mini_executor::block_on;
+use stream_core::future::{completion_mode, completion_stats, set_completion_mode, CompletionMode};
+
+gpu_tests::test_main! {
+    gpu: [
+        polling_gives_every_result_of_many_streams_and_leaves_nothing_in_flight,
+        polling_resolves_a_short_operation_before_a_long_one_of_another_stream_without_the_bypass,
+        the_mode_reads_back_and_sleeping_again_still_finishes_everything,
+    ],
+}
+
+/// The device with its completion thread polling; `Sleep` again when dropped.
+struct Polling(stream_core::Device);
+
+impl Polling {
+    fn on(dev: stream_core::Device) -> TestResult<Polling> {
+        set_completion_mode(&dev, CompletionMode::Poll)?;
+        Ok(Polling(dev))
+    }
+}
+
+impl Drop for Polling {
+    fn drop(&mut self) {
+        let _ = set_completion_mode(&self.0, CompletionMode::Sleep);
+    }
+}
+
+/// Eight streams, 40 round trips each of random lengths (0 to 300 Ki elements) as
+/// `upload_owned` + `download_owned` pairs on the mini executor, all in flight at once:
+/// every result matches its input, and `in_flight` returns to where it was.
+fn polling_gives_every_result_of_many_streams_and_leaves_nothing_in_flight() -> TestResult {
+    let _serial = serial();
+    let polling = Polling::on(device()?)?;
+    let dev = &polling.0;
+    let before = completion_stats().in_flight;
+    let streams = (0..8)
+        .map(|_| dev.new_stream().map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rng = Rng::new();
+    let rounds = gpu_tests::load(40, 5);
+    for round in 0..rounds {
+        let inputs: Vec<Vec<f32>> = streams
+            .iter()
+            .map(|_| {
+                let len = rng.below(300 << 10);
+                rng.vec(len)
+            })
+            .collect();
+        let uploads: Vec<_> = streams
+            .iter()
+            .zip(&inputs)
+            .map(|(stream, input)| stream.upload_owned(input.clone()))
+            .collect();
+        let mut downloads = Vec::with_capacity(uploads.len());
+        for (stream, upload) in streams.iter().zip(uploads) {
+            let (on_device, _host) = block_on(upload)?;
+            let len = on_device.len();
+            downloads.push(stream.download_owned(on_device, vec![f32::NAN; len]));
+        }
+        for (i, (download, input)) in downloads.into_iter().zip(&inputs).enumerate() {
+            let (_on_device, out) = block_on(download)?;
+            check_eq(&format!("round {round}, stream {i}"), input, &out)?;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while completion_stats().in_flight > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    ensure!(
+        completion_stats().in_flight <= before,
+        "{} operations still in flight 5 s after the last result ({before} before)",
+        completion_stats().in_flight
+    );
+    Ok(())
+}
+
+/// With polling on and no stream's bypass on, a short operation made while a one-second
+/// kernel's operation of another stream is in flight resolves long before that kernel
+/// ends (sleeping, the thread would wait on the long one first: see
+/// `test_async_waiting`).
+fn polling_resolves_a_short_operation_before_a_long_one_of_another_stream_without_the_bypass(
+) -> TestResult {
+    let _serial = serial();
+    let polling = Polling::on(device()?)?;
+    let dev = &polling.0;
+    let long_stream = Arc::new(dev.new_stream()?);
+    let short_stream = Arc::new(dev.new_stream()?);
+    let warm = long_stream.run_owned((), |s, ()| spin(s, SPIN));
+    block_on(short_stream.run_owned((), |s, ()| spin(s, 1)))?;
+    block_on(warm)?;
+    for kind in [Kind::Tokio, Kind::Mini] {
+        let executor = workers::start(kind, 1)?;
+        let start = Instant::now();
+        let long = spawn_spin(&executor, Arc::clone(&long_stream), LONG_SPIN);
+        std::thread::sleep(Duration::from_millis(50));
+        let short = spawn_spin(&executor, Arc::clone(&short_stream), 1);
+        let short_done = joined(short)?;
+        let long_done = joined(long)?;
+        let (short_after, long_after) = (
+            short_done.duration_since(start),
+            long_done.duration_since(start),
+        );
+        ensure!(
+            long_after > Duration::from_millis(300),
+            "the one-second kernel's future resolved after {long_after:?}: it did not wait \
+             for the GPU, so the test proves nothing"
+        );
+        ensure!(
+            short_done < long_done && short_after < Duration::from_millis(250),
+            "{}: polling, the short operation resolved {short_after:?} after the start and \
+             the long one {long_after:?}: the short one was held behind the long one",
+            executor.name()
+        );
+    }
+    Ok(())
+}
+
+/// The mode reads back as set; set back to `Sleep`, the thread finishes operations made
+/// while it was polling and after, with their data.
+fn the_mode_reads_back_and_sleeping_again_still_finishes_everything() -> TestResult {
+    let _serial = serial();
+    let dev = device()?;
+    let stream = dev.new_stream()?;
+    let input: Vec<u32> = (0..(1u32 << 16)).collect();
+    set_completion_mode(&dev, CompletionMode::Poll)?;
+    ensure!(
+        completion_mode(&dev) == CompletionMode::Poll,
+        "the mode read back {:?} after Poll was set",
+        completion_mode(&dev)
+    );
+    let while_polling = stream.upload_owned(input.clone());
+    set_completion_mode(&dev, CompletionMode::Sleep)?;
+    ensure!(
+        completion_mode(&dev) == CompletionMode::Sleep,
+        "the mode read back {:?} after Sleep was set",
+        completion_mode(&dev)
+    );
+    let (on_device, _) = block_on(while_polling)?;
+    let (_, out) = block_on(stream.download_owned(on_device, vec![0u32; input.len()]))?;
+    check_eq("made while polling, finished sleeping", &input, &out)
+}
