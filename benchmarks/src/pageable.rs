@@ -63,6 +63,33 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     };
     let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = host_memcpy::thread_counts(parallelism);
+    // The staged copies' calibration, run now rather than inside the first sample.
+    let t = std::time::Instant::now();
+    match stream_core::staging::calibrate_staging() {
+        Some(cal) => {
+            let line = format!(
+                "pageable: staging calibrated in {:.0} ms ({} of {} settings): {} threads, {} MiB chunks, {} downloads; host half {:.1} / {:.1} GB/s up / down (the rules' {} threads, {} MiB: {:.1} / {:.1})",
+                t.elapsed().as_secs_f64() * 1e3,
+                cal.measured,
+                cal.planned,
+                cal.config.threads,
+                cal.config.chunk_bytes >> 20,
+                if cal.streaming_downloads { "streaming" } else { "ordinary-store" },
+                cal.chosen_gbs.0,
+                cal.chosen_gbs.1,
+                stream_core::staging::StagingConfig::for_this_machine().effective().threads,
+                stream_core::staging::StagingConfig::for_this_machine().chunk_bytes >> 20,
+                cal.rules_gbs.0,
+                cal.rules_gbs.1,
+            );
+            println!("{line}");
+            rep.note(line);
+        }
+        None => rep.note(format!(
+            "pageable: staging not calibrated ({}=0, or an unoptimised build): the rules' setting",
+            stream_core::staging::CALIBRATE_ENV
+        )),
+    }
     for &(bytes, warmup, reps) in sizes {
         let mut buffers = Buffers::new(env, bytes)?;
         for up in [true, false] {

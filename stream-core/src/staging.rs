@@ -9,6 +9,10 @@
 //! assert_eq!(direct.upload_threshold, usize::MAX); // every copy takes the driver's path
 //! ```
 
+pub use crate::host::staging::calibration::{
+    calibrate_staging, staging_calibration, StagingCalibration, BUDGET as CALIBRATION_BUDGET,
+    CALIBRATE_ENV,
+};
 pub use crate::host::staging::config::{
     set_staging_config, staged_copy_counts, staging_config, with_staging_config, StagingConfig,
     DEFAULT_CHUNK, DEFAULT_RING, DEFAULT_THREADS, DEFAULT_THRESHOLD,

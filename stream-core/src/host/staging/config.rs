@@ -175,6 +175,24 @@ fn process_config() -> StagingConfig {
     }
 }
 
+/// `config` (what [`staging_config`] returned for a copy about to be staged) with the
+/// [calibration](super::calibration)'s threads and chunk size when it is the machine's
+/// default (no [`set_staging_config`], no [`with_staging_config`] on this thread): runs
+/// the calibration the first time.
+pub(super) fn tuned(config: StagingConfig) -> StagingConfig {
+    if SET.load(Ordering::Acquire) || OVERRIDE.with(Cell::get).is_some() {
+        return config;
+    }
+    match super::calibration::calibrate_staging() {
+        Some(cal) => StagingConfig {
+            threads: cal.config.threads,
+            chunk_bytes: cal.config.chunk_bytes,
+            ..config
+        },
+        None => config,
+    }
+}
+
 /// Sets the process-wide configuration (each field atomically; a copy that starts
 /// meanwhile may see a mix, which is still a valid configuration).
 pub fn set_staging_config(config: StagingConfig) {

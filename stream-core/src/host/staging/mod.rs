@@ -46,6 +46,14 @@
 //! * **Half a MiB per thread and chunk**: below it, waking the workers and waiting for the
 //!   slowest stripe cost a large part of each chunk.
 //!
+//! At the first staged copy of an optimised build, those rules are the starting point
+//! of a [calibration](calibration) (once per process, at most ~0.25 s): the host half
+//! of the real pipelines, timed with a few settings around them (threads, chunk size,
+//! streaming stores for downloads), keeps the fastest for the process. A setting pinned
+//! with `set_staging_config` or `set_streaming_stores`, or
+//! `STREAM_CORE_STAGING_CALIBRATE=0`, skips it; `staging::calibrate_staging` runs it
+//! eagerly and `staging::staging_calibration` says what it chose.
+//!
 //! Sweeps still disagree between hosts and runs by tens of percent (the best 64 MiB
 //! setting of one H100 sweep moved 33-34 GB/s up, of another 37), which is why the rules
 //! are about cores rather than one machine's best constants. The driver's own pageable
@@ -90,6 +98,7 @@
 //! simulated DMA engine), [`ring`] the ring of pool blocks and the DMAs themselves, and
 //! [`memcpy`] the multi-threaded host copy.
 
+pub(crate) mod calibration;
 pub(crate) mod config;
 pub(crate) mod detection;
 pub(crate) mod download;
@@ -107,10 +116,11 @@ use crate::driver::stream::RawStream;
 use crate::error::Result;
 use crate::host::pinned_pool::PinnedPool;
 use crate::trace::ChunkTrace;
-use config::{staging_config, StagingConfig, STAGED};
+use config::{staging_config, tuned, StagingConfig, STAGED};
 use detection::is_pageable;
 use pipeline::{download_pipeline, upload_pipeline};
 use ring::CudaRing;
+use stripe::streaming_for;
 
 /// The direction of a staged copy.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -147,6 +157,7 @@ unsafe fn staged_ring<'p>(
     if !is_pageable(host) {
         return Ok(None);
     }
+    let config = tuned(config);
     let pool = PinnedPool::of(device);
     // SAFETY: this function's own contract: the device range is valid on `stream` for
     // this copy, a stream of `device`, whose pool `pool` is.
@@ -175,7 +186,7 @@ pub(crate) unsafe fn try_upload<'p>(
         return Ok(false);
     };
     ring.record_chunks(chunks);
-    upload_pipeline(&mut ring, src, config)?;
+    upload_pipeline(&mut ring, src, config, streaming_for(false))?;
     STAGED.with(|c| c.set((c.get().0 + 1, c.get().1)));
     Ok(true)
 }
@@ -215,6 +226,7 @@ pub(crate) unsafe fn start_staged_download(
             return Ok(StagedDownload::NotStaged);
         }
     }
+    let config = tuned(config);
     let (dst_ptr, len) = (dst.as_mut_ptr(), dst.len());
     // SAFETY: this function's own contract.
     let job = unsafe { download::start_download(stream, device, src, dst_ptr, len, config) }?;
@@ -245,7 +257,7 @@ pub(crate) unsafe fn try_download<'p>(
         return Ok(false);
     };
     ring.record_chunks(chunks);
-    download_pipeline(&mut ring, dst, config)?;
+    download_pipeline(&mut ring, dst, config, streaming_for(true))?;
     STAGED.with(|c| c.set((c.get().0, c.get().1 + 1)));
     Ok(true)
 }

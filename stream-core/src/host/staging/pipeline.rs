@@ -3,7 +3,6 @@
 
 use super::config::StagingConfig;
 use super::memcpy;
-use super::stripe::streaming_stores;
 use crate::error::{Error, Result};
 
 /// The GPU side of a staged copy: a ring of staging blocks and the DMAs between them
@@ -35,29 +34,32 @@ fn chunk_of(block: &mut [u8], len: usize) -> Result<&mut [u8]> {
         }))
 }
 
-/// Host to device, chunk by chunk through the ring (see the module docs).
-pub(crate) fn upload_pipeline(dma: &mut impl Dma, src: &[u8], config: StagingConfig) -> Result<()> {
+/// Host to device, chunk by chunk through the ring (see the module docs); the blocks
+/// are written with streaming stores when `streaming`.
+pub(crate) fn upload_pipeline(
+    dma: &mut impl Dma,
+    src: &[u8],
+    config: StagingConfig,
+    streaming: bool,
+) -> Result<()> {
     let _nvtx = crate::driver::nvtx::range(c"stream_core::staged_upload");
     let chunk = config.chunk_bytes;
     for (i, piece) in src.chunks(chunk).enumerate() {
         let slot = i % config.ring_blocks;
         let block = chunk_of(dma.idle_block(slot)?, piece.len())?;
-        memcpy::copy_bytes(
-            block,
-            piece,
-            config.threads,
-            streaming_stores().for_direction(false),
-        );
+        memcpy::copy_bytes(block, piece, config.threads, streaming);
         dma.to_device(slot, i * chunk, piece.len())?;
     }
     Ok(())
 }
 
-/// Device to host, the DMA running a ring ahead of the host copy (see the module docs).
+/// Device to host, the DMA running a ring ahead of the host copy (see the module docs);
+/// `dst` is written with streaming stores when `streaming`.
 pub(crate) fn download_pipeline(
     dma: &mut impl Dma,
     dst: &mut [u8],
     config: StagingConfig,
+    streaming: bool,
 ) -> Result<()> {
     let _nvtx = crate::driver::nvtx::range(c"stream_core::staged_download");
     let (chunk, ring) = (config.chunk_bytes, config.ring_blocks);
@@ -73,12 +75,7 @@ pub(crate) fn download_pipeline(
         let slot = i % ring;
         // `idle_block` returns after the DMA of chunk `i` into the block completed.
         let block = chunk_of(dma.idle_block(slot)?, piece.len())?;
-        memcpy::copy_bytes(
-            piece,
-            block,
-            config.threads,
-            streaming_stores().for_direction(true),
-        );
+        memcpy::copy_bytes(piece, block, config.threads, streaming);
         if i + ring < chunks {
             let (offset, len) = span(i + ring);
             dma.to_host(slot, offset, len)?;
@@ -200,7 +197,7 @@ mod tests {
                     for len in lengths(chunk) {
                         let src = pattern(len, len as u64);
                         let mut dma = SimulatedDma::new(vec![0xDB; len], chunk, eager);
-                        upload_pipeline(&mut dma, &src, config(chunk, ring, 3)).unwrap();
+                        upload_pipeline(&mut dma, &src, config(chunk, ring, 3), eager).unwrap();
                         dma.finish();
                         assert!(
                             dma.device == src,
@@ -221,7 +218,8 @@ mod tests {
                         let device = pattern(len, !(len as u64));
                         let mut dma = SimulatedDma::new(device.clone(), chunk, eager);
                         let mut dst = vec![0xDB; len];
-                        download_pipeline(&mut dma, &mut dst, config(chunk, ring, 3)).unwrap();
+                        download_pipeline(&mut dma, &mut dst, config(chunk, ring, 3), !eager)
+                            .unwrap();
                         assert!(
                             dst == device,
                             "download of {len} bytes, chunk {chunk}, ring {ring}, eager {eager} differs"

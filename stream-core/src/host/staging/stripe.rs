@@ -8,7 +8,7 @@
 //! the end of the stripe makes them visible, to other processors and to the DMA engine,
 //! before the stripe reports that it is done.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// Which staged copies write with streaming stores (on x86-64; other processors always
 /// copy with ordinary stores).
@@ -53,6 +53,24 @@ static STREAMING: AtomicU8 = AtomicU8::new(StreamingStores::Downloads as u8);
 /// [`StreamingStores::Downloads`]). For benchmarks that compare the settings.
 pub fn set_streaming_stores(setting: StreamingStores) {
     STREAMING.store(setting as u8, Ordering::Relaxed);
+    STREAMING_SET.store(true, Ordering::Release);
+}
+
+/// Set once [`set_streaming_stores`] was called: the setting is the user's, not the
+/// default a calibration may replace.
+static STREAMING_SET: AtomicBool = AtomicBool::new(false);
+
+/// Whether a staged copy in this direction (`download`: device to host) writes with
+/// streaming stores: the setting of [`set_streaming_stores`] if one was made, else, for
+/// downloads, the [calibration](super::calibration)'s choice if it ran, else the
+/// default ([`StreamingStores::Downloads`]).
+pub(crate) fn streaming_for(download: bool) -> bool {
+    if !STREAMING_SET.load(Ordering::Acquire) && download {
+        if let Some(cal) = super::calibration::staging_calibration() {
+            return cal.streaming_downloads && cfg!(target_arch = "x86_64");
+        }
+    }
+    streaming_stores().for_direction(download)
 }
 
 /// Which staged copies use streaming stores (see [`set_streaming_stores`]).

@@ -1,0 +1,153 @@
+//! The calibration of staged copies (`stream_core::staging::calibrate_staging`): with
+//! it on, the first staged copy calibrates and both ways stay byte-exact; with it off
+//! (`STREAM_CORE_STAGING_CALIBRATE=0`) nothing is measured; a setting the program pinned
+//! with `set_staging_config` is used as it is, and never calibrated.
+//!
+//! The calibration runs once per process and reads its environment variable then, so
+//! each case runs in a child process (this binary with `STREAM_CORE_CALIBRATION_CASE`),
+//! which prints `key = value` lines that the parent checks.
+//!
+//! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
+
+use std::time::Duration;
+
+use gpu_tests::child::{run_self, ChildOutput};
+use gpu_tests::{ensure, Test, TestFn, TestResult};
+
+/// The environment variable that makes this binary run one case as a child.
+const CASE_ENV: &str = "STREAM_CORE_CALIBRATION_CASE";
+/// The library's switch.
+const CALIBRATE_ENV: &str = stream_core::staging::CALIBRATE_ENV;
+
+fn main() {
+    if let Ok(case) = std::env::var(CASE_ENV) {
+        std::process::exit(child::run(&case));
+    }
+    let gpu: &[Test] = &[
+        (
+            "the_first_staged_copy_calibrates_and_both_ways_stay_exact",
+            the_first_staged_copy_calibrates_and_both_ways_stay_exact as TestFn,
+        ),
+        (
+            "calibration_turned_off_measures_nothing",
+            calibration_turned_off_measures_nothing,
+        ),
+        (
+            "a_pinned_setting_is_used_and_never_calibrated",
+            a_pinned_setting_is_used_and_never_calibrated,
+        ),
+    ];
+    gpu_tests::run(gpu, &[])
+}
+
+/// The child for `case` with the calibration switch at `calibrate`.
+fn run_case(case: &str, calibrate: &str) -> TestResult<ChildOutput> {
+    run_self(
+        &format!("calibration case {case}"),
+        &[(CASE_ENV, Some(case)), (CALIBRATE_ENV, Some(calibrate))],
+        Duration::from_secs(120),
+    )
+}
+
+/// Calibration on: after one staged upload and one staged download of 64 MiB of
+/// pageable memory, a calibration exists (its setting measured, positive figures, the
+/// rules' thresholds), both copies were staged and every byte arrived.
+fn the_first_staged_copy_calibrates_and_both_ways_stay_exact() -> TestResult {
+    let run = run_case("copy", "1")?;
+    run.expect("before", "none")?;
+    run.expect("exact", "yes")?;
+    run.expect("staged", "1 1")?;
+    let calibrated = run.value("calibrated")?;
+    ensure!(
+        calibrated != "none",
+        "no calibration after a staged copy with {CALIBRATE_ENV}=1"
+    );
+    let gbs: Vec<f64> = run
+        .value("gbs")?
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    ensure!(
+        gbs.len() == 2 && gbs.iter().all(|g| *g > 0.0),
+        "the calibration's figures are {gbs:?}"
+    );
+    Ok(())
+}
+
+/// Calibration off: the same copies, exact and staged, and no calibration.
+fn calibration_turned_off_measures_nothing() -> TestResult {
+    let run = run_case("copy", "0")?;
+    run.expect("exact", "yes")?;
+    run.expect("staged", "1 1")?;
+    run.expect("calibrated", "none")
+}
+
+/// A setting pinned before the first copy (one thread, 1 MiB chunks): the copies use it
+/// (exact, staged), and the calibration never runs even with the switch on.
+fn a_pinned_setting_is_used_and_never_calibrated() -> TestResult {
+    let run = run_case("pinned", "1")?;
+    run.expect("exact", "yes")?;
+    run.expect("staged", "1 1")?;
+    run.expect("calibrated", "none")
+}
+
+// ---------------------------------------------------------------------------------------
+// The cases (child side).
+
+mod child {
+    use gpu_tests::Rng;
+    use stream_core::staging::{
+        set_staging_config, staged_copy_counts, staging_calibration, StagingConfig,
+    };
+    use stream_core::{scope, Device, Error};
+
+    /// 64 MiB of `u32`.
+    const LEN: usize = 16 << 20;
+
+    /// Runs `case`, printing its lines; the exit status is 0 unless setup failed.
+    pub fn run(case: &str) -> i32 {
+        match run_case(case) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("calibration case {case}: {e}");
+                1
+            }
+        }
+    }
+
+    fn run_case(case: &str) -> Result<(), Error> {
+        if case == "pinned" {
+            set_staging_config(StagingConfig {
+                threads: 1,
+                chunk_bytes: 1 << 20,
+                ..StagingConfig::for_this_machine()
+            });
+        }
+        let describe = || match staging_calibration() {
+            None => "none".to_owned(),
+            Some(c) => format!(
+                "{} threads, {} B chunks, streaming downloads {}",
+                c.config.threads, c.config.chunk_bytes, c.streaming_downloads
+            ),
+        };
+        println!("before = {}", describe());
+        let dev = Device::new(0)?;
+        let stream = dev.new_stream()?;
+        let input: Vec<u32> = Rng::new().vec(LEN);
+        let mut output = vec![0u32; LEN];
+        let (up0, down0) = staged_copy_counts();
+        scope(&stream, |s| {
+            let x = s.upload(&input)?;
+            s.copy_to_host(&x, &mut output)?.wait()?;
+            Ok::<_, Error>(())
+        })?;
+        let (up1, down1) = staged_copy_counts();
+        println!("staged = {} {}", up1 - up0, down1 - down0);
+        println!("exact = {}", if input == output { "yes" } else { "no" });
+        println!("calibrated = {}", describe());
+        if let Some(c) = staging_calibration() {
+            println!("gbs = {} {}", c.chosen_gbs.0, c.chosen_gbs.1);
+        }
+        Ok(())
+    }
+}
