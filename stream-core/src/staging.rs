@@ -3,6 +3,19 @@
 //! staged copy uses, a per-thread override (for benchmarks and tests that compare
 //! settings), per-thread counts of staged copies, and whether host memory is pinned.
 //!
+//! **Calibration.** At the first staged copy of an optimised build, the library times
+//! the host half of its staging pipelines (host memory only, no device) with a few
+//! settings around the rules of [`StagingConfig::for_this_machine`]: the memcpy
+//! threads, the chunk size, and streaming stores for downloads, copying 64 MiB each way
+//! per setting in two rounds, starting no trial after [`CALIBRATION_BUDGET`] (0.25 s).
+//! A setting at least 5 % faster than the rules' (harmonic mean of both ways) is kept
+//! for the process; [`staging_calibration`] says what was measured and chosen. It is
+//! skipped when the program pinned a setting ([`set_staging_config`],
+//! [`set_streaming_stores`], or [`with_staging_config`] on the copying thread), when
+//! `STREAM_CORE_STAGING_CALIBRATE=0` (and in unoptimised builds unless it is `1`);
+//! [`calibrate_staging`] runs it eagerly, at startup say, to keep it off the first
+//! copy.
+//!
 //! ```
 //! use stream_core::staging::{staging_config, with_staging_config, StagingConfig};
 //! let direct = with_staging_config(StagingConfig::DIRECT, staging_config);

@@ -249,7 +249,7 @@ fn enabled() -> bool {
 /// the rules).
 static CALIBRATION: OnceLock<Option<StagingCalibration>> = OnceLock::new();
 
-/// Runs the calibration now if it has not run (see the [module docs](self)), and
+/// Runs the calibration now if it has not run (see [`staging`](crate::staging)), and
 /// returns what it chose; `None` when `STREAM_CORE_STAGING_CALIBRATE=0` turned it off.
 /// Staged copies run it on their own at the first staged copy; call this at startup to
 /// keep that time off the first copy.
