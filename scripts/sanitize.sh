@@ -49,13 +49,15 @@
 # of uninitialised device memory. `--api-errors explicit` lists the API errors too
 # (for reading, not for a verdict: the deliberate ones make it fail).
 #
-# Durations. One device call runs at most 10 minutes: run one tool per call, and use
-# --budget (e.g. 540) so that the script reports what it could not run instead of being
-# killed. Measured on an H200 (compute-sanitizer 2025.3.1) with an earlier build of the
-# tests: memcheck took 2 to 4 s for each of test_transfers, test_scopes (since split into
-# test_scope and test_panics), test_errors and test_kernels; initcheck did not finish test_kernels in 200 s (it stalled in
-# scale_is_exactly_the_rounded_product_f64, 2^24 + 3 doubles, with no error reported):
-# run initcheck with --skip test_kernels, then test_kernels alone with a --filter.
+# Durations. One device call runs at most 10 minutes: use --budget (e.g. 540) so that
+# the script reports what it could not run instead of being killed. Measured on 2x H200
+# (compute-sanitizer 2025.3.1, 2026-11-26, tests/sanitize/results/): every tool's pass
+# over everything takes 150 to 560 s; the slowest runs were the NCCL tests (20-60 s),
+# data_parallel (53 s under racecheck), test_fills under initcheck (211 s) and
+# test_scope under racecheck (past 300 s). The loads behind the last two are lighter
+# under a tool now (gpu_tests::load: test_fills's and test_kernels's largest lengths,
+# test_scope's eight-thread scopes), as test_async's are; initcheck had earlier stalled
+# in test_kernels at 2^24 + 3 doubles.
 #
 # Pieces. All four tools over every target take far longer than the 10 minutes one
 # device call may run. With --coverage FILE and --budget (540 leaves a minute for the

@@ -26,6 +26,13 @@ gpu_tests::test_main! {
     ],
 }
 
+/// The largest length the fill tests use: 1 Mi + 7 elements, or 64 Ki + 7 under a
+/// sanitizer (initcheck tracks every byte of every copy: the full size took 211 s of
+/// its 300 there), still past a block of every fill kernel's grid.
+fn large_len() -> usize {
+    gpu_tests::load((1 << 20) + 7, (1 << 16) + 7)
+}
+
 /// Fills a random background's sub-range `[len/3, len - len/4)` with each value (the
 /// neighbours must keep the background), and a whole poisoned buffer.
 fn fill_sets_every_element_and_only_the_sub_range<T: Element>(fixed: &[T]) -> TestResult {
@@ -33,7 +40,7 @@ fn fill_sets_every_element_and_only_the_sub_range<T: Element>(fixed: &[T]) -> Te
     let mut rng = Rng::new();
     let values: Vec<T> = fixed.iter().copied().chain([rng.value()]).collect();
     for &value in &values {
-        for len in [1, 3, 4097, (1 << 20) + 7] {
+        for len in [1, 3, 4097, large_len()] {
             let range = len / 3..len - len / 4;
             let background: Vec<T> = rng.vec(len);
             let mut expected_part = background.clone();
@@ -116,7 +123,7 @@ fn zero_clears_every_element_and_only_the_sub_range<T: Element>() -> TestResult 
     let stream = stream()?;
     let mut rng = Rng::new();
     let zero = T::ZERO;
-    for len in [1, 3, 4097, (1 << 20) + 7] {
+    for len in [1, 3, 4097, large_len()] {
         let range = len / 4..len - len / 3;
         let input: Vec<T> = rng.vec(len);
         let mut expected = input.clone();
@@ -149,7 +156,7 @@ fn zero_clears_every_element_and_only_the_sub_range<T: Element>() -> TestResult 
 /// freed buffer had filled with poison.
 fn alloc_zeroed_is_zero_even_over_reused_poisoned_memory() -> TestResult {
     let stream = stream()?;
-    let n = (1 << 20) + 7;
+    let n = large_len();
     let mut output = poisoned::<u32>(n);
     scope(&stream, |s| -> TestResult {
         let mut junk = s.alloc::<u32>(n)?;
