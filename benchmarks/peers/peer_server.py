@@ -33,7 +33,28 @@ def copy_size(key):
     return int(key.rsplit("_", 1)[1]) * MIB
 
 
-class Torch:
+class Peer:
+    """What both frameworks share: the timing loops. A framework gives `stream`,
+    `other` and the operations they time."""
+
+    def sync(self):
+        self.stream.synchronize()
+
+    def per_op(self, ops, operation):
+        """ns per call of `operation` over `ops` calls, synchronised after, untimed."""
+        t = time.perf_counter_ns()
+        for _ in range(ops):
+            operation()
+        ns = (time.perf_counter_ns() - t) / ops
+        self.sync()
+        return ns
+
+    def sync_idle(self):
+        self.sync()
+        return self.per_op(OPS, self.stream.synchronize)
+
+
+class Torch(Peer):
     def __init__(self, ordinal):
         import torch
 
@@ -46,44 +67,24 @@ class Torch:
         self.other = torch.cuda.Stream(self.dev)
         self.state = {}
 
-    def sync(self):
-        self.stream.synchronize()
-
     def launch(self):
         x = self.state.setdefault("one", self.torch.zeros(1, device=self.dev))
         with self.torch.cuda.stream(self.stream):
-            t = time.perf_counter_ns()
-            for _ in range(BATCH):
-                x.fill_(1.0)
-            ns = (time.perf_counter_ns() - t) / BATCH
-        self.sync()
-        return ns
-
-    def sync_idle(self):
-        self.sync()
-        t = time.perf_counter_ns()
-        for _ in range(OPS):
-            self.stream.synchronize()
-        return (time.perf_counter_ns() - t) / OPS
+            return self.per_op(BATCH, lambda: x.fill_(1.0))
 
     def fork_join(self):
         a, b = self.stream, self.other
-        t = time.perf_counter_ns()
-        for _ in range(OPS):
+
+        def there_and_back():
             b.wait_stream(a)
             a.wait_stream(b)
-        ns = (time.perf_counter_ns() - t) / OPS
-        self.sync()
-        return ns
+
+        return self.per_op(OPS, there_and_back)
 
     def alloc_free(self):
         torch = self.torch
         with torch.cuda.stream(self.stream):
-            t = time.perf_counter_ns()
-            for _ in range(OPS):
-                x = torch.empty(MIB, dtype=torch.uint8, device=self.dev)
-                del x
-            return (time.perf_counter_ns() - t) / OPS
+            return self.per_op(OPS, lambda: torch.empty(MIB, dtype=torch.uint8, device=self.dev))
 
     def buffers(self, key):
         torch = self.torch
@@ -164,7 +165,7 @@ class Torch:
             dist.destroy_process_group()
 
 
-class CuPy:
+class CuPy(Peer):
     def __init__(self, ordinal):
         import cupy
         import numpy
@@ -180,46 +181,26 @@ class CuPy:
         )
         self.state = {}
 
-    def sync(self):
-        self.stream.synchronize()
-
     def launch(self):
         with self.stream:
             x = self.state.setdefault("one", self.cupy.zeros(1, dtype=self.cupy.float32))
-            t = time.perf_counter_ns()
-            for _ in range(BATCH):
-                x.fill(1.0)
-            ns = (time.perf_counter_ns() - t) / BATCH
-        self.sync()
-        return ns
-
-    def sync_idle(self):
-        self.sync()
-        t = time.perf_counter_ns()
-        for _ in range(OPS):
-            self.stream.synchronize()
-        return (time.perf_counter_ns() - t) / OPS
+            return self.per_op(BATCH, lambda: x.fill(1.0))
 
     def fork_join(self):
         (a, b), (there, back) = (self.stream, self.other), self.events
-        t = time.perf_counter_ns()
-        for _ in range(OPS):
+
+        def there_and_back():
             there.record(a)
             b.wait_event(there)
             back.record(b)
             a.wait_event(back)
-        ns = (time.perf_counter_ns() - t) / OPS
-        self.sync()
-        return ns
+
+        return self.per_op(OPS, there_and_back)
 
     def alloc_free(self):
         cupy = self.cupy
         with self.stream:
-            t = time.perf_counter_ns()
-            for _ in range(OPS):
-                x = cupy.empty(MIB, dtype=cupy.uint8)
-                del x
-            return (time.perf_counter_ns() - t) / OPS
+            return self.per_op(OPS, lambda: cupy.empty(MIB, dtype=cupy.uint8))
 
     def buffers(self, key):
         cupy, numpy = self.cupy, self.numpy

@@ -7,9 +7,9 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use gpu_tests::{panic_message, spin, Failed, TestResult};
+use gpu_tests::{ensure, panic_message, spin, Failed, TestResult};
 use stream_core::{Error, Stream};
 
 /// Which executor a test runs on.
@@ -118,4 +118,40 @@ pub fn joined<T>(task: Task<Result<T, Error>>) -> TestResult<T> {
     Ok(task
         .join()
         .map_err(|p| Failed::from(panic_message(p.as_ref())))??)
+}
+
+/// On a one-worker `kind` executor: a one-second kernel's `run_owned` on `long`, then,
+/// 50 ms later (the completion thread is waiting on it by then), a short one's on
+/// `short`. Returns how long after the start each resolved, short first; fails when the
+/// long one resolved within 300 ms (it did not wait for the GPU: nothing is proven) or
+/// the short one not well before it (it was held behind the long one), naming `what`.
+pub fn short_resolves_before_long(
+    kind: Kind,
+    long: &Arc<Stream>,
+    short: &Arc<Stream>,
+    what: &str,
+) -> TestResult<(Duration, Duration)> {
+    let executor = start(kind, 1)?;
+    let begin = Instant::now();
+    let long_task = spawn_spin(&executor, Arc::clone(long), super::LONG_SPIN);
+    std::thread::sleep(Duration::from_millis(50));
+    let short_task = spawn_spin(&executor, Arc::clone(short), 1);
+    let short_done = joined(short_task)?;
+    let long_done = joined(long_task)?;
+    let (short_after, long_after) = (
+        short_done.duration_since(begin),
+        long_done.duration_since(begin),
+    );
+    ensure!(
+        long_after > Duration::from_millis(300),
+        "the one-second kernel's future resolved after {long_after:?}: it did not wait for \
+         the GPU, so the test proves nothing"
+    );
+    ensure!(
+        short_done < long_done && short_after < Duration::from_millis(250),
+        "{} ({what}): the short operation resolved {short_after:?} after the start and the \
+         long one {long_after:?}: the short one was held behind the long one",
+        executor.name()
+    );
+    Ok((short_after, long_after))
 }

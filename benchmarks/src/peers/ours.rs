@@ -14,6 +14,7 @@ use crate::env::MIB;
 use crate::error::{Error, Result};
 use crate::graphs::KERNELS;
 use crate::launch::BATCH;
+use crate::scope_cost::per_op;
 
 /// Operations per sample of the host-cost measurements (the peer's `OPS`).
 pub const OPS: usize = 64;
@@ -253,9 +254,4 @@ fn upload_ones(dev: &Device, stream: &Stream, n: usize) -> Result<DeviceVec<f32>
         kernels::fill(s, &mut y, 1.0f32)
     })?;
     Ok(v)
-}
-
-/// Host nanoseconds per operation since `t`.
-fn per_op(t: Instant, ops: usize) -> f64 {
-    t.elapsed().as_nanos() as f64 / ops as f64
 }
