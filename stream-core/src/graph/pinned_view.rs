@@ -9,12 +9,13 @@
 //! two copies of one capture never write the same host memory through two arguments.
 
 use std::marker::PhantomData;
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::host::PinnedBuffer;
 use crate::memory::brand::LendPermit;
 use crate::memory::brand::{brand, Brand, HoldToken};
+use crate::memory::view::checked_range;
 use crate::memory::DeviceRepr;
 use crate::scope::Lend;
 use crate::sealed;
@@ -92,28 +93,6 @@ pub struct PinnedSliceMut<'a, 'g, T: DeviceRepr> {
     _borrow: PhantomData<&'a mut [T]>,
 }
 
-/// `start..end` of `range` within `len` elements, or [`Error::OutOfRange`].
-fn bounds(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)> {
-    let start = match range.start_bound() {
-        Bound::Included(&s) => Some(s),
-        Bound::Excluded(&s) => s.checked_add(1),
-        Bound::Unbounded => Some(0),
-    };
-    let end = match range.end_bound() {
-        Bound::Included(&e) => e.checked_add(1),
-        Bound::Excluded(&e) => Some(e),
-        Bound::Unbounded => Some(len),
-    };
-    match (start, end) {
-        (Some(start), Some(end)) if start <= end && end <= len => Ok((start, end)),
-        (start, end) => Err(Error::from(crate::error::OutOfRange {
-            start: start.unwrap_or(usize::MAX),
-            end: end.unwrap_or(usize::MAX),
-            len,
-        })),
-    }
-}
-
 impl<'a, 'g, T: DeviceRepr> PinnedSlice<'a, 'g, T> {
     /// `buffer`, read by the graph being captured under `'g`, which holds it (shared)
     /// for as long as it exists: the token's proof.
@@ -149,13 +128,13 @@ impl<'a, 'g, T: DeviceRepr> PinnedSlice<'a, 'g, T> {
 
     /// The elements in `range`, or [`Error::OutOfRange`].
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<PinnedSlice<'a, 'g, T>> {
-        let (start, end) = bounds(range, self.len)?;
+        let (start, end) = checked_range(range, self.len)?;
         Ok(self.narrowed(start, end))
     }
 
     /// `[0, mid)` and `[mid, len)`, or [`Error::OutOfRange`] when `mid > len`.
     pub fn split_at(&self, mid: usize) -> Result<(PinnedSlice<'a, 'g, T>, PinnedSlice<'a, 'g, T>)> {
-        let (_, mid) = bounds(..mid, self.len)?;
+        let (_, mid) = checked_range(..mid, self.len)?;
         Ok((self.narrowed(0, mid), self.narrowed(mid, self.len)))
     }
 
@@ -239,7 +218,7 @@ impl<'a, 'g, T: DeviceRepr> PinnedSliceMut<'a, 'g, T> {
         &mut self,
         range: impl RangeBounds<usize>,
     ) -> Result<PinnedSliceMut<'_, 'g, T>> {
-        let (start, end) = bounds(range, self.len)?;
+        let (start, end) = checked_range(range, self.len)?;
         Ok(self.narrowed(start, end))
     }
 
@@ -249,7 +228,7 @@ impl<'a, 'g, T: DeviceRepr> PinnedSliceMut<'a, 'g, T> {
         &mut self,
         mid: usize,
     ) -> Result<(PinnedSliceMut<'_, 'g, T>, PinnedSliceMut<'_, 'g, T>)> {
-        let (_, mid) = bounds(..mid, self.len)?;
+        let (_, mid) = checked_range(..mid, self.len)?;
         Ok((self.narrowed(0, mid), self.narrowed(mid, self.len)))
     }
 

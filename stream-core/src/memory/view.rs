@@ -31,33 +31,41 @@ impl RawSlice {
 
     /// The sub-range `range` of this memory, for elements of type `T`.
     pub(crate) fn range<T>(self, range: impl RangeBounds<usize>) -> Result<RawSlice> {
-        let start = match range.start_bound() {
-            Bound::Included(&s) => Some(s),
-            Bound::Excluded(&s) => s.checked_add(1),
-            Bound::Unbounded => Some(0),
-        };
-        let end = match range.end_bound() {
-            Bound::Included(&e) => e.checked_add(1),
-            Bound::Excluded(&e) => Some(e),
-            Bound::Unbounded => Some(self.len),
-        };
-        match (start, end) {
-            (Some(start), Some(end)) if start <= end && end <= self.len => Ok(RawSlice {
-                // `start <= len` elements of an allocation: cannot overflow the address.
-                ptr: self.ptr + (start * std::mem::size_of::<T>()) as u64,
-                len: end - start,
-            }),
-            (start, end) => Err(Error::from(crate::error::OutOfRange {
-                start: start.unwrap_or(usize::MAX),
-                end: end.unwrap_or(usize::MAX),
-                len: self.len,
-            })),
-        }
+        let (start, end) = checked_range(range, self.len)?;
+        Ok(RawSlice {
+            // `start <= len` elements of an allocation: cannot overflow the address.
+            ptr: self.ptr + (start * std::mem::size_of::<T>()) as u64,
+            len: end - start,
+        })
     }
 
     /// `[0, mid)` and `[mid, len)`.
     pub(crate) fn split_at<T>(self, mid: usize) -> Result<(RawSlice, RawSlice)> {
         Ok((self.range::<T>(..mid)?, self.range::<T>(mid..)?))
+    }
+}
+
+/// `start..end` of `range` within `len` elements, or [`Error::OutOfRange`]: the bounds
+/// check of every view's `slice` and `split_at` (device, managed and the pinned views
+/// of a graph capture).
+pub(crate) fn checked_range(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => Some(s),
+        Bound::Excluded(&s) => s.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.checked_add(1),
+        Bound::Excluded(&e) => Some(e),
+        Bound::Unbounded => Some(len),
+    };
+    match (start, end) {
+        (Some(start), Some(end)) if start <= end && end <= len => Ok((start, end)),
+        (start, end) => Err(Error::from(crate::error::OutOfRange {
+            start: start.unwrap_or(usize::MAX),
+            end: end.unwrap_or(usize::MAX),
+            len,
+        })),
     }
 }
 
