@@ -13,7 +13,7 @@ mod ours;
 mod peer_process;
 
 use crate::env::Env;
-use crate::error::{Context, Result};
+use crate::error::Result;
 use crate::measurement::Measurement;
 use crate::report::{Better, Report, Row};
 use ours::Ours;
@@ -165,7 +165,14 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         for m in MEASUREMENTS.iter().filter(|m| m.quick || !cfg.quick) {
             // One probe first: it is also the peer's first use of the operation (its
             // compilation, its allocator's first block), before the plan's warm-up.
-            if let Answer::Absent(why) = peer.sample(m.key).context(m.key)? {
+            // A peer's failure (its framework raising, say) leaves its row out with a
+            // note: it says nothing about this library, and the other rows still run.
+            let why = match peer.sample(m.key) {
+                Ok(Answer::Figure(_)) => None,
+                Ok(Answer::Absent(why)) => Some(why),
+                Err(e) => Some(format!("the peer failed: {e}")),
+            };
+            if let Some(why) = why {
                 println!("peers: {name}: no row for {}: {why}", m.key);
                 rep.note(format!("peers: {name}: no row for \"{}\": {why}", m.what));
                 continue;
