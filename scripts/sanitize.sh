@@ -11,6 +11,8 @@
 #   bash scripts/sanitize.sh initcheck --budget 540  # stop starting runs after 9 minutes
 #   bash scripts/sanitize.sh --budget 540 --coverage .gpu/sanitize-coverage.tsv
 #                       # everything, in pieces of at most 10 minutes: see "Pieces" below
+#   bash scripts/sanitize.sh --gpus 2 --budget 540 --coverage .gpu/sanitize-coverage.tsv
+#                       # the same, two pieces at once on two GPUs
 #
 # Arguments:
 #   TOOLS               comma-separated subset of memcheck,racecheck,synccheck,initcheck
@@ -28,6 +30,9 @@
 #   --coverage FILE     record every finished run in FILE (tab-separated: tool, target,
 #                       verdict, seconds, piece, summary) and skip the runs FILE already
 #                       records; see "Pieces"
+#   --gpus N            with --coverage: N pieces at once, one per GPU (CUDA_VISIBLE_DEVICES
+#                       0..N-1), the tools dealt round-robin between them; their records
+#                       are merged into FILE (see "Pieces")
 #
 # Targets: every test binary of .gpu/test-list (run with --include-ignored and
 # STREAM_CORE_REQUIRE_GPU=1, as .gpu/run.sh does) and every program in .gpu/bin.
@@ -68,7 +73,9 @@
 # repeat until the script says nothing is left. A run that the piece's budget cut short
 # is not recorded: the next piece starts it again with its whole --timeout. Two pieces
 # may run at once on two GPUs (CUDA_VISIBLE_DEVICES, a coverage file and --log-dir each;
-# split the tools between them). The exit status is then that of the
+# split the tools between them); --gpus N does that itself and merges the records. A
+# piece on one visible GPU runs the two-GPU tests' one-GPU parts only (test_nccl,
+# test_peer, test_trace and data_parallel register or run less). The exit status is then that of the
 # whole coverage: 0 only when every recorded run passed. A piece that leaves runs for
 # the next one exits 3.
 #
@@ -133,22 +140,25 @@ budget=0
 log_dir=""
 api_errors=no
 coverage=""
+gpus=1
+passthrough=() # the options a --gpus piece is given again
 
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 while (($#)); do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --only) only="$2"; shift 2 ;;
-    --skip) skip="$skip|$2"; shift 2 ;;
-    --filter) filter=("$2"); shift 2 ;;
-    --no-tests) want_tests=0; shift ;;
-    --no-programs) want_programs=0; shift ;;
-    --timeout) run_timeout="$2"; shift 2 ;;
-    --budget) budget="$2"; shift 2 ;;
+    --only) only="$2"; passthrough+=("$1" "$2"); shift 2 ;;
+    --skip) skip="$skip|$2"; passthrough+=("$1" "$2"); shift 2 ;;
+    --filter) filter=("$2"); passthrough+=("$1" "$2"); shift 2 ;;
+    --no-tests) want_tests=0; passthrough+=("$1"); shift ;;
+    --no-programs) want_programs=0; passthrough+=("$1"); shift ;;
+    --timeout) run_timeout="$2"; passthrough+=("$1" "$2"); shift 2 ;;
+    --budget) budget="$2"; passthrough+=("$1" "$2"); shift 2 ;;
     --log-dir) log_dir="$2"; shift 2 ;;
-    --api-errors) api_errors="$2"; shift 2 ;;
+    --api-errors) api_errors="$2"; passthrough+=("$1" "$2"); shift 2 ;;
     --coverage) coverage="$2"; shift 2 ;;
+    --gpus) gpus="$2"; shift 2 ;;
     -*) echo "sanitize: unknown option $1 (see --help)" >&2; exit 2 ;;
     *)
       IFS=, read -r -a named <<< "$1"
@@ -162,6 +172,58 @@ while (($#)); do
   esac
 done
 ((${#tools[@]})) || tools=("${all_tools[@]}")
+
+# Verdict of a coverage FILE: prints the not-ok runs; 0 when every run passed.
+coverage_verdict() {
+  local file=$1 bad recorded
+  recorded=$(grep -c . "$file" 2>/dev/null || true)
+  bad=$(awk -F'\t' '$3 != "ok"' "$file" | wc -l)
+  echo "sanitize: $file records $recorded runs, $bad of them not ok:"
+  awk -F'\t' '$3 != "ok" {print "  " $1 " " $2 ": " $3 " (" $6 ")"}' "$file"
+  ((bad == 0))
+}
+
+if ((gpus > 1)); then
+  [[ -n "$coverage" ]] || { echo "sanitize: --gpus needs --coverage FILE" >&2; exit 2; }
+  touch "$coverage" || { echo "sanitize: cannot write the coverage file $coverage" >&2; exit 2; }
+  base_log=${log_dir:-${OUT:+$OUT/sanitize}}
+  base_log=${base_log:-.gpu/sanitize}
+  mkdir -p "$base_log"
+  pids=(); parts=()
+  for ((g = 0; g < gpus; g++)); do
+    part=()
+    for ((i = g; i < ${#tools[@]}; i += gpus)); do part+=("${tools[i]}"); done
+    ((${#part[@]})) || continue
+    cp "$coverage" "$coverage.gpu$g"
+    CUDA_VISIBLE_DEVICES=$g bash "$0" "$(IFS=,; echo "${part[*]}")" "${passthrough[@]}" \
+      --coverage "$coverage.gpu$g" --log-dir "$base_log/gpu$g" > "$base_log/gpu$g.txt" 2>&1 &
+    pids+=($!); parts+=("$g")
+  done
+  left=0
+  for k in "${!pids[@]}"; do
+    wait "${pids[k]}"; rc=$?
+    g=${parts[k]}
+    echo "=== GPU $g (exit $rc)"
+    cat "$base_log/gpu$g.txt"
+    ((rc == 3)) && left=1
+    ((rc == 2)) && { echo "sanitize: the piece on GPU $g could not start" >&2; exit 2; }
+  done
+  # Each piece only appended to its copy of FILE: its new lines are what it covered.
+  before=$(grep -c . "$coverage" || true)
+  for g in "${parts[@]}"; do
+    tail -n +$((before + 1)) "$coverage.gpu$g" >> "$coverage"
+    rm -f "$coverage.gpu$g"
+  done
+  echo "=== merged"
+  if ((left)); then
+    coverage_verdict "$coverage"
+    echo "sanitize: INCOMPLETE: runs are left for the next piece (run again with --coverage $coverage)"
+    exit 3
+  fi
+  coverage_verdict "$coverage" && { echo "sanitize: PASS (every run of the coverage: zero errors, every target succeeded)"; exit 0; }
+  echo "sanitize: FAIL"
+  exit 1
+fi
 
 find_sanitizer() {
   local c
@@ -350,15 +412,12 @@ for tool in "${tools[@]}"; do
 done
 if [[ -n "$coverage" ]]; then
   # The verdict of the whole coverage so far, not only of this piece.
-  mapfile -t recorded < <(cut -f1-3 "$coverage")
-  bad=$(awk -F'\t' '$3 != "ok"' "$coverage" | wc -l)
-  echo "sanitize: $coverage records ${#recorded[@]} runs, $bad of them not ok:"
-  awk -F'\t' '$3 != "ok" {print "  " $1 " " $2 ": " $3 " (" $6 ")"}' "$coverage"
+  coverage_verdict "$coverage"; all_ok=$?
   if ((left > 0)); then
     echo "sanitize: INCOMPLETE: $left runs left for the next piece (run again with --coverage $coverage)"
     exit 3
   fi
-  ((bad == 0)) && { echo "sanitize: PASS (every run of the coverage: zero errors, every target succeeded)"; exit 0; }
+  ((all_ok == 0)) && { echo "sanitize: PASS (every run of the coverage: zero errors, every target succeeded)"; exit 0; }
   echo "sanitize: FAIL"
   exit 1
 fi
