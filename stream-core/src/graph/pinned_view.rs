@@ -126,13 +126,13 @@ impl<'a, 'g, T: DeviceRepr> PinnedSlice<'a, 'g, T> {
         self.len == 0
     }
 
-    /// The elements in `range`, or [`Error::OutOfRange`].
+    /// The elements in `range`, or [`Error::OutOfRange`](crate::Error::OutOfRange).
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<PinnedSlice<'a, 'g, T>> {
         let (start, end) = checked_range(range, self.len)?;
         Ok(self.narrowed(start, end))
     }
 
-    /// `[0, mid)` and `[mid, len)`, or [`Error::OutOfRange`] when `mid > len`.
+    /// `[0, mid)` and `[mid, len)`, or [`Error::OutOfRange`](crate::Error::OutOfRange) when `mid > len`.
     pub fn split_at(&self, mid: usize) -> Result<(PinnedSlice<'a, 'g, T>, PinnedSlice<'a, 'g, T>)> {
         let (_, mid) = checked_range(..mid, self.len)?;
         Ok((self.narrowed(0, mid), self.narrowed(mid, self.len)))
@@ -208,12 +208,12 @@ impl<'a, 'g, T: DeviceRepr> PinnedSliceMut<'a, 'g, T> {
         self.narrowed(0, self.len)
     }
 
-    /// The elements in `range`, read-only, or [`Error::OutOfRange`].
+    /// The elements in `range`, read-only, or [`Error::OutOfRange`](crate::Error::OutOfRange).
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<PinnedSlice<'_, 'g, T>> {
         self.as_slice().slice(range)
     }
 
-    /// The elements in `range`, writable, or [`Error::OutOfRange`].
+    /// The elements in `range`, writable, or [`Error::OutOfRange`](crate::Error::OutOfRange).
     pub fn slice_mut(
         &mut self,
         range: impl RangeBounds<usize>,
@@ -223,7 +223,7 @@ impl<'a, 'g, T: DeviceRepr> PinnedSliceMut<'a, 'g, T> {
     }
 
     /// Two disjoint writable halves `[0, mid)` and `[mid, len)`, or
-    /// [`Error::OutOfRange`] when `mid > len`.
+    /// [`Error::OutOfRange`](crate::Error::OutOfRange) when `mid > len`.
     pub fn split_at_mut(
         &mut self,
         mid: usize,
