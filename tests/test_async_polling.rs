@@ -25,6 +25,7 @@ gpu_tests::test_main! {
         polling_gives_every_result_of_many_streams_and_leaves_nothing_in_flight,
         polling_resolves_a_short_operation_before_a_long_one_of_another_stream_without_the_bypass,
         the_mode_reads_back_and_sleeping_again_still_finishes_everything,
+        toggling_the_mode_from_another_thread_while_work_is_in_flight_loses_nothing,
     ],
 }
 
@@ -81,16 +82,7 @@ fn polling_gives_every_result_of_many_streams_and_leaves_nothing_in_flight() -> 
             check_eq(&format!("round {round}, stream {i}"), input, &out)?;
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while completion_stats().in_flight > before && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    ensure!(
-        completion_stats().in_flight <= before,
-        "{} operations still in flight 5 s after the last result ({before} before)",
-        completion_stats().in_flight
-    );
-    Ok(())
+    nothing_left_in_flight(before)
 }
 
 /// With polling on and no stream's bypass on, a short operation made while a one-second
@@ -136,4 +128,88 @@ fn the_mode_reads_back_and_sleeping_again_still_finishes_everything() -> TestRes
     let (on_device, _) = block_on(while_polling)?;
     let (_, out) = block_on(stream.download_owned(on_device, vec![0u32; input.len()]))?;
     check_eq("made while polling, finished sleeping", &input, &out)
+}
+
+/// A thread toggles the mode between `Poll` and `Sleep` as fast as it can while four
+/// streams run 20 round trips each (uploads and downloads, 64 Ki elements): every result
+/// arrives exact, and nothing stays in flight.
+fn toggling_the_mode_from_another_thread_while_work_is_in_flight_loses_nothing() -> TestResult {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _serial = serial();
+    let dev = device()?;
+    let before = completion_stats().in_flight;
+    let streams = (0..4)
+        .map(|_| dev.new_stream().map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stop = AtomicBool::new(false);
+    let (work, toggles) = std::thread::scope(|t| {
+        let toggler = t.spawn(|| -> TestResult<u64> {
+            let mut toggles = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let mode = match toggles.is_multiple_of(2) {
+                    true => CompletionMode::Poll,
+                    false => CompletionMode::Sleep,
+                };
+                set_completion_mode(&dev, mode)?;
+                toggles += 1;
+                std::thread::yield_now();
+            }
+            Ok(toggles)
+        });
+        // Whatever the work returns, the toggler is stopped before the scope joins it.
+        let work = round_trips(&streams, gpu_tests::load(20, 4));
+        stop.store(true, Ordering::Relaxed);
+        let toggles = toggler
+            .join()
+            .unwrap_or_else(|_| Err(gpu_tests::Failed::from("the toggling thread panicked")));
+        (work, toggles)
+    });
+    set_completion_mode(&dev, CompletionMode::Sleep)?;
+    work?;
+    let toggles = toggles?;
+    ensure!(
+        toggles > 1,
+        "the mode was toggled {toggles} times: the test proves nothing"
+    );
+    nothing_left_in_flight(before)
+}
+
+/// `rounds` rounds of an `upload_owned` and a `download_owned` of 64 Ki random `u32`s
+/// on each stream, all streams' in flight at once, each result checked.
+fn round_trips(streams: &[Arc<stream_core::Stream>], rounds: usize) -> TestResult {
+    let mut rng = Rng::new();
+    for round in 0..rounds {
+        let inputs: Vec<Vec<u32>> = streams.iter().map(|_| rng.vec(64 << 10)).collect();
+        let uploads: Vec<_> = streams
+            .iter()
+            .zip(&inputs)
+            .map(|(stream, input)| stream.upload_owned(input.clone()))
+            .collect();
+        let mut downloads = Vec::with_capacity(uploads.len());
+        for (stream, upload) in streams.iter().zip(uploads) {
+            let (on_device, _) = block_on(upload)?;
+            let len = on_device.len();
+            downloads.push(stream.download_owned(on_device, vec![0u32; len]));
+        }
+        for (i, (download, input)) in downloads.into_iter().zip(&inputs).enumerate() {
+            let (_, out) = block_on(download)?;
+            check_eq(&format!("round {round}, stream {i}"), input, &out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits up to 5 s for the completion counters to fall back to `before` operations in
+/// flight.
+fn nothing_left_in_flight(before: usize) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while completion_stats().in_flight > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    ensure!(
+        completion_stats().in_flight <= before,
+        "{} operations still in flight 5 s after the last result ({before} before)",
+        completion_stats().in_flight
+    );
+    Ok(())
 }

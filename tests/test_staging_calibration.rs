@@ -36,6 +36,10 @@ fn main() {
             "a_pinned_setting_is_used_and_never_calibrated",
             a_pinned_setting_is_used_and_never_calibrated,
         ),
+        (
+            "four_threads_whose_first_staged_copies_start_together_all_arrive_exact",
+            four_threads_whose_first_staged_copies_start_together_all_arrive_exact,
+        ),
     ];
     gpu_tests::run(gpu, &[])
 }
@@ -91,6 +95,23 @@ fn a_pinned_setting_is_used_and_never_calibrated() -> TestResult {
     run.expect("calibrated", "none")
 }
 
+/// Four threads, each with a stream of its own, start their first staged copies at the
+/// same moment with calibration on: one of them calibrates while the others wait for
+/// it, and every thread's copies are staged and exact.
+fn four_threads_whose_first_staged_copies_start_together_all_arrive_exact() -> TestResult {
+    let run = run_case("threads", "1")?;
+    for thread in 0..4 {
+        run.expect(&format!("exact_{thread}"), "yes")?;
+        run.expect(&format!("staged_{thread}"), "1 1")?;
+    }
+    let calibrated = run.value("calibrated")?;
+    ensure!(
+        calibrated != "none",
+        "no calibration after four threads' staged copies"
+    );
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------
 // The cases (child side).
 
@@ -116,6 +137,9 @@ mod child {
     }
 
     fn run_case(case: &str) -> Result<(), Error> {
+        if case == "threads" {
+            return threads();
+        }
         if case == "pinned" {
             set_staging_config(StagingConfig {
                 threads: 1,
@@ -148,6 +172,48 @@ mod child {
         if let Some(c) = staging_calibration() {
             println!("gbs = {} {}", c.chosen_gbs.0, c.chosen_gbs.1);
         }
+        Ok(())
+    }
+
+    /// Four threads, one stream each, released together by a barrier: a staged upload
+    /// and download of `LEN / 4` elements each.
+    fn threads() -> Result<(), Error> {
+        let dev = Device::new(0)?;
+        let barrier = std::sync::Barrier::new(4);
+        let results: Vec<Result<(bool, (u64, u64)), Error>> = std::thread::scope(|t| {
+            let workers: Vec<_> = (0..4)
+                .map(|_| {
+                    let (dev, barrier) = (&dev, &barrier);
+                    t.spawn(move || -> Result<(bool, (u64, u64)), Error> {
+                        let stream = dev.new_stream()?;
+                        let input: Vec<u32> = Rng::new().vec(LEN / 4);
+                        let mut output = vec![0u32; LEN / 4];
+                        barrier.wait();
+                        let (up0, down0) = staged_copy_counts();
+                        scope(&stream, |s| {
+                            let x = s.upload(&input)?;
+                            s.copy_to_host(&x, &mut output)?.wait()?;
+                            Ok::<_, Error>(())
+                        })?;
+                        let (up1, down1) = staged_copy_counts();
+                        Ok((input == output, (up1 - up0, down1 - down0)))
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        for (thread, result) in results.into_iter().enumerate() {
+            let (exact, (up, down)) = result?;
+            println!("exact_{thread} = {}", if exact { "yes" } else { "no" });
+            println!("staged_{thread} = {up} {down}");
+        }
+        println!(
+            "calibrated = {}",
+            staging_calibration().map_or("none".to_owned(), |c| format!("{:?}", c.config))
+        );
         Ok(())
     }
 }
