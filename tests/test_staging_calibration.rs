@@ -175,16 +175,19 @@ mod child {
         Ok(())
     }
 
+    /// Whether a thread's copies were exact, and how many uploads and downloads it staged.
+    type ThreadOutcome = (bool, (u64, u64));
+
     /// Four threads, one stream each, released together by a barrier: a staged upload
     /// and download of `LEN / 4` elements each.
     fn threads() -> Result<(), Error> {
         let dev = Device::new(0)?;
         let barrier = std::sync::Barrier::new(4);
-        let results: Vec<Result<(bool, (u64, u64)), Error>> = std::thread::scope(|t| {
+        let results: Vec<Result<ThreadOutcome, Error>> = std::thread::scope(|t| {
             let workers: Vec<_> = (0..4)
                 .map(|_| {
                     let (dev, barrier) = (&dev, &barrier);
-                    t.spawn(move || -> Result<(bool, (u64, u64)), Error> {
+                    t.spawn(move || -> Result<ThreadOutcome, Error> {
                         let stream = dev.new_stream()?;
                         let input: Vec<u32> = Rng::new().vec(LEN / 4);
                         let mut output = vec![0u32; LEN / 4];
