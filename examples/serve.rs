@@ -11,6 +11,11 @@
 //! ever waits for the GPU. The shared weights are an `Arc<DeviceVec>` that every request
 //! owns a clone of.
 //!
+//! `cargo run --release --example serve -- --poll` runs the same with the device's
+//! completion thread polling the GPU while requests are in flight
+//! ([`CompletionMode::Poll`]: one core busy during work, no wake-up per request), which
+//! copy-bound servers of short requests may prefer; the default sleeps in the driver.
+//!
 //! `stream_core` depends on no runtime: its futures need nothing from an executor but a
 //! `Waker`, and complete from the device's completion thread, so the same code runs on
 //! any executor. Cancelling a request (dropping its future) does not stop the GPU work:
@@ -18,6 +23,7 @@
 
 use std::sync::Arc;
 
+use stream_core::future::{set_completion_mode, CompletionMode};
 use stream_core::{Device, DeviceVec, Error, PinnedBuffer, Stream};
 
 const CLIENTS: usize = 64;
@@ -27,6 +33,14 @@ const EXECUTOR_THREADS: usize = 2;
 const N: usize = 1 << 16;
 
 fn main() {
+    let mode = match std::env::args().nth(1).as_deref() {
+        None => CompletionMode::Sleep,
+        Some("--poll") => CompletionMode::Poll,
+        Some(other) => {
+            eprintln!("serve: unknown argument {other:?} (the one option is --poll)");
+            std::process::exit(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(EXECUTOR_THREADS)
         .build()
@@ -37,7 +51,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    match run(&runtime) {
+    match run(&runtime, mode) {
         Ok(0) => println!(
             "serve: all {} replies match the CPU",
             CLIENTS * REQUESTS_PER_CLIENT
@@ -64,12 +78,13 @@ struct Client {
     reply: PinnedBuffer<f32>,
 }
 
-/// Runs the example's clients as tasks of `runtime`; returns how many replies differ
-/// from the CPU's.
-fn run(runtime: &tokio::runtime::Runtime) -> Result<usize, Error> {
+/// Runs the example's clients as tasks of `runtime`, the device's completion thread in
+/// `mode`; returns how many replies differ from the CPU's.
+fn run(runtime: &tokio::runtime::Runtime, mode: CompletionMode) -> Result<usize, Error> {
     let dev = Device::new(0)?;
+    set_completion_mode(&dev, mode)?;
     println!(
-        "device 0: {}; {CLIENTS} clients, {STREAMS} streams, {EXECUTOR_THREADS} tokio worker threads",
+        "device 0: {}; {CLIENTS} clients, {STREAMS} streams, {EXECUTOR_THREADS} tokio worker threads, completion {mode:?}",
         dev.name()?
     );
     let weights: Vec<f32> = (0..N).map(|i| (i % 100) as f32 * 0.5).collect();
