@@ -108,36 +108,50 @@ pub unsafe fn launch<'s>(
     target.launch_kernel(sealed::TOKEN, config, args)
 }
 
+/// The operations a scope and a capture both have as inherent methods of the same names
+/// and signatures, forwarded to them (the two impls differ only in the rest).
+macro_rules! forward_operations {
+    ($enqueuer:ident, $brand:lifetime) => {
+        fn alloc<T: DeviceRepr>(&$brand self, len: usize) -> Result<DeviceBuffer<$brand, T>> {
+            $enqueuer::alloc(self, len)
+        }
+
+        fn alloc_zeroed<T: DeviceRepr>(
+            &$brand self,
+            len: usize,
+        ) -> Result<DeviceBuffer<$brand, T>> {
+            $enqueuer::alloc_zeroed(self, len)
+        }
+
+        fn zero<T: DeviceRepr>(
+            &$brand self,
+            dst: &mut impl DeviceMemoryMut<$brand, T>,
+        ) -> Result<()> {
+            $enqueuer::zero(self, dst)
+        }
+
+        fn fill<T: DeviceRepr>(
+            &$brand self,
+            dst: &mut impl DeviceMemoryMut<$brand, T>,
+            value: T,
+        ) -> Result<()> {
+            $enqueuer::fill(self, dst, value)
+        }
+
+        fn copy_device<T: DeviceRepr>(
+            &$brand self,
+            src: &impl DeviceMemory<$brand, T>,
+            dst: &mut impl DeviceMemoryMut<$brand, T>,
+        ) -> Result<()> {
+            $enqueuer::copy_device(self, src, dst)
+        }
+    };
+}
+
 impl sealed::Enqueuer for Scope<'_, '_> {}
 
 impl<'s, 'env> Enqueue<'s> for Scope<'s, 'env> {
-    fn alloc<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>> {
-        Scope::alloc(self, len)
-    }
-
-    fn alloc_zeroed<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>> {
-        Scope::alloc_zeroed(self, len)
-    }
-
-    fn zero<T: DeviceRepr>(&'s self, dst: &mut impl DeviceMemoryMut<'s, T>) -> Result<()> {
-        Scope::zero(self, dst)
-    }
-
-    fn fill<T: DeviceRepr>(
-        &'s self,
-        dst: &mut impl DeviceMemoryMut<'s, T>,
-        value: T,
-    ) -> Result<()> {
-        Scope::fill(self, dst, value)
-    }
-
-    fn copy_device<T: DeviceRepr>(
-        &'s self,
-        src: &impl DeviceMemory<'s, T>,
-        dst: &mut impl DeviceMemoryMut<'s, T>,
-    ) -> Result<()> {
-        Scope::copy_device(self, src, dst)
-    }
+    forward_operations!(Scope, 's);
 
     fn ensure_same_device(&self, memory: &Device) -> Result<()> {
         self.device().ensure_same_device(memory)
@@ -166,33 +180,7 @@ impl<'s, 'env> Enqueue<'s> for Scope<'s, 'env> {
 impl sealed::Enqueuer for Capture<'_> {}
 
 impl<'g> Enqueue<'g> for Capture<'g> {
-    fn alloc<T: DeviceRepr>(&'g self, len: usize) -> Result<DeviceBuffer<'g, T>> {
-        Capture::alloc(self, len)
-    }
-
-    fn alloc_zeroed<T: DeviceRepr>(&'g self, len: usize) -> Result<DeviceBuffer<'g, T>> {
-        Capture::alloc_zeroed(self, len)
-    }
-
-    fn zero<T: DeviceRepr>(&'g self, dst: &mut impl DeviceMemoryMut<'g, T>) -> Result<()> {
-        Capture::zero(self, dst)
-    }
-
-    fn fill<T: DeviceRepr>(
-        &'g self,
-        dst: &mut impl DeviceMemoryMut<'g, T>,
-        value: T,
-    ) -> Result<()> {
-        Capture::fill(self, dst, value)
-    }
-
-    fn copy_device<T: DeviceRepr>(
-        &'g self,
-        src: &impl DeviceMemory<'g, T>,
-        dst: &mut impl DeviceMemoryMut<'g, T>,
-    ) -> Result<()> {
-        Capture::copy_device(self, src, dst)
-    }
+    forward_operations!(Capture, 'g);
 
     fn ensure_same_device(&self, memory: &Device) -> Result<()> {
         self.graph_device().ensure_same_device(memory)
