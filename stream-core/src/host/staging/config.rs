@@ -66,9 +66,12 @@ impl StagingConfig {
         threads: DEFAULT_THREADS,
     };
 
-    /// The setting copies use unless told otherwise ([`set_staging_config`],
+    /// The setting copies start from unless told otherwise ([`set_staging_config`],
     /// [`with_staging_config`]): rules from this machine's core count (asked once).
-    /// See [`StagingConfig::for_cores`].
+    /// See [`StagingConfig::for_cores`]. In an optimised build, the first staged copy
+    /// calibrates its threads and chunk size around it
+    /// ([`calibrate_staging`](crate::staging::calibrate_staging)); its thresholds and
+    /// ring depth are used as they are.
     pub fn for_this_machine() -> StagingConfig {
         static MACHINE: OnceLock<StagingConfig> = OnceLock::new();
         *MACHINE.get_or_init(|| StagingConfig::for_cores(parallelism()))
