@@ -159,7 +159,9 @@ thread_local! {
 
 /// The configuration copies issued on this thread use now: this thread's override if
 /// one is active, else the process-wide one ([`StagingConfig::for_this_machine`] until
-/// [`set_staging_config`] sets another).
+/// [`set_staging_config`] sets another). When it is the machine's default, a staged copy
+/// takes its threads and chunk size from the calibration instead, if one ran
+/// ([`staging_calibration`](crate::staging::staging_calibration)).
 pub fn staging_config() -> StagingConfig {
     OVERRIDE.with(Cell::get).unwrap_or_else(process_config)
 }
