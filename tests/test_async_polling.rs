@@ -1,7 +1,8 @@
 //! The completion thread's polling mode (`stream_core::future::CompletionMode::Poll`):
 //! the same outcomes as the default sleeping mode, no operation held behind a long one
 //! of another stream (no bypass needed: every stream is asked each round), sleeping
-//! again with nothing in flight, and switching back.
+//! again with nothing in flight, switching back, switching from another thread while
+//! work runs, and (on two GPUs) one device polling beside one sleeping.
 //!
 //! Its own binary: the mode is the device's for the whole process, and the other async
 //! tests measure the default. The tests take one lock each, so that they run one at a
@@ -16,17 +17,33 @@ use std::time::{Duration, Instant};
 
 use async_support::workers::{self, Kind};
 use async_support::{serial, SPIN};
-use gpu_tests::{check_eq, device, ensure, spin, Rng, TestResult};
+use gpu_tests::{
+    check_eq, device, ensure, gpu_status, spin, tests, GpuStatus, Rng, Test, TestResult,
+};
 use mini_executor::block_on;
 use stream_core::future::{completion_mode, completion_stats, set_completion_mode, CompletionMode};
 
-gpu_tests::test_main! {
-    gpu: [
+fn main() {
+    let mut gpu: Vec<Test> = tests![
         polling_gives_every_result_of_many_streams_and_leaves_nothing_in_flight,
         polling_resolves_a_short_operation_before_a_long_one_of_another_stream_without_the_bypass,
         the_mode_reads_back_and_sleeping_again_still_finishes_everything,
         toggling_the_mode_from_another_thread_while_work_is_in_flight_loses_nothing,
-    ],
+    ];
+    match gpu_status() {
+        GpuStatus::Present(n) if *n >= 2 => {
+            gpu.extend(tests![
+                one_device_polling_leaves_the_other_asleep_and_both_exact
+            ]);
+        }
+        GpuStatus::Present(n) => eprintln!(
+            "test_async_polling: {n} CUDA device(s): the two-GPU test is not registered (run \
+             this binary on a machine with two GPUs to cover one device polling beside one \
+             sleeping)"
+        ),
+        GpuStatus::Absent(_) => {}
+    }
+    gpu_tests::run(&gpu, &[])
 }
 
 /// The device with its completion thread polling; `Sleep` again when dropped.
@@ -212,4 +229,41 @@ fn nothing_left_in_flight(before: usize) -> TestResult {
         completion_stats().in_flight
     );
     Ok(())
+}
+
+/// Two devices: device 0 polls, device 1 keeps sleeping (the mode is per device), and
+/// round trips on both at once, from two threads, all arrive exact.
+fn one_device_polling_leaves_the_other_asleep_and_both_exact() -> TestResult {
+    let _serial = serial();
+    let (d0, d1) = (stream_core::Device::new(0)?, stream_core::Device::new(1)?);
+    let polling = Polling::on(d0)?;
+    ensure!(
+        completion_mode(&d1) == CompletionMode::Sleep,
+        "device 1 reads {:?} after device 0 was set to Poll",
+        completion_mode(&d1)
+    );
+    let before = completion_stats().in_flight;
+    let on_each = |dev: &stream_core::Device| -> TestResult {
+        let streams = (0..2)
+            .map(|_| dev.new_stream().map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        round_trips(&streams, gpu_tests::load(10, 2))
+    };
+    let (a, b) = std::thread::scope(|t| {
+        let a = t.spawn(|| on_each(&polling.0));
+        let b = t.spawn(|| on_each(&d1));
+        let join = |h: std::thread::ScopedJoinHandle<'_, TestResult>| {
+            h.join()
+                .unwrap_or_else(|_| Err(gpu_tests::Failed::from("a device's thread panicked")))
+        };
+        (join(a), join(b))
+    });
+    a?;
+    b?;
+    ensure!(
+        completion_mode(&d1) == CompletionMode::Sleep,
+        "device 1 reads {:?} after the work",
+        completion_mode(&d1)
+    );
+    nothing_left_in_flight(before)
 }
