@@ -29,6 +29,7 @@ fn main() {
         polling_resolves_a_short_operation_before_a_long_one_of_another_stream_without_the_bypass,
         the_mode_reads_back_and_sleeping_again_still_finishes_everything,
         toggling_the_mode_from_another_thread_while_work_is_in_flight_loses_nothing,
+        a_polling_thread_with_nothing_in_flight_sleeps,
     ];
     match gpu_status() {
         GpuStatus::Present(n) if *n >= 2 => {
@@ -266,4 +267,43 @@ fn one_device_polling_leaves_the_other_asleep_and_both_exact() -> TestResult {
         completion_mode(&d1)
     );
     nothing_left_in_flight(before)
+}
+
+/// Polling, with nothing in flight, the completion thread sleeps: over 300 ms with no
+/// work after some ran, the whole process burns well under one core (a thread still
+/// polling would burn all 300 ms of one).
+fn a_polling_thread_with_nothing_in_flight_sleeps() -> TestResult {
+    let _serial = serial();
+    let polling = Polling::on(device()?)?;
+    let stream = Arc::new(polling.0.new_stream()?);
+    let before = completion_stats().in_flight;
+    round_trips(std::slice::from_ref(&stream), 2)?;
+    nothing_left_in_flight(before)?;
+    let (cpu, wall) = (process_cpu_time()?, Instant::now());
+    std::thread::sleep(Duration::from_millis(300));
+    let (burned, elapsed) = (process_cpu_time()? - cpu, wall.elapsed());
+    ensure!(
+        burned < elapsed / 3,
+        "with nothing in flight the process burned {burned:?} of CPU in {elapsed:?}: the \
+         polling thread did not go to sleep"
+    );
+    Ok(())
+}
+
+/// User + system CPU time of this process so far (Linux `/proc/self/stat`, in clock
+/// ticks: USER_HZ, 100 on Linux).
+fn process_cpu_time() -> TestResult<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat")
+        .map_err(|e| gpu_tests::Failed::from(format!("cannot read /proc/self/stat: {e}")))?;
+    // The fields after the command name (which may hold spaces, inside parentheses):
+    // state is the first, utime the 12th and stime the 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => Ok(Duration::from_millis((user + system) * 10)),
+        _ => Err(format!("unexpected /proc/self/stat: {stat}").into()),
+    }
 }
