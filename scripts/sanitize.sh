@@ -120,7 +120,7 @@ observes_concurrency=(
   an_urgent_kernel_finishes_while_a_low_priority_queue_drains  # test_stream_priorities (failed under racecheck, H200, 2026-11-26)
   work_that_overlaps_on_the_gpu_overlaps_in_the_trace  # test_trace
   polling_resolves_a_short_operation_before_a_long_one_of_another_stream_without_the_bypass  # test_async_polling
-  a_polling_thread_with_nothing_in_flight_sleeps  # test_async_polling: the process.s CPU time, which a tool.s own threads add to
+  a_polling_thread_with_nothing_in_flight_sleeps  # test_async_polling: the process's CPU time, which a tool's own threads add to
 )
 # Tests that leak on purpose (`mem::forget` of a future or of a capture's buffer, whose
 # leak is the documented outcome): memcheck's leak check reports them (measured on an
