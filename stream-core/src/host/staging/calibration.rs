@@ -10,9 +10,10 @@
 //! `bench --case pageable` prints both). How fast the memcpy runs with how many threads,
 //! how large a chunk, and whether downloads write with streaming stores varies between
 //! hosts by tens of percent (the sweeps behind [`StagingConfig::for_cores`] disagreed
-//! between two H100 hosts), which rules from the core count cannot see. The DMA side
-//! needs no calibration: the ring depth only has to cover one chunk's memcpy, which
-//! [`DEFAULT_RING`](super::config::DEFAULT_RING) does at every measured setting.
+//! between two H100 hosts), which rules from the core count cannot see. The ring depth
+//! is left as it is: it only has to keep a block free while the DMA of the others runs,
+//! and a DMA several times faster than the memcpy frees each block long before it is
+//! needed again; what it would change is a GPU-side effect these trials cannot see.
 //!
 //! So the trials run the pipelines with a DMA engine that does nothing
 //! ([`HostOnly`]): ring blocks are plain pre-touched memory, as fast to write as pinned
