@@ -16,12 +16,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_support::workers::{self, Kind};
-use async_support::{serial, SPIN};
+use async_support::{new_streams, serial};
 use gpu_tests::{
-    check_eq, device, ensure, gpu_status, spin, tests, GpuStatus, Rng, Test, TestResult,
+    check_eq, device, ensure, gpu_status, tests, Element, GpuStatus, Rng, Test, TestResult,
 };
 use mini_executor::block_on;
 use stream_core::future::{completion_mode, completion_stats, set_completion_mode, CompletionMode};
+use stream_core::Stream;
 
 fn main() {
     let mut gpu: Vec<Test> = tests![
@@ -71,35 +72,11 @@ fn polling_gives_every_result_of_many_streams_and_leaves_nothing_in_flight() -> 
     let polling = Polling::on(device()?)?;
     let dev = &polling.0;
     let before = completion_stats().in_flight;
-    let streams = (0..8)
-        .map(|_| dev.new_stream().map(Arc::new))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut rng = Rng::new();
-    let rounds = gpu_tests::load(40, 5);
-    for round in 0..rounds {
-        let inputs: Vec<Vec<f32>> = streams
-            .iter()
-            .map(|_| {
-                let len = rng.below(300 << 10);
-                rng.vec(len)
-            })
-            .collect();
-        let uploads: Vec<_> = streams
-            .iter()
-            .zip(&inputs)
-            .map(|(stream, input)| stream.upload_owned(input.clone()))
-            .collect();
-        let mut downloads = Vec::with_capacity(uploads.len());
-        for (stream, upload) in streams.iter().zip(uploads) {
-            let (on_device, _host) = block_on(upload)?;
-            let len = on_device.len();
-            downloads.push(stream.download_owned(on_device, vec![f32::NAN; len]));
-        }
-        for (i, (download, input)) in downloads.into_iter().zip(&inputs).enumerate() {
-            let (_on_device, out) = block_on(download)?;
-            check_eq(&format!("round {round}, stream {i}"), input, &out)?;
-        }
-    }
+    let streams = new_streams(dev, 8)?;
+    round_trips(&streams, gpu_tests::load(40, 5), f32::NAN, |rng| {
+        let len = rng.below(300 << 10);
+        rng.vec(len)
+    })?;
     nothing_left_in_flight(before)
 }
 
@@ -114,9 +91,6 @@ fn polling_resolves_a_short_operation_before_a_long_one_of_another_stream_withou
     let dev = &polling.0;
     let long_stream = Arc::new(dev.new_stream()?);
     let short_stream = Arc::new(dev.new_stream()?);
-    let warm = long_stream.run_owned((), |s, ()| spin(s, SPIN));
-    block_on(short_stream.run_owned((), |s, ()| spin(s, 1)))?;
-    block_on(warm)?;
     for kind in [Kind::Tokio, Kind::Mini] {
         workers::short_resolves_before_long(kind, &long_stream, &short_stream, "polling")?;
     }
@@ -156,9 +130,7 @@ fn toggling_the_mode_from_another_thread_while_work_is_in_flight_loses_nothing()
     let _serial = serial();
     let dev = device()?;
     let before = completion_stats().in_flight;
-    let streams = (0..4)
-        .map(|_| dev.new_stream().map(Arc::new))
-        .collect::<Result<Vec<_>, _>>()?;
+    let streams = new_streams(&dev, 4)?;
     let stop = AtomicBool::new(false);
     let (work, toggles) = std::thread::scope(|t| {
         let toggler = t.spawn(|| -> TestResult<u64> {
@@ -175,7 +147,9 @@ fn toggling_the_mode_from_another_thread_while_work_is_in_flight_loses_nothing()
             Ok(toggles)
         });
         // Whatever the work returns, the toggler is stopped before the scope joins it.
-        let work = round_trips(&streams, gpu_tests::load(20, 4));
+        let work = round_trips(&streams, gpu_tests::load(20, 4), 0u32, |rng| {
+            rng.vec(64 << 10)
+        });
         stop.store(true, Ordering::Relaxed);
         let toggles = toggler
             .join()
@@ -192,12 +166,18 @@ fn toggling_the_mode_from_another_thread_while_work_is_in_flight_loses_nothing()
     nothing_left_in_flight(before)
 }
 
-/// `rounds` rounds of an `upload_owned` and a `download_owned` of 64 Ki random `u32`s
-/// on each stream, all streams' in flight at once, each result checked.
-fn round_trips(streams: &[Arc<stream_core::Stream>], rounds: usize) -> TestResult {
+/// `rounds` rounds of an `upload_owned` and a `download_owned` of an input from `input`
+/// on each stream, every stream's in flight at once, into buffers of `poison`; each
+/// result checked.
+fn round_trips<T: Element>(
+    streams: &[Stream],
+    rounds: usize,
+    poison: T,
+    mut input: impl FnMut(&mut Rng) -> Vec<T>,
+) -> TestResult {
     let mut rng = Rng::new();
     for round in 0..rounds {
-        let inputs: Vec<Vec<u32>> = streams.iter().map(|_| rng.vec(64 << 10)).collect();
+        let inputs: Vec<Vec<T>> = streams.iter().map(|_| input(&mut rng)).collect();
         let uploads: Vec<_> = streams
             .iter()
             .zip(&inputs)
@@ -207,7 +187,7 @@ fn round_trips(streams: &[Arc<stream_core::Stream>], rounds: usize) -> TestResul
         for (stream, upload) in streams.iter().zip(uploads) {
             let (on_device, _) = block_on(upload)?;
             let len = on_device.len();
-            downloads.push(stream.download_owned(on_device, vec![0u32; len]));
+            downloads.push(stream.download_owned(on_device, vec![poison; len]));
         }
         for (i, (download, input)) in downloads.into_iter().zip(&inputs).enumerate() {
             let (_, out) = block_on(download)?;
@@ -245,10 +225,10 @@ fn one_device_polling_leaves_the_other_asleep_and_both_exact() -> TestResult {
     );
     let before = completion_stats().in_flight;
     let on_each = |dev: &stream_core::Device| -> TestResult {
-        let streams = (0..2)
-            .map(|_| dev.new_stream().map(Arc::new))
-            .collect::<Result<Vec<_>, _>>()?;
-        round_trips(&streams, gpu_tests::load(10, 2))
+        let streams = new_streams(dev, 2)?;
+        round_trips(&streams, gpu_tests::load(10, 2), 0u32, |rng| {
+            rng.vec(64 << 10)
+        })
     };
     let (a, b) = std::thread::scope(|t| {
         let a = t.spawn(|| on_each(&polling.0));
@@ -275,9 +255,9 @@ fn one_device_polling_leaves_the_other_asleep_and_both_exact() -> TestResult {
 fn a_polling_thread_with_nothing_in_flight_sleeps() -> TestResult {
     let _serial = serial();
     let polling = Polling::on(device()?)?;
-    let stream = Arc::new(polling.0.new_stream()?);
+    let streams = new_streams(&polling.0, 1)?;
     let before = completion_stats().in_flight;
-    round_trips(std::slice::from_ref(&stream), 2)?;
+    round_trips(&streams, 2, 0u32, |rng| rng.vec(64 << 10))?;
     nothing_left_in_flight(before)?;
     let (cpu, wall) = (process_cpu_time()?, Instant::now());
     std::thread::sleep(Duration::from_millis(300));

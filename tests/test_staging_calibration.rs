@@ -120,7 +120,7 @@ mod child {
     use stream_core::staging::{
         set_staging_config, staged_copy_counts, staging_calibration, StagingConfig,
     };
-    use stream_core::{scope, Device, Error};
+    use stream_core::{scope, Device, Error, Stream};
 
     /// 64 MiB of `u32`.
     const LEN: usize = 16 << 20;
@@ -158,16 +158,9 @@ mod child {
         let dev = Device::new(0)?;
         let stream = dev.new_stream()?;
         let input: Vec<u32> = Rng::new().vec(LEN);
-        let mut output = vec![0u32; LEN];
-        let (up0, down0) = staged_copy_counts();
-        scope(&stream, |s| {
-            let x = s.upload(&input)?;
-            s.copy_to_host(&x, &mut output)?.wait()?;
-            Ok::<_, Error>(())
-        })?;
-        let (up1, down1) = staged_copy_counts();
-        println!("staged = {} {}", up1 - up0, down1 - down0);
-        println!("exact = {}", if input == output { "yes" } else { "no" });
+        let (exact, (up, down)) = round_trip(&stream, &input)?;
+        println!("staged = {up} {down}");
+        println!("exact = {}", if exact { "yes" } else { "no" });
         println!("calibrated = {}", describe());
         if let Some(c) = staging_calibration() {
             println!("gbs = {} {}", c.chosen_gbs.0, c.chosen_gbs.1);
@@ -175,31 +168,37 @@ mod child {
         Ok(())
     }
 
-    /// Whether a thread's copies were exact, and how many uploads and downloads it staged.
-    type ThreadOutcome = (bool, (u64, u64));
+    /// Whether a round trip came back exact, and how many uploads and downloads it staged.
+    type RoundTrip = (bool, (u64, u64));
+
+    /// `input` uploaded and downloaded again in one scope on `stream`: whether it came
+    /// back exact, and how many uploads and downloads this thread staged meanwhile.
+    fn round_trip(stream: &Stream, input: &[u32]) -> Result<RoundTrip, Error> {
+        let mut output = vec![0u32; input.len()];
+        let (up0, down0) = staged_copy_counts();
+        scope(stream, |s| {
+            let x = s.upload(input)?;
+            s.copy_to_host(&x, &mut output)?.wait()?;
+            Ok::<_, Error>(())
+        })?;
+        let (up1, down1) = staged_copy_counts();
+        Ok((input == output, (up1 - up0, down1 - down0)))
+    }
 
     /// Four threads, one stream each, released together by a barrier: a staged upload
     /// and download of `LEN / 4` elements each.
     fn threads() -> Result<(), Error> {
         let dev = Device::new(0)?;
         let barrier = std::sync::Barrier::new(4);
-        let results: Vec<Result<ThreadOutcome, Error>> = std::thread::scope(|t| {
+        let results: Vec<Result<RoundTrip, Error>> = std::thread::scope(|t| {
             let workers: Vec<_> = (0..4)
                 .map(|_| {
                     let (dev, barrier) = (&dev, &barrier);
-                    t.spawn(move || -> Result<ThreadOutcome, Error> {
+                    t.spawn(move || -> Result<RoundTrip, Error> {
                         let stream = dev.new_stream()?;
                         let input: Vec<u32> = Rng::new().vec(LEN / 4);
-                        let mut output = vec![0u32; LEN / 4];
                         barrier.wait();
-                        let (up0, down0) = staged_copy_counts();
-                        scope(&stream, |s| {
-                            let x = s.upload(&input)?;
-                            s.copy_to_host(&x, &mut output)?.wait()?;
-                            Ok::<_, Error>(())
-                        })?;
-                        let (up1, down1) = staged_copy_counts();
-                        Ok((input == output, (up1 - up0, down1 - down0)))
+                        round_trip(&stream, &input)
                     })
                 })
                 .collect();

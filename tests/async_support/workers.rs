@@ -120,7 +120,10 @@ pub fn joined<T>(task: Task<Result<T, Error>>) -> TestResult<T> {
         .map_err(|p| Failed::from(panic_message(p.as_ref())))??)
 }
 
-/// On a one-worker `kind` executor: a one-second kernel's `run_owned` on `long`, then,
+/// After a warm-up (the spin kernel's module, the completion thread and, where `short`
+/// has the head-of-line bypass on, the doorbell thread, which the first operation
+/// handed over while another stream has work starts), on a one-worker `kind` executor:
+/// a one-second kernel's `run_owned` on `long`, then,
 /// 50 ms later (the completion thread is waiting on it by then), a short one's on
 /// `short`. Returns how long after the start each resolved, short first; fails when the
 /// long one resolved within 300 ms (it did not wait for the GPU: nothing is proven) or
@@ -131,6 +134,9 @@ pub fn short_resolves_before_long(
     short: &Arc<Stream>,
     what: &str,
 ) -> TestResult<(Duration, Duration)> {
+    let warm = long.run_owned((), |s, ()| spin(s, super::SPIN));
+    mini_executor::block_on(short.run_owned((), |s, ()| spin(s, 1)))?;
+    mini_executor::block_on(warm)?;
     let executor = start(kind, 1)?;
     let begin = Instant::now();
     let long_task = spawn_spin(&executor, Arc::clone(long), super::LONG_SPIN);
