@@ -33,10 +33,10 @@ use stream_core::{
 };
 
 use crate::env::{Env, MIB};
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::report::{Better, Report, Row, Source};
 use crate::sampling::Rounds;
-use crate::sampling::{interleaved, Plan, Sampler, Stats};
+use crate::sampling::{interleaved, Sampler, Stats};
 
 /// Issue 16: prefetched end-to-end / explicit pinned copies' end-to-end, as throughput.
 const PREFETCHED_OVER_EXPLICIT: f64 = 0.9;
@@ -131,7 +131,10 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     };
     let kernel: Vec<Rounds> = kernel_times
         .into_iter()
-        .map(|t| rounds_of(t.into_inner(), plan))
+        .map(|t| {
+            Rounds::from_samples(&t.into_inner(), plan, |round| Stats::new(round.to_vec()))
+                .context("managed: kernel times")
+        })
         .collect::<Result<_>>()?;
     let [k_explicit, k_demand, k_prefetched, k_resident] = &kernel[..] else {
         return Err(Error::msg("managed: expected four kernel results"));
@@ -196,25 +199,6 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         "managed: ours is the managed variant the row names, raw the row's baseline (explicit pinned copies: upload into a DeviceVec, kernel, download); end-to-end is host time from the scope's start until the host has read one element per 4 KiB page after it, as GB/s of the data processed; kernel only is GPU time around the kernel (after the upload or prefetch)",
     );
     Ok(())
-}
-
-/// Splits the kernel times recorded by one implementation's samples (warm-up first, then
-/// the rounds in order) into its rounds.
-fn rounds_of(times: Vec<f64>, plan: Plan) -> Result<Rounds> {
-    let recorded = times.get(plan.warmup..).unwrap_or_default();
-    if recorded.len() != plan.rounds * plan.samples {
-        return Err(Error::msg(format!(
-            "managed: {} kernel times recorded after the warm-up, expected {}",
-            recorded.len(),
-            plan.rounds * plan.samples
-        )));
-    }
-    Rounds::new(
-        recorded
-            .chunks(plan.samples)
-            .map(|round| Stats::new(round.to_vec()))
-            .collect::<Result<_>>()?,
-    )
 }
 
 /// Explicit pinned copies: host data in a `PinnedBuffer`, device memory a `DeviceVec`.

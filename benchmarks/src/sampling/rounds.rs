@@ -6,6 +6,7 @@
 //! taken per round, from that round's figures, so that drift between rounds cancels
 //! out of them and their spread over the rounds shows the noise of the ratio itself.
 
+use super::plan::Plan;
 use super::stats::{median, Stats};
 use crate::error::{Error, Result};
 
@@ -20,6 +21,30 @@ impl Rounds {
             return Err(Error::msg("no rounds were taken"));
         }
         Ok(Rounds(each))
+    }
+
+    /// The rounds of `samples`, recorded one per sample as `plan` took them (its warm-up
+    /// first, then each round's in order), each round's figures made by `stats`; an error
+    /// when there are not as many as `plan` takes.
+    pub fn from_samples<S>(
+        samples: &[S],
+        plan: Plan,
+        stats: impl Fn(&[S]) -> Result<Stats>,
+    ) -> Result<Rounds> {
+        let recorded = samples.get(plan.warmup..).unwrap_or_default();
+        if recorded.len() != plan.rounds * plan.samples {
+            return Err(Error::msg(format!(
+                "{} samples recorded after the warm-up, expected {}",
+                recorded.len(),
+                plan.rounds * plan.samples
+            )));
+        }
+        Rounds::new(
+            recorded
+                .chunks(plan.samples)
+                .map(stats)
+                .collect::<Result<_>>()?,
+        )
     }
 
     /// Each round's samples and their summary.
@@ -107,6 +132,20 @@ mod tests {
                 .collect(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn samples_split_into_the_plans_rounds_after_its_warm_up() {
+        let plan = Plan {
+            warmup: 1,
+            samples: 2,
+            rounds: 2,
+        };
+        let stats = |round: &[f64]| Stats::new(round.to_vec());
+        let r = Rounds::from_samples(&[100.0, 1.0, 3.0, 5.0, 7.0], plan, stats).unwrap();
+        assert_eq!(r.figures(), [2.0, 6.0]);
+        assert!(Rounds::from_samples(&[100.0, 1.0, 3.0, 5.0], plan, stats).is_err());
+        assert!(Rounds::from_samples(&[100.0, 1.0, 3.0, 5.0, 7.0, 9.0], plan, stats).is_err());
     }
 
     #[test]

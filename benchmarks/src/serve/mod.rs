@@ -207,16 +207,11 @@ fn server_loop(
         (0.99, "p99 latency", &latency),
         (0.5, "p50 host time of the request's closure", &enqueue),
     ] {
-        let per_round = |latencies: &Latencies| -> Result<Rounds> {
-            let samples = latencies.borrow();
-            let rounds = samples[plan.warmup..]
-                .chunks(plan.samples)
-                .map(|round| {
-                    let values = round.iter().flatten().map(of).collect();
-                    Stats::new(vec![percentile(values, quantile) * 1e6])
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Rounds::new(rounds)
+        let per_round = |latencies: &Latencies| {
+            Rounds::from_samples(&latencies.borrow(), plan, |round| {
+                let values = round.iter().flatten().map(of).collect();
+                Stats::new(vec![percentile(values, quantile) * 1e6])
+            })
         };
         let mut row = Row::new(
             "serve",
@@ -230,13 +225,10 @@ fn server_loop(
         );
         rep.push(row);
     }
-    let per_round = |cpu: &CpuTimes| -> Result<Rounds> {
-        let samples = cpu.borrow();
-        let rounds = samples[plan.warmup..]
-            .chunks(plan.samples)
-            .map(|round| Stats::new(round.iter().map(|s| s * 1e6).collect()))
-            .collect::<Result<Vec<_>>>()?;
-        Rounds::new(rounds)
+    let per_round = |cpu: &CpuTimes| {
+        Rounds::from_samples(&cpu.borrow(), plan, |round| {
+            Stats::new(round.iter().map(|s| s * 1e6).collect())
+        })
     };
     let mut row = Row::new(
         "serve",
