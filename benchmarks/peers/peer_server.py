@@ -2,7 +2,10 @@
 through PyTorch or CuPy, one sample per request, so that `bench` interleaves them with
 its own samples round by round.
 
-    python3 peer_server.py torch|cupy DEVICE_ORDINAL
+    python3 peer_server.py torch|cupy DEVICE_ORDINAL BATCH=256 OPS=64 ...
+
+The loop sizes (`LOOP_SIZES` below) come from `bench` as NAME=value arguments, so that
+both sides time the same loops from one definition (benchmarks/src/peers/ours.rs).
 
 Protocol (one line each way, UTF-8):
   first line out:  "ready <framework> <version>"  or  "absent <why>" (then it exits)
@@ -20,12 +23,10 @@ import sys
 import time
 
 MIB = 1 << 20
-BATCH = 256  # launches per launch sample (bench's BATCH)
-OPS = 64  # operations per sample of the host-cost keys (bench's peers::OPS)
-GRAPH_KERNELS = 100  # kernels in the replayed graph (bench's graphs::KERNELS)
-GEMM_N = 4096
-GEMM_CALLS = 3
-ALL_REDUCE_CALLS = 5
+# Set from the command line (see main): launches per launch sample, operations per
+# sample of the host-cost keys, kernels in the replayed graph, the SGEMM's side, SGEMMs
+# and all_reduces per sample.
+LOOP_SIZES = ("BATCH", "OPS", "GRAPH_KERNELS", "GEMM_N", "GEMM_CALLS", "ALL_REDUCE_CALLS")
 
 
 def copy_size(key):
@@ -316,6 +317,12 @@ def sample(peer, key):
 
 def main():
     framework, ordinal = sys.argv[1], int(sys.argv[2])
+    given = dict(arg.split("=", 1) for arg in sys.argv[3:] if "=" in arg)
+    missing = [name for name in LOOP_SIZES if name not in given]
+    if missing:
+        print(f"absent bench gave no {', '.join(missing)}", flush=True)
+        return
+    globals().update({name: int(given[name]) for name in LOOP_SIZES})
     try:
         peer = {"torch": Torch, "cupy": CuPy}[framework](ordinal)
     except Exception as e:  # not importable, no GPU, ...: say why, do not fail

@@ -150,18 +150,19 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let mut graph_buf = env.dev.alloc_vec::<f32>(1)?;
     let mut ours = Ours::new(&env.dev, &mut graph_buf)?;
     for (framework, name) in FRAMEWORKS {
-        let mut peer = match PeerProcess::start(&python, framework, env.dev.ordinal())? {
-            Started::Ready(peer, version) => {
-                println!("peers: {name} {version} ({python})");
-                rep.note(format!("peers: {name} {version}, through {python}"));
-                peer
-            }
-            Started::Absent(why) => {
-                println!("peers: {name} absent: {why}");
-                rep.note(format!("peers: no {name} rows: {why}"));
-                continue;
-            }
-        };
+        let mut peer =
+            match PeerProcess::start(&python, framework, env.dev.ordinal(), ours::LOOP_SIZES)? {
+                Started::Ready(peer, version) => {
+                    println!("peers: {name} {version} ({python})");
+                    rep.note(format!("peers: {name} {version}, through {python}"));
+                    peer
+                }
+                Started::Absent(why) => {
+                    println!("peers: {name} absent: {why}");
+                    rep.note(format!("peers: no {name} rows: {why}"));
+                    continue;
+                }
+            };
         for m in MEASUREMENTS.iter().filter(|m| m.quick || !cfg.quick) {
             // One probe first: it is also the peer's first use of the operation (its
             // compilation, its allocator's first block), before the plan's warm-up.

@@ -16,14 +16,24 @@ use crate::graphs::KERNELS;
 use crate::launch::BATCH;
 use crate::scope_cost::per_op;
 
-/// Operations per sample of the host-cost measurements (the peer's `OPS`).
+/// Operations per sample of the host-cost measurements.
 pub const OPS: usize = 64;
-/// Side of the square SGEMM (the peer's `GEMM_N`).
+/// Side of the square SGEMM.
 pub const GEMM_N: usize = 4096;
-/// SGEMMs per sample (the peer's `GEMM_CALLS`).
+/// SGEMMs per sample.
 pub const GEMM_CALLS: usize = 3;
-/// all_reduces per sample (the peer's `ALL_REDUCE_CALLS`).
+/// all_reduces per sample.
 pub const ALL_REDUCE_CALLS: usize = 5;
+
+/// The loop sizes the peer is given, so that both sides time the same loops.
+pub const LOOP_SIZES: &[(&str, usize)] = &[
+    ("BATCH", BATCH),
+    ("OPS", OPS),
+    ("GRAPH_KERNELS", KERNELS),
+    ("GEMM_N", GEMM_N),
+    ("GEMM_CALLS", GEMM_CALLS),
+    ("ALL_REDUCE_CALLS", ALL_REDUCE_CALLS),
+];
 
 /// Bytes of a copy key: `..._64` is 64 MiB, `..._1024` 1 GiB (the peer's `copy_size`).
 pub fn copy_size(key: &str) -> Result<usize> {

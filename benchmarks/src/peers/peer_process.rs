@@ -46,9 +46,15 @@ pub struct PeerProcess {
 }
 
 impl PeerProcess {
-    /// Starts `python -c SERVER framework ordinal` and reads its first line.
-    pub fn start(python: &str, framework: &'static str, ordinal: usize) -> Result<Started> {
-        Self::start_script(python, SERVER, framework, ordinal)
+    /// Starts `python -c SERVER framework ordinal NAME=value...` (`loop_sizes`: the
+    /// loops both sides time) and reads its first line.
+    pub fn start(
+        python: &str,
+        framework: &'static str,
+        ordinal: usize,
+        loop_sizes: &[(&str, usize)],
+    ) -> Result<Started> {
+        Self::start_script(python, SERVER, framework, ordinal, loop_sizes)
     }
 
     /// [`start`](Self::start) with another script (the tests' fake peers).
@@ -57,12 +63,18 @@ impl PeerProcess {
         script: &str,
         framework: &'static str,
         ordinal: usize,
+        loop_sizes: &[(&str, usize)],
     ) -> Result<Started> {
         let spawned = Command::new(python)
             .arg("-c")
             .arg(script)
             .arg(framework)
             .arg(ordinal.to_string())
+            .args(
+                loop_sizes
+                    .iter()
+                    .map(|(name, value)| format!("{name}={value}")),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -210,7 +222,8 @@ for line in sys.stdin:
             eprintln!("no python3 here: the protocol test cannot run");
             return Ok(());
         };
-        let Started::Ready(mut peer, version) = PeerProcess::start_script(python, FAKE, "fake", 0)?
+        let Started::Ready(mut peer, version) =
+            PeerProcess::start_script(python, FAKE, "fake", 0, &[])?
         else {
             return Err(Error::msg("the fake peer said absent"));
         };
@@ -230,7 +243,7 @@ for line in sys.stdin:
         let Some(python) = python() else {
             return Ok(());
         };
-        match PeerProcess::start_script(python, FAKE, "missing", 0)? {
+        match PeerProcess::start_script(python, FAKE, "missing", 0, &[])? {
             Started::Absent(why) => assert!(why.contains("No module named"), "{why}"),
             Started::Ready(..) => return Err(Error::msg("the missing framework was ready")),
         }
@@ -239,7 +252,7 @@ for line in sys.stdin:
 
     #[test]
     fn no_interpreter_is_absent_not_an_error() -> Result<()> {
-        match PeerProcess::start("/nonexistent/python3", "torch", 0)? {
+        match PeerProcess::start("/nonexistent/python3", "torch", 0, &[])? {
             Started::Absent(why) => assert!(why.contains("cannot run"), "{why}"),
             Started::Ready(..) => return Err(Error::msg("a missing interpreter was ready")),
         }
@@ -253,7 +266,7 @@ for line in sys.stdin:
         };
         // Neither framework exists on machines without a GPU stack; where one does, the
         // peer starts (or says why not): either way no error and no hang.
-        match PeerProcess::start(python, "cupy", 0)? {
+        match PeerProcess::start(python, "cupy", 0, crate::peers::ours::LOOP_SIZES)? {
             Started::Absent(why) => assert!(!why.is_empty()),
             Started::Ready(..) => {}
         }
