@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use gpu_tests::child::{any_error, exited_normally, fault_error, report, ChildOutput};
-use gpu_tests::{poison, Element, Rng, Test, TestFn, TestResult};
+use gpu_tests::{poison, tests, Element, Rng, Test, TestResult};
 use stream_core::{kernel, scope, Device, DeviceVec, Error, LaunchConfig};
 
 /// The environment variable that makes this binary run one fault scenario as a child.
@@ -51,21 +51,12 @@ fn main() {
     if let Ok(scenario) = std::env::var(SCENARIO_ENV) {
         std::process::exit(child::run(&scenario));
     }
-    let gpu: &[Test] = &[
-        (
-            "a_trap_in_a_graph_replay_is_the_replays_error_and_its_later_copy_never_runs",
-            a_trap_in_a_graph_replay_is_the_replays_error_and_its_later_copy_never_runs as TestFn,
-        ),
-        (
-            "a_trap_between_managed_prefetches_is_the_prefetch_waits_error",
-            a_trap_between_managed_prefetches_is_the_prefetch_waits_error,
-        ),
-        (
-            "a_trap_in_a_fork_holding_memory_from_cudarc_fails_the_scope_and_the_conversion_back",
-            a_trap_in_a_fork_holding_memory_from_cudarc_fails_the_scope_and_the_conversion_back,
-        ),
+    let gpu: Vec<Test> = tests![
+        a_trap_in_a_graph_replay_is_the_replays_error_and_its_later_copy_never_runs,
+        a_trap_between_managed_prefetches_is_the_prefetch_waits_error,
+        a_trap_in_a_fork_holding_memory_from_cudarc_fails_the_scope_and_the_conversion_back,
     ];
-    gpu_tests::run(gpu, &[])
+    gpu_tests::run(&gpu, &[])
 }
 
 // ---------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use gpu_tests::child::{run_self, ChildOutput};
-use gpu_tests::{ensure, Test, TestFn, TestResult};
+use gpu_tests::{ensure, tests, Test, TestResult};
 
 /// The environment variable that makes this binary run one case as a child.
 const CASE_ENV: &str = "STREAM_CORE_CALIBRATION_CASE";
@@ -23,25 +23,13 @@ fn main() {
     if let Ok(case) = std::env::var(CASE_ENV) {
         std::process::exit(child::run(&case));
     }
-    let gpu: &[Test] = &[
-        (
-            "the_first_staged_copy_calibrates_and_both_ways_stay_exact",
-            the_first_staged_copy_calibrates_and_both_ways_stay_exact as TestFn,
-        ),
-        (
-            "calibration_turned_off_measures_nothing",
-            calibration_turned_off_measures_nothing,
-        ),
-        (
-            "a_pinned_setting_is_used_and_never_calibrated",
-            a_pinned_setting_is_used_and_never_calibrated,
-        ),
-        (
-            "four_threads_whose_first_staged_copies_start_together_all_arrive_exact",
-            four_threads_whose_first_staged_copies_start_together_all_arrive_exact,
-        ),
+    let gpu: Vec<Test> = tests![
+        the_first_staged_copy_calibrates_and_both_ways_stay_exact,
+        calibration_turned_off_measures_nothing,
+        a_pinned_setting_is_used_and_never_calibrated,
+        four_threads_whose_first_staged_copies_start_together_all_arrive_exact,
     ];
-    gpu_tests::run(gpu, &[])
+    gpu_tests::run(&gpu, &[])
 }
 
 /// The child for `case` with the calibration switch at `calibrate`.
