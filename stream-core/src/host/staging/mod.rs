@@ -47,7 +47,7 @@
 //!   slowest stripe cost a large part of each chunk.
 //!
 //! At the first staged copy of an optimised build, those rules are the starting point
-//! of a [calibration](calibration) (once per process, at most ~0.25 s): the host half
+//! of a [calibration](calibration) (once per process; no trial starts after 0.25 s): the host half
 //! of the real pipelines, timed with a few settings around them (threads, chunk size,
 //! streaming stores for downloads), keeps the fastest for the process. A setting pinned
 //! with `set_staging_config` or `set_streaming_stores`, or
