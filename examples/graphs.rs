@@ -6,8 +6,9 @@
 //! per step of both, checks that both compute what the CPU computes, and checks that
 //! they agree with each other.
 //!
-//! Run with `cargo run --release --example graphs`. It needs an NVIDIA GPU with its
-//! driver; without one it says so and exits with status 1.
+//! Run with `cargo run --release --example graphs` (`-- --steps N` for another number
+//! of steps than 300, at least 2). It needs an NVIDIA GPU with its driver; without one
+//! it says so and exits with status 1.
 
 use std::time::Instant;
 
@@ -18,13 +19,20 @@ const WIDTH: usize = 4096;
 /// Layers of the "model": two kernels each (`scale`, then `axpy` of the layer's
 /// weights), so a step is `2 * LAYERS` kernels.
 const LAYERS: usize = 50;
-/// Steps of the loop.
+/// Steps of the loop, unless `--steps N` says otherwise.
 const STEPS: usize = 300;
 /// What each layer scales its input by.
 const DECAY: f32 = 0.5;
 
 fn main() {
-    match run() {
+    let steps = match steps_argument(std::env::args().skip(1)) {
+        Ok(steps) => steps,
+        Err(why) => {
+            eprintln!("graphs: {why}\nusage: graphs [--steps N]   (N >= 2, default {STEPS})");
+            std::process::exit(2);
+        }
+    };
+    match run(steps) {
         Ok(0) => println!("graphs: all results match the CPU"),
         Ok(wrong) => {
             eprintln!("graphs: {wrong} checks failed");
@@ -40,6 +48,22 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// The `--steps N` argument, or `STEPS` without one.
+fn steps_argument(mut args: impl Iterator<Item = String>) -> Result<usize, String> {
+    let mut steps = STEPS;
+    while let Some(arg) = args.next() {
+        if arg != "--steps" {
+            return Err(format!("unknown argument {arg:?}"));
+        }
+        steps = args
+            .next()
+            .and_then(|n| n.parse().ok())
+            .filter(|&n| n >= 2)
+            .ok_or("--steps needs a number of at least 2")?;
+    }
+    Ok(steps)
 }
 
 /// One step of the model, wherever the work goes: a scope runs it, a graph capture
@@ -85,7 +109,7 @@ fn close(got: &[f32], expected: &[f32]) -> bool {
 }
 
 /// Runs the example; returns how many checks failed.
-fn run() -> Result<usize, Error> {
+fn run(steps: usize) -> Result<usize, Error> {
     let dev = Device::new(0)?;
     let stream = dev.new_stream()?;
     println!(
@@ -104,9 +128,9 @@ fn run() -> Result<usize, Error> {
         dev.alloc_pinned::<f32>(WIDTH)?,
         dev.alloc_pinned::<f32>(WIDTH)?,
     );
-    let mut plain_outputs = Vec::with_capacity(STEPS);
+    let mut plain_outputs = Vec::with_capacity(steps);
     let start = Instant::now();
-    for step in 0..STEPS {
+    for step in 0..steps {
         input.copy_from_slice(&input_of(step));
         scope(&stream, |s| {
             let w = s.attach_ref(&weights)?;
@@ -118,7 +142,7 @@ fn run() -> Result<usize, Error> {
         })?;
         plain_outputs.push(output.to_vec());
     }
-    let plain = start.elapsed().as_secs_f64() / STEPS as f64;
+    let plain = start.elapsed().as_secs_f64() / steps as f64;
 
     // 2. The same step captured once into a graph that holds the input and output
     //    buffers and reads the weights.
@@ -134,18 +158,18 @@ fn run() -> Result<usize, Error> {
     // 3. The inference loop: refill the input, replay, read the output. `replay`
     //    borrows the graph (and so its buffers) until `wait` hands it back: writing the
     //    input or reading the output while a replay runs does not compile.
-    let mut graph_outputs = Vec::with_capacity(STEPS);
+    let mut graph_outputs = Vec::with_capacity(steps);
     let start = Instant::now();
     scope(&stream, |s| {
         let mut graph = &mut graph;
-        for step in 0..STEPS {
+        for step in 0..steps {
             graph.held_mut().0.copy_from_slice(&input_of(step));
             graph = s.replay(graph)?.wait()?;
             graph_outputs.push(graph.held().1.to_vec());
         }
         Ok::<_, Error>(())
     })?;
-    let replayed = start.elapsed().as_secs_f64() / STEPS as f64;
+    let replayed = start.elapsed().as_secs_f64() / steps as f64;
 
     println!(
         "plain launches: {:8.1} us per step ({:.2} us per kernel)",
@@ -159,13 +183,13 @@ fn run() -> Result<usize, Error> {
         plain / replayed
     );
 
-    for step in 0..STEPS {
+    for step in 0..steps {
         if graph_outputs[step] != plain_outputs[step] {
             eprintln!("step {step}: the graph's output differs from the plain launches'");
             wrong += 1;
         }
     }
-    for step in [0, 1, STEPS / 2, STEPS - 1] {
+    for step in [0, 1, steps / 2, steps - 1] {
         let expected = layers_on_cpu(&weights_host, &input_of(step));
         if !close(&graph_outputs[step], &expected) {
             eprintln!("step {step}: the graph's output differs from the CPU's");

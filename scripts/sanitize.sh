@@ -44,7 +44,8 @@
 #                 address), which every tool reports; it runs each fault in a child
 #                 process and checks the library's behaviour itself (bash .gpu/run.sh).
 #   bench*        benchmark programs: long timing loops, nothing they check.
-# Run in a short mode: soak (--seconds 20 --threads 2 --max-mib 8).
+# Run in a short mode: soak (--seconds 20 --threads 2 --max-mib 8) and graphs (--steps 20:
+# its 300 steps of 100 kernels, launched and replayed, passed 300 s under racecheck).
 #
 # CUDA API calls that return an error are not counted (--report-api-errors no): the
 # tests provoke them on purpose (out of memory, a missing kernel, malformed PTX, no
@@ -274,6 +275,7 @@ fi
 program_args() { # extra arguments of a program under the sanitizer
   case "$1" in
     soak) echo "--seconds 20 --threads 2 --max-mib 8 --progress-secs 10" ;;
+    graphs) echo "--steps 20" ;;
     *) echo "" ;;
   esac
 }
@@ -376,6 +378,11 @@ for tool in "${tools[@]}"; do
       tool_leaks[$tool]=$(( ${tool_leaks[$tool]} + leaked ))
       summary="$summary; LEAK SUMMARY: $leaked bytes leaked"
       errors=$(( errors + (leaked > 0) ))
+    fi
+    if [[ $kind == test ]]; then
+      # What ran, so that a record shows the tests did (libtest's result lines).
+      passed=$(count 'test result: .* ([0-9]+) passed' "$log_dir/$tool/$name.out")
+      summary="$summary; $passed tests passed"
     fi
     tool_errors[$tool]=$(( ${tool_errors[$tool]} + errors ))
     tool_runs[$tool]=$(( ${tool_runs[$tool]} + 1 ))

@@ -14,7 +14,8 @@ Protocol (one line each way, UTF-8):
   in:  "quit"           (or end of input): exits
 
 Every figure is in the unit `bench` prints for the key (benchmarks/src/peers/mod.rs
-holds the list): ns per operation for host costs, GB/s for copies, GFLOP/s for SGEMM.
+holds the list): ns per operation for host costs, GB/s for copies, GFLOP/s for SGEMM,
+us per call for all_reduce.
 Host times are `time.perf_counter_ns` around the same loop the Rust side times;
 copies and SGEMM include the synchronisation that makes their result usable, as ours
 do (the scope's end).
@@ -25,8 +26,10 @@ import time
 MIB = 1 << 20
 # Set from the command line (see main): launches per launch sample, operations per
 # sample of the host-cost keys, kernels in the replayed graph, the SGEMM's side, SGEMMs
-# and all_reduces per sample.
-LOOP_SIZES = ("BATCH", "OPS", "GRAPH_KERNELS", "GEMM_N", "GEMM_CALLS", "ALL_REDUCE_CALLS")
+# and all_reduces per sample, graph replays per sample.
+LOOP_SIZES = (
+    "BATCH", "OPS", "GRAPH_KERNELS", "GEMM_N", "GEMM_CALLS", "ALL_REDUCE_CALLS", "GRAPH_REPLAYS"
+)
 
 
 def copy_size(key):
@@ -49,6 +52,17 @@ class Peer:
         ns = (time.perf_counter_ns() - t) / ops
         self.sync()
         return ns
+
+    def replays(self, replay_once):
+        """ns per kernel of GRAPH_REPLAYS calls of `replay_once`, each followed by an
+        untimed synchronisation (as ours waits for each replay's `Pending`)."""
+        ns = 0
+        for _ in range(GRAPH_REPLAYS):
+            t = time.perf_counter_ns()
+            replay_once()
+            ns += time.perf_counter_ns() - t
+            self.sync()
+        return ns / (GRAPH_REPLAYS * GRAPH_KERNELS)
 
     def sync_idle(self):
         self.sync()
@@ -119,11 +133,7 @@ class Torch(Peer):
             self.state["graph"] = (graph, x)
         graph, _ = self.state["graph"]
         with torch.cuda.stream(self.stream):
-            t = time.perf_counter_ns()
-            graph.replay()
-            ns = (time.perf_counter_ns() - t) / GRAPH_KERNELS
-        self.sync()
-        return ns
+            return self.replays(graph.replay)
 
     def sgemm(self):
         torch = self.torch
@@ -157,7 +167,7 @@ class Torch(Peer):
         for _ in range(ALL_REDUCE_CALLS):
             dist.all_reduce(x)  # on the process group's stream
         torch.cuda.synchronize(self.dev)
-        return x.numel() * 4 * ALL_REDUCE_CALLS / (time.perf_counter_ns() - t)
+        return (time.perf_counter_ns() - t) / 1e3 / ALL_REDUCE_CALLS
 
     def close(self):
         import torch.distributed as dist
@@ -243,11 +253,7 @@ class CuPy(Peer):
                 graph = self.stream.end_capture()
             self.state["graph"] = (graph, x)
         graph, _ = self.state["graph"]
-        t = time.perf_counter_ns()
-        graph.launch(stream=self.stream)
-        ns = (time.perf_counter_ns() - t) / GRAPH_KERNELS
-        self.sync()
-        return ns
+        return self.replays(lambda: graph.launch(stream=self.stream))
 
     def sgemm(self):
         cupy = self.cupy
@@ -285,7 +291,7 @@ class CuPy(Peer):
                 x.data.ptr, x.data.ptr, x.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, self.stream.ptr
             )
         self.sync()
-        return x.nbytes * ALL_REDUCE_CALLS / (time.perf_counter_ns() - t)
+        return (time.perf_counter_ns() - t) / 1e3 / ALL_REDUCE_CALLS
 
     def close(self):
         pass

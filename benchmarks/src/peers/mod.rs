@@ -119,7 +119,7 @@ const MEASUREMENTS: [Peered; 13] = [
     ),
     peered(
         "graph_replay",
-        "replay a graph of 100 tiny kernels (host time of the call, per kernel)",
+        "replay a graph of 100 tiny kernels, 10 replays (host time of the calls, per kernel)",
         "ns/kernel",
         Better::Lower,
         true,
@@ -133,9 +133,9 @@ const MEASUREMENTS: [Peered; 13] = [
     ),
     peered(
         "all_reduce_64",
-        "all_reduce 64 MiB f32 in place, one rank, 5 calls until done",
-        "GB/s",
-        Better::Higher,
+        "all_reduce 64 MiB f32 in place, one rank (no data moves): host time per call, 5 calls until done",
+        "us",
+        Better::Lower,
         true,
     ),
 ];
