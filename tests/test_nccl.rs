@@ -12,7 +12,7 @@
 use std::mem::size_of;
 
 use gpu_tests::nccl_ranks::{exclusive, on_ranks, rank_count, rank_input, NcclValue};
-use gpu_tests::{check_eq, ensure, poisoned, Rng, TestResult};
+use gpu_tests::{check_eq, ensure, load, poisoned, Rng, TestResult};
 use stream_core::nccl::{self, Avg, Communicator, Max, Min, Prod, ReduceOp, Sum};
 use stream_core::{scope, Device, DeviceBuffer, Error, Scope, Stream};
 
@@ -35,9 +35,11 @@ gpu_tests::test_main! {
 }
 
 /// Elements per rank: none, one, an odd count, and the big size: 256 MiB with two GPUs
-/// or more (what the issue asks of a multi-GPU run), 64 MiB on one GPU.
+/// or more (what the issue asks of a multi-GPU run), 64 MiB on one GPU, 1 MiB under a
+/// sanitizer (still many of NCCL's chunks: initcheck had not finished the 64 MiB cases
+/// of four element types in 500 s).
 fn counts<T: NcclValue>(ranks: usize) -> [usize; 4] {
-    let big_bytes: usize = if ranks >= 2 { 256 << 20 } else { 64 << 20 };
+    let big_bytes = load(if ranks >= 2 { 256 << 20 } else { 64 << 20 }, 1 << 20);
     [0, 1, 1001, big_bytes / size_of::<T>()]
 }
 
