@@ -12,7 +12,7 @@
 use std::mem::size_of;
 
 use gpu_tests::nccl_ranks::{exclusive, on_ranks, rank_count, rank_input, NcclValue};
-use gpu_tests::{check_eq, ensure, load, poisoned, Rng, TestResult};
+use gpu_tests::{check_eq, ensure, load, poisoned, spin, Rng, TestResult};
 use stream_core::nccl::{self, Avg, Communicator, Max, Min, Prod, ReduceOp, Sum};
 use stream_core::{scope, Device, DeviceBuffer, Error, Scope, Stream};
 
@@ -31,6 +31,7 @@ gpu_tests::test_main! {
         one_thread_drives_every_device_through_a_group,
         a_result_is_used_by_the_next_operation_on_the_stream_without_a_wait,
         forks_issue_collectives_on_their_own_streams,
+        a_scope_that_ran_a_collective_ends_after_its_last_download_lands,
     ],
 }
 
@@ -479,5 +480,37 @@ fn forks_issue_collectives_on_their_own_streams() -> TestResult {
         })?;
         let total: f32 = (1..=ranks).map(|r| r as f32).sum();
         check_eq("all_reduce in a fork", &vec![total; count], &got)
+    })
+}
+
+/// A scope that issued a collective ends by polling its stream (bounded by the
+/// communicator's watch) and, once a query finds it idle, without a second
+/// synchronisation: the download enqueued last, behind a spin, is never waited for by
+/// the test itself, and must have landed when the scope returns. Each round's value is
+/// new, so a scope that ended early would show the previous round's, or the poison.
+fn a_scope_that_ran_a_collective_ends_after_its_last_download_lands() -> TestResult {
+    let ranks = rank_count()?;
+    on_ranks(ranks, |_rank, comm, stream| {
+        let count = load(4 << 20, 1 << 16);
+        let mut host = stream.device().alloc_pinned::<f32>(count)?;
+        for round in 0..8u16 {
+            host.fill(f32::NAN);
+            let value = f32::from(round) + 1.0;
+            let input = vec![value; count];
+            scope(stream, |s| {
+                let mut x = s.upload(&input)?;
+                s.all_reduce_in_place(comm, &mut x, Sum)?;
+                spin(s, load(20_000_000, 1_000_000) as u64)?; // about 10 ms: the first polls see work
+                let _unwaited = s.copy_to_host(&x, &mut host[..])?;
+                Ok::<_, Error>(())
+            })?;
+            let expected = vec![value * ranks as f32; count];
+            check_eq(
+                "the download behind the collective, after the scope",
+                &expected,
+                &host[..],
+            )?;
+        }
+        Ok(())
     })
 }

@@ -50,13 +50,29 @@ impl<'a> ScopeExit<'a> {
 
     /// [`finish`](Self::finish) of a scope whose stream carries watched work (NCCL
     /// collectives): waits until the stream is idle or a watch gives up (it has then
-    /// aborted the work, so the stream can drain), then synchronises as usual and
+    /// aborted the work, so the stream can drain). When a query found the stream idle,
+    /// every operation of it has completed (the driver's documented meaning of a
+    /// successful `cuStreamQuery`), so no second call is made (a `cuStreamSynchronize`
+    /// of the idle stream cost 1.3 us on an H200 host, against 0.84 us for a whole
+    /// one-rank `allReduce` through CuPy); otherwise it synchronises as usual and
     /// reports the watch's error first.
     #[cold]
     #[inline(never)]
     fn finish_watched(self) -> Result<()> {
-        let watched = self.outstanding.wait_watched(self.stream);
-        watched.and(self.finish_in_full())
+        match self.outstanding.wait_watched(self.stream) {
+            Ok(true) => {
+                let copied = self.outstanding.wait_all();
+                std::mem::forget(self);
+                copied
+            }
+            Ok(false) => self.finish_in_full(),
+            Err(watch) => {
+                // The watch aborted the work: the stream drains, and is synchronised
+                // before any borrow is released; the watch's error is the one reported.
+                let _ = self.finish_in_full();
+                Err(watch)
+            }
+        }
     }
 
     /// [`finish`](Self::finish) when the direct synchronisation did not succeed.

@@ -97,11 +97,22 @@ impl Outstanding {
 
     /// Waits, on the host, until `stream` is idle or a watch gives up; in the second
     /// case the watch has made the stream's work stop and its error is returned (after
-    /// which the caller synchronises as usual).
+    /// which the caller synchronises as usual). `Ok(true)`: a query of the stream
+    /// succeeded, which the driver documents as "all operations in the stream have
+    /// completed" (`cuStreamQuery`'s `CUDA_SUCCESS`), what a synchronisation would
+    /// prove; `Ok(false)`: a query failed, and the caller's synchronisation says why.
     #[cold]
-    pub(crate) fn wait_watched(&self, stream: &Stream) -> Result<()> {
-        // An error of the query (a fault) is the synchronisation's to report.
-        self.poll_watched(|| stream.is_idle().unwrap_or(true))
+    pub(crate) fn wait_watched(&self, stream: &Stream) -> Result<bool> {
+        let mut idle = false;
+        self.poll_watched(|| match stream.is_idle() {
+            Ok(done) => {
+                idle = done;
+                done
+            }
+            // An error of the query (a fault) is the synchronisation's to report.
+            Err(_) => true,
+        })?;
+        Ok(idle)
     }
 
     /// Before a host wait for work of this scope's stream that a watched collective may

@@ -177,7 +177,8 @@ impl<'s, 'env> Scope<'s, 'env> {
             is_pageable(host)
         };
         if pageable {
-            self.outstanding.wait_watched(self.stream)
+            // A failed query (`Ok(false)`) leaves it to the copy, which reports the error.
+            self.outstanding.wait_watched(self.stream).map(drop)
         } else {
             Ok(())
         }
