@@ -39,7 +39,7 @@ def copy_size(key):
 
 class Peer:
     """What both frameworks share: the timing loops. A framework gives `stream`,
-    `other` and the operations they time."""
+    `other`, `idle` (never given work) and the operations they time."""
 
     def sync(self):
         self.stream.synchronize()
@@ -65,8 +65,11 @@ class Peer:
         return ns / (GRAPH_REPLAYS * GRAPH_KERNELS)
 
     def sync_idle(self):
-        self.sync()
-        return self.per_op(OPS, self.stream.synchronize)
+        """`synchronize()` of `idle`, a stream that never ran anything (as ours)."""
+        t = time.perf_counter_ns()
+        for _ in range(OPS):
+            self.idle.synchronize()
+        return (time.perf_counter_ns() - t) / OPS
 
 
 class Torch(Peer):
@@ -80,6 +83,7 @@ class Torch(Peer):
         torch.backends.cuda.matmul.allow_tf32 = False  # an SGEMM, as cuBLAS's default
         self.stream = torch.cuda.Stream(self.dev)
         self.other = torch.cuda.Stream(self.dev)
+        self.idle = torch.cuda.Stream(self.dev)
         self.state = {}
 
     def launch(self):
@@ -186,6 +190,7 @@ class CuPy(Peer):
         cupy.cuda.Device(ordinal).use()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.other = cupy.cuda.Stream(non_blocking=True)
+        self.idle = cupy.cuda.Stream(non_blocking=True)
         self.events = (
             cupy.cuda.Event(disable_timing=True),
             cupy.cuda.Event(disable_timing=True),
