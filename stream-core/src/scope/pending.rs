@@ -152,8 +152,21 @@ impl<'s, V> Pending<'s, V> {
             Completion::Ready => {}
             Completion::Event(event, context, outstanding) => {
                 // Under the scope's own context, whatever the thread has current now.
-                outstanding.bound_wait(|| event.is_complete(context).unwrap_or(true))?;
-                event.synchronize(context)?
+                // Behind a collective the wait polls; a query that found the event
+                // complete proves what the synchronisation would (`cuEventQuery`'s
+                // `CUDA_SUCCESS`: all work before the record has completed), so it is
+                // then skipped. A failed query is the synchronisation's to report.
+                let mut complete = false;
+                outstanding.bound_wait(|| match event.is_complete(context) {
+                    Ok(done) => {
+                        complete = done;
+                        done
+                    }
+                    Err(_) => true,
+                })?;
+                if !complete {
+                    event.synchronize(context)?
+                }
             }
             Completion::Staged(job, outstanding) => {
                 outstanding.bound_wait(|| job.is_done())?;
