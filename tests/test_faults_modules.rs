@@ -1,6 +1,8 @@
 //! Kernel faults in the modules added after `test_faults` was written: a kernel that
 //! traps inside a graph's replay, between a managed prefetch to the device and the
-//! prefetch back, and inside a fork that holds memory converted from a cudarc slice.
+//! prefetch back, inside a fork that holds memory converted from a cudarc slice, and
+//! behind an NCCL collective (whose scope ends by polling the stream, not by a
+//! synchronisation: the poll must see the fault and the scope report it).
 //! (A trap behind pending owned-buffer futures is `test_faults`'s.) Each ends in an
 //! `Err` for the user, never a hang; the host memory the faulted work would have
 //! written after the fault is untouched; every later call fails; and the process can
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 use gpu_tests::child::{any_error, exited_normally, fault_error, report, ChildOutput};
 use gpu_tests::{poison, tests, Element, Rng, Test, TestResult};
+use stream_core::nccl::{Communicator, Sum};
 use stream_core::{kernel, scope, Device, DeviceVec, Error, LaunchConfig};
 
 /// The environment variable that makes this binary run one fault scenario as a child.
@@ -55,6 +58,7 @@ fn main() {
         a_trap_in_a_graph_replay_is_the_replays_error_and_its_later_copy_never_runs,
         a_trap_between_managed_prefetches_is_the_prefetch_waits_error,
         a_trap_in_a_fork_holding_memory_from_cudarc_fails_the_scope_and_the_conversion_back,
+        a_trap_behind_a_collective_fails_the_wait_and_the_scope_and_later_copies_never_run,
     ];
     gpu_tests::run(&gpu, &[])
 }
@@ -101,6 +105,21 @@ fn a_trap_in_a_fork_holding_memory_from_cudarc_fails_the_scope_and_the_conversio
     later_calls_fail(&run)
 }
 
+/// A one-rank all_reduce, a trap, then two downloads (one waited for, one not): the
+/// wait and the scope (which end by polling, as behind any collective) return the
+/// trap's error, neither buffer is written, and dropping the communicator returns.
+fn a_trap_behind_a_collective_fails_the_wait_and_the_scope_and_later_copies_never_run() -> TestResult
+{
+    let run = run_scenario("collective_trap")?;
+    exited_normally(&run)?;
+    fault_error(&run, "download_wait", TRAP_ERRORS)?;
+    fault_error(&run, "scope", TRAP_ERRORS)?;
+    run.expect("waited_after", "untouched")?;
+    run.expect("unwaited_after", "untouched")?;
+    run.expect("communicator_dropped", "ok")?;
+    later_calls_fail(&run)
+}
+
 /// The checks every scenario ends with: a new scope fails, opening the device again
 /// (reported, either way) and using it fails, and dropping everything returns.
 fn later_calls_fail(run: &ChildOutput) -> TestResult {
@@ -131,6 +150,7 @@ mod child {
             "graph_trap" => graph_trap(),
             "managed_trap" => managed_trap(),
             "cudarc_fork_trap" => cudarc_fork_trap(),
+            "collective_trap" => collective_trap(),
             other => {
                 println!("setup = err unknown scenario {other:?}");
                 return 2;
@@ -260,6 +280,42 @@ mod child {
         report("into_cudarc", &vec.into_cudarc(&theirs).map(drop));
         later_calls(&dev);
         drop((a, b, theirs, context));
+        drop(dev);
+        println!("dropped = ok");
+        Ok(())
+    }
+
+    /// A one-rank all_reduce of an upload, a trap, an unwaited download and a waited
+    /// one, all into poisoned pinned buffers.
+    fn collective_trap() -> Setup {
+        let dev = Device::new(0)?;
+        let stream = dev.new_stream()?;
+        let comm = Communicator::for_devices(std::slice::from_ref(&dev))?
+            .pop()
+            .ok_or("no communicator for one device")?;
+        let input: Vec<u32> = Rng::new().vec(LEN);
+        let mut waited = dev.alloc_pinned::<u32>(LEN)?;
+        let mut unwaited = dev.alloc_pinned::<u32>(LEN)?;
+        poison(&mut waited);
+        poison(&mut unwaited);
+        let out = scope(&stream, |s| {
+            let mut x = s.upload(&input)?;
+            s.all_reduce_in_place(&comm, &mut x, Sum)?;
+            trap_after(s, one(), SPIN_CYCLES)?;
+            let _unwaited = s.copy_to_host(&x, &mut unwaited[..])?;
+            let wait = s
+                .copy_to_host(&x, &mut waited[..])
+                .and_then(|pending| pending.wait().map(drop));
+            report("download_wait", &wait);
+            Ok::<_, Error>(())
+        });
+        report("scope", &out);
+        println!("waited_after = {}", classify(&waited));
+        println!("unwaited_after = {}", classify(&unwaited));
+        drop(comm);
+        println!("communicator_dropped = ok");
+        later_calls(&dev);
+        drop((waited, unwaited, stream));
         drop(dev);
         println!("dropped = ok");
         Ok(())
