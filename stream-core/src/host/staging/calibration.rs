@@ -6,8 +6,11 @@
 //! # Why the host half only
 //!
 //! A staged copy moves at about the smaller of its host memcpy and its DMA, and the
-//! memcpy is the slower one on every host measured (one thread 9-15 GB/s, a DMA 50+;
-//! `bench --case pageable` prints both). How fast the memcpy runs with how many threads,
+//! memcpy is the slower one on most hosts measured (one thread 9-15 GB/s, a DMA 50+;
+//! `bench --case pageable` prints both). Not on all: on a 2x H200 host (2026-11-26) the
+//! host half with 16 threads reached 55.5 GB/s up, as fast as the DMA, while the staged
+//! 64 MiB upload as a whole ran at 22 GB/s, so what these trials tune is the host half,
+//! not how it composes with the DMA. How fast the memcpy runs with how many threads,
 //! how large a chunk, and whether downloads write with streaming stores varies between
 //! hosts by tens of percent (the sweeps behind [`StagingConfig::for_cores`] disagreed
 //! between two H100 hosts), which rules from the core count cannot see. The ring depth
