@@ -77,6 +77,10 @@ fn main() {
             "trap_on_head_of_line_bypass_streams_is_the_futures_error_and_releases_dropped_futures",
             trap_on_head_of_line_bypass_streams_is_the_futures_error_and_releases_dropped_futures,
         ),
+        (
+            "trap_with_the_completion_thread_polling_is_the_futures_error_and_releases_dropped_futures",
+            trap_with_the_completion_thread_polling_is_the_futures_error_and_releases_dropped_futures,
+        ),
     ];
     gpu_tests::run(gpu, &[])
 }
@@ -223,6 +227,13 @@ fn trap_on_head_of_line_bypass_streams_is_the_futures_error_and_releases_dropped
     future_trap_checks("future_trap_bypass")
 }
 
+/// The same with the device's completion thread polling (`CompletionMode::Poll`): it
+/// learns of the fault from an event query, not from a blocking synchronisation.
+fn trap_with_the_completion_thread_polling_is_the_futures_error_and_releases_dropped_futures(
+) -> TestResult {
+    future_trap_checks("future_trap_polling")
+}
+
 /// The checks of the `run_owned` trap scenarios.
 fn future_trap_checks(scenario: &str) -> TestResult {
     let run = run_scenario(scenario)?;
@@ -282,8 +293,9 @@ mod child {
             "illegal_address" => same_stream_fault(Fault::IllegalAddress),
             "fork_trap" => fork_trap(),
             "panic_after_fault" => panic_after_fault(),
-            "future_trap" => future_trap(false),
-            "future_trap_bypass" => future_trap(true),
+            "future_trap" => future_trap(false, false),
+            "future_trap_bypass" => future_trap(true, false),
+            "future_trap_polling" => future_trap(false, true),
             other => {
                 println!("setup = err unknown scenario {other:?}");
                 return 2;
@@ -441,10 +453,13 @@ mod child {
     /// A trap in a `run_owned` closure, awaited with `block_on`, while a dropped future's
     /// kernel runs on a second stream. With `bypass`, both streams have the head-of-line
     /// bypass on, so the trapping operation rings (the driver then never calls its host
-    /// function).
-    fn future_trap(bypass: bool) -> stream_core::Result<()> {
-        use stream_core::future::completion_stats;
+    /// function). With `polling`, the device's completion thread polls.
+    fn future_trap(bypass: bool, polling: bool) -> stream_core::Result<()> {
+        use stream_core::future::{completion_stats, set_completion_mode, CompletionMode};
         let dev = Device::new(0)?;
+        if polling {
+            set_completion_mode(&dev, CompletionMode::Poll)?;
+        }
         let (a, b) = (dev.new_stream()?, dev.new_stream()?);
         a.set_head_of_line_bypass(bypass);
         b.set_head_of_line_bypass(bypass);
