@@ -139,6 +139,15 @@ fn candidates(rules: StagingConfig, rules_streaming: bool) -> Vec<Candidate> {
     out
 }
 
+/// `len` bytes of `byte`, or [`Error::HostOutOfMemory`](crate::Error::HostOutOfMemory).
+fn filled(len: usize, byte: u8) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| crate::error::Error::HostOutOfMemory { requested: len })?;
+    v.resize(len, byte);
+    Ok(v)
+}
+
 /// A DMA engine that moves nothing: ring blocks are plain memory, touched once.
 struct HostOnly {
     blocks: Vec<Vec<u8>>,
@@ -176,12 +185,14 @@ pub(crate) fn calibrate_around(
         .max()
         .unwrap_or(rules.chunk_bytes);
     // Pre-touched, so that page faults are not measured (the user's memory in a real
-    // copy is usually touched, and pool blocks always are).
-    let mut user = vec![0x5Au8; bytes];
+    // copy is usually touched, and pool blocks always are). Allocated fallibly: on a
+    // host short of memory the calibration fails (copies then use the rules) instead of
+    // aborting the process in the middle of a user's first copy.
+    let mut user = filled(bytes, 0x5A)?;
     let mut engine = HostOnly {
         blocks: (0..rules.ring_blocks.max(1))
-            .map(|_| vec![0xA5u8; largest_chunk])
-            .collect(),
+            .map(|_| filled(largest_chunk, 0xA5))
+            .collect::<Result<_>>()?,
     };
     let mut measured = 0;
     'rounds: for round in 0..ROUNDS {
@@ -279,6 +290,16 @@ pub fn staging_calibration() -> Option<StagingCalibration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trial_memory_the_host_cannot_give_is_an_error_not_an_abort() {
+        let rules = StagingConfig::for_cores(2);
+        let refused = calibrate_around(rules, false, usize::MAX / 2, BUDGET);
+        assert!(
+            matches!(refused, Err(crate::error::Error::HostOutOfMemory { .. })),
+            "{refused:?}"
+        );
+    }
 
     #[test]
     fn the_rules_come_first_and_no_candidate_repeats() {
