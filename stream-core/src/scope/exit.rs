@@ -43,6 +43,12 @@ impl<'a> ScopeExit<'a> {
         if !self.stream.raw.synchronized_at_once() {
             return self.finish_in_full();
         }
+        self.finish_idle()
+    }
+
+    /// The end once the stream is known idle: the copy-outs, then the guard disarmed.
+    #[inline]
+    fn finish_idle(self) -> Result<()> {
         let copied = self.outstanding.wait_all();
         std::mem::forget(self);
         copied
@@ -60,11 +66,7 @@ impl<'a> ScopeExit<'a> {
     #[inline(never)]
     fn finish_watched(self) -> Result<()> {
         match self.outstanding.wait_watched(self.stream) {
-            Ok(true) => {
-                let copied = self.outstanding.wait_all();
-                std::mem::forget(self);
-                copied
-            }
+            Ok(true) => self.finish_idle(),
             Ok(false) => self.finish_in_full(),
             Err(watch) => {
                 // The watch aborted the work: the stream drains, and is synchronised

@@ -103,16 +103,36 @@ impl Outstanding {
     /// prove; `Ok(false)`: a query failed, and the caller's synchronisation says why.
     #[cold]
     pub(crate) fn wait_watched(&self, stream: &Stream) -> Result<bool> {
-        let mut idle = false;
-        self.poll_watched(|| match stream.is_idle() {
+        self.poll_query(|| stream.is_idle())
+    }
+
+    /// [`bound_wait`](Self::bound_wait) for a driver query (an event's): `Ok(true)` when a
+    /// query reported the work complete, which proves what a synchronisation would;
+    /// `Ok(false)` when no collective was issued (nothing was polled) or a query failed:
+    /// the caller synchronises, which waits or reports why.
+    #[inline]
+    pub(crate) fn bound_wait_query(&self, query: impl FnMut() -> Result<bool>) -> Result<bool> {
+        if self.is_watched() {
+            self.poll_query(query)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Polls `query` until it reports completion or fails, or a watch gives up (its
+    /// error); `Ok(true)` only when a query reported completion.
+    #[cold]
+    fn poll_query(&self, mut query: impl FnMut() -> Result<bool>) -> Result<bool> {
+        let mut complete = false;
+        self.poll_watched(|| match query() {
             Ok(done) => {
-                idle = done;
+                complete = done;
                 done
             }
             // An error of the query (a fault) is the synchronisation's to report.
             Err(_) => true,
         })?;
-        Ok(idle)
+        Ok(complete)
     }
 
     /// Before a host wait for work of this scope's stream that a watched collective may

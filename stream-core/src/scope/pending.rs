@@ -155,16 +155,8 @@ impl<'s, V> Pending<'s, V> {
                 // Behind a collective the wait polls; a query that found the event
                 // complete proves what the synchronisation would (`cuEventQuery`'s
                 // `CUDA_SUCCESS`: all work before the record has completed), so it is
-                // then skipped. A failed query is the synchronisation's to report.
-                let mut complete = false;
-                outstanding.bound_wait(|| match event.is_complete(context) {
-                    Ok(done) => {
-                        complete = done;
-                        done
-                    }
-                    Err(_) => true,
-                })?;
-                if !complete {
+                // then skipped.
+                if !outstanding.bound_wait_query(|| event.is_complete(context))? {
                     event.synchronize(context)?
                 }
             }
