@@ -67,6 +67,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let t = std::time::Instant::now();
     match stream_core::staging::calibrate_staging() {
         Some(cal) => {
+            let rules = stream_core::staging::StagingConfig::for_this_machine();
             let line = format!(
                 "pageable: staging calibrated in {:.0} ms ({} of {} settings): {} threads, {} MiB chunks, {} downloads; host half {:.1} / {:.1} GB/s up / down (the rules' {} threads, {} MiB: {:.1} / {:.1})",
                 t.elapsed().as_secs_f64() * 1e3,
@@ -77,8 +78,8 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                 if cal.streaming_downloads { "streaming" } else { "ordinary-store" },
                 cal.chosen_gbs.0,
                 cal.chosen_gbs.1,
-                stream_core::staging::StagingConfig::for_this_machine().effective().threads,
-                stream_core::staging::StagingConfig::for_this_machine().chunk_bytes >> 20,
+                rules.effective().threads,
+                rules.chunk_bytes >> 20,
                 cal.rules_gbs.0,
                 cal.rules_gbs.1,
             );
