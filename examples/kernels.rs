@@ -1,18 +1,50 @@
 //! Kernels: typed, safe launches of the `kernels` crate, each checked against the CPU,
 //! then the tiled SGEMM and cuBLAS's SGEMM timed side by side at 4096^3.
 //!
-//! Run with `cargo run --release --example kernels` (needs an NVIDIA GPU).
+//! Run with `cargo run --release --example kernels` (needs an NVIDIA GPU); `-- --size N`
+//! times N^3 instead of 4096^3 (the sanitizers run it with a small N).
 
 use stream_core::{scope, Device, Error, GpuTimer, Stream};
 
+/// The timed SGEMM's side, unless `--size N` says otherwise.
+const SIZE: usize = 4096;
+
 fn main() {
-    if let Err(e) = run() {
+    let size = match size_argument(std::env::args().skip(1)) {
+        Ok(size) => size,
+        Err(why) => {
+            eprintln!(
+                "kernels: {why}\nusage: kernels [--size N]   (1 <= N <= 16384, default {SIZE})"
+            );
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(size) {
         eprintln!("kernels: {e}");
+        if matches!(e, Error::NoDriver | Error::NoDevice { .. }) {
+            eprintln!("kernels: this example needs an NVIDIA GPU and its driver; none was found.");
+        }
         std::process::exit(1);
     }
 }
 
-fn run() -> Result<(), Error> {
+/// The `--size N` argument, or `SIZE` without one.
+fn size_argument(mut args: impl Iterator<Item = String>) -> Result<usize, String> {
+    let mut size = SIZE;
+    while let Some(arg) = args.next() {
+        if arg != "--size" {
+            return Err(format!("unknown argument {arg:?}"));
+        }
+        size = args
+            .next()
+            .and_then(|n| n.parse().ok())
+            .filter(|n| (1..=16384).contains(n))
+            .ok_or("--size needs a number from 1 to 16384")?;
+    }
+    Ok(size)
+}
+
+fn run(size: usize) -> Result<(), Error> {
     let dev = Device::new(0)?;
     let stream = dev.new_stream()?;
     println!(
@@ -44,8 +76,7 @@ fn run() -> Result<(), Error> {
         max_relative_error(&cublas, &reference)
     );
 
-    // Throughput at 4096^3, same run, same buffers.
-    let size = 4096usize;
+    // Throughput at size^3, same run, same buffers.
     let a = pseudo_random(size * size, 3);
     let b = pseudo_random(size * size, 4);
     let tiled_s = time_sgemm(&stream, size, &a, &b, |s, da, db, dc| {

@@ -194,15 +194,16 @@ fn main() {
             .header
             .push(("staging_ring".to_owned(), ring.to_string()));
     }
-    // BENCH_STREAMING_STORES=never|downloads|always: which staged copies of this run
-    // write with streaming stores (the library's default: downloads), to compare the
-    // settings in the pageable case's own rows.
+    // BENCH_STREAMING_STORES=never|downloads|tails|always: which staged copies of this
+    // run write with streaming stores (the library's default: tails, i.e. downloads and
+    // the last chunks of uploads), to compare the settings in the pageable case's rows.
     if let Ok(value) = std::env::var("BENCH_STREAMING_STORES") {
         use stream_core::staging::StreamingStores;
         let setting = match value.trim() {
             "never" | "0" => StreamingStores::Never,
             "always" | "1" => StreamingStores::Always,
-            _ => StreamingStores::Downloads,
+            "downloads" => StreamingStores::Downloads,
+            _ => StreamingStores::DownloadsAndUploadTails,
         };
         stream_core::staging::set_streaming_stores(setting);
         report

@@ -28,6 +28,7 @@
 
 mod host_memcpy;
 mod sweep;
+mod trace;
 
 use std::cell::RefCell;
 use std::time::Instant;
@@ -118,6 +119,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     ));
     if std::env::var_os("BENCH_STAGING_SWEEP").is_some() {
         sweep::run(env)?;
+    }
+    if let Some(dir) = std::env::var_os("BENCH_STAGING_TRACE") {
+        trace::run(env, std::path::Path::new(&dir))?;
     }
     Ok(())
 }

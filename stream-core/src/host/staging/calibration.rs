@@ -206,7 +206,7 @@ pub(crate) fn calibrate_around(
                 ..rules
             };
             let t = Instant::now();
-            upload_pipeline(&mut engine, &user, config, false)?;
+            upload_pipeline(&mut engine, &user, config, 0)?;
             let up = bytes as f64 / t.elapsed().as_nanos().max(1) as f64;
             let t = Instant::now();
             download_pipeline(
@@ -275,7 +275,7 @@ pub fn calibrate_staging() -> Option<StagingCalibration> {
                 return None;
             }
             let rules = StagingConfig::for_this_machine();
-            let streaming = super::stripe::StreamingStores::Downloads.for_direction(true);
+            let streaming = super::stripe::StreamingStores::DownloadsAndUploadTails.for_downloads();
             calibrate_around(rules, streaming, TRIAL_BYTES, BUDGET).ok()
         })
         .clone()

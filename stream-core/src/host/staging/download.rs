@@ -227,7 +227,7 @@ fn copy_out(job: Job) -> Result<()> {
         // SAFETY: `start_download`'s contract lends `dst..dst + len` to this job, for
         // writes only by it, until it is marked done (after this function returns).
         let dst = unsafe { std::slice::from_raw_parts_mut(dst, len) };
-        download_pipeline(&mut ring, dst, config, super::stripe::streaming_for(true))
+        download_pipeline(&mut ring, dst, config, super::stripe::streaming_downloads())
     })();
     // SAFETY: every use of the snapshot (the copy into it on the scope's stream, which
     // `stream` waits for, and the DMAs out of it on `stream`) is ordered before this point

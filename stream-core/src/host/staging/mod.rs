@@ -31,7 +31,8 @@
 //! ([`StagingConfig::for_this_machine`](config::StagingConfig::for_this_machine), rules
 //! from the core count, asked once): the host memcpy on every core but two, up to 16,
 //! chunks of at least 512 KiB per thread (a power of two, 4 MiB at least: 14 threads and
-//! 8 MiB on 16 cores), a ring of 4 blocks, ordinary stores. The host memcpy is the slower
+//! 8 MiB on 16 cores), a ring of 4 blocks, ordinary stores for uploads except
+//! their last two chunks (see [`StreamingStores`](stripe::StreamingStores)). The host memcpy is the slower
 //! half of a staged copy (one thread copies 9-15 GB/s, a DMA 50+), so the result depends
 //! on the host more than on the GPU. Why these rules, from the sweeps
 //! (`BENCH_STAGING_SWEEP=1 bench --case pageable`, 64 MiB):
@@ -120,7 +121,7 @@ use config::{staging_config, tuned, StagingConfig, STAGED};
 use detection::is_pageable;
 use pipeline::{download_pipeline, upload_pipeline};
 use ring::CudaRing;
-use stripe::streaming_for;
+use stripe::{streaming_downloads, upload_streaming_tail};
 
 /// The direction of a staged copy.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -186,7 +187,7 @@ pub(crate) unsafe fn try_upload<'p>(
         return Ok(false);
     };
     ring.record_chunks(chunks);
-    upload_pipeline(&mut ring, src, config, streaming_for(false))?;
+    upload_pipeline(&mut ring, src, config, upload_streaming_tail())?;
     STAGED.with(|c| c.set((c.get().0 + 1, c.get().1)));
     Ok(true)
 }
@@ -257,7 +258,7 @@ pub(crate) unsafe fn try_download<'p>(
         return Ok(false);
     };
     ring.record_chunks(chunks);
-    download_pipeline(&mut ring, dst, config, streaming_for(true))?;
+    download_pipeline(&mut ring, dst, config, streaming_downloads())?;
     STAGED.with(|c| c.set((c.get().0, c.get().1 + 1)));
     Ok(true)
 }

@@ -34,19 +34,22 @@ fn chunk_of(block: &mut [u8], len: usize) -> Result<&mut [u8]> {
         }))
 }
 
-/// Host to device, chunk by chunk through the ring (see the module docs); the blocks
-/// are written with streaming stores when `streaming`.
+/// Host to device, chunk by chunk through the ring (see the module docs); the blocks of
+/// the last `streaming_tail` chunks (`usize::MAX`: all) are written with streaming
+/// stores (see [`StreamingStores`](super::stripe::StreamingStores) for why the last).
 pub(crate) fn upload_pipeline(
     dma: &mut impl Dma,
     src: &[u8],
     config: StagingConfig,
-    streaming: bool,
+    streaming_tail: usize,
 ) -> Result<()> {
     let _nvtx = crate::driver::nvtx::range(c"stream_core::staged_upload");
     let chunk = config.chunk_bytes;
+    let chunks = src.len().div_ceil(chunk);
     for (i, piece) in src.chunks(chunk).enumerate() {
         let slot = i % config.ring_blocks;
         let block = chunk_of(dma.idle_block(slot)?, piece.len())?;
+        let streaming = chunks - i <= streaming_tail;
         memcpy::copy_bytes(block, piece, config.threads, streaming);
         dma.to_device(slot, i * chunk, piece.len())?;
     }
@@ -197,7 +200,8 @@ mod tests {
                     for len in lengths(chunk) {
                         let src = pattern(len, len as u64);
                         let mut dma = SimulatedDma::new(vec![0xDB; len], chunk, eager);
-                        upload_pipeline(&mut dma, &src, config(chunk, ring, 3), eager).unwrap();
+                        let tail = if eager { usize::MAX } else { 2 };
+                        upload_pipeline(&mut dma, &src, config(chunk, ring, 3), tail).unwrap();
                         dma.finish();
                         assert!(
                             dma.device == src,

@@ -18,39 +18,64 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 /// memory, which is not in the cache: streaming stores moved 64 MiB downloads from
 /// 0.46-0.66x to 0.69-0.72x of pinned DMA and left 1 GiB ones where they were (0.79-0.83x
 /// against 0.78-0.81x on the H200). An upload writes the same few staging blocks over and
-/// over, which ordinary stores keep in the cache for the DMA engine to read: 1 GiB
-/// uploads ran at 0.87x of pinned with ordinary stores against 0.67-0.73x with
-/// streaming ones on the H200 (64 MiB ones, whose source the benchmark's repeats leave
-/// partly cached, gained from streaming stores: 0.63x against 0.46-0.49x). So downloads
-/// stream and uploads do not, unless [`set_streaming_stores`] says otherwise.
+/// over, which ordinary stores keep in the cache: 1 GiB uploads ran at 0.87x of pinned
+/// with ordinary stores against 0.67-0.73x with streaming ones on the H200.
+///
+/// Except at an upload's end. Traces of staged 64 MiB uploads (`BENCH_STAGING_TRACE` in
+/// the pageable case, 2x H100 host, 2026-11-26) showed each chunk's DMA back to back (the
+/// DMA, not the memcpy, was the slower half), at 52-53 GB/s for the chunks in the middle
+/// and 10-17 GB/s for the last one or two (an 8 MiB chunk in 733-874 us instead of 157):
+/// the DMA engine reads lines the memcpy threads just wrote, and while the writes of a
+/// following chunk push the earlier chunks' lines out of the cores' caches, nothing
+/// pushes out the last ones' (the DMA then snoops every line). That tail was a third of a
+/// 64 MiB upload's time. Streaming stores leave no line in a cache, so the default writes
+/// an upload's last [`UPLOAD_STREAMING_TAIL`] chunks with them and the others with
+/// ordinary stores. Streaming every chunk ([`Always`](Self::Always)) ran those uploads at
+/// 40-43 GB/s against 23-35 with ordinary stores everywhere, each chunk's DMA at about
+/// 42-44 GB/s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamingStores {
     /// None: ordinary stores both ways.
     Never,
-    /// Downloads only (the default): their destination is the user's memory.
+    /// Downloads only: their destination is the user's memory.
     Downloads,
-    /// Uploads (into the staging blocks) and downloads.
+    /// Downloads, and the last [`UPLOAD_STREAMING_TAIL`] chunks of each upload (the
+    /// default).
+    DownloadsAndUploadTails,
+    /// Uploads (every chunk, into the staging blocks) and downloads.
     Always,
 }
 
+/// How many of an upload's last chunks the default setting writes with streaming
+/// stores (see [`StreamingStores`]).
+pub const UPLOAD_STREAMING_TAIL: usize = 2;
+
 impl StreamingStores {
-    /// Whether a copy in this direction (`download`: device to host) streams.
-    pub fn for_direction(self, download: bool) -> bool {
-        cfg!(target_arch = "x86_64")
-            && match self {
-                StreamingStores::Never => false,
-                StreamingStores::Downloads => download,
-                StreamingStores::Always => true,
-            }
+    /// Whether a download (device to host) streams.
+    pub fn for_downloads(self) -> bool {
+        cfg!(target_arch = "x86_64") && self != StreamingStores::Never
+    }
+
+    /// How many of an upload's last chunks are written with streaming stores (`usize::MAX`:
+    /// every chunk).
+    pub fn upload_tail(self) -> usize {
+        if !cfg!(target_arch = "x86_64") {
+            return 0;
+        }
+        match self {
+            StreamingStores::Never | StreamingStores::Downloads => 0,
+            StreamingStores::DownloadsAndUploadTails => UPLOAD_STREAMING_TAIL,
+            StreamingStores::Always => usize::MAX,
+        }
     }
 }
 
 /// The process-wide setting, as a [`StreamingStores`] discriminant.
-static STREAMING: AtomicU8 = AtomicU8::new(StreamingStores::Downloads as u8);
+static STREAMING: AtomicU8 = AtomicU8::new(StreamingStores::DownloadsAndUploadTails as u8);
 
 /// Sets which staged copies use streaming stores, for the whole process (see
 /// [`StreamingStores`] for the measurements behind the default,
-/// [`StreamingStores::Downloads`]). For benchmarks that compare the settings.
+/// [`StreamingStores::DownloadsAndUploadTails`]). For benchmarks that compare the settings.
 pub fn set_streaming_stores(setting: StreamingStores) {
     STREAMING.store(setting as u8, Ordering::Relaxed);
     STREAMING_SET.store(true, Ordering::Release);
@@ -60,25 +85,35 @@ pub fn set_streaming_stores(setting: StreamingStores) {
 /// default a calibration may replace.
 static STREAMING_SET: AtomicBool = AtomicBool::new(false);
 
-/// Whether a staged copy in this direction (`download`: device to host) writes with
-/// streaming stores: never in an unoptimised build; else the setting of
-/// [`set_streaming_stores`] if one was made, else, for downloads, the
+/// Whether a staged download writes with streaming stores: never in an unoptimised
+/// build; else the setting of [`set_streaming_stores`] if one was made, else the
 /// [calibration](super::calibration)'s choice if it ran, else the default
-/// ([`StreamingStores::Downloads`]).
+/// ([`StreamingStores::DownloadsAndUploadTails`]).
 ///
 /// Unoptimised, the streaming loop (16 bytes per iteration, every call and bounds check
 /// kept) copied 0.12 GB/s on a 2-core build machine where `copy_from_slice` (memcpy) ran at
 /// full speed: a 64 MiB staged download took half a second in a debug build.
-pub(crate) fn streaming_for(download: bool) -> bool {
+pub(crate) fn streaming_downloads() -> bool {
     if cfg!(debug_assertions) {
         return false;
     }
-    if !STREAMING_SET.load(Ordering::Acquire) && download {
+    if !STREAMING_SET.load(Ordering::Acquire) {
         if let Some(cal) = super::calibration::staging_calibration() {
             return cal.streaming_downloads && cfg!(target_arch = "x86_64");
         }
     }
-    streaming_stores().for_direction(download)
+    streaming_stores().for_downloads()
+}
+
+/// How many of a staged upload's last chunks are written with streaming stores: none in
+/// an unoptimised build (see [`streaming_downloads`]), else per the setting of
+/// [`set_streaming_stores`] (the calibration does not choose it: it times the host half
+/// alone, and what streaming stores change for an upload is the DMA's speed).
+pub(crate) fn upload_streaming_tail() -> usize {
+    if cfg!(debug_assertions) {
+        return 0;
+    }
+    streaming_stores().upload_tail()
 }
 
 /// Which staged copies use streaming stores (see [`set_streaming_stores`]).
@@ -91,8 +126,9 @@ impl StreamingStores {
     fn from_discriminant(value: u8) -> StreamingStores {
         match value {
             x if x == StreamingStores::Never as u8 => StreamingStores::Never,
+            x if x == StreamingStores::Downloads as u8 => StreamingStores::Downloads,
             x if x == StreamingStores::Always as u8 => StreamingStores::Always,
-            _ => StreamingStores::Downloads,
+            _ => StreamingStores::DownloadsAndUploadTails,
         }
     }
 }
@@ -174,17 +210,28 @@ mod tests {
     }
 
     #[test]
-    fn downloads_stream_by_default_and_the_setting_picks_the_directions() {
+    fn downloads_and_upload_tails_stream_by_default_and_the_setting_picks_the_directions() {
         let x86 = cfg!(target_arch = "x86_64");
-        assert_eq!(StreamingStores::Downloads.for_direction(true), x86);
-        assert!(!StreamingStores::Downloads.for_direction(false));
-        assert_eq!(StreamingStores::Always.for_direction(false), x86);
-        assert!(!StreamingStores::Never.for_direction(true));
-        for setting in [
-            StreamingStores::Never,
-            StreamingStores::Downloads,
-            StreamingStores::Always,
-        ] {
+        let tail = if x86 { UPLOAD_STREAMING_TAIL } else { 0 };
+        let default = StreamingStores::from_discriminant(STREAMING.load(Ordering::Relaxed));
+        if !STREAMING_SET.load(Ordering::Acquire) {
+            assert_eq!(default, StreamingStores::DownloadsAndUploadTails);
+        }
+        let cases = [
+            (StreamingStores::Never, false, 0),
+            (StreamingStores::Downloads, x86, 0),
+            (StreamingStores::DownloadsAndUploadTails, x86, tail),
+            (
+                StreamingStores::Always,
+                x86,
+                if x86 { usize::MAX } else { 0 },
+            ),
+        ];
+        for (setting, downloads, upload_tail) in cases {
+            assert_eq!(setting.for_downloads(), downloads, "{setting:?}");
+            assert_eq!(setting.upload_tail(), upload_tail, "{setting:?}");
+        }
+        for (setting, ..) in cases {
             assert_eq!(
                 StreamingStores::from_discriminant(setting as u8),
                 setting,
