@@ -31,4 +31,6 @@ pub use crate::host::staging::config::{
     DEFAULT_CHUNK, DEFAULT_RING, DEFAULT_THREADS, DEFAULT_THRESHOLD,
 };
 pub use crate::host::staging::detection::host_memory_is_pinned;
-pub use crate::host::staging::stripe::{set_streaming_stores, streaming_stores, StreamingStores};
+pub use crate::host::staging::stripe::{
+    set_streaming_stores, streaming_stores, StreamingStores, UPLOAD_STREAMING_TAIL,
+};

@@ -26,13 +26,14 @@
 //! # What is tried, and for how long
 //!
 //! The rules' setting first (so a result exists however short the budget), then half
-//! and a quarter of its threads, and half and twice its chunk, each both ways; downloads
-//! with and without streaming stores. Each candidate runs [`TRIAL_BYTES`] per direction,
+//! and a quarter of its threads, and twice its chunk (never a smaller one: see
+//! `candidates`), each both ways; downloads with and without streaming stores. Each candidate runs [`TRIAL_BYTES`] per direction,
 //! in [`ROUNDS`] rounds interleaved with the others, and keeps its best round (the
 //! least disturbed). A candidate is kept only when it beats the rules' setting by
 //! [`MIN_GAIN`], so noise does not move the setting. Trials stop starting after
-//! [`BUDGET`]: measured on a 2-core machine (release build), all 7 candidates in 0.28 s;
-//! a 16-core host copies several times faster, and plans at most 11. The trials hold
+//! [`BUDGET`]: measured on a 2-core machine (release build), all 7 candidates of the
+//! earlier list (with half chunks) in 0.28 s; a 16-core host copies several times faster,
+//! and plans at most 7. The trials hold
 //! [`TRIAL_BYTES`] of source and a ring of the largest chunk tried (at most 128 MiB on a
 //! 16-core host) for that time, then free them.
 //!
@@ -106,13 +107,16 @@ impl Candidate {
 }
 
 /// The candidates around `rules` (the rules' own first), without repeats.
+///
+/// No chunk smaller than the rules' is tried. The host half alone favours small chunks
+/// because a small ring stays in the cache (on a 2x H100 host, 2026-11-26, 4 MiB chunks
+/// copied 82-97 GB/s up against 39-53 with the rules' 8 MiB, and two of four calibrations
+/// chose them), but cached blocks are what slows the DMA that reads or writes them next:
+/// staged 64 MiB copies with 4 MiB chunks and 16 threads moved 23-27 GB/s up and 21-24
+/// down against 31-42 and 35-38 with 8 MiB (`BENCH_STAGING_TRACE`).
 fn candidates(rules: StagingConfig, rules_streaming: bool) -> Vec<Candidate> {
     let threads = [rules.threads, rules.threads / 2, rules.threads / 4];
-    let chunks = [
-        rules.chunk_bytes,
-        rules.chunk_bytes / 2,
-        rules.chunk_bytes * 2,
-    ];
+    let chunks = [rules.chunk_bytes, rules.chunk_bytes * 2];
     let mut out: Vec<Candidate> = Vec::new();
     let mut push = |threads: usize, chunk_bytes: usize, streaming_downloads: bool| {
         let c = Candidate {
@@ -321,6 +325,8 @@ mod tests {
                 );
             }
         }
+        // Never a chunk below the rules' (see `candidates`).
+        assert!(list.iter().all(|c| c.chunk_bytes >= rules.chunk_bytes));
         // One core: a single thread and the smallest chunk, never zero.
         for c in candidates(StagingConfig::for_cores(1), false) {
             assert!(
