@@ -28,6 +28,7 @@ fn main() {
         calibration_turned_off_measures_nothing,
         a_pinned_setting_is_used_and_never_calibrated,
         four_threads_whose_first_staged_copies_start_together_all_arrive_exact,
+        the_calibration_waits_for_no_work_of_the_users_stream,
     ];
     gpu_tests::run(&gpu, &[])
 }
@@ -54,6 +55,8 @@ fn the_first_staged_copy_calibrates_and_both_ways_stay_exact() -> TestResult {
         calibrated != "none",
         "no calibration after a staged copy with {CALIBRATE_ENV}=1"
     );
+    // A staged copy has a device: the trials are real staged copies to it.
+    run.expect("composed", "yes")?;
     let gbs: Vec<f64> = run
         .value("gbs")?
         .split_whitespace()
@@ -100,6 +103,34 @@ fn four_threads_whose_first_staged_copies_start_together_all_arrive_exact() -> T
     Ok(())
 }
 
+/// The first staged upload of the process goes to a stream still running a long kernel
+/// (about a second): the calibration it starts runs its trial copies on an internal
+/// stream, so neither it nor the upload waits for that kernel; the call returns long
+/// before the kernel ends, and the upload, ordered after the kernel, still arrives exact.
+/// (Under a sanitizer a launch returns only once its kernel ran, so only exactness is
+/// checked there.)
+fn the_calibration_waits_for_no_work_of_the_users_stream() -> TestResult {
+    let run = run_case("busy", "1")?;
+    run.expect("exact", "yes")?;
+    run.expect("composed", "yes")?;
+    let (returned, spin): (f64, f64) = (
+        run.value("returned_ms")?.parse()?,
+        run.value("spin_ms")?.parse()?,
+    );
+    if gpu_tests::sanitizer().is_none() {
+        ensure!(
+            spin > 300.0,
+            "the kernel took {spin:.0} ms: too short to tell a wait from none"
+        );
+        ensure!(
+            returned < spin / 2.0,
+            "the first staged upload (with its calibration) returned after {returned:.0} ms, \
+             while the kernel before it on the stream took {spin:.0} ms: something waited for it"
+        );
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------
 // The cases (child side).
 
@@ -128,6 +159,9 @@ mod child {
         if case == "threads" {
             return threads();
         }
+        if case == "busy" {
+            return busy();
+        }
         if case == "pinned" {
             set_staging_config(StagingConfig {
                 threads: 1,
@@ -152,7 +186,43 @@ mod child {
         println!("calibrated = {}", describe());
         if let Some(c) = staging_calibration() {
             println!("gbs = {} {}", c.chosen_gbs.0, c.chosen_gbs.1);
+            println!("composed = {}", if c.composed { "yes" } else { "no" });
         }
+        Ok(())
+    }
+
+    /// The first staged upload behind a long kernel on the same stream: how long the
+    /// call took, how long the kernel ran, whether the data arrived.
+    fn busy() -> Result<(), Error> {
+        let dev = Device::new(0)?;
+        let stream = dev.new_stream()?;
+        // 16 MiB: fewer chunks than the ring has blocks (at least 8 MiB each), so the
+        // upload itself never waits for a block whose DMA is behind the kernel.
+        let input: Vec<u32> = Rng::new().vec(LEN / 4);
+        let mut output = vec![0u32; LEN / 4];
+        let t = std::time::Instant::now();
+        let mut returned = 0.0;
+        scope(&stream, |s| {
+            gpu_tests::spin(s, 2_000_000_000)?;
+            let x = s.upload(&input)?;
+            returned = t.elapsed().as_secs_f64() * 1e3;
+            s.copy_to_host(&x, &mut output)?.wait()?;
+            Ok::<_, Error>(())
+        })?;
+        // The scope's end waited for the kernel, the upload and the download.
+        let spin = t.elapsed().as_secs_f64() * 1e3;
+        println!("returned_ms = {returned}");
+        println!("spin_ms = {spin}");
+        println!("exact = {}", if input == output { "yes" } else { "no" });
+        let c = staging_calibration();
+        println!(
+            "composed = {}",
+            match c {
+                Some(c) if c.composed => "yes",
+                Some(_) => "no",
+                None => "none",
+            }
+        );
         Ok(())
     }
 

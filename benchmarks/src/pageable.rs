@@ -66,14 +66,15 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let threads = host_memcpy::thread_counts(parallelism);
     // The staged copies' calibration, run now rather than inside the first sample.
     let t = std::time::Instant::now();
-    match stream_core::staging::calibrate_staging() {
+    match stream_core::staging::calibrate_staging_on(&env.dev) {
         Some(cal) => {
             let rules = stream_core::staging::StagingConfig::for_this_machine();
             let line = format!(
-                "pageable: staging calibrated in {:.0} ms ({} of {} settings): {} threads, {} MiB chunks, {} downloads; host half {:.1} / {:.1} GB/s up / down (the rules' {} threads, {} MiB: {:.1} / {:.1})",
+                "pageable: staging calibrated in {:.0} ms ({} of {} settings, {}): {} threads, {} MiB chunks, {} downloads; {:.1} / {:.1} GB/s up / down (the rules' {} threads, {} MiB: {:.1} / {:.1})",
                 t.elapsed().as_secs_f64() * 1e3,
                 cal.measured,
                 cal.planned,
+                if cal.composed { "staged copies to the device" } else { "host half alone" },
                 cal.config.threads,
                 cal.config.chunk_bytes >> 20,
                 if cal.streaming_downloads { "streaming" } else { "ordinary-store" },

@@ -4,17 +4,18 @@
 //! settings), per-thread counts of staged copies, and whether host memory is pinned.
 //!
 //! **Calibration.** At the first staged copy of an optimised build, the library times
-//! the host half of its staging pipelines (host memory only, no device) with a few
-//! settings around the rules of [`StagingConfig::for_this_machine`]: the memcpy
-//! threads, the chunk size, and streaming stores for downloads, copying 64 MiB each way
-//! per setting in two rounds, starting no trial after [`CALIBRATION_BUDGET`] (0.25 s).
+//! real staged copies to that copy's device (pageable memory of its own, the pinned
+//! pool, device memory of its own, on an internal stream) with a few settings around
+//! the rules of [`StagingConfig::for_this_machine`]: the memcpy threads, the chunk size,
+//! and streaming stores for downloads, copying 64 MiB each way per setting in two
+//! rounds, starting no trial after [`CALIBRATION_BUDGET`] (0.25 s).
 //! A setting at least 5 % faster than the rules' (harmonic mean of both ways) is kept
 //! for the process; [`staging_calibration`] says what was measured and chosen. It is
 //! skipped when the program pinned a setting ([`set_staging_config`],
 //! [`set_streaming_stores`], or [`with_staging_config`] on the copying thread), when
 //! `STREAM_CORE_STAGING_CALIBRATE=0` (and in unoptimised builds unless it is `1`);
-//! [`calibrate_staging`] runs it eagerly, at startup say, to keep it off the first
-//! copy.
+//! [`calibrate_staging_on`] runs it eagerly, at startup say, to keep it off the first
+//! copy ([`calibrate_staging`], without a device, can time only the host half).
 //!
 //! ```
 //! use stream_core::staging::{staging_config, with_staging_config, StagingConfig};
@@ -23,8 +24,8 @@
 //! ```
 
 pub use crate::host::staging::calibration::{
-    calibrate_staging, staging_calibration, StagingCalibration, BUDGET as CALIBRATION_BUDGET,
-    CALIBRATE_ENV,
+    calibrate_staging, calibrate_staging_on, staging_calibration, StagingCalibration,
+    BUDGET as CALIBRATION_BUDGET, CALIBRATE_ENV,
 };
 pub use crate::host::staging::config::{
     set_staging_config, staged_copy_counts, staging_config, with_staging_config, StagingConfig,

@@ -654,8 +654,10 @@ fn unsafe_blocks_per_folder_are_the_ones_lib_rs_counts() {
 /// plus the one proof of `nccl/` (a collective's buffers), which a new capability
 /// brought; 80 once a kernel's argument pointers carried their promise (`KernelArgs`)
 /// through the `Enqueue` launch and a capture's record of it; 79 with a safe
-/// `Pending` for an empty download.
-const UNSAFE_OUTSIDE_DRIVER_LIMIT: usize = 79;
+/// `Pending` for an empty download; 81 with the staging calibration's real staged
+/// copies (`host/staging/trials.rs`: their device memory as a ring's target, and its
+/// free), which `host/` cannot write through scopes (a layer above it).
+const UNSAFE_OUTSIDE_DRIVER_LIMIT: usize = 81;
 
 /// The count skips comments and reads the table's rows.
 #[test]

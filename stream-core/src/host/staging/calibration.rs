@@ -1,27 +1,27 @@
-//! Calibration of staged copies: once per process, at the first staged copy, the host
-//! half of the real pipelines ([`upload_pipeline`], [`download_pipeline`]) is timed with
-//! a few settings around the machine's rules, within a time budget, and the fastest is
-//! kept for the process.
+//! Calibration of staged copies: once per process, at the first staged copy, the real
+//! staged copies of that copy's device ([`ComposedTrials`]: memcpy and DMA together,
+//! through the pinned pool, on an internal stream) are timed with a few settings around
+//! the machine's rules, within a time budget, and the fastest is kept for the process.
 //!
-//! # Why the host half only
+//! # Why the whole copy, not the host half
 //!
-//! A staged copy moves at about the smaller of its host memcpy and its DMA, and the
-//! memcpy is the slower one on most hosts measured (one thread 9-15 GB/s, a DMA 50+;
-//! `bench --case pageable` prints both). Not on all: on a 2x H200 host (2026-11-26) the
-//! host half with 16 threads reached 55.5 GB/s up, as fast as the DMA, while the staged
-//! 64 MiB upload as a whole ran at 22 GB/s, so what these trials tune is the host half,
-//! not how it composes with the DMA. How fast the memcpy runs with how many threads,
-//! how large a chunk, and whether downloads write with streaming stores varies between
-//! hosts by tens of percent (the sweeps behind [`StagingConfig::for_cores`] disagreed
-//! between two H100 hosts), which rules from the core count cannot see. The ring depth
-//! is left as it is: it only has to keep a block free while the DMA of the others runs,
-//! and a DMA several times faster than the memcpy frees each block long before it is
-//! needed again; what it would change is a GPU-side effect these trials cannot see.
+//! Until 2026-11-26 the trials timed the host half alone (the memcpy into or out of
+//! plain memory standing for the pinned blocks), on the premise that the memcpy is the
+//! slower half. Traces of staged copies on a 2x H100 host showed the opposite: the
+//! host half alone reached 56-104 GB/s, the DMA 54-55, and the staged 64 MiB copies
+//! 21-42 GB/s, with each chunk's DMA running back to back with the next, slowed by the
+//! memcpy threads' cache lines it had to read or replace. The host half alone even
+//! pointed the wrong way: it favoured 4 MiB chunks (82-97 GB/s up against 39-53 with
+//! the rules' 8 MiB), whose small ring stays in the cache, and the staged copies with
+//! them ran at 21-27 GB/s against 31-42. What is fast is a property of the composition,
+//! so the trials run it. Without a device (`calibrate_staging` called before any
+//! copy), or when the trial's device memory or stream cannot be had, the host half
+//! alone ([`HostTrials`]) is what is measured, and
+//! [`StagingCalibration::composed`] says which.
 //!
-//! So the trials run the pipelines with a DMA engine that does nothing
-//! ([`HostOnly`]): ring blocks are plain pre-touched memory, as fast to write as pinned
-//! blocks (page-locking changes who may DMA, not the memory's speed). No device, no
-//! driver call: the trials run anywhere, and the unit tests run them.
+//! How fast a setting runs varies between hosts by tens of percent (the sweeps behind
+//! [`StagingConfig::for_cores`] disagreed between two H100 hosts), which rules from the
+//! core count cannot see. The ring depth is left as it is.
 //!
 //! # What is tried, and for how long
 //!
@@ -31,11 +31,12 @@
 //! in [`ROUNDS`] rounds interleaved with the others, and keeps its best round (the
 //! least disturbed). A candidate is kept only when it beats the rules' setting by
 //! [`MIN_GAIN`], so noise does not move the setting. Trials stop starting after
-//! [`BUDGET`]: measured on a 2-core machine (release build), all 7 candidates of the
-//! earlier list (with half chunks) in 0.28 s; a 16-core host copies several times faster,
-//! and plans at most 7. The trials hold
-//! [`TRIAL_BYTES`] of source and a ring of the largest chunk tried (at most 128 MiB on a
-//! 16-core host) for that time, then free them.
+//! [`BUDGET`]: the host half on a 2-core machine (release build) ran all 7 candidates of
+//! the earlier list (with half chunks) in 0.28 s; a composed trial of 64 MiB each way
+//! takes a few milliseconds on a GPU host, which plans at most 7. The trials hold
+//! [`TRIAL_BYTES`] of pageable memory, as much device memory (composed), and ring blocks
+//! of the largest chunk tried (pool blocks when composed, given back to the pool after)
+//! for that time, then free them.
 //!
 //! An unoptimised build (`debug_assertions`) does not calibrate unless told to.
 //!
@@ -49,7 +50,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::config::{StagingConfig, DEFAULT_CHUNK};
-use super::pipeline::{download_pipeline, upload_pipeline, Dma};
+use super::trials::{ComposedTrials, HostTrials, Trials};
+use crate::device::{Device, DeviceInner};
 use crate::error::Result;
 
 /// Bytes each trial copies per direction.
@@ -72,10 +74,14 @@ pub struct StagingCalibration {
     pub config: StagingConfig,
     /// Whether downloads write their destination with streaming stores.
     pub streaming_downloads: bool,
-    /// Host-half GB/s of the chosen setting: uploads, downloads.
+    /// GB/s of the chosen setting's best trial: uploads, downloads (of the whole staged
+    /// copy when [`composed`](Self::composed), else of the host half alone).
     pub chosen_gbs: (f64, f64),
-    /// Host-half GB/s of the rules' setting: uploads, downloads.
+    /// GB/s of the rules' setting, measured the same way: uploads, downloads.
     pub rules_gbs: (f64, f64),
+    /// Whether the trials were real staged copies to a device (memcpy and DMA together)
+    /// rather than the host half alone (see [`staging`](crate::staging)).
+    pub composed: bool,
     /// Candidates measured (of those planned) before the budget ran out.
     pub measured: usize,
     /// Candidates planned.
@@ -143,42 +149,14 @@ fn candidates(rules: StagingConfig, rules_streaming: bool) -> Vec<Candidate> {
     out
 }
 
-/// `len` bytes of `byte`, or [`Error::HostOutOfMemory`](crate::Error::HostOutOfMemory).
-fn filled(len: usize, byte: u8) -> Result<Vec<u8>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len)
-        .map_err(|_| crate::error::Error::HostOutOfMemory { requested: len })?;
-    v.resize(len, byte);
-    Ok(v)
-}
-
-/// A DMA engine that moves nothing: ring blocks are plain memory, touched once.
-struct HostOnly {
-    blocks: Vec<Vec<u8>>,
-}
-
-impl Dma for HostOnly {
-    fn idle_block(&mut self, slot: usize) -> Result<&mut [u8]> {
-        let count = self.blocks.len();
-        Ok(&mut self.blocks[slot % count])
-    }
-
-    fn to_device(&mut self, _slot: usize, _offset: usize, _len: usize) -> Result<()> {
-        Ok(())
-    }
-
-    fn to_host(&mut self, _slot: usize, _offset: usize, _len: usize) -> Result<()> {
-        Ok(())
-    }
-}
-
-/// Runs the calibration around `rules` (downloads streaming per `rules_streaming`),
-/// copying `bytes` per trial, starting no trial after `budget`.
-pub(crate) fn calibrate_around(
+/// Runs the calibration around `rules` (downloads streaming per `rules_streaming`) with
+/// the trials `make` returns for the candidates' largest chunk and ring depth, starting
+/// no trial after `budget`.
+pub(crate) fn calibrate_around<T: Trials>(
     rules: StagingConfig,
     rules_streaming: bool,
-    bytes: usize,
     budget: Duration,
+    make: impl FnOnce(usize, usize) -> Result<T>,
 ) -> Result<StagingCalibration> {
     let start = Instant::now();
     let rules = rules.effective();
@@ -188,16 +166,7 @@ pub(crate) fn calibrate_around(
         .map(|c| c.chunk_bytes)
         .max()
         .unwrap_or(rules.chunk_bytes);
-    // Pre-touched, so that page faults are not measured (the user's memory in a real
-    // copy is usually touched, and pool blocks always are). Allocated fallibly: on a
-    // host short of memory the calibration fails (copies then use the rules) instead of
-    // aborting the process in the middle of a user's first copy.
-    let mut user = filled(bytes, 0x5A)?;
-    let mut engine = HostOnly {
-        blocks: (0..rules.ring_blocks.max(1))
-            .map(|_| filled(largest_chunk, 0xA5))
-            .collect::<Result<_>>()?,
-    };
+    let mut trials = make(largest_chunk, rules.ring_blocks)?;
     let mut measured = 0;
     'rounds: for round in 0..ROUNDS {
         for candidate in list.iter_mut() {
@@ -209,17 +178,7 @@ pub(crate) fn calibrate_around(
                 chunk_bytes: candidate.chunk_bytes,
                 ..rules
             };
-            let t = Instant::now();
-            upload_pipeline(&mut engine, &user, config, 0)?;
-            let up = bytes as f64 / t.elapsed().as_nanos().max(1) as f64;
-            let t = Instant::now();
-            download_pipeline(
-                &mut engine,
-                &mut user,
-                config,
-                candidate.streaming_downloads,
-            )?;
-            let down = bytes as f64 / t.elapsed().as_nanos().max(1) as f64;
+            let (up, down) = trials.run(config, candidate.streaming_downloads)?;
             candidate.best = (candidate.best.0.max(up), candidate.best.1.max(down));
             if round == 0 {
                 measured += 1;
@@ -245,6 +204,7 @@ pub(crate) fn calibrate_around(
         },
         streaming_downloads: chosen.streaming_downloads,
         chosen_gbs: chosen.best,
+        composed: trials.composed(),
         rules_gbs: rules_result.best,
         measured,
         planned: list.len(),
@@ -269,10 +229,31 @@ fn enabled() -> bool {
 static CALIBRATION: OnceLock<Option<StagingCalibration>> = OnceLock::new();
 
 /// Runs the calibration now if it has not run (see [`staging`](crate::staging)), and
-/// returns what it chose; `None` when `STREAM_CORE_STAGING_CALIBRATE=0` turned it off.
-/// Staged copies run it on their own at the first staged copy; call this at startup to
-/// keep that time off the first copy.
+/// returns what it chose; `None` when `STREAM_CORE_STAGING_CALIBRATE=0` turned it off or
+/// it failed. Without a device to copy to, it can time only the host half of staged
+/// copies, which predicts the copies poorly (see [`staging`](crate::staging)): prefer
+/// [`calibrate_staging_on`], or let the first staged copy run it (it uses that copy's
+/// device).
 pub fn calibrate_staging() -> Option<StagingCalibration> {
+    calibrate_with(None)
+}
+
+/// Runs the calibration now if it has not run, with real staged copies to `device`
+/// (what a user's first staged copy does), and returns what it chose; `None` when
+/// `STREAM_CORE_STAGING_CALIBRATE=0` turned it off or it failed. Call it at startup to
+/// keep that time (a few tens of milliseconds) off the first copy.
+pub fn calibrate_staging_on(device: &Device) -> Option<StagingCalibration> {
+    calibrate_with(Some(&device.inner))
+}
+
+/// The calibration for a staged copy to or from `device` (run now if it has not run).
+pub(crate) fn calibrate_for(device: &DeviceInner) -> Option<StagingCalibration> {
+    calibrate_with(Some(device))
+}
+
+/// The process's calibration: run once, with real staged copies to `device` when one is
+/// given and they can be set up, else with the host half alone.
+fn calibrate_with(device: Option<&DeviceInner>) -> Option<StagingCalibration> {
     CALIBRATION
         .get_or_init(|| {
             if !enabled() {
@@ -280,7 +261,19 @@ pub fn calibrate_staging() -> Option<StagingCalibration> {
             }
             let rules = StagingConfig::for_this_machine();
             let streaming = super::stripe::StreamingStores::DownloadsAndUploadTails.for_downloads();
-            calibrate_around(rules, streaming, TRIAL_BYTES, BUDGET).ok()
+            let composed = device.and_then(|device| {
+                let tail = super::stripe::upload_streaming_tail();
+                calibrate_around(rules, streaming, BUDGET, |_, _| {
+                    ComposedTrials::new(device, TRIAL_BYTES, tail)
+                })
+                .ok()
+            });
+            composed.or_else(|| {
+                calibrate_around(rules, streaming, BUDGET, |chunk, ring| {
+                    HostTrials::new(TRIAL_BYTES, chunk, ring)
+                })
+                .ok()
+            })
         })
         .clone()
 }
@@ -298,7 +291,9 @@ mod tests {
     #[test]
     fn trial_memory_the_host_cannot_give_is_an_error_not_an_abort() {
         let rules = StagingConfig::for_cores(2);
-        let refused = calibrate_around(rules, false, usize::MAX / 2, BUDGET);
+        let refused = calibrate_around(rules, false, BUDGET, |chunk, ring| {
+            HostTrials::new(usize::MAX / 2, chunk, ring)
+        });
         assert!(
             matches!(refused, Err(crate::error::Error::HostOutOfMemory { .. })),
             "{refused:?}"
@@ -339,7 +334,10 @@ mod tests {
     #[test]
     fn a_calibration_measures_within_its_budget_and_chooses_a_measured_setting() -> Result<()> {
         let rules = StagingConfig::for_cores(4);
-        let cal = calibrate_around(rules, true, 8 << 20, Duration::from_millis(200))?;
+        let cal = calibrate_around(rules, true, Duration::from_millis(200), |chunk, ring| {
+            HostTrials::new(8 << 20, chunk, ring)
+        })?;
+        assert!(!cal.composed);
         assert!(cal.measured >= 1 && cal.measured <= cal.planned, "{cal:?}");
         assert!(cal.chosen_gbs.0 > 0.0 && cal.chosen_gbs.1 > 0.0, "{cal:?}");
         assert!(cal.rules_gbs.0 > 0.0 && cal.rules_gbs.1 > 0.0, "{cal:?}");
@@ -366,7 +364,9 @@ mod tests {
     #[test]
     fn a_spent_budget_still_measures_the_rules_setting() -> Result<()> {
         let rules = StagingConfig::for_cores(8);
-        let cal = calibrate_around(rules, true, 1 << 20, Duration::ZERO)?;
+        let cal = calibrate_around(rules, true, Duration::ZERO, |chunk, ring| {
+            HostTrials::new(1 << 20, chunk, ring)
+        })?;
         assert_eq!(cal.measured, 1, "{cal:?}");
         assert_eq!(
             (cal.config.threads, cal.config.chunk_bytes),

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use super::memcpy;
+use crate::device::DeviceInner;
 
 /// Copies of at least this many bytes of pageable memory are staged (default of both
 /// directions).
@@ -180,15 +181,15 @@ fn process_config() -> StagingConfig {
     }
 }
 
-/// `config` (what [`staging_config`] returned for a copy about to be staged) with the
-/// [calibration](super::calibration)'s threads and chunk size when it is the machine's
-/// default (no [`set_staging_config`], no [`with_staging_config`] on this thread): runs
-/// the calibration the first time.
-pub(super) fn tuned(config: StagingConfig) -> StagingConfig {
+/// `config` (what [`staging_config`] returned for a copy about to be staged to or from
+/// `device`) with the [calibration](super::calibration)'s threads and chunk size when it
+/// is the machine's default (no [`set_staging_config`], no [`with_staging_config`] on
+/// this thread): runs the calibration the first time, with staged copies to `device`.
+pub(super) fn tuned(config: StagingConfig, device: &DeviceInner) -> StagingConfig {
     if SET.load(Ordering::Acquire) || OVERRIDE.with(Cell::get).is_some() {
         return config;
     }
-    match super::calibration::calibrate_staging() {
+    match super::calibration::calibrate_for(device) {
         Some(cal) => StagingConfig {
             threads: cal.config.threads,
             chunk_bytes: cal.config.chunk_bytes,

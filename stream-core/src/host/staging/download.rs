@@ -240,14 +240,14 @@ fn copy_out(job: Job) -> Result<()> {
 /// The internal streams of a device's staged downloads, reused between jobs (an
 /// extension of the device).
 #[derive(Default)]
-struct StagingStreams(Mutex<Vec<RawStream>>);
+pub(super) struct StagingStreams(Mutex<Vec<RawStream>>);
 
 impl StagingStreams {
-    fn of(device: &DeviceInner) -> Arc<Self> {
+    pub(super) fn of(device: &DeviceInner) -> Arc<Self> {
         device.extension(StagingStreams::default)
     }
 
-    fn take(&self, device: &DeviceInner) -> Result<RawStream> {
+    pub(super) fn take(&self, device: &DeviceInner) -> Result<RawStream> {
         let reused = self.0.lock().unwrap_or_else(PoisonError::into_inner).pop();
         match reused {
             Some(stream) => Ok(stream),
@@ -255,7 +255,7 @@ impl StagingStreams {
         }
     }
 
-    fn give_back(&self, stream: RawStream) {
+    pub(super) fn give_back(&self, stream: RawStream) {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

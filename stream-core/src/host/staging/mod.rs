@@ -107,6 +107,7 @@ mod memcpy;
 mod pipeline;
 mod ring;
 pub(crate) mod stripe;
+mod trials;
 
 use std::sync::Arc;
 
@@ -158,7 +159,7 @@ unsafe fn staged_ring<'p>(
     if !is_pageable(host) {
         return Ok(None);
     }
-    let config = tuned(config);
+    let config = tuned(config, device);
     let pool = PinnedPool::of(device);
     // SAFETY: this function's own contract: the device range is valid on `stream` for
     // this copy, a stream of `device`, whose pool `pool` is.
@@ -227,7 +228,7 @@ pub(crate) unsafe fn start_staged_download(
             return Ok(StagedDownload::NotStaged);
         }
     }
-    let config = tuned(config);
+    let config = tuned(config, device);
     let (dst_ptr, len) = (dst.as_mut_ptr(), dst.len());
     // SAFETY: this function's own contract.
     let job = unsafe { download::start_download(stream, device, src, dst_ptr, len, config) }?;
