@@ -48,11 +48,11 @@
 //!   slowest stripe cost a large part of each chunk.
 //!
 //! At the first staged copy of an optimised build, those rules are the starting point
-//! of a [calibration](calibration) (once per process; no trial starts after 0.25 s): the host half
-//! of the real pipelines, timed with a few settings around them (threads, chunk size,
-//! streaming stores for downloads), keeps the fastest for the process. A setting pinned
-//! with `set_staging_config` or `set_streaming_stores`, or
-//! `STREAM_CORE_STAGING_CALIBRATE=0`, skips it; `staging::calibrate_staging` runs it
+//! of a [calibration](calibration) (once per process; no trial starts after 0.25 s): real
+//! staged copies to that copy's device, timed with a few settings around them (threads,
+//! chunk size, streaming stores for downloads), keep the fastest for the process. A
+//! setting pinned with `set_staging_config` or `set_streaming_stores`, or
+//! `STREAM_CORE_STAGING_CALIBRATE=0`, skips it; `staging::calibrate_staging_on` runs it
 //! eagerly and `staging::staging_calibration` says what it chose.
 //!
 //! Sweeps still disagree between hosts and runs by tens of percent (the best 64 MiB

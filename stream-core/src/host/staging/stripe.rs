@@ -107,8 +107,8 @@ pub(crate) fn streaming_downloads() -> bool {
 
 /// How many of a staged upload's last chunks are written with streaming stores: none in
 /// an unoptimised build (see [`streaming_downloads`]), else per the setting of
-/// [`set_streaming_stores`] (the calibration does not choose it: it times the host half
-/// alone, and what streaming stores change for an upload is the DMA's speed).
+/// [`set_streaming_stores`] (the calibration does not choose it: the traces behind the
+/// default measured it, see [`StreamingStores`]).
 pub(crate) fn upload_streaming_tail() -> usize {
     if cfg!(debug_assertions) {
         return 0;
