@@ -361,6 +361,43 @@ fn measure(
     Ok(())
 }
 
+/// One staged copy of the diagnoses (`sweep`, `trace`): `src` into `device` or `device`
+/// into `dst`, in a scope of its own on `stream`.
+struct StagedCopy<'a> {
+    stream: &'a stream_core::Stream,
+    device: &'a mut DeviceVec<f32>,
+    src: &'a [f32],
+    dst: &'a mut [f32],
+}
+
+impl StagedCopy<'_> {
+    /// Host seconds of the copy up (`upload`) or down with `config`, to the end of its
+    /// scope, recorded into `trace` when one is given.
+    fn seconds(
+        &mut self,
+        config: stream_core::staging::StagingConfig,
+        upload: bool,
+        trace: Option<&stream_core::trace::Trace>,
+    ) -> Result<f64> {
+        let t = Instant::now();
+        stream_core::staging::with_staging_config(config, || {
+            scope(self.stream, |s| {
+                if let Some(trace) = trace {
+                    s.trace_into(trace)?;
+                }
+                let mut d = s.attach(&mut *self.device)?;
+                if upload {
+                    s.copy_to_device(self.src, &mut d)?;
+                } else {
+                    s.copy_to_host(&d, &mut *self.dst)?.wait()?;
+                }
+                Ok::<_, Error>(())
+            })
+        })?;
+        Ok(t.elapsed().as_secs_f64())
+    }
+}
+
 /// Host seconds of one `cuMemcpyHtoDAsync` from `host` (when `up`) or
 /// `cuMemcpyDtoHAsync` into it, and the synchronisation after it.
 fn raw_copy(

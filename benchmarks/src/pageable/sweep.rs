@@ -1,14 +1,12 @@
 //! The staging sweep of the pageable case, with `BENCH_STAGING_SWEEP` set: printed only,
 //! used to choose the library's staging defaults.
 
-use stream_core::staging::{
-    set_streaming_stores, with_staging_config, StagingConfig, StreamingStores,
-};
-use stream_core::{scope, DeviceVec};
+use stream_core::staging::{set_streaming_stores, StagingConfig, StreamingStores};
+use stream_core::DeviceVec;
 
 use crate::env::Env;
 use crate::env::MIB;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// With `BENCH_STAGING_SWEEP` set: the staged path's bandwidth, both directions, at
 /// 64 MiB, for a grid of chunk sizes, ring depths and thread counts (printed only; used
@@ -61,19 +59,13 @@ pub(super) fn run(env: &Env) -> Result<()> {
                 let mut time = |upload: bool| -> Result<f64> {
                     let mut best = Vec::new();
                     for _ in 0..6 {
-                        let t = std::time::Instant::now();
-                        with_staging_config(cfg, || {
-                            scope(stream, |s| {
-                                let mut d = s.attach(&mut dev_buf)?;
-                                if upload {
-                                    s.copy_to_device(&src, &mut d)?;
-                                } else {
-                                    s.copy_to_host(&d, &mut dst)?.wait()?;
-                                }
-                                Ok::<_, Error>(())
-                            })
-                        })?;
-                        best.push(t.elapsed().as_secs_f64());
+                        let mut copy = super::StagedCopy {
+                            stream,
+                            device: &mut dev_buf,
+                            src: &src,
+                            dst: &mut dst,
+                        };
+                        best.push(copy.seconds(cfg, upload, None)?);
                     }
                     best.sort_by(f64::total_cmp);
                     Ok(bytes as f64 / best[best.len() / 2] / 1e9)

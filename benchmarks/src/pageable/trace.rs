@@ -6,13 +6,11 @@
 //! them mean the host memcpy is.
 
 use std::path::Path;
-use std::time::Instant;
-
 use stream_core::staging::{
-    set_streaming_stores, streaming_stores, with_staging_config, StagingConfig, StreamingStores,
+    set_streaming_stores, streaming_stores, StagingConfig, StreamingStores,
 };
 use stream_core::trace::Trace;
-use stream_core::{scope, DeviceVec};
+use stream_core::DeviceVec;
 
 use crate::env::{Env, MIB};
 use crate::error::{Error, Result};
@@ -56,23 +54,14 @@ pub(super) fn run(env: &Env, dir: &Path) -> Result<()> {
             ..StagingConfig::for_this_machine()
         };
         for upload in [true, false] {
-            let mut copy = |trace: Option<&Trace>| -> Result<f64> {
-                let t = Instant::now();
-                with_staging_config(config, || {
-                    scope(stream, |s| {
-                        if let Some(trace) = trace {
-                            s.trace_into(trace)?;
-                        }
-                        let mut d = s.attach(&mut dev_buf)?;
-                        if upload {
-                            s.copy_to_device(&src, &mut d)?;
-                        } else {
-                            s.copy_to_host(&d, &mut dst)?.wait()?;
-                        }
-                        Ok::<_, Error>(())
-                    })
-                })?;
-                Ok(t.elapsed().as_secs_f64())
+            let mut copy = |trace: Option<&Trace>| {
+                let mut copy = super::StagedCopy {
+                    stream,
+                    device: &mut dev_buf,
+                    src: &src,
+                    dst: &mut dst,
+                };
+                copy.seconds(config, upload, trace)
             };
             let mut times = Vec::with_capacity(TIMED);
             for i in 0..WARM + TIMED {
