@@ -29,6 +29,7 @@ fn main() {
         a_pinned_setting_is_used_and_never_calibrated,
         four_threads_whose_first_staged_copies_start_together_all_arrive_exact,
         the_calibration_waits_for_no_work_of_the_users_stream,
+        a_first_staged_copy_on_a_nearly_full_device_calibrates_and_arrives_exact,
     ];
     gpu_tests::run(&gpu, &[])
 }
@@ -131,6 +132,30 @@ fn the_calibration_waits_for_no_work_of_the_users_stream() -> TestResult {
     Ok(())
 }
 
+/// The first staged copies of the process run with the device nearly full (48 MiB left,
+/// less than the calibration's 64 MiB of trial memory): the calibration still ends (with
+/// the host half alone when its device memory cannot be had), and both copies arrive
+/// exact.
+fn a_first_staged_copy_on_a_nearly_full_device_calibrates_and_arrives_exact() -> TestResult {
+    let run = run_case("full", "1")?;
+    run.expect("exact", "yes")?;
+    ensure!(
+        run.value("filled_mib")?.parse::<usize>()? > 0,
+        "the device was not filled"
+    );
+    let calibrated = run.value("calibrated")?;
+    ensure!(
+        calibrated != "none",
+        "no calibration after staged copies on a nearly full device"
+    );
+    let composed = run.value("composed")?;
+    ensure!(
+        composed == "yes" || composed == "no",
+        "composed = {composed}"
+    );
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------
 // The cases (child side).
 
@@ -162,6 +187,9 @@ mod child {
         if case == "busy" {
             return busy();
         }
+        if case == "full" {
+            return full();
+        }
         if case == "pinned" {
             set_staging_config(StagingConfig {
                 threads: 1,
@@ -188,6 +216,37 @@ mod child {
             println!("gbs = {} {}", c.chosen_gbs.0, c.chosen_gbs.1);
             println!("composed = {}", if c.composed { "yes" } else { "no" });
         }
+        Ok(())
+    }
+
+    /// The first staged copies with all but 48 MiB of the device's free memory taken.
+    fn full() -> Result<(), Error> {
+        const MIB: usize = 1 << 20;
+        let dev = Device::new(0)?;
+        let stream = dev.new_stream()?;
+        let input: Vec<u32> = Rng::new().vec(LEN / 4);
+        let mut output = vec![0u32; LEN / 4];
+        scope(&stream, |s| {
+            let mut x = s.alloc::<u32>(input.len())?;
+            let (free, _) = dev.memory_info()?;
+            let filler_bytes = free.saturating_sub(48 * MIB) / (2 * MIB) * (2 * MIB);
+            let _filler = s.alloc::<u8>(filler_bytes)?;
+            println!("filled_mib = {}", filler_bytes / MIB);
+            s.copy_to_device(&input, &mut x)?;
+            s.copy_to_host(&x, &mut output)?.wait()?;
+            Ok::<_, Error>(())
+        })?;
+        println!("exact = {}", if input == output { "yes" } else { "no" });
+        let c = staging_calibration();
+        println!("calibrated = {}", if c.is_some() { "yes" } else { "none" });
+        println!(
+            "composed = {}",
+            match c {
+                Some(c) if c.composed => "yes",
+                Some(_) => "no",
+                None => "none",
+            }
+        );
         Ok(())
     }
 
