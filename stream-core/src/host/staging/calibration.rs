@@ -374,4 +374,97 @@ mod tests {
         );
         Ok(())
     }
+
+    /// Trials whose figures are scripted: `fast` moves `gain` times the others' GB/s;
+    /// the `fail_at`th run (counting from 1) fails.
+    struct Scripted {
+        fast: (usize, usize, bool),
+        gain: f64,
+        fail_at: Option<usize>,
+        runs: Vec<(usize, usize, bool)>,
+    }
+
+    impl Trials for Scripted {
+        fn run(&mut self, config: StagingConfig, streaming: bool) -> Result<(f64, f64)> {
+            let key = (config.threads, config.chunk_bytes, streaming);
+            self.runs.push(key);
+            if Some(self.runs.len()) == self.fail_at {
+                return Err(crate::error::Error::HostOutOfMemory { requested: 1 });
+            }
+            let gbs = if key == self.fast {
+                10.0 * self.gain
+            } else {
+                10.0
+            };
+            Ok((gbs, gbs))
+        }
+
+        fn composed(&self) -> bool {
+            true
+        }
+    }
+
+    fn scripted(rules: StagingConfig, gain: f64, fail_at: Option<usize>) -> Scripted {
+        let rules = rules.effective();
+        Scripted {
+            // A candidate other than the rules': half the threads, twice the chunk.
+            fast: (rules.threads / 2, rules.chunk_bytes * 2, true),
+            gain,
+            fail_at,
+            runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_fastest_measured_setting_wins_by_the_minimum_gain_and_only_then() -> Result<()> {
+        let rules = StagingConfig::for_cores(16);
+        let budget = Duration::from_secs(60);
+        let mut seen = Vec::new();
+        // 10 % faster: chosen, with the figures it measured.
+        let cal = calibrate_around(rules, true, budget, |_, _| {
+            let trials = scripted(rules, 1.10, None);
+            seen.push(trials.fast);
+            Ok(trials)
+        })?;
+        let fast = seen[0];
+        assert_eq!(
+            (
+                cal.config.threads,
+                cal.config.chunk_bytes,
+                cal.streaming_downloads
+            ),
+            fast
+        );
+        assert!(cal.composed && cal.chosen_gbs == (11.0, 11.0) && cal.rules_gbs == (10.0, 10.0));
+        assert_eq!(cal.measured, cal.planned, "every candidate measured");
+        // 2 % faster: noise, the rules' setting stays.
+        let cal = calibrate_around(rules, true, budget, |_, _| Ok(scripted(rules, 1.02, None)))?;
+        let rules = rules.effective();
+        assert_eq!(
+            (
+                cal.config.threads,
+                cal.config.chunk_bytes,
+                cal.streaming_downloads
+            ),
+            (rules.threads, rules.chunk_bytes, true)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_trial_that_fails_fails_the_calibration() {
+        let rules = StagingConfig::for_cores(16);
+        let failed = calibrate_around(rules, true, Duration::from_secs(60), |_, _| {
+            Ok(scripted(rules, 1.10, Some(3)))
+        });
+        assert!(
+            matches!(failed, Err(crate::error::Error::HostOutOfMemory { .. })),
+            "{failed:?}"
+        );
+        // Trials that cannot be set up (no device memory, say) fail it too.
+        let refused = calibrate_around(rules, true, Duration::from_secs(60), |_, _| {
+            Err::<Scripted, _>(crate::error::Error::HostOutOfMemory { requested: 1 })
+        });
+        assert!(refused.is_err());
+    }
 }
