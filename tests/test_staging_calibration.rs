@@ -135,14 +135,17 @@ fn the_calibration_waits_for_no_work_of_the_users_stream() -> TestResult {
 /// The first staged copies of the process run with the device nearly full (48 MiB left,
 /// less than the calibration's 64 MiB of trial memory): the calibration still ends (with
 /// the host half alone when its device memory cannot be had), and both copies arrive
-/// exact.
+/// exact. (Under a sanitizer the device is not filled: the tools keep state of their own
+/// in device memory.)
 fn a_first_staged_copy_on_a_nearly_full_device_calibrates_and_arrives_exact() -> TestResult {
     let run = run_case("full", "1")?;
     run.expect("exact", "yes")?;
-    ensure!(
-        run.value("filled_mib")?.parse::<usize>()? > 0,
-        "the device was not filled"
-    );
+    if gpu_tests::sanitizer().is_none() {
+        ensure!(
+            run.value("filled_mib")?.parse::<usize>()? > 0,
+            "the device was not filled"
+        );
+    }
     let calibrated = run.value("calibrated")?;
     ensure!(
         calibrated != "none",
@@ -229,7 +232,10 @@ mod child {
         scope(&stream, |s| {
             let mut x = s.alloc::<u32>(input.len())?;
             let (free, _) = dev.memory_info()?;
-            let filler_bytes = free.saturating_sub(48 * MIB) / (2 * MIB) * (2 * MIB);
+            let filler_bytes = match gpu_tests::sanitizer() {
+                Some(_) => 0,
+                None => free.saturating_sub(48 * MIB) / (2 * MIB) * (2 * MIB),
+            };
             let _filler = s.alloc::<u8>(filler_bytes)?;
             println!("filled_mib = {}", filler_bytes / MIB);
             s.copy_to_device(&input, &mut x)?;
