@@ -43,6 +43,16 @@ fn run_case(case: &str, calibrate: &str) -> TestResult<ChildOutput> {
     )
 }
 
+/// Checks that the child `run` reports a calibration, after `what`.
+fn ensure_calibrated(run: &ChildOutput, what: &str) -> TestResult {
+    let calibrated = run.value("calibrated")?;
+    ensure!(
+        calibrated != "none",
+        "no calibration after {what} with {CALIBRATE_ENV}=1"
+    );
+    Ok(())
+}
+
 /// Calibration on: after one staged upload and one staged download of 64 MiB of
 /// pageable memory, a calibration exists (its setting measured, positive figures, the
 /// rules' thresholds), both copies were staged and every byte arrived.
@@ -51,11 +61,7 @@ fn the_first_staged_copy_calibrates_and_both_ways_stay_exact() -> TestResult {
     run.expect("before", "none")?;
     run.expect("exact", "yes")?;
     run.expect("staged", "1 1")?;
-    let calibrated = run.value("calibrated")?;
-    ensure!(
-        calibrated != "none",
-        "no calibration after a staged copy with {CALIBRATE_ENV}=1"
-    );
+    ensure_calibrated(&run, "a staged copy")?;
     // A staged copy has a device: the trials are real staged copies to it.
     run.expect("composed", "yes")?;
     let gbs: Vec<f64> = run
@@ -96,12 +102,7 @@ fn four_threads_whose_first_staged_copies_start_together_all_arrive_exact() -> T
         run.expect(&format!("exact_{thread}"), "yes")?;
         run.expect(&format!("staged_{thread}"), "1 1")?;
     }
-    let calibrated = run.value("calibrated")?;
-    ensure!(
-        calibrated != "none",
-        "no calibration after four threads' staged copies"
-    );
-    Ok(())
+    ensure_calibrated(&run, "four threads' staged copies")
 }
 
 /// The first staged upload of the process goes to a stream still running a long kernel
@@ -146,11 +147,7 @@ fn a_first_staged_copy_on_a_nearly_full_device_calibrates_and_arrives_exact() ->
             "the device was not filled"
         );
     }
-    let calibrated = run.value("calibrated")?;
-    ensure!(
-        calibrated != "none",
-        "no calibration after staged copies on a nearly full device"
-    );
+    ensure_calibrated(&run, "staged copies on a nearly full device")?;
     let composed = run.value("composed")?;
     ensure!(
         composed == "yes" || composed == "no",
@@ -200,13 +197,6 @@ mod child {
                 ..StagingConfig::for_this_machine()
             });
         }
-        let describe = || match staging_calibration() {
-            None => "none".to_owned(),
-            Some(c) => format!(
-                "{} threads, {} B chunks, streaming downloads {}",
-                c.config.threads, c.config.chunk_bytes, c.streaming_downloads
-            ),
-        };
         println!("before = {}", describe());
         let dev = Device::new(0)?;
         let stream = dev.new_stream()?;
@@ -214,12 +204,29 @@ mod child {
         let (exact, (up, down)) = round_trip(&stream, &input)?;
         println!("staged = {up} {down}");
         println!("exact = {}", if exact { "yes" } else { "no" });
+        print_calibration();
+        Ok(())
+    }
+
+    /// The process's calibration in a line, or `none`.
+    fn describe() -> String {
+        match staging_calibration() {
+            None => "none".to_owned(),
+            Some(c) => format!(
+                "{} threads, {} B chunks, streaming downloads {}",
+                c.config.threads, c.config.chunk_bytes, c.streaming_downloads
+            ),
+        }
+    }
+
+    /// Prints `calibrated` (see [`describe`]) and, when there is a calibration, its
+    /// figures (`gbs`) and whether its trials were real staged copies (`composed`).
+    fn print_calibration() {
         println!("calibrated = {}", describe());
         if let Some(c) = staging_calibration() {
             println!("gbs = {} {}", c.chosen_gbs.0, c.chosen_gbs.1);
             println!("composed = {}", if c.composed { "yes" } else { "no" });
         }
-        Ok(())
     }
 
     /// The first staged copies with all but 48 MiB of the device's free memory taken.
@@ -243,16 +250,7 @@ mod child {
             Ok::<_, Error>(())
         })?;
         println!("exact = {}", if input == output { "yes" } else { "no" });
-        let c = staging_calibration();
-        println!("calibrated = {}", if c.is_some() { "yes" } else { "none" });
-        println!(
-            "composed = {}",
-            match c {
-                Some(c) if c.composed => "yes",
-                Some(_) => "no",
-                None => "none",
-            }
-        );
+        print_calibration();
         Ok(())
     }
 
@@ -279,15 +277,7 @@ mod child {
         println!("returned_ms = {returned}");
         println!("spin_ms = {spin}");
         println!("exact = {}", if input == output { "yes" } else { "no" });
-        let c = staging_calibration();
-        println!(
-            "composed = {}",
-            match c {
-                Some(c) if c.composed => "yes",
-                Some(_) => "no",
-                None => "none",
-            }
-        );
+        print_calibration();
         Ok(())
     }
 
@@ -335,10 +325,7 @@ mod child {
             println!("exact_{thread} = {}", if exact { "yes" } else { "no" });
             println!("staged_{thread} = {up} {down}");
         }
-        println!(
-            "calibrated = {}",
-            staging_calibration().map_or("none".to_owned(), |c| format!("{:?}", c.config))
-        );
+        print_calibration();
         Ok(())
     }
 }
