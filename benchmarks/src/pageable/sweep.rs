@@ -29,15 +29,28 @@ pub(super) fn run(env: &Env) -> Result<()> {
         machine.threads
     );
     let streaming_before = stream_core::staging::streaming_stores();
+    // The library's default stores over the grid, then the other settings at the
+    // machine's setting.
     let grid = [4usize, 8, 16]
         .into_iter()
         .flat_map(|chunk| [4usize, 8].map(move |ring| (chunk, ring)))
         .flat_map(|(chunk, ring)| {
-            [8usize, 12, 14, 16]
-                .map(move |threads| (StreamingStores::Downloads, chunk, ring, threads))
+            [8usize, 12, 14, 16].map(move |threads| {
+                (
+                    StreamingStores::DownloadsAndUploadTails,
+                    chunk,
+                    ring,
+                    threads,
+                )
+            })
         })
         .chain(
-            [StreamingStores::Never, StreamingStores::Always].map(|streaming| {
+            [
+                StreamingStores::Never,
+                StreamingStores::Downloads,
+                StreamingStores::Always,
+            ]
+            .map(|streaming| {
                 (
                     streaming,
                     machine.chunk_bytes / MIB,
@@ -46,38 +59,33 @@ pub(super) fn run(env: &Env) -> Result<()> {
                 )
             }),
         );
+    let mut copy = super::StagedCopy {
+        stream,
+        device: &mut dev_buf,
+        src: &src,
+        dst: &mut dst,
+    };
     for (streaming, chunk_mib, ring, threads) in grid {
         set_streaming_stores(streaming);
-        {
-            {
-                let cfg = StagingConfig {
-                    chunk_bytes: chunk_mib * MIB,
-                    ring_blocks: ring,
-                    threads,
-                    ..StagingConfig::DEFAULT
-                };
-                let mut time = |upload: bool| -> Result<f64> {
-                    let mut best = Vec::new();
-                    for _ in 0..6 {
-                        let mut copy = super::StagedCopy {
-                            stream,
-                            device: &mut dev_buf,
-                            src: &src,
-                            dst: &mut dst,
-                        };
-                        best.push(copy.seconds(cfg, upload, None)?);
-                    }
-                    best.sort_by(f64::total_cmp);
-                    Ok(bytes as f64 / best[best.len() / 2] / 1e9)
-                };
-                let up = time(true)?;
-                let down = time(false)?;
-                println!(
-                    "  staging sweep: {:9} {chunk_mib:>2} {ring} {threads:>2} -> {up:6.2} {down:6.2}",
-                    format!("{streaming:?}")
-                );
-            }
-        }
+        let cfg = StagingConfig {
+            chunk_bytes: chunk_mib * MIB,
+            ring_blocks: ring,
+            threads,
+            ..StagingConfig::DEFAULT
+        };
+        let mut time = |upload: bool| -> Result<f64> {
+            let mut times = (0..6)
+                .map(|_| copy.seconds(cfg, upload, None))
+                .collect::<Result<Vec<f64>>>()?;
+            times.sort_by(f64::total_cmp);
+            Ok(bytes as f64 / times[times.len() / 2] / 1e9)
+        };
+        let up = time(true)?;
+        let down = time(false)?;
+        println!(
+            "  staging sweep: {:23} {chunk_mib:>2} {ring} {threads:>2} -> {up:6.2} {down:6.2}",
+            format!("{streaming:?}")
+        );
     }
     set_streaming_stores(streaming_before);
     Ok(())

@@ -46,6 +46,12 @@ pub(super) fn run(env: &Env, dir: &Path) -> Result<()> {
     let mut dev_buf: DeviceVec<f32> = env.dev.alloc_vec(n)?;
     let stream = &env.streams[0];
     let streaming_before = streaming_stores();
+    let mut copy = super::StagedCopy {
+        stream,
+        device: &mut dev_buf,
+        src: &src,
+        dst: &mut dst,
+    };
     for (streaming, chunk_mib, threads) in SETTINGS {
         set_streaming_stores(streaming);
         let config = StagingConfig {
@@ -54,25 +60,16 @@ pub(super) fn run(env: &Env, dir: &Path) -> Result<()> {
             ..StagingConfig::for_this_machine()
         };
         for upload in [true, false] {
-            let mut copy = |trace: Option<&Trace>| {
-                let mut copy = super::StagedCopy {
-                    stream,
-                    device: &mut dev_buf,
-                    src: &src,
-                    dst: &mut dst,
-                };
-                copy.seconds(config, upload, trace)
-            };
             let mut times = Vec::with_capacity(TIMED);
             for i in 0..WARM + TIMED {
-                let t = copy(None)?;
+                let t = copy.seconds(config, upload, None)?;
                 if i >= WARM {
                     times.push(t);
                 }
             }
             times.sort_by(f64::total_cmp);
             let trace = Trace::new();
-            let traced = copy(Some(&trace))?;
+            let traced = copy.seconds(config, upload, Some(&trace))?;
             let way = if upload { "up" } else { "down" };
             let name = format!("{way}-{streaming:?}-{chunk_mib}MiB-{threads}t.json");
             let path = dir.join(&name);
