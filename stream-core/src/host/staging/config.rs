@@ -71,7 +71,7 @@ impl StagingConfig {
     /// [`with_staging_config`]): rules from this machine's core count (asked once).
     /// See [`StagingConfig::for_cores`]. In an optimised build, the first staged copy
     /// calibrates its threads and chunk size around it
-    /// ([`calibrate_staging`](crate::staging::calibrate_staging)); its thresholds and
+    /// ([`calibrate_staging_on`](crate::staging::calibrate_staging_on)); its thresholds and
     /// ring depth are used as they are.
     pub fn for_this_machine() -> StagingConfig {
         static MACHINE: OnceLock<StagingConfig> = OnceLock::new();

@@ -31,10 +31,12 @@
 //! ([`StagingConfig::for_this_machine`](config::StagingConfig::for_this_machine), rules
 //! from the core count, asked once): the host memcpy on every core but two, up to 16,
 //! chunks of at least 512 KiB per thread (a power of two, 4 MiB at least: 14 threads and
-//! 8 MiB on 16 cores), a ring of 4 blocks, ordinary stores for uploads except
-//! their last two chunks (see [`StreamingStores`](stripe::StreamingStores)). The host memcpy is the slower
-//! half of a staged copy (one thread copies 9-15 GB/s, a DMA 50+), so the result depends
-//! on the host more than on the GPU. Why these rules, from the sweeps
+//! 8 MiB on 16 cores), a ring of 4 blocks, ordinary stores for uploads except their last
+//! two chunks (see [`StreamingStores`](stripe::StreamingStores)). One memcpy thread
+//! copies 9-15 GB/s and a DMA 50+, so the threads decide whether the host half keeps
+//! up; with enough of them it does, and then the DMA, slowed by the cache lines the
+//! memcpy leaves behind, is the slower half (traces on a 2x H100 host, 2026-11-26: see
+//! the [calibration](calibration)). Why these rules, from the sweeps
 //! (`BENCH_STAGING_SWEEP=1 bench --case pageable`, 64 MiB):
 //! * **Two cores left free.** Each chunk waits for its slowest stripe, so a copy whose
 //!   threads take every core stalls whenever one of them is descheduled (by the driver's
