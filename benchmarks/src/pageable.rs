@@ -64,6 +64,14 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     };
     let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = host_memcpy::thread_counts(parallelism);
+    if let Some(pinned) = pinned_setting()? {
+        stream_core::staging::set_staging_config(pinned);
+        rep.note(format!(
+            "pageable: BENCH_STAGING_SET pinned the staging setting (no calibration): {} threads, {} MiB chunks",
+            pinned.threads,
+            pinned.chunk_bytes / MIB
+        ));
+    }
     // The staged copies' calibration, run now rather than inside the first sample.
     let t = std::time::Instant::now();
     match stream_core::staging::calibrate_staging_on(&env.dev) {
@@ -125,6 +133,36 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         trace::run(env, std::path::Path::new(&dir))?;
     }
     Ok(())
+}
+
+/// `BENCH_STAGING_SET=THREADS,CHUNK_MIB` (a diagnosis): the staging setting every copy
+/// of this run uses instead of the calibrated one, to compare settings under the
+/// interleaved samplers' cache state, which the calibration's back-to-back trials do not
+/// see.
+fn pinned_setting() -> Result<Option<stream_core::staging::StagingConfig>> {
+    let Some(text) = std::env::var_os("BENCH_STAGING_SET") else {
+        return Ok(None);
+    };
+    let text = text.to_string_lossy();
+    let parsed = text
+        .split_once(',')
+        .and_then(|(t, c)| {
+            Some((
+                t.trim().parse::<usize>().ok()?,
+                c.trim().parse::<usize>().ok()?,
+            ))
+        })
+        .filter(|&(t, c)| t > 0 && c > 0);
+    let Some((threads, chunk_mib)) = parsed else {
+        return Err(Error::msg(format!(
+            "BENCH_STAGING_SET={text}: expected THREADS,CHUNK_MIB (two positive integers)"
+        )));
+    };
+    Ok(Some(stream_core::staging::StagingConfig {
+        threads,
+        chunk_bytes: chunk_mib * MIB,
+        ..stream_core::staging::StagingConfig::for_this_machine()
+    }))
 }
 
 /// The memory of one size: for each implementation a pageable `Vec` and device memory,
