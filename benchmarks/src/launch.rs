@@ -7,6 +7,11 @@
 //!   batch); only the launch loop is timed, fork/join is case 6.
 //! * **sustained**: host time of many launches plus the one synchronisation at the end,
 //!   per launch: what a launch-bound program sees, fork/join and scope included.
+//! * **the library's part alone**: the same batches on one stream with an empty grid,
+//!   which the library checks in full (declared shape, device and function limits, the
+//!   kernel's lookup, the argument array) and then does not enqueue, against whole raw
+//!   launches: how much of a launch is ours, and so how much of the enqueue row's gap is
+//!   not in our code.
 //!
 //! Every implementation launches the same `tiny_u32` kernel (one block of 32 threads,
 //! the thread 0 adds one to a counter), with the same arguments (a pointer and a
@@ -18,17 +23,21 @@ use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use stream_core::trace::Trace;
-use stream_core::{scope, DeviceVec, Stream};
+use stream_core::{scope, DeviceVec, LaunchConfig, Stream};
 
 use crate::cuda::{self, TINY_CONFIG};
 use crate::env::Env;
 use crate::error::{Context, Error, Result};
 use crate::measurement::Measurement;
-use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction};
+use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction, RawModule};
 use crate::report::{Better, Report, Row, Source};
 
 /// Launches per enqueue sample.
 pub const BATCH: usize = 256;
+
+/// `tiny_u32`'s shape with no blocks: a launch the library checks in full and then
+/// leaves out (an empty grid enqueues nothing).
+const EMPTY_GRID: LaunchConfig = LaunchConfig::new((0, 1, 1), TINY_CONFIG.block);
 
 /// Runs case 1.
 pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
@@ -41,6 +50,8 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let mut ours2 = Ours::new(env, 2)?;
     let mut raw1 = Raw::new(env, 1)?;
     let mut raw2 = Raw::new(env, 2)?;
+    let attributed = AttributedTiny::load(env)?;
+    let mut raw1_attributed = Raw::new(env, 1)?.with_function(attributed.function);
     let mut cu1 = Cudarc::new(vec![env.cu1.clone()], &env.cu1_tiny)?;
     let mut cu2 = Cudarc::new(env.cu2[..2].to_vec(), &env.cu2_tiny)?;
     // One of cudarc's own streams: event tracking is on for it, although it is alone.
@@ -71,6 +82,31 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             .cudarc2("cudarc, own stream", || cu1_tracked.sample(launches, sync))
             .into_row(plan, row("1 stream"))?;
         rep.push(one.check_vs_raw(1.03, Source::Issue));
+        if !sync {
+            // The library loads every function with the largest dynamic shared memory
+            // allowed (once, so launches never change attributes): the same raw launch
+            // loop on a function loaded that way, against the plain one.
+            let attributed = Measurement::new()
+                .ours("raw, opt-in shared memory attribute", || {
+                    raw1_attributed.sample(launches, false)
+                })
+                .raw("raw, 1 stream", || raw1.sample(launches, false))
+                .into_row(
+                    plan,
+                    row("1 stream: raw launches of a function with the library's shared-memory attribute (MAX_DYNAMIC_SHARED_SIZE_BYTES at the opt-in limit) against the plain function's"),
+                )?;
+            rep.push(attributed);
+            // Where a launch's host time goes: the library's part alone (its checks, the
+            // kernel's lookup, the argument array) against a whole raw launch.
+            let parts = Measurement::new()
+                .ours("ours, empty grid", || ours1.sample_empty(launches))
+                .raw("raw, 1 stream", || raw1.sample(launches, false))
+                .into_row(
+                    plan,
+                    row("1 stream: the library's part alone (an empty grid: every check, no driver call) against a whole raw launch"),
+                )?;
+            rep.push(parts);
+        }
         let two = Measurement::new()
             .ours("ours, 2 streams", || ours2.sample(launches, sync))
             .raw("raw, 2 streams", || raw2.sample(launches, sync))
@@ -81,6 +117,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     ours1.check()?;
     ours2.check()?;
     raw1.check()?;
+    raw1_attributed.check()?;
     raw2.check()?;
     cu1.check()?;
     cu2.check()?;
@@ -127,6 +164,21 @@ impl<'e> Ours<'e> {
     }
 
     pub(crate) fn sample(&mut self, launches: usize, timed_sync: bool) -> Result<f64> {
+        self.sample_with(TINY_CONFIG, launches, timed_sync)
+    }
+
+    /// Launches with an empty grid ([`EMPTY_GRID`]) on one stream: every check of the
+    /// library's launch path and the argument array, then no driver call.
+    fn sample_empty(&mut self, launches: usize) -> Result<f64> {
+        self.sample_with(EMPTY_GRID, launches, false)
+    }
+
+    fn sample_with(
+        &mut self,
+        config: LaunchConfig,
+        launches: usize,
+        timed_sync: bool,
+    ) -> Result<f64> {
         let trace = Trace::new();
         let traced = self.traced.then_some(&trace);
         let start = Instant::now();
@@ -142,7 +194,7 @@ impl<'e> Ours<'e> {
                 let mut y = s.attach(a)?;
                 let t = Instant::now();
                 for _ in 0..launches {
-                    cuda::tiny_u32(s, TINY_CONFIG, &mut y)?;
+                    cuda::tiny_u32(s, config, &mut y)?;
                 }
                 ns = per_launch(t, launches);
                 Ok::<_, Error>(())
@@ -156,8 +208,8 @@ impl<'e> Ours<'e> {
                 s.fork(s1, &mut yb, |c, mut yb| {
                     let t = Instant::now();
                     for _ in 0..launches / 2 {
-                        cuda::tiny_u32(s, TINY_CONFIG, &mut ya)?;
-                        cuda::tiny_u32(c, TINY_CONFIG, &mut yb)?;
+                        cuda::tiny_u32(s, config, &mut ya)?;
+                        cuda::tiny_u32(c, config, &mut yb)?;
                     }
                     ns = per_launch(t, launches / 2 * 2);
                     Ok::<_, Error>(())
@@ -165,7 +217,10 @@ impl<'e> Ours<'e> {
             })?,
             _ => return Err(Error::msg("ours: one or two streams")),
         }
-        self.launched += (launches / self.streams.len()) as u64;
+        let (gx, gy, gz) = config.grid;
+        if gx > 0 && gy > 0 && gz > 0 {
+            self.launched += (launches / self.streams.len()) as u64;
+        }
         Ok(if timed_sync {
             per_launch(start, launches)
         } else {
@@ -211,6 +266,11 @@ impl Raw {
             join: RawEvent::new()?,
             launched: 0,
         })
+    }
+
+    /// The same loop launching `function` (another load of `tiny_u32`).
+    fn with_function(self, function: RawFunction) -> Self {
+        Raw { function, ..self }
     }
 
     pub(crate) fn sample(&mut self, launches: usize, timed_sync: bool) -> Result<f64> {
@@ -400,5 +460,42 @@ fn check_count(who: &str, got: Option<u32>, launched: u64) -> Result<()> {
         other => Err(Error::msg(format!(
             "{who}: the tiny kernel ran {other:?} times, expected {want}: launches were lost"
         ))),
+    }
+}
+
+/// `tiny_u32` from a module of its own, with the attribute the library sets on every
+/// function it loads: dynamic shared memory allowed up to the device's opt-in limit.
+struct AttributedTiny {
+    function: RawFunction,
+    _module: RawModule,
+}
+
+impl AttributedTiny {
+    fn load(env: &Env) -> Result<Self> {
+        let cubin = cuda::compile_cubin(cuda::SOURCE, env.dev.compute_capability())?;
+        let module = RawModule::load(&cubin)?;
+        let function = module.function("tiny_u32")?;
+        // SAFETY: the context is current (`Env` made it so); the attribute is an int.
+        let optin = unsafe {
+            result::device::get_attribute(
+                result::device::get(env.dev.ordinal() as i32).context("cuDeviceGet")?,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )
+        }
+        .context("cuDeviceGetAttribute")?;
+        // SAFETY: `function` is a live function of `module`; the attribute takes an int
+        // (`tiny_u32` has no static shared memory, so the whole opt-in limit is dynamic).
+        unsafe {
+            result::function::set_function_attribute(
+                function,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                optin,
+            )
+        }
+        .context("cuFuncSetAttribute")?;
+        Ok(AttributedTiny {
+            function: RawFunction(function),
+            _module: module,
+        })
     }
 }
