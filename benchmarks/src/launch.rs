@@ -52,6 +52,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let mut raw2 = Raw::new(env, 2)?;
     let attributed = AttributedTiny::load(env)?;
     let mut raw1_attributed = Raw::new(env, 1)?.with_function(attributed.function);
+    let mut raw1_on_ours = Raw::new(env, 1)?;
     let mut cu1 = Cudarc::new(vec![env.cu1.clone()], &env.cu1_tiny)?;
     let mut cu2 = Cudarc::new(env.cu2[..2].to_vec(), &env.cu2_tiny)?;
     // One of cudarc's own streams: event tracking is on for it, although it is alone.
@@ -106,6 +107,25 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                     row("1 stream: the library's part alone (an empty grid: every check, no driver call) against a whole raw launch"),
                 )?;
             rep.push(parts);
+            if std::env::var_os("BENCH_LAUNCH_DIAG").is_some() {
+                // The driver's side: raw launches on one of the library's streams (inside
+                // a scope) against raw launches on a raw stream. Opt-in: exposing the
+                // stream's handle makes later scopes on it ask whether it is captured.
+                let stream = &env.streams[2];
+                let on_ours = Measurement::new()
+                    .ours("raw launches, the library's stream", || {
+                        scope(stream, |s| {
+                            let handle = stream_core::interop::raw_stream(s);
+                            raw1_on_ours.sample_on(handle, launches)
+                        })
+                    })
+                    .raw("raw, 1 stream", || raw1.sample(launches, false))
+                    .into_row(
+                        plan,
+                        row("1 stream: raw launches on one of the library's streams, in a scope, against raw launches on a raw stream"),
+                    )?;
+                rep.push(on_ours);
+            }
         }
         let two = Measurement::new()
             .ours("ours, 2 streams", || ours2.sample(launches, sync))
@@ -118,6 +138,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     ours2.check()?;
     raw1.check()?;
     raw1_attributed.check()?;
+    raw1_on_ours.check()?;
     raw2.check()?;
     cu1.check()?;
     cu2.check()?;
@@ -271,6 +292,19 @@ impl Raw {
     /// The same loop launching `function` (another load of `tiny_u32`).
     fn with_function(self, function: RawFunction) -> Self {
         Raw { function, ..self }
+    }
+
+    /// The one-stream loop on `stream` instead of this baseline's own (which waits for
+    /// nothing it enqueues there: `stream` is synchronised before this returns).
+    fn sample_on(&mut self, stream: sys::CUstream, launches: usize) -> Result<f64> {
+        let own = std::mem::replace(&mut self.streams, vec![stream]);
+        let enqueued = self.enqueue(launches);
+        self.streams = own;
+        // SAFETY: `stream` is alive (the caller's scope holds it).
+        unsafe { result::stream::synchronize(stream) }.context("cuStreamSynchronize")?;
+        let ns = enqueued?;
+        self.launched += launches as u64;
+        Ok(ns)
     }
 
     pub(crate) fn sample(&mut self, launches: usize, timed_sync: bool) -> Result<f64> {
