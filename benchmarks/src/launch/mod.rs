@@ -7,16 +7,15 @@
 //!   batch); only the launch loop is timed, fork/join is case 6.
 //! * **sustained**: host time of many launches plus the one synchronisation at the end,
 //!   per launch: what a launch-bound program sees, fork/join and scope included.
-//! * **the library's part alone**: the same batches on one stream with an empty grid,
-//!   which the library checks in full (declared shape, device and function limits, the
-//!   kernel's lookup, the argument array) and then does not enqueue, against whole raw
-//!   launches: how much of a launch is ours, and so how much of the enqueue row's gap is
-//!   not in our code.
+//! * **where the time goes** ([`diagnosis`]): the library's part of a launch alone (an
+//!   empty grid, checked in full and not enqueued), and what the driver's part depends on.
 //!
 //! Every implementation launches the same `tiny_u32` kernel (one block of 32 threads,
 //! the thread 0 adds one to a counter), with the same arguments (a pointer and a
 //! length). Afterwards each counter is read back and must equal the number of launches.
 #![allow(unsafe_code)]
+
+mod diagnosis;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,7 +28,7 @@ use crate::cuda::{self, TINY_CONFIG};
 use crate::env::Env;
 use crate::error::{Context, Error, Result};
 use crate::measurement::Measurement;
-use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction, RawModule};
+use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction};
 use crate::report::{Better, Report, Row, Source};
 
 /// Launches per enqueue sample.
@@ -50,9 +49,6 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let mut ours2 = Ours::new(env, 2)?;
     let mut raw1 = Raw::new(env, 1)?;
     let mut raw2 = Raw::new(env, 2)?;
-    let attributed = AttributedTiny::load(env)?;
-    let mut raw1_attributed = Raw::new(env, 1)?.with_function(attributed.function);
-    let mut raw1_on_ours = Raw::new(env, 1)?;
     let mut cu1 = Cudarc::new(vec![env.cu1.clone()], &env.cu1_tiny)?;
     let mut cu2 = Cudarc::new(env.cu2[..2].to_vec(), &env.cu2_tiny)?;
     // One of cudarc's own streams: event tracking is on for it, although it is alone.
@@ -68,7 +64,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             format!("{what}: batches of {launches}")
         };
         let plan = cfg.plan(warmup, reps);
-        let row = |streams| {
+        let row = |streams: &str| {
             Row::new(
                 "launch",
                 format!("{label}, {streams}"),
@@ -84,48 +80,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             .into_row(plan, row("1 stream"))?;
         rep.push(one.check_vs_raw(1.03, Source::Issue));
         if !sync {
-            // The library loads every function with the largest dynamic shared memory
-            // allowed (once, so launches never change attributes): the same raw launch
-            // loop on a function loaded that way, against the plain one.
-            let attributed = Measurement::new()
-                .ours("raw, opt-in shared memory attribute", || {
-                    raw1_attributed.sample(launches, false)
-                })
-                .raw("raw, 1 stream", || raw1.sample(launches, false))
-                .into_row(
-                    plan,
-                    row("1 stream: raw launches of a function with the library's shared-memory attribute (MAX_DYNAMIC_SHARED_SIZE_BYTES at the opt-in limit) against the plain function's"),
-                )?;
-            rep.push(attributed);
-            // Where a launch's host time goes: the library's part alone (its checks, the
-            // kernel's lookup, the argument array) against a whole raw launch.
-            let parts = Measurement::new()
-                .ours("ours, empty grid", || ours1.sample_empty(launches))
-                .raw("raw, 1 stream", || raw1.sample(launches, false))
-                .into_row(
-                    plan,
-                    row("1 stream: the library's part alone (an empty grid: every check, no driver call) against a whole raw launch"),
-                )?;
-            rep.push(parts);
-            if std::env::var_os("BENCH_LAUNCH_DIAG").is_some() {
-                // The driver's side: raw launches on one of the library's streams (inside
-                // a scope) against raw launches on a raw stream. Opt-in: exposing the
-                // stream's handle makes later scopes on it ask whether it is captured.
-                let stream = &env.streams[2];
-                let on_ours = Measurement::new()
-                    .ours("raw launches, the library's stream", || {
-                        scope(stream, |s| {
-                            let handle = stream_core::interop::raw_stream(s);
-                            raw1_on_ours.sample_on(handle, launches)
-                        })
-                    })
-                    .raw("raw, 1 stream", || raw1.sample(launches, false))
-                    .into_row(
-                        plan,
-                        row("1 stream: raw launches on one of the library's streams, in a scope, against raw launches on a raw stream"),
-                    )?;
-                rep.push(on_ours);
-            }
+            diagnosis::run(env, rep, plan, launches, &row)?;
         }
         let two = Measurement::new()
             .ours("ours, 2 streams", || ours2.sample(launches, sync))
@@ -137,8 +92,6 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     ours1.check()?;
     ours2.check()?;
     raw1.check()?;
-    raw1_attributed.check()?;
-    raw1_on_ours.check()?;
     raw2.check()?;
     cu1.check()?;
     cu2.check()?;
@@ -188,9 +141,9 @@ impl<'e> Ours<'e> {
         self.sample_with(TINY_CONFIG, launches, timed_sync)
     }
 
-    /// Launches with an empty grid ([`EMPTY_GRID`]) on one stream: every check of the
+    /// Launches with an empty grid ([`EMPTY_GRID`]) on its streams: every check of the
     /// library's launch path and the argument array, then no driver call.
-    fn sample_empty(&mut self, launches: usize) -> Result<f64> {
+    pub(super) fn sample_empty(&mut self, launches: usize) -> Result<f64> {
         self.sample_with(EMPTY_GRID, launches, false)
     }
 
@@ -290,20 +243,22 @@ impl Raw {
     }
 
     /// The same loop launching `function` (another load of `tiny_u32`).
-    fn with_function(self, function: RawFunction) -> Self {
+    pub(super) fn with_function(self, function: RawFunction) -> Self {
         Raw { function, ..self }
     }
 
-    /// The one-stream loop on `stream` instead of this baseline's own (which waits for
-    /// nothing it enqueues there: `stream` is synchronised before this returns).
-    fn sample_on(&mut self, stream: sys::CUstream, launches: usize) -> Result<f64> {
-        let own = std::mem::replace(&mut self.streams, vec![stream]);
+    /// The loop on `streams` (as many as this baseline's own) instead of its own; they
+    /// are synchronised before this returns.
+    pub(super) fn sample_on(&mut self, streams: &[sys::CUstream], launches: usize) -> Result<f64> {
+        let own = std::mem::replace(&mut self.streams, streams.to_vec());
         let enqueued = self.enqueue(launches);
         self.streams = own;
-        // SAFETY: `stream` is alive (the caller's scope holds it).
-        unsafe { result::stream::synchronize(stream) }.context("cuStreamSynchronize")?;
+        for &stream in streams {
+            // SAFETY: the streams are alive (the caller's scopes hold them).
+            unsafe { result::stream::synchronize(stream) }.context("cuStreamSynchronize")?;
+        }
         let ns = enqueued?;
-        self.launched += launches as u64;
+        self.launched += (launches / streams.len()) as u64;
         Ok(ns)
     }
 
@@ -494,42 +449,5 @@ fn check_count(who: &str, got: Option<u32>, launched: u64) -> Result<()> {
         other => Err(Error::msg(format!(
             "{who}: the tiny kernel ran {other:?} times, expected {want}: launches were lost"
         ))),
-    }
-}
-
-/// `tiny_u32` from a module of its own, with the attribute the library sets on every
-/// function it loads: dynamic shared memory allowed up to the device's opt-in limit.
-struct AttributedTiny {
-    function: RawFunction,
-    _module: RawModule,
-}
-
-impl AttributedTiny {
-    fn load(env: &Env) -> Result<Self> {
-        let cubin = cuda::compile_cubin(cuda::SOURCE, env.dev.compute_capability())?;
-        let module = RawModule::load(&cubin)?;
-        let function = module.function("tiny_u32")?;
-        // SAFETY: the context is current (`Env` made it so); the attribute is an int.
-        let optin = unsafe {
-            result::device::get_attribute(
-                result::device::get(env.dev.ordinal() as i32).context("cuDeviceGet")?,
-                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-            )
-        }
-        .context("cuDeviceGetAttribute")?;
-        // SAFETY: `function` is a live function of `module`; the attribute takes an int
-        // (`tiny_u32` has no static shared memory, so the whole opt-in limit is dynamic).
-        unsafe {
-            result::function::set_function_attribute(
-                function,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                optin,
-            )
-        }
-        .context("cuFuncSetAttribute")?;
-        Ok(AttributedTiny {
-            function: RawFunction(function),
-            _module: module,
-        })
     }
 }
