@@ -45,8 +45,12 @@ macro_rules! half_real {
     ($($t:ty: $mantissa_bits:expr),*) => {$(
         impl Real for $t {
             const U: f64 = 1.0 / (1u64 << $mantissa_bits) as f64;
+            /// Through [`round_to_odd_f32`], not `half`'s own `from_f64`: that one drops
+            /// the low 32 bits of the `f64` before rounding, so a value just above a tie
+            /// rounds down (`-0.89697266 * 1.1611328` to `f16` gave `0xbc2a`; the
+            /// correctly rounded result, the GPU's, is `0xbc2b`).
             fn from_f64(v: f64) -> Self {
-                <$t>::from_f64(v)
+                <$t>::from_f32(round_to_odd_f32(v))
             }
             fn to_f64(self) -> f64 {
                 <$t>::to_f64(self)
@@ -56,6 +60,21 @@ macro_rules! half_real {
 }
 // 10 and 7 stored mantissa bits: u = 2^-11 and 2^-8.
 half_real!(half::f16: 11, half::bf16: 8);
+
+/// `v` rounded to `f32` toward the neighbour whose last bit is odd when it is not exact
+/// ("round to odd"): rounding that `f32` again, to nearest, into a format of at most 22
+/// significant bits (`f16`: 11, `bf16`: 8) is then the single correct rounding of `v`,
+/// because the odd last bit keeps "above the tie" from becoming "on the tie".
+pub fn round_to_odd_f32(v: f64) -> f32 {
+    let nearest = v as f32;
+    if !nearest.is_finite() || f64::from(nearest) == v || nearest.to_bits() & 1 == 1 {
+        return nearest;
+    }
+    // Inexact with an even last bit: the other neighbour of `v`, one ulp toward it, is odd.
+    let away_from_zero = f64::from(nearest).abs() < v.abs();
+    let bits = nearest.to_bits();
+    f32::from_bits(if away_from_zero { bits + 1 } else { bits - 1 })
+}
 
 /// `len` values with random signs and magnitudes in `[0.5, 2)`: never zero, and no
 /// overflow or underflow in any sum or product of the tests (`Rng::vec` draws random
@@ -133,4 +152,52 @@ pub fn summation_height(n: usize) -> usize {
     }
     let partials = n.div_ceil(256).min(1024);
     n.div_ceil(256 * partials) + 8 + partials.div_ceil(256) + 8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::{bf16, f16};
+
+    /// The correctly rounded `T` of `v`, found by comparing `v` with its two neighbours
+    /// (the differences are exact: the three values are within a factor of two).
+    fn nearest<T: Real>(v: f64, below: T, above: T, even: fn(T) -> bool) -> T {
+        let (lo, hi) = (below.to_f64(), above.to_f64());
+        let (down, up) = ((v - lo).abs(), (hi - v).abs());
+        if down < up || (down == up && even(below)) {
+            below
+        } else {
+            above
+        }
+    }
+
+    #[test]
+    fn the_product_half_rounded_wrongly_rounds_correctly_now() {
+        let (a, x) = (f16::from_bits(0xbb2d), f16::from_bits(0x3ca5));
+        let product = a.to_f64() * x.to_f64();
+        assert_eq!(<f16 as Real>::from_f64(product).to_bits(), 0xbc2b);
+    }
+
+    #[test]
+    fn halves_from_f64_round_to_nearest_even_between_every_pair_of_neighbours() {
+        let mut rng = Rng::with_seed(29);
+        for _ in 0..200_000 {
+            // A value between two adjacent positive halves, often just beside their tie.
+            let bits = (rng.next_u64() % 0x7bfe) as u16 + 1;
+            let (lo, hi) = (f16::from_bits(bits), f16::from_bits(bits + 1));
+            let mid = (lo.to_f64() + hi.to_f64()) / 2.0;
+            let offset = (rng.next_u64() % 9) as i64 - 4;
+            let v = mid + offset as f64 * mid * f64::EPSILON;
+            let want = nearest(v, lo, hi, |h: f16| h.to_bits() & 1 == 0);
+            assert_eq!(<f16 as Real>::from_f64(v), want, "f16 of {v:e}");
+            assert_eq!(<f16 as Real>::from_f64(-v), -want, "f16 of {:e}", -v);
+
+            let bits = (rng.next_u64() % 0x7f7e) as u16 + 1;
+            let (lo, hi) = (bf16::from_bits(bits), bf16::from_bits(bits + 1));
+            let mid = (lo.to_f64() + hi.to_f64()) / 2.0;
+            let v = mid + offset as f64 * mid * f64::EPSILON;
+            let want = nearest(v, lo, hi, |h: bf16| h.to_bits() & 1 == 0);
+            assert_eq!(<bf16 as Real>::from_f64(v), want, "bf16 of {v:e}");
+        }
+    }
 }
