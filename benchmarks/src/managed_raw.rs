@@ -41,11 +41,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let cfg = env.cfg;
     let bytes = cfg.pick(256 * MIB, 32 * MIB);
     let n = bytes / 4;
-    // Eleven samples per round: the driver's managed calls vary by several percent from
-    // one call to the next on both sides (advice pairs 0.93x-1.12x, prefetches to the
-    // host 0.97x-1.58x between rounds of five on an H100), so a round's median over five
-    // followed single outliers.
-    let plan = cfg.plan(1, cfg.pick(11, 2));
+    let plan = cfg.plan(1, cfg.pick(5, 2));
     let stream = &env.streams[0];
     let mut ours = Ours::new(env, n)?;
     let mut raw = Raw::new(env, bytes)?;
