@@ -88,6 +88,11 @@ pub struct StagingCalibration {
     pub planned: usize,
     /// How long it took.
     pub took: Duration,
+    /// Of [`took`](Self::took): setting up the trials (their memory).
+    pub setup: Duration,
+    /// Of [`took`](Self::took): the first trial, which also takes the pinned pool's
+    /// first blocks from the driver.
+    pub first_trial: Duration,
 }
 
 /// One setting tried.
@@ -167,6 +172,8 @@ pub(crate) fn calibrate_around<T: Trials>(
         .max()
         .unwrap_or(rules.chunk_bytes);
     let mut trials = make(largest_chunk, rules.ring_blocks)?;
+    let setup = start.elapsed();
+    let mut first_trial = Duration::ZERO;
     let mut measured = 0;
     'rounds: for round in 0..ROUNDS {
         for candidate in list.iter_mut() {
@@ -178,7 +185,11 @@ pub(crate) fn calibrate_around<T: Trials>(
                 chunk_bytes: candidate.chunk_bytes,
                 ..rules
             };
+            let trial = Instant::now();
             let (up, down) = trials.run(config, candidate.streaming_downloads)?;
+            if measured == 0 {
+                first_trial = trial.elapsed();
+            }
             candidate.best = (candidate.best.0.max(up), candidate.best.1.max(down));
             if round == 0 {
                 measured += 1;
@@ -209,6 +220,8 @@ pub(crate) fn calibrate_around<T: Trials>(
         measured,
         planned: list.len(),
         took: start.elapsed(),
+        setup,
+        first_trial,
     })
 }
 
