@@ -29,6 +29,7 @@ use stream_core::{scope, DeviceVec, Graph, Stream};
 use crate::cuda::{self, TINY_CONFIG};
 use crate::env::Env;
 use crate::error::{Context, Error, Result};
+use crate::launch::check_count;
 use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction, RawStream};
 use crate::report::{Better, Check, Report, Row, Source};
 use crate::sampling::{interleaved, GpuTimer, Sampler};
@@ -378,16 +379,5 @@ impl Drop for RawGraphBench {
         let _ = unsafe { result::graph::exec_destroy(self.exec) };
         // SAFETY: as above.
         let _ = unsafe { result::graph::destroy(self.graph) };
-    }
-}
-
-/// The counter must have counted every launch (mod 2^32).
-fn check_count(who: &str, got: Option<u32>, launched: u64) -> Result<()> {
-    let want = launched as u32;
-    match got {
-        Some(g) if g == want => Ok(()),
-        other => Err(Error::msg(format!(
-            "{who}: the tiny kernel ran {other:?} times, expected {want}: launches were lost"
-        ))),
     }
 }

@@ -442,7 +442,7 @@ impl<'e> Cudarc<'e> {
 }
 
 /// The counter must have counted every launch (mod 2^32).
-fn check_count(who: &str, got: Option<u32>, launched: u64) -> Result<()> {
+pub(crate) fn check_count(who: &str, got: Option<u32>, launched: u64) -> Result<()> {
     let want = launched as u32;
     match got {
         Some(g) if g == want => Ok(()),
