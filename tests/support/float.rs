@@ -45,7 +45,7 @@ macro_rules! half_real {
     ($($t:ty: $mantissa_bits:expr),*) => {$(
         impl Real for $t {
             const U: f64 = 1.0 / (1u64 << $mantissa_bits) as f64;
-            /// Through [`round_to_odd_f32`], not `half`'s own `from_f64`: that one drops
+            /// Through `round_to_odd_f32` (below), not `half`'s own `from_f64`: that one drops
             /// the low 32 bits of the `f64` before rounding, so a value just above a tie
             /// rounds down (`-0.89697266 * 1.1611328` to `f16` gave `0xbc2a`; the
             /// correctly rounded result, the GPU's, is `0xbc2b`).
