@@ -450,6 +450,13 @@ mod tests {
         );
         assert!(cal.composed && cal.chosen_gbs == (11.0, 11.0) && cal.rules_gbs == (10.0, 10.0));
         assert_eq!(cal.measured, cal.planned, "every candidate measured");
+        assert!(
+            cal.setup + cal.first_trial <= cal.took,
+            "setup {:?} and first trial {:?} are parts of {:?}",
+            cal.setup,
+            cal.first_trial,
+            cal.took
+        );
         // 2 % faster: noise, the rules' setting stays.
         let cal = calibrate_around(rules, true, budget, |_, _| Ok(scripted(rules, 1.02, None)))?;
         let rules = rules.effective();
