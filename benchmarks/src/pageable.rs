@@ -67,7 +67,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     if let Some(pinned) = pinned_setting()? {
         stream_core::staging::set_staging_config(pinned);
         rep.note(format!(
-            "pageable: BENCH_STAGING_SET pinned the staging setting (no calibration): {} threads, {} MiB chunks",
+            "pageable: BENCH_STAGING_SET pinned the staging setting for every copy (the calibration below still runs, and its choice is not used): {} threads, {} MiB chunks",
             pinned.threads,
             pinned.chunk_bytes / MIB
         ));

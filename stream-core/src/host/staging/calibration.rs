@@ -254,7 +254,7 @@ pub fn calibrate_staging() -> Option<StagingCalibration> {
 /// Runs the calibration now if it has not run, with real staged copies to `device`
 /// (what a user's first staged copy does), and returns what it chose; `None` when
 /// `STREAM_CORE_STAGING_CALIBRATE=0` turned it off or it failed. Call it at startup to
-/// keep that time (a few tens of milliseconds) off the first copy.
+/// keep that time (0.14-0.19 s on the GPU hosts measured) off the first copy.
 pub fn calibrate_staging_on(device: &Device) -> Option<StagingCalibration> {
     calibrate_with(Some(&device.inner))
 }
