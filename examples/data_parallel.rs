@@ -10,7 +10,9 @@
 //! torchrun --no-python --nproc-per-node=2 target/release/examples/data_parallel   # one process per GPU
 //! ```
 //!
-//! (`srun` and `mpirun` work like `torchrun`; see `stream_core::nccl::World`.) It needs
+//! (`srun` and `mpirun` work like `torchrun`, given rank 0's host and a free port:
+//! `mpirun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 target/release/examples/data_parallel`;
+//! see `stream_core::nccl::World`.) It needs
 //! an NVIDIA GPU and the NCCL library, and says so when either is missing.
 
 use std::time::Instant;
@@ -26,10 +28,11 @@ const STEPS: usize = 20;
 const LEARNING_RATE: f32 = 0.5;
 
 fn main() {
-    let outcome = match World::from_env() {
-        Ok(world) => launched(&world),
-        // Not started by a launcher: drive every visible GPU from this process.
-        Err(Error::LaunchEnvironment(_)) => one_process(),
+    // Not started by a launcher: drive every visible GPU from this process. A launcher
+    // whose variables are incomplete is an error, not a reason to run alone.
+    let outcome = match World::launched() {
+        Ok(Some(world)) => launched(&world),
+        Ok(None) => one_process(),
         Err(e) => Err(e),
     };
     match outcome {

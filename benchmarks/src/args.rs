@@ -23,7 +23,8 @@ pub const USAGE: &str =
   --kernel-ratio R  pipeline: kernel time / slower copy direction's time (default 1.0)
   --list         list the cases and exit
 
-  BENCH_STAGING_SWEEP=1 adds the staging sweep to the pageable case (printed only)";
+  BENCH_STAGING_SWEEP=1 adds the staging sweep to the pageable case (printed only)
+  BENCH_STAGING_CACHE=1 adds the staged copies in three cache states to it (printed only)";
 
 /// What the command line asks for.
 #[derive(Debug)]

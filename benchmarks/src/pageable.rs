@@ -26,6 +26,7 @@
 //! from the device must be what went up.
 #![allow(unsafe_code)]
 
+mod cache_state;
 mod host_memcpy;
 mod sweep;
 mod trace;
@@ -126,6 +127,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             .collect::<Vec<_>>()
             .join(" or ")
     ));
+    if std::env::var_os("BENCH_STAGING_CACHE").is_some() {
+        cache_state::run(env)?;
+    }
     if std::env::var_os("BENCH_STAGING_SWEEP").is_some() {
         sweep::run(env)?;
     }

@@ -61,6 +61,10 @@ pub struct World {
     timeout: Duration,
 }
 
+/// The variable whose presence says which launcher started this process, in the order
+/// they are read.
+const RANK_VARIABLES: [&str; 3] = ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"];
+
 /// Default for how long the ranks wait for each other.
 const DEFAULT_RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -77,6 +81,33 @@ impl World {
     /// or contradicts another.
     pub fn from_env() -> Result<World> {
         World::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// The world a launcher started this process in, or `None` when no launcher's rank
+    /// variable (`RANK`, `OMPI_COMM_WORLD_RANK`, `SLURM_PROCID`) is set: for programs
+    /// that also run without a launcher. A launcher whose variables are incomplete (under
+    /// `mpirun` without `MASTER_ADDR`, say) is still an [`Error::LaunchEnvironment`], so
+    /// that a misconfigured job fails instead of running as independent processes.
+    ///
+    /// ```no_run
+    /// # fn main() -> stream_core::Result<()> {
+    /// match stream_core::nccl::World::launched()? {
+    ///     Some(world) => println!("rank {} of {}", world.rank(), world.size()),
+    ///     None => println!("no launcher: one process drives every GPU"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn launched() -> Result<Option<World>> {
+        World::launched_from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// [`launched`](Self::launched) over any source of variables, as
+    /// [`from_vars`](Self::from_vars).
+    pub fn launched_from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<World>> {
+        if RANK_VARIABLES.iter().all(|name| lookup(name).is_none()) {
+            return Ok(None);
+        }
+        World::from_vars(lookup).map(Some)
     }
 
     /// [`from_env`](Self::from_env) over any source of variables (`lookup(name)` is the
@@ -485,5 +516,38 @@ mod tests {
             ("STREAM_CORE_RENDEZVOUS_TIMEOUT_S", "-1")
         ])
         .contains("STREAM_CORE_RENDEZVOUS_TIMEOUT_S is \"-1\""));
+    }
+
+    fn launched(vars: &[(&str, &str)]) -> Result<Option<World>> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        World::launched_from_vars(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn launched_is_none_only_without_any_launcher() {
+        assert!(launched(&[]).unwrap().is_none());
+        // Variables of no launcher's rank do not count as a launcher.
+        assert!(launched(&[("MASTER_ADDR", "h"), ("LOCAL_RANK", "0")])
+            .unwrap()
+            .is_none());
+        let w = launched(&TORCHRUN).unwrap().unwrap();
+        assert_eq!((w.rank(), w.launcher()), (3, Launcher::Torchrun));
+        // mpirun without a meeting place: an error, not "no launcher" (each rank would
+        // otherwise run the whole job on its own).
+        let err = launched(&[
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("MASTER_ADDR is missing"), "{err}");
+        assert!(launched(&[("SLURM_PROCID", "x")])
+            .unwrap_err()
+            .to_string()
+            .contains("SLURM_PROCID is \"x\""));
     }
 }
