@@ -66,8 +66,8 @@ pub(super) fn run(env: &Env) -> Result<()> {
     let mut seconds = vec![[const { Vec::new() }; 4]; states.len()];
     let mut stamp = 0.0f32;
     for _ in 0..ROUNDS {
-        for (si, &state) in states.iter().enumerate() {
-            for which in 0..4 {
+        for (&state, per_copy) in states.iter().zip(seconds.iter_mut()) {
+            for (which, samples) in per_copy.iter_mut().enumerate() {
                 let upload = which % 2 == 0;
                 let staged = which < 2;
                 let mut once = |src: &mut Vec<f32>, dst: &mut Vec<f32>| -> Result<f64> {
@@ -106,22 +106,20 @@ pub(super) fn run(env: &Env) -> Result<()> {
                 let s = once(&mut src, &mut dst)?;
                 // The staged copy's time is the scope's; the memcpy's is its threads'.
                 let s = if staged { t.elapsed().as_secs_f64() } else { s };
-                seconds[si][which].push(s);
+                samples.push(s);
             }
         }
     }
     let names = ["staged up", "staged down", "memcpy up", "memcpy down"];
-    for (si, state) in states.iter().enumerate() {
-        let cells: Vec<String> = (0..4)
-            .map(|which| {
-                let mut gbs: Vec<f64> = seconds[si][which]
-                    .iter()
-                    .map(|s| bytes as f64 / s / 1e9)
-                    .collect();
+    for (state, per_copy) in states.iter().zip(&seconds) {
+        let cells: Vec<String> = per_copy
+            .iter()
+            .zip(names)
+            .map(|(samples, name)| {
+                let mut gbs: Vec<f64> = samples.iter().map(|s| bytes as f64 / s / 1e9).collect();
                 gbs.sort_by(f64::total_cmp);
                 format!(
-                    "{} {:.1} ({:.1}, {:.1})",
-                    names[which],
+                    "{name} {:.1} ({:.1}, {:.1})",
                     gbs[gbs.len() / 2],
                     gbs[0],
                     gbs[gbs.len() - 1]
