@@ -11,7 +11,7 @@
 //! ```
 //!
 //! (`srun` and `mpirun` work like `torchrun`, given rank 0's host and a free port:
-//! `mpirun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 target/release/examples/data_parallel`;
+//! `mpirun -np 2 --bind-to none -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 target/release/examples/data_parallel`;
 //! see `stream_core::nccl::World`.) It needs
 //! an NVIDIA GPU and the NCCL library, and says so when either is missing.
 
@@ -196,12 +196,7 @@ fn batch_rows(rows: std::ops::Range<usize>) -> (Vec<f32>, Vec<f32>) {
 }
 
 /// Compares `weights` with one GPU's training on the whole batch of `ranks` ranks.
-fn check(
-    device: &Device,
-    ranks: usize,
-    weights: &[f32],
-    elapsed: Duration,
-) -> Result<bool> {
+fn check(device: &Device, ranks: usize, weights: &[f32], elapsed: Duration) -> Result<bool> {
     let batch = ranks * ROWS_PER_RANK;
     let (reference, _) = train(device, 0..batch, batch, None)?;
     let scale = reference.iter().fold(0f32, |m, v| m.max(v.abs()));

@@ -15,7 +15,11 @@ pub enum Launcher {
     Torchrun,
     /// `RANK`, `WORLD_SIZE` and `LOCAL_RANK` set by hand or by another launcher.
     Environment,
-    /// Open MPI's `mpirun` (`OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK`).
+    /// Open MPI's `mpirun` (`OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK`). Export
+    /// `MASTER_ADDR` and `MASTER_PORT` (`-x`), and give each rank more than one core
+    /// (`--bind-to none` or `numa`): bound to one core, as Open MPI binds two ranks by
+    /// default, NCCL's P2P transport shares it with the rank's thread (4x slower steps
+    /// measured on two H100s).
     OpenMpi,
     /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`).
     Slurm,
