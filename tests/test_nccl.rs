@@ -1,5 +1,5 @@
 //! NCCL collectives on branded memory (`stream-core/src/nccl/`): every collective, in
-//! its out-of-place and in-place forms and grouped, for every element type (`f16` and
+//! its out-of-place and in-place forms (grouped: `test_nccl_groups`), for every element type (`f16` and
 //! `bf16` included), at 0, 1, an
 //! odd number and 64 MiB of elements per rank (256 MiB with two GPUs or more), compared
 //! bit for bit with a CPU reference of the same ranks' inputs.
@@ -11,10 +11,10 @@
 
 use std::mem::size_of;
 
-use gpu_tests::nccl_ranks::{exclusive, on_ranks, rank_count, rank_input, NcclValue};
-use gpu_tests::{check_eq, ensure, load, poisoned, spin, Rng, TestResult};
+use gpu_tests::nccl_ranks::{on_ranks, rank_count, rank_input, NcclValue};
+use gpu_tests::{check_eq, load, poisoned, spin, Rng, TestResult};
 use stream_core::nccl::{self, Avg, Communicator, Max, Min, Prod, ReduceOp, Sum};
-use stream_core::{scope, Device, DeviceBuffer, Error, Scope, Stream};
+use stream_core::{scope, DeviceBuffer, Error, Scope, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -28,7 +28,6 @@ gpu_tests::test_main! {
         every_collective_matches_the_cpu_u32 = every_collective_matches_the_cpu::<u32>,
         every_collective_matches_the_cpu_i64 = every_collective_matches_the_cpu::<i64>,
         every_collective_matches_the_cpu_u64 = every_collective_matches_the_cpu::<u64>,
-        one_thread_drives_every_device_through_a_group,
         a_result_is_used_by_the_next_operation_on_the_stream_without_a_wait,
         forks_issue_collectives_on_their_own_streams,
         a_scope_that_ran_a_collective_ends_after_its_last_download_lands,
@@ -371,72 +370,6 @@ fn ring_send_recv<T: NcclValue>(
         &case.inputs[previous],
         &got,
     )
-}
-
-/// `Communicator::for_devices` over every visible GPU (up to two here), one thread, the
-/// all_reduce of each device issued inside one `nccl::group` from nested scopes.
-fn one_thread_drives_every_device_through_a_group() -> TestResult {
-    let _one_at_a_time = exclusive();
-    let ranks = rank_count()?.min(2);
-    let devices: Vec<Device> = (0..ranks)
-        .map(Device::new)
-        .collect::<stream_core::Result<_>>()?;
-    let comms = Communicator::for_devices(&devices)?;
-    ensure!(
-        comms.len() == ranks,
-        "{} communicators for {ranks} devices",
-        comms.len()
-    );
-    for (r, comm) in comms.iter().enumerate() {
-        ensure!(
-            comm.rank() == r && comm.size() == ranks && comm.device().ordinal() == r,
-            "{comm:?}"
-        );
-    }
-    let seed = Rng::new().next_u64();
-    let count = 4099;
-    let inputs = all_inputs::<f32>(seed, ranks, count, false);
-    let expected = reduced(&inputs, |a, b| a + b, |t, _| t);
-    let streams: Vec<Stream> = devices
-        .iter()
-        .map(Device::new_stream)
-        .collect::<stream_core::Result<_>>()?;
-    let mut results = vec![poisoned::<f32>(count); ranks];
-    let (first, rest) = results.split_at_mut(1);
-    scope(&streams[0], |a| {
-        let mut x = a.upload(&inputs[0])?;
-        if ranks == 1 {
-            nccl::group(|g| g.all_reduce_in_place(a, &comms[0], &mut x, Sum))?;
-        } else {
-            scope(&streams[1], |b| {
-                let mut y = b.upload(&inputs[1])?;
-                nccl::group(|g| {
-                    g.all_reduce_in_place(a, &comms[0], &mut x, Sum)?;
-                    g.all_reduce_in_place(b, &comms[1], &mut y, Sum)
-                })?;
-                b.copy_to_host(&y, &mut rest[0])?.wait()?;
-                Ok::<_, Error>(())
-            })?;
-        }
-        a.copy_to_host(&x, &mut first[0])?.wait()?;
-        Ok::<_, Error>(())
-    })?;
-    for (r, got) in results.iter().enumerate() {
-        check_eq(&format!("grouped all_reduce, device {r}"), &expected, got)?;
-    }
-    // Outside a group, siblings of one thread are refused (it would deadlock).
-    if ranks > 1 {
-        scope(&streams[0], |a| {
-            let mut x = a.alloc_zeroed::<f32>(4)?;
-            let err = a.all_reduce_in_place(&comms[0], &mut x, Sum).unwrap_err();
-            ensure!(
-                matches!(err, Error::NcclGroup { .. }),
-                "ungrouped sibling: {err}"
-            );
-            TestResult::Ok(())
-        })?;
-    }
-    Ok(())
 }
 
 /// The receive buffer of an all_reduce feeds the next copy on the same stream with no

@@ -204,6 +204,23 @@ impl<'g> Group<'g, '_> {
         )
     }
 
+    /// [`Scope::reduce_in_place`], issued at the group's end.
+    pub fn reduce_in_place<'s, T: NcclElement>(
+        &'g self,
+        s: &'s Scope<'s, '_>,
+        comm: &Communicator,
+        buf: &'g mut impl DeviceMemoryMut<'s, T>,
+        op: impl ReduceOp<T>,
+        root: usize,
+    ) -> Result<()> {
+        issue(
+            s,
+            comm,
+            Request::reduce(Operands::InPlace(write(buf)), op, root)?,
+            Some(self),
+        )
+    }
+
     /// [`Scope::all_gather`], issued at the group's end.
     pub fn all_gather<'s, T: NcclElement>(
         &'g self,
@@ -216,6 +233,21 @@ impl<'g> Group<'g, '_> {
             s,
             comm,
             Request::all_gather(Operands::Apart(read(send), write(recv))),
+            Some(self),
+        )
+    }
+
+    /// [`Scope::all_gather_in_place`], issued at the group's end.
+    pub fn all_gather_in_place<'s, T: NcclElement>(
+        &'g self,
+        s: &'s Scope<'s, '_>,
+        comm: &Communicator,
+        buf: &'g mut impl DeviceMemoryMut<'s, T>,
+    ) -> Result<()> {
+        issue(
+            s,
+            comm,
+            Request::all_gather(Operands::InPlace(write(buf))),
             Some(self),
         )
     }
@@ -233,6 +265,22 @@ impl<'g> Group<'g, '_> {
             s,
             comm,
             Request::reduce_scatter(Operands::Apart(read(send), write(recv)), op),
+            Some(self),
+        )
+    }
+
+    /// [`Scope::reduce_scatter_in_place`], issued at the group's end.
+    pub fn reduce_scatter_in_place<'s, T: NcclElement>(
+        &'g self,
+        s: &'s Scope<'s, '_>,
+        comm: &Communicator,
+        buf: &'g mut impl DeviceMemoryMut<'s, T>,
+        op: impl ReduceOp<T>,
+    ) -> Result<()> {
+        issue(
+            s,
+            comm,
+            Request::reduce_scatter(Operands::InPlace(write(buf)), op),
             Some(self),
         )
     }

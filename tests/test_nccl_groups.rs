@@ -1,0 +1,259 @@
+//! NCCL collectives issued in an `nccl::group` by one thread driving every device
+//! (`Communicator::for_devices`, up to two here): each grouped collective, out of place
+//! and in place, compared with a CPU reference (the scope's own methods, for every
+//! element type and size, are in `test_nccl`; send/recv in a group there too).
+//!
+//! On one GPU the communicator has one rank; on two, both devices' operations are issued
+//! in one group from the scopes of `scope_all!`. Without a CUDA device these tests are
+//! reported as ignored; without NCCL they fail, naming it.
+
+use gpu_tests::nccl_ranks::{exclusive, rank_count, rank_input};
+use gpu_tests::{check_eq, ensure, poisoned, Rng, TestResult};
+use stream_core::nccl::{self, Communicator, Group, Sum};
+use stream_core::{scope, scope_all, Device, DeviceBuffer, Error, Scope, Stream};
+
+gpu_tests::test_main! {
+    gpu: [
+        one_thread_drives_every_device_through_a_group,
+        every_grouped_collective_matches_the_cpu,
+    ],
+}
+
+/// The first `ranks` devices.
+fn devices_of(ranks: usize) -> stream_core::Result<Vec<Device>> {
+    (0..ranks).map(Device::new).collect()
+}
+
+/// A stream on each device.
+fn streams_of(devices: &[Device]) -> stream_core::Result<Vec<Stream>> {
+    devices.iter().map(Device::new_stream).collect()
+}
+
+/// Every rank's input of `len` elements (small whole numbers: sums are exact).
+fn inputs_of(seed: u64, ranks: usize, len: usize) -> Vec<Vec<f32>> {
+    (0..ranks)
+        .map(|r| rank_input(seed, r, len, false))
+        .collect()
+}
+
+/// The element-wise sum of `inputs`, in rank order.
+fn sum_of(inputs: &[Vec<f32>]) -> Vec<f32> {
+    (0..inputs[0].len())
+        .map(|i| inputs.iter().map(|x| x[i]).sum())
+        .collect()
+}
+
+/// `Communicator::for_devices` over every visible GPU (up to two here), one thread, the
+/// all_reduce of each device issued inside one `nccl::group` from nested scopes.
+fn one_thread_drives_every_device_through_a_group() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let ranks = rank_count()?.min(2);
+    let devices = devices_of(ranks)?;
+    let comms = Communicator::for_devices(&devices)?;
+    ensure!(
+        comms.len() == ranks,
+        "{} communicators for {ranks} devices",
+        comms.len()
+    );
+    for (r, comm) in comms.iter().enumerate() {
+        ensure!(
+            comm.rank() == r && comm.size() == ranks && comm.device().ordinal() == r,
+            "{comm:?}"
+        );
+    }
+    let seed = Rng::new().next_u64();
+    let count = 4099;
+    let inputs = inputs_of(seed, ranks, count);
+    let expected = sum_of(&inputs);
+    let streams = streams_of(&devices)?;
+    let mut results = vec![poisoned::<f32>(count); ranks];
+    let (first, rest) = results.split_at_mut(1);
+    scope(&streams[0], |a| {
+        let mut x = a.upload(&inputs[0])?;
+        if ranks == 1 {
+            nccl::group(|g| g.all_reduce_in_place(a, &comms[0], &mut x, Sum))?;
+        } else {
+            scope(&streams[1], |b| {
+                let mut y = b.upload(&inputs[1])?;
+                nccl::group(|g| {
+                    g.all_reduce_in_place(a, &comms[0], &mut x, Sum)?;
+                    g.all_reduce_in_place(b, &comms[1], &mut y, Sum)
+                })?;
+                b.copy_to_host(&y, &mut rest[0])?.wait()?;
+                Ok::<_, Error>(())
+            })?;
+        }
+        a.copy_to_host(&x, &mut first[0])?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    for (r, got) in results.iter().enumerate() {
+        check_eq(&format!("grouped all_reduce, device {r}"), &expected, got)?;
+    }
+    // Outside a group, siblings of one thread are refused (it would deadlock).
+    if ranks > 1 {
+        scope(&streams[0], |a| {
+            let mut x = a.alloc_zeroed::<f32>(4)?;
+            let err = a.all_reduce_in_place(&comms[0], &mut x, Sum).unwrap_err();
+            ensure!(
+                matches!(err, Error::NcclGroup { .. }),
+                "ungrouped sibling: {err}"
+            );
+            TestResult::Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// The grouped collectives this file checks (send/recv: `test_nccl`'s ring).
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    AllReduce,
+    AllReduceInPlace,
+    Broadcast,
+    BroadcastInPlace,
+    Reduce,
+    ReduceInPlace,
+    AllGather,
+    AllGatherInPlace,
+    ReduceScatter,
+    ReduceScatterInPlace,
+}
+
+impl Op {
+    const ALL: [Op; 10] = [
+        Op::AllReduce,
+        Op::AllReduceInPlace,
+        Op::Broadcast,
+        Op::BroadcastInPlace,
+        Op::Reduce,
+        Op::ReduceInPlace,
+        Op::AllGather,
+        Op::AllGatherInPlace,
+        Op::ReduceScatter,
+        Op::ReduceScatterInPlace,
+    ];
+}
+
+/// One rank's buffers for `op`, on the host: what the send buffer holds (empty in
+/// place), what the receive (or in-place) buffer holds before, and the part of it that
+/// must come back with the given contents (`None`: nothing is required on this rank).
+struct Plan {
+    send: Vec<f32>,
+    recv: Vec<f32>,
+    expected: Option<(std::ops::Range<usize>, Vec<f32>)>,
+}
+
+/// Broadcasts come from the last rank, reductions go to rank 0.
+fn plan(op: Op, rank: usize, inputs: &[Vec<f32>], wide: &[Vec<f32>]) -> Plan {
+    let (n, count) = (inputs.len(), inputs[0].len());
+    let mine = inputs[rank].clone();
+    let whole = 0..count;
+    let gathered: Vec<f32> = inputs.concat();
+    let block = rank * count..(rank + 1) * count;
+    let scattered = sum_of(wide)[block.clone()].to_vec();
+    let root_sum = (rank == 0).then(|| (whole.clone(), sum_of(inputs)));
+    let (send, recv, expected) = match op {
+        Op::AllReduce => (mine, poisoned(count), Some((whole, sum_of(inputs)))),
+        Op::AllReduceInPlace => (vec![], mine, Some((whole, sum_of(inputs)))),
+        Op::Broadcast => (mine, poisoned(count), Some((whole, inputs[n - 1].clone()))),
+        Op::BroadcastInPlace => (vec![], mine, Some((whole, inputs[n - 1].clone()))),
+        Op::Reduce => (mine, poisoned(count), root_sum),
+        Op::ReduceInPlace => (vec![], mine, root_sum),
+        Op::AllGather => (mine, poisoned(count * n), Some((0..count * n, gathered))),
+        Op::AllGatherInPlace => {
+            let mut buf = poisoned(count * n);
+            buf[block].copy_from_slice(&mine);
+            (vec![], buf, Some((0..count * n, gathered)))
+        }
+        Op::ReduceScatter => (
+            wide[rank].clone(),
+            poisoned(count),
+            Some((whole, scattered)),
+        ),
+        Op::ReduceScatterInPlace => (vec![], wide[rank].clone(), Some((block, scattered))),
+    };
+    Plan {
+        send,
+        recv,
+        expected,
+    }
+}
+
+/// Issues `op` for one rank in the open group `g`, on scope `s`.
+fn issue<'g, 's>(
+    g: &'g Group<'g, '_>,
+    s: &'s Scope<'s, '_>,
+    comm: &Communicator,
+    op: Op,
+    send: &'g DeviceBuffer<'s, f32>,
+    recv: &'g mut DeviceBuffer<'s, f32>,
+) -> stream_core::Result<()> {
+    let (root, last) = (0, comm.size() - 1);
+    match op {
+        Op::AllReduce => g.all_reduce(s, comm, send, recv, Sum),
+        Op::AllReduceInPlace => g.all_reduce_in_place(s, comm, recv, Sum),
+        Op::Broadcast => g.broadcast(s, comm, send, recv, last),
+        Op::BroadcastInPlace => g.broadcast_in_place(s, comm, recv, last),
+        Op::Reduce => g.reduce(s, comm, send, recv, Sum, root),
+        Op::ReduceInPlace => g.reduce_in_place(s, comm, recv, Sum, root),
+        Op::AllGather => g.all_gather(s, comm, send, recv),
+        Op::AllGatherInPlace => g.all_gather_in_place(s, comm, recv),
+        Op::ReduceScatter => g.reduce_scatter(s, comm, send, recv, Sum),
+        Op::ReduceScatterInPlace => g.reduce_scatter_in_place(s, comm, recv, Sum),
+    }
+}
+
+/// Each grouped collective, out of place and in place, with 0, 1 and 1001 elements per
+/// rank, every device's part issued in one group from one thread, compared with the
+/// CPU: the receive buffer of each rank, or the part of it the operation defines.
+fn every_grouped_collective_matches_the_cpu() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let ranks = rank_count()?.min(2);
+    let devices = devices_of(ranks)?;
+    let comms = Communicator::for_devices(&devices)?;
+    let streams = streams_of(&devices)?;
+    let seed = Rng::new().next_u64();
+    for count in [0, 1, 1001] {
+        let inputs = inputs_of(seed, ranks, count);
+        // reduce_scatter's inputs: `ranks` blocks of `count` per rank.
+        let wide = inputs_of(seed ^ 0x5CA7, ranks, count * ranks);
+        for op in Op::ALL {
+            let plans: Vec<Plan> = (0..ranks).map(|r| plan(op, r, &inputs, &wide)).collect();
+            let mut got: Vec<Vec<f32>> = plans.iter().map(|p| poisoned(p.recv.len())).collect();
+            if ranks == 1 {
+                scope(&streams[0], |a| {
+                    let x = a.upload(&plans[0].send)?;
+                    let mut y = a.upload(&plans[0].recv)?;
+                    nccl::group(|g| issue(g, a, &comms[0], op, &x, &mut y))?;
+                    a.copy_to_host(&y, &mut got[0])?.wait()?;
+                    Ok::<_, Error>(())
+                })?;
+            } else {
+                let (first, rest) = got.split_at_mut(1);
+                scope_all!([&streams[0], &streams[1]], |a, b| {
+                    let x0 = a.upload(&plans[0].send)?;
+                    let mut y0 = a.upload(&plans[0].recv)?;
+                    let x1 = b.upload(&plans[1].send)?;
+                    let mut y1 = b.upload(&plans[1].recv)?;
+                    nccl::group(|g| {
+                        issue(g, a, &comms[0], op, &x0, &mut y0)?;
+                        issue(g, b, &comms[1], op, &x1, &mut y1)
+                    })?;
+                    a.copy_to_host(&y0, &mut first[0])?.wait()?;
+                    b.copy_to_host(&y1, &mut rest[0])?.wait()?;
+                    Ok::<_, Error>(())
+                })?;
+            }
+            for (rank, (plan, got)) in plans.iter().zip(&got).enumerate() {
+                if let Some((range, expected)) = &plan.expected {
+                    check_eq(
+                        &format!("grouped {op:?} of {count} f32 per rank, rank {rank} of {ranks}"),
+                        expected,
+                        &got[range.clone()],
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
