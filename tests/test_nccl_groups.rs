@@ -9,13 +9,14 @@
 
 use gpu_tests::nccl_ranks::{exclusive, rank_count, rank_input};
 use gpu_tests::{check_eq, ensure, poisoned, Rng, TestResult};
-use stream_core::nccl::{self, Communicator, Group, Sum};
+use stream_core::nccl::{self, Communicator, Group, Sum, UniqueId};
 use stream_core::{scope, scope_all, Device, DeviceBuffer, Error, Scope, Stream};
 
 gpu_tests::test_main! {
     gpu: [
         one_thread_drives_every_device_through_a_group,
         every_grouped_collective_matches_the_cpu,
+        a_group_that_fails_or_panics_still_enqueues_what_it_issued,
     ],
 }
 
@@ -256,4 +257,63 @@ fn every_grouped_collective_matches_the_cpu() -> TestResult {
         }
     }
     Ok(())
+}
+
+/// A group's closure that returns an `Err`, or panics, after issuing a collective: the
+/// group still ends (NCCL enqueues what was issued, whose buffers are still borrowed),
+/// the `Err` or the panic comes out, the scope ends without hanging, and the thread can
+/// open groups again. On one rank, a broadcast makes the issued operation visible: its
+/// receive buffer becomes the send buffer.
+fn a_group_that_fails_or_panics_still_enqueues_what_it_issued() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let device = Device::new(0)?;
+    let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
+    let stream = device.new_stream()?;
+    let input: Vec<u32> = (0..4099).collect();
+    let mut got = poisoned::<u32>(input.len());
+    let outcome = scope(&stream, |s| {
+        let x = s.upload(&input)?;
+        let mut y = s.alloc_zeroed::<u32>(input.len())?;
+        let failed = nccl::group(|g| {
+            g.broadcast(s, &comm, &x, &mut y, 0)?;
+            Err::<(), gpu_tests::Failed>("the closure's own error".into())
+        });
+        let message = failed.as_ref().err().and_then(|e| e.message());
+        ensure!(
+            message == Some("the closure's own error"),
+            "the closure's Err came back as {message:?}"
+        );
+        s.copy_to_host(&y, &mut got)?.wait()?;
+        Ok::<_, gpu_tests::Failed>(())
+    });
+    outcome?;
+    check_eq("a broadcast issued before the closure's Err", &input, &got)?;
+
+    let mut after_panic = poisoned::<u32>(input.len());
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        scope(&stream, |s| {
+            let x = s.upload(&input)?;
+            let mut y = s.alloc_zeroed::<u32>(input.len())?;
+            nccl::group(|g| {
+                g.broadcast(s, &comm, &x, &mut y, 0)?;
+                panic!("a panic inside the group, after a broadcast was issued");
+                #[allow(unreachable_code)]
+                Ok::<_, Error>(())
+            })?;
+            Ok::<_, Error>(())
+        })
+    }));
+    ensure!(panicked.is_err(), "the panic did not come out of the scope");
+    // The thread's group state was reset on the way out: a group and the scope's own
+    // collectives work again, on the same communicator.
+    scope(&stream, |s| {
+        let x = s.upload(&input)?;
+        let mut y = s.alloc_zeroed::<u32>(input.len())?;
+        nccl::group(|g| g.broadcast(s, &comm, &x, &mut y, 0))?;
+        s.all_reduce_in_place(&comm, &mut y, Sum)?;
+        s.copy_to_host(&y, &mut after_panic)?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    ensure!(!comm.is_aborted(), "the communicator was aborted");
+    check_eq("a group after the panic", &input, &after_panic)
 }
