@@ -82,7 +82,7 @@ fn one_process() -> Result<bool> {
         nccl::version()?
     );
     let id = UniqueId::new()?;
-    let results: Vec<Result<(Vec<f32>, Duration)>> = std::thread::scope(|threads| {
+    let results: Vec<Result<(Vec<f32>, StepTimes)>> = std::thread::scope(|threads| {
         let handles: Vec<_> = (0..ranks)
             .map(|rank| {
                 threads.spawn(move || {
@@ -97,9 +97,20 @@ fn one_process() -> Result<bool> {
             .map(|h| h.join().expect("a rank's thread panicked"))
             .collect()
     });
-    let trained: Vec<(Vec<f32>, Duration)> = results.into_iter().collect::<Result<_>>()?;
+    let trained: Vec<(Vec<f32>, StepTimes)> = results.into_iter().collect::<Result<_>>()?;
     // The slowest rank's steps: the job's.
-    let elapsed = trained.iter().map(|(_, t)| *t).max().unwrap_or_default();
+    let elapsed = StepTimes {
+        first: trained
+            .iter()
+            .map(|(_, t)| t.first)
+            .max()
+            .unwrap_or_default(),
+        per_step: trained
+            .iter()
+            .map(|(_, t)| t.per_step)
+            .max()
+            .unwrap_or_default(),
+    };
     let weights: Vec<Vec<f32>> = trained.into_iter().map(|(w, _)| w).collect();
     if weights.iter().any(|w| w != &weights[0]) {
         eprintln!("data_parallel: the ranks' weights differ after the all-reduces");
@@ -109,7 +120,7 @@ fn one_process() -> Result<bool> {
 }
 
 /// Rank `comm.rank()`'s training: its rows of the batch, one all-reduce per step.
-fn train_rank(device: &Device, comm: &Communicator) -> Result<(Vec<f32>, Duration)> {
+fn train_rank(device: &Device, comm: &Communicator) -> Result<(Vec<f32>, StepTimes)> {
     let rows = ROWS_PER_RANK;
     let first_row = comm.rank() * rows;
     train(
@@ -122,21 +133,22 @@ fn train_rank(device: &Device, comm: &Communicator) -> Result<(Vec<f32>, Duratio
 
 /// Trains on `rows` of the global batch of `batch` rows, from zero weights, for
 /// [`STEPS`] steps; with a communicator, gradients are summed over the ranks first.
-/// Returns the weights (`FEATURES x OUTPUTS`, row-major) and the time from the first
-/// step's start to the weights' arrival on the host.
+/// Returns the weights (`FEATURES x OUTPUTS`, row-major) and the steps' times (each
+/// up to its result on the host).
 fn train(
     device: &Device,
     rows: std::ops::Range<usize>,
     batch: usize,
     comm: Option<&Communicator>,
-) -> Result<(Vec<f32>, Duration)> {
+) -> Result<(Vec<f32>, StepTimes)> {
     let m = rows.len();
     let (x, target) = batch_rows(rows);
     let mut weights = vec![0f32; FEATURES * OUTPUTS];
     let stream = device.new_stream()?;
     let (m32, k32, n32) = (m as u32, FEATURES as u32, OUTPUTS as u32);
-    let mut started = Instant::now();
-    let start = &mut started;
+    let mut probe = [0f32];
+    let mut first_result = Some(&mut probe[..]);
+    let mut times = StepTimes::default();
     scope(&stream, |s| {
         let dx = s.upload(&x)?;
         let dt = s.upload(&target)?;
@@ -145,7 +157,7 @@ fn train(
         let mut w = s.alloc_zeroed::<f32>(FEATURES * OUTPUTS)?;
         let mut y = s.alloc::<f32>(m * OUTPUTS)?;
         let mut grad = s.alloc::<f32>(FEATURES * OUTPUTS)?;
-        *start = Instant::now();
+        let mut start = Instant::now();
         for _ in 0..STEPS {
             // Forward: y = x w; residual: y -= target.
             kernels::sgemm_tiled(s, m32, n32, k32, 1.0, &dx, &w, 0.0, &mut y)?;
@@ -166,11 +178,27 @@ fn train(
                 s.all_reduce_in_place(comm, &mut grad, Sum)?;
             }
             kernels::axpy(s, -LEARNING_RATE, &grad, &mut w)?;
+            // The first step loads the kernels and sets up NCCL's connections: timed
+            // apart, up to one element of its result on the host.
+            if let Some(probe) = first_result.take() {
+                s.copy_to_host(&w.slice(..1)?, probe)?.wait()?;
+                times.first = start.elapsed();
+                start = Instant::now();
+            }
         }
         s.copy_to_host(&w, &mut weights)?.wait()?;
+        times.per_step = start.elapsed() / (STEPS as u32 - 1).max(1);
         Ok::<_, Error>(())
     })?;
-    Ok((weights, started.elapsed()))
+    Ok((weights, times))
+}
+
+/// How long a rank's training took: its first step (the kernels' loads and NCCL's
+/// connection setup included), and each later one on average.
+#[derive(Debug, Clone, Copy, Default)]
+struct StepTimes {
+    first: Duration,
+    per_step: Duration,
 }
 
 /// Rows `rows` of the global batch: inputs in [-1, 1) and targets of a fixed linear map
@@ -196,7 +224,7 @@ fn batch_rows(rows: std::ops::Range<usize>) -> (Vec<f32>, Vec<f32>) {
 }
 
 /// Compares `weights` with one GPU's training on the whole batch of `ranks` ranks.
-fn check(device: &Device, ranks: usize, weights: &[f32], elapsed: Duration) -> Result<bool> {
+fn check(device: &Device, ranks: usize, weights: &[f32], elapsed: StepTimes) -> Result<bool> {
     let batch = ranks * ROWS_PER_RANK;
     let (reference, _) = train(device, 0..batch, batch, None)?;
     let scale = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
@@ -206,9 +234,11 @@ fn check(device: &Device, ranks: usize, weights: &[f32], elapsed: Duration) -> R
         .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
     let ok = worst <= 1e-4 * scale.max(1e-6) && scale > 0.0;
     println!(
-        "data_parallel: {ranks} rank(s), {STEPS} steps of {ROWS_PER_RANK} rows each in {:.1} ms (the kernels' first load included); \
+        "data_parallel: {ranks} rank(s), {STEPS} steps of {ROWS_PER_RANK} rows each: the first in {:.1} ms \
+         (kernel loads, NCCL's connections), then {:.0} us per step; \
          weights vs one GPU on the whole batch: largest difference {worst:.3e} (largest weight {scale:.3e}): {}",
-        elapsed.as_secs_f64() * 1e3,
+        elapsed.first.as_secs_f64() * 1e3,
+        elapsed.per_step.as_secs_f64() * 1e6,
         if ok { "match" } else { "MISMATCH" }
     );
     Ok(ok)
