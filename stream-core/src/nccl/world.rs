@@ -16,10 +16,10 @@ pub enum Launcher {
     /// `RANK`, `WORLD_SIZE` and `LOCAL_RANK` set by hand or by another launcher.
     Environment,
     /// Open MPI's `mpirun` (`OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK`). Export
-    /// `MASTER_ADDR` and `MASTER_PORT` (`-x`), and give each rank more than one core
-    /// (`--bind-to none` or `numa`): bound to one core, as Open MPI binds two ranks by
-    /// default, NCCL's P2P transport shares it with the rank's thread (4x slower steps
-    /// measured on two H100s).
+    /// `MASTER_ADDR` and `MASTER_PORT` (`-x`). Bound to one core each, as Open MPI binds
+    /// two ranks by default, NCCL's connection setup shares that core with the rank's
+    /// thread: the first collective took 5x longer on two H100s (later ones did not
+    /// change; PyTorch's alike); `--bind-to none` or `numa` avoids it.
     OpenMpi,
     /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`).
     Slurm,
