@@ -37,11 +37,13 @@ fn main() {
         GpuStatus::Present(n) if *n >= 2 => gpu.extend(tests![
             a_communicator_of_another_device_is_device_mismatch,
             a_rank_killed_mid_collective_ends_in_an_err_not_a_hang,
+            ranks_given_one_gpu_each_by_cuda_visible_devices_use_it,
         ]),
         GpuStatus::Present(n) => eprintln!(
             "test_nccl_errors: {n} CUDA device(s): the two-GPU tests \
-             a_communicator_of_another_device_is_device_mismatch and \
-             a_rank_killed_mid_collective_ends_in_an_err_not_a_hang are not registered \
+             a_communicator_of_another_device_is_device_mismatch, \
+             a_rank_killed_mid_collective_ends_in_an_err_not_a_hang and \
+             ranks_given_one_gpu_each_by_cuda_visible_devices_use_it are not registered \
              (NCCL refuses two ranks on one GPU)"
         ),
         GpuStatus::Absent(_) => {}
@@ -289,6 +291,41 @@ fn a_rank_killed_mid_collective_ends_in_an_err_not_a_hang() -> TestResult {
     Ok(())
 }
 
+/// Two ranks started by hand, each with `CUDA_VISIBLE_DEVICES` naming its own GPU (as
+/// `srun --gpus-per-task=1` and per-rank `mpirun` wrappers do): rank 1's local rank is
+/// 1, yet it sees one GPU, ordinal 0, which `World::device` gives it; both join and
+/// reduce (NCCL would refuse two ranks on one GPU, so success shows they are distinct).
+fn ranks_given_one_gpu_each_by_cuda_visible_devices_use_it() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let port = free_port()?.to_string();
+    let rank = |r: &'static str| {
+        let port = port.clone();
+        std::thread::spawn(move || {
+            let env = [
+                (CHILD_ENV, Some("join_and_reduce")),
+                ("RANK", Some(r)),
+                ("LOCAL_RANK", Some(r)),
+                ("WORLD_SIZE", Some("2")),
+                ("MASTER_ADDR", Some("127.0.0.1")),
+                ("MASTER_PORT", Some(port.as_str())),
+                ("CUDA_VISIBLE_DEVICES", Some(r)),
+                ("TORCHELASTIC_RUN_ID", None),
+            ];
+            run_self(&format!("rank {r}"), &env, Duration::from_secs(120))
+        })
+    };
+    let (zero, one) = (rank("0"), rank("1"));
+    let zero = zero.join().map_err(|_| "rank 0's thread panicked")??;
+    let one = one.join().map_err(|_| "rank 1's thread panicked")??;
+    for (r, out) in [(0, &zero), (1, &one)] {
+        ensure!(out.status.success(), "rank {r} failed.\n{out}");
+        out.expect(&format!("ordinal{r}"), "0")?;
+        out.expect(&format!("sum{r}"), "3")?;
+        out.expect("launcher", "Environment")?;
+    }
+    Ok(())
+}
+
 /// `torchrun --no-python --nproc-per-node=N` over this binary, N = every GPU (at most
 /// 2): each rank builds its `World` from torchrun's variables, joins, all-reduces its
 /// rank + 1, and prints the sum.
@@ -305,7 +342,7 @@ fn under_torchrun_every_rank_joins_and_reduces() -> TestResult {
     let out = run_command(
         "torchrun",
         command,
-        &[(CHILD_ENV, Some("torchrun"))],
+        &[(CHILD_ENV, Some("join_and_reduce"))],
         Duration::from_secs(180),
     )?;
     ensure!(out.status.success(), "torchrun failed.\n{out}");
@@ -346,7 +383,7 @@ fn without_nccl_making_a_communicator_is_nccl_not_found() -> TestResult {
 fn child(mode: &str) -> i32 {
     let result = match mode {
         "killed_rank" => killed_rank_child(),
-        "torchrun" => torchrun_child(),
+        "join_and_reduce" => join_and_reduce_child(),
         other => Err(format!("unknown child mode {other}").into()),
     };
     match result {
@@ -398,10 +435,13 @@ fn killed_rank_child() -> TestResult {
     Ok(())
 }
 
-fn torchrun_child() -> TestResult {
+/// Builds the world from the environment, joins, all-reduces rank + 1 and prints the
+/// sum (`sum<rank> = ...`), the launcher and the device's ordinal.
+fn join_and_reduce_child() -> TestResult {
     let world = World::from_env()?;
     println!("launcher = {:?}", world.launcher());
     let device = world.device()?;
+    println!("ordinal{} = {}", world.rank(), device.ordinal());
     let comm = world.communicator(&device)?;
     let stream = device.new_stream()?;
     let mut out = [0f64; 3];

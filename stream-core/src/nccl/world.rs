@@ -61,6 +61,9 @@ pub struct World {
     local_size: Option<usize>,
     launcher: Launcher,
     local_rank_variable: &'static str,
+    /// `CUDA_VISIBLE_DEVICES` names exactly one GPU: the launcher (or a wrapper script)
+    /// gave this rank its own.
+    one_gpu_given: bool,
     meeting: Meeting,
     timeout: Duration,
 }
@@ -223,6 +226,7 @@ impl World {
             local_size,
             launcher,
             local_rank_variable: local_name,
+            one_gpu_given: one_gpu_given(&lookup),
             meeting,
             timeout,
         })
@@ -264,27 +268,19 @@ impl World {
     }
 
     /// This rank's GPU: the device whose ordinal is its local rank (among the devices
-    /// `CUDA_VISIBLE_DEVICES` leaves visible). [`Error::LaunchEnvironment`] when the host
-    /// has no such GPU (more ranks per host than GPUs, or none at all).
+    /// `CUDA_VISIBLE_DEVICES` leaves visible), or the one visible device when
+    /// `CUDA_VISIBLE_DEVICES` names exactly one: then the launcher gave each rank its own
+    /// GPU (`srun --gpus-per-task=1`, or a wrapper that sets it from the local rank, as
+    /// many `mpirun` scripts do). [`Error::LaunchEnvironment`] when the host has no such
+    /// GPU (more ranks per host than GPUs, or none at all).
     pub fn device(&self) -> Result<Device> {
         let count = Device::count()?;
-        if self.local_rank >= count {
-            let gpus = match count {
-                0 => "no visible GPU".to_owned(),
-                1 => "1 visible GPU".to_owned(),
-                n => format!("{n} visible GPUs"),
-            };
-            return Err(bad(
-                self.local_rank_variable,
-                format!(
-                    "is {} but this host has {gpus}: start at most one rank per GPU on each \
-                     host (e.g. --nproc-per-node={count}), or make the GPUs visible \
-                     (CUDA_VISIBLE_DEVICES)",
-                    self.local_rank
-                ),
-            ));
-        }
-        Device::new(self.local_rank)
+        Device::new(gpu_ordinal(
+            self.local_rank,
+            self.local_rank_variable,
+            count,
+            self.one_gpu_given,
+        )?)
     }
 
     /// This rank's member of the communicator of every rank, on `device` (normally
@@ -304,6 +300,46 @@ impl World {
         };
         Communicator::join(device, &id, self.rank, self.size)
     }
+}
+
+/// Whether `CUDA_VISIBLE_DEVICES` names exactly one device (an index, a UUID or a MIG
+/// instance).
+fn one_gpu_given(lookup: &impl Fn(&str) -> Option<String>) -> bool {
+    lookup("CUDA_VISIBLE_DEVICES").is_some_and(|v| {
+        v.split(',')
+            .filter(|entry| !entry.trim().is_empty())
+            .count()
+            == 1
+    })
+}
+
+/// The ordinal of the GPU of local rank `local_rank` (read from `variable`) among `count`
+/// visible ones (see [`World::device`]).
+fn gpu_ordinal(
+    local_rank: usize,
+    variable: &str,
+    count: usize,
+    one_gpu_given: bool,
+) -> Result<usize> {
+    if local_rank < count {
+        return Ok(local_rank);
+    }
+    if one_gpu_given && count == 1 {
+        return Ok(0);
+    }
+    let gpus = match count {
+        0 => "no visible GPU".to_owned(),
+        1 => "1 visible GPU".to_owned(),
+        n => format!("{n} visible GPUs"),
+    };
+    Err(bad(
+        variable,
+        format!(
+            "is {local_rank} but this host has {gpus}: start at most one rank per GPU on each \
+             host (e.g. --nproc-per-node={count}), or make the GPUs visible \
+             (CUDA_VISIBLE_DEVICES; one GPU named there is this rank's own)"
+        ),
+    ))
 }
 
 /// How the ranks of a world of `size` meet (see [`World`]).
@@ -553,5 +589,57 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("SLURM_PROCID is \"x\""));
+    }
+
+    #[test]
+    fn the_local_rank_picks_the_gpu_unless_one_gpu_is_given_to_the_rank() {
+        // Every GPU visible: the local rank is the ordinal.
+        assert_eq!(gpu_ordinal(1, "LOCAL_RANK", 2, false).unwrap(), 1);
+        assert_eq!(gpu_ordinal(0, "LOCAL_RANK", 1, true).unwrap(), 0);
+        // One GPU named in CUDA_VISIBLE_DEVICES: it is this rank's, whatever its local rank.
+        assert_eq!(gpu_ordinal(3, "SLURM_LOCALID", 1, true).unwrap(), 0);
+        // More ranks than visible GPUs otherwise: an error naming the variable.
+        let err = gpu_ordinal(2, "LOCAL_RANK", 2, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("LOCAL_RANK is 2 but this host has 2 visible GPUs"),
+            "{err}"
+        );
+        let err = gpu_ordinal(1, "LOCAL_RANK", 1, false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("1 visible GPU:"), "{err}");
+        let err = gpu_ordinal(0, "OMPI_COMM_WORLD_LOCAL_RANK", 0, true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no visible GPU"), "{err}");
+    }
+
+    #[test]
+    fn one_gpu_is_given_when_cuda_visible_devices_names_exactly_one() {
+        let given = |v: Option<&str>| {
+            one_gpu_given(&|name: &str| {
+                (name == "CUDA_VISIBLE_DEVICES")
+                    .then(|| v.map(str::to_owned))
+                    .flatten()
+            })
+        };
+        assert!(!given(None));
+        assert!(given(Some("1")));
+        assert!(given(Some("GPU-5e78c893-17bb-f19b-8b1a-a4bd2c52d80c")));
+        assert!(given(Some(" 0 ,")));
+        assert!(!given(Some("0,1")));
+        assert!(!given(Some("")));
+        let w = world(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "1"),
+            ("MASTER_ADDR", "h"),
+            ("MASTER_PORT", "1234"),
+            ("CUDA_VISIBLE_DEVICES", "1"),
+        ])
+        .unwrap();
+        assert!(w.one_gpu_given);
     }
 }
