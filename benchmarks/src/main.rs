@@ -197,14 +197,11 @@ fn main() {
     // BENCH_STREAMING_STORES=never|downloads|tails|always: which staged copies of this
     // run write with streaming stores (the library's default: tails, i.e. downloads and
     // the last chunks of uploads), to compare the settings in the pageable case's rows.
-    if let Ok(value) = std::env::var("BENCH_STREAMING_STORES") {
-        use stream_core::staging::StreamingStores;
-        let setting = match value.trim() {
-            "never" | "0" => StreamingStores::Never,
-            "always" | "1" => StreamingStores::Always,
-            "downloads" => StreamingStores::Downloads,
-            _ => StreamingStores::DownloadsAndUploadTails,
-        };
+    let streaming = pageable::streaming_stores_of_this_run().unwrap_or_else(|e| {
+        eprintln!("bench: {e}");
+        std::process::exit(2);
+    });
+    if let Some(setting) = streaming {
         stream_core::staging::set_streaming_stores(setting);
         report
             .header

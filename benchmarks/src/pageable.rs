@@ -35,7 +35,7 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaSlice};
-use stream_core::staging::staged_copy_counts;
+use stream_core::staging::{staged_copy_counts, StreamingStores};
 use stream_core::{scope, DeviceVec};
 
 use crate::env::{Env, MIB};
@@ -135,6 +135,36 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     }
     if let Some(dir) = std::env::var_os("BENCH_STAGING_TRACE") {
         trace::run(env, std::path::Path::new(&dir))?;
+    }
+    Ok(())
+}
+
+/// `BENCH_STREAMING_STORES=never|downloads|tails|always`: the streaming-store setting
+/// this run pins for every staged copy, if any; an unknown value is an error.
+pub fn streaming_stores_of_this_run() -> Result<Option<StreamingStores>> {
+    let Ok(value) = std::env::var("BENCH_STREAMING_STORES") else {
+        return Ok(None);
+    };
+    Ok(Some(match value.trim() {
+        "never" | "0" => StreamingStores::Never,
+        "downloads" => StreamingStores::Downloads,
+        "tails" => StreamingStores::DownloadsAndUploadTails,
+        "always" | "1" => StreamingStores::Always,
+        other => {
+            return Err(Error::msg(format!(
+                "BENCH_STREAMING_STORES={other}: expected never, downloads, tails or always"
+            )))
+        }
+    }))
+}
+
+/// After a diagnosis that compared streaming-store settings: the run's own setting again
+/// (`BENCH_STREAMING_STORES`), or none pinned, so that the cases after it use the
+/// calibration's choice as they would have.
+fn restore_streaming_stores() -> Result<()> {
+    match streaming_stores_of_this_run()? {
+        Some(setting) => stream_core::staging::set_streaming_stores(setting),
+        None => stream_core::staging::reset_streaming_stores(),
     }
     Ok(())
 }

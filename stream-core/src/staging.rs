@@ -33,5 +33,6 @@ pub use crate::host::staging::config::{
 };
 pub use crate::host::staging::detection::host_memory_is_pinned;
 pub use crate::host::staging::stripe::{
-    set_streaming_stores, streaming_stores, StreamingStores, UPLOAD_STREAMING_TAIL,
+    reset_streaming_stores, set_streaming_stores, streaming_stores, StreamingStores,
+    UPLOAD_STREAMING_TAIL,
 };

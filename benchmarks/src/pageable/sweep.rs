@@ -28,7 +28,6 @@ pub(super) fn run(env: &Env) -> Result<()> {
         machine.ring_blocks,
         machine.threads
     );
-    let streaming_before = stream_core::staging::streaming_stores();
     // The library's default stores over the grid, then the other settings at the
     // machine's setting.
     let grid = [4usize, 8, 16]
@@ -87,6 +86,6 @@ pub(super) fn run(env: &Env) -> Result<()> {
             format!("{streaming:?}")
         );
     }
-    set_streaming_stores(streaming_before);
+    super::restore_streaming_stores()?;
     Ok(())
 }

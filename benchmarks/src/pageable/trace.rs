@@ -6,9 +6,7 @@
 //! them mean the host memcpy is.
 
 use std::path::Path;
-use stream_core::staging::{
-    set_streaming_stores, streaming_stores, StagingConfig, StreamingStores,
-};
+use stream_core::staging::{set_streaming_stores, StagingConfig, StreamingStores};
 use stream_core::trace::Trace;
 use stream_core::DeviceVec;
 
@@ -45,7 +43,6 @@ pub(super) fn run(env: &Env, dir: &Path) -> Result<()> {
     let mut dst: Vec<f32> = vec![0.0; n];
     let mut dev_buf: DeviceVec<f32> = env.dev.alloc_vec(n)?;
     let stream = &env.streams[0];
-    let streaming_before = streaming_stores();
     let mut copy = super::StagedCopy {
         stream,
         device: &mut dev_buf,
@@ -84,7 +81,7 @@ pub(super) fn run(env: &Env, dir: &Path) -> Result<()> {
             );
         }
     }
-    set_streaming_stores(streaming_before);
+    super::restore_streaming_stores()?;
     if dst
         .iter()
         .zip(&src)

@@ -71,7 +71,10 @@ impl StreamingStores {
 }
 
 /// The process-wide setting, as a [`StreamingStores`] discriminant.
-static STREAMING: AtomicU8 = AtomicU8::new(StreamingStores::DownloadsAndUploadTails as u8);
+static STREAMING: AtomicU8 = AtomicU8::new(DEFAULT_STREAMING as u8);
+
+/// The default of [`STREAMING`] (see [`StreamingStores`]).
+const DEFAULT_STREAMING: StreamingStores = StreamingStores::DownloadsAndUploadTails;
 
 /// Sets which staged copies use streaming stores, for the whole process (see
 /// [`StreamingStores`] for the measurements behind the default,
@@ -81,8 +84,16 @@ pub fn set_streaming_stores(setting: StreamingStores) {
     STREAMING_SET.store(true, Ordering::Release);
 }
 
-/// Set once [`set_streaming_stores`] was called: the setting is the user's, not the
-/// default a calibration may replace.
+/// Undoes [`set_streaming_stores`]: staged copies use the default again, or, for
+/// downloads, the [calibration](super::calibration)'s choice if one ran. For benchmarks
+/// that compared the settings and must not leave one pinned for what follows.
+pub fn reset_streaming_stores() {
+    STREAMING.store(DEFAULT_STREAMING as u8, Ordering::Relaxed);
+    STREAMING_SET.store(false, Ordering::Release);
+}
+
+/// Set once [`set_streaming_stores`] was called (and not [`reset_streaming_stores`]
+/// since): the setting is the user's, not the default a calibration may replace.
 static STREAMING_SET: AtomicBool = AtomicBool::new(false);
 
 /// Whether a staged download writes with streaming stores: never in an unoptimised
@@ -238,5 +249,13 @@ mod tests {
                 "{setting:?} does not survive the process-wide setting's encoding"
             );
         }
+        // Pinning a setting, then undoing it (here, the one test that touches the
+        // process-wide setting, so that no other sees it change).
+        set_streaming_stores(StreamingStores::Always);
+        assert_eq!(streaming_stores(), StreamingStores::Always);
+        assert!(STREAMING_SET.load(Ordering::Acquire));
+        reset_streaming_stores();
+        assert_eq!(streaming_stores(), DEFAULT_STREAMING);
+        assert!(!STREAMING_SET.load(Ordering::Acquire));
     }
 }
