@@ -271,6 +271,100 @@ impl RawComm {
             .collect())
     }
 
+    /// Splits the communicators of `members` (every member of one communicator that this
+    /// thread drives, or one member of a communicator whose other ranks call this in
+    /// their own processes or threads): member `i` joins the new communicator of the
+    /// members, of every rank, that pass the same `colors[i]`, ranked by `keys[i]`
+    /// (`ncclCommSplit`); with `None` (`NCCL_SPLIT_NOCOLOR`) it takes part and joins
+    /// none. Several members are split inside one NCCL group, as NCCL requires of one
+    /// thread. Blocks until every rank of the communicator has called it. Each result is
+    /// the new member with its rank and size, or `None`.
+    pub(crate) fn split(
+        members: &[&RawComm],
+        colors: &[Option<u16>],
+        keys: &[i32],
+    ) -> Result<Vec<Option<(RawComm, usize, usize)>>> {
+        require_library()?;
+        let version = version()?;
+        if version < SPLIT_SINCE {
+            return Err(Error::from(crate::error::Library {
+                call: "ncclCommSplit",
+                message: format!(
+                    "needs NCCL 2.18 or newer; this process loaded {}.{}.{}",
+                    version / 10000,
+                    version / 100 % 100,
+                    version % 100
+                ),
+            }));
+        }
+        if members.iter().any(|m| m.control.is_aborted()) {
+            return Err(Error::CommunicatorAborted {
+                reason: "it was aborted, so it cannot be split",
+            });
+        }
+        let grouped = members.len() > 1;
+        if grouped {
+            group_start()?;
+        }
+        let mut made: Vec<sys::ncclComm_t> = vec![std::ptr::null_mut(); members.len()];
+        let mut first_error = Ok(());
+        for (((member, color), key), new) in members.iter().zip(colors).zip(keys).zip(&mut made) {
+            let color = color.map_or(NCCL_SPLIT_NOCOLOR, c_int::from);
+            let called = member.context().bind().and_then(|_bound| {
+                // SAFETY: `member.raw()` is a live communicator (not aborted: checked
+                // above; an abort from another thread may race with this call, as NCCL
+                // allows); `new` is a live slot NCCL writes the new communicator (or
+                // null, for no color) to; a null config asks for the defaults. The
+                // symbol exists: the version was checked above.
+                let status = unsafe {
+                    sys::ncclCommSplit(member.raw(), color, *key, new, std::ptr::null_mut())
+                }
+                .result();
+                check("ncclCommSplit", status, Some(member.raw()))
+            });
+            if first_error.is_ok() {
+                first_error = called;
+            }
+        }
+        if grouped {
+            // The group is ended whatever happened inside it.
+            let ended = group_end();
+            if first_error.is_ok() {
+                first_error = ended;
+            }
+        }
+        let results: Vec<Option<RawComm>> = made
+            .into_iter()
+            .zip(members)
+            .map(|(comm, member)| (!comm.is_null()).then(|| RawComm::made(comm, member.context())))
+            .collect();
+        // A failure leaves the communicators made so far to their owners' drops.
+        first_error?;
+        results
+            .into_iter()
+            .map(|new| {
+                new.map(|comm| comm.rank_and_size().map(|(r, n)| (comm, r, n)))
+                    .transpose()
+            })
+            .collect()
+    }
+
+    /// This member's rank and its communicator's size (`ncclCommUserRank`,
+    /// `ncclCommCount`).
+    fn rank_and_size(&self) -> Result<(usize, usize)> {
+        let (mut rank, mut count): (c_int, c_int) = (0, 0);
+        // SAFETY: `self.raw()` is a live communicator (just made); NCCL writes `rank`.
+        let status = unsafe { sys::ncclCommUserRank(self.raw(), &raw mut rank) }.result();
+        check("ncclCommUserRank", status, Some(self.raw()))?;
+        // SAFETY: as above; NCCL writes `count`.
+        let status = unsafe { sys::ncclCommCount(self.raw(), &raw mut count) }.result();
+        check("ncclCommCount", status, Some(self.raw()))?;
+        Ok((
+            usize::try_from(rank).unwrap_or(0),
+            usize::try_from(count).unwrap_or(0),
+        ))
+    }
+
     /// The part any thread may use: error state and abort.
     #[inline(always)]
     pub(crate) fn control(&self) -> &Arc<CommControl> {
@@ -296,6 +390,13 @@ impl RawComm {
         self.control.comm
     }
 }
+
+/// The first NCCL with `ncclCommSplit` (2.18.1, as `ncclGetVersion` writes it).
+const SPLIT_SINCE: i32 = 21801;
+
+/// NCCL's `NCCL_SPLIT_NOCOLOR`: a rank that takes part in a split and joins no
+/// communicator.
+const NCCL_SPLIT_NOCOLOR: c_int = -1;
 
 /// Brackets a group of NCCL calls (`ncclGroupStart`).
 pub(crate) fn group_start() -> Result<()> {

@@ -40,9 +40,13 @@ pub struct Communicator {
     watch: Arc<CommWatch>,
     /// The same watch, as the scopes keep it (made once, not per collective).
     scope_watch: Watch,
-    /// Made with its siblings by [`for_devices`](Self::for_devices): one thread drives
-    /// them all, so their collectives must be grouped (see `collective.rs`).
+    /// Made with its siblings by [`for_devices`](Self::for_devices) (or split from them by
+    /// [`split_all`](Self::split_all)): one thread drives them all, so their collectives
+    /// must be grouped (see `collective.rs`).
     grouped_only: bool,
+    /// Shared by the members this process made together (`for_devices`, `split_all`):
+    /// what [`split_all`](Self::split_all) checks to know they are one communicator.
+    clique: Arc<()>,
     /// Collectives issued since NCCL's error state was last asked (see
     /// [`check_before_issue`](Self::check_before_issue)). Atomic only so that the
     /// compiler's error for a communicator shared between threads keeps naming the
@@ -83,11 +87,14 @@ impl Communicator {
             .collect();
         let raws = RawComm::init_all(&contexts, &ordinals)?;
         let size = devices.len();
+        let clique = Arc::new(());
         Ok(raws
             .into_iter()
             .zip(devices)
             .enumerate()
-            .map(|(rank, (raw, device))| Communicator::made(raw, device, rank, size, size > 1))
+            .map(|(rank, (raw, device))| {
+                Communicator::made(raw, device, rank, size, size > 1, Arc::clone(&clique))
+            })
             .collect())
     }
 
@@ -104,10 +111,159 @@ impl Communicator {
             i32::try_from(size).map_err(|_| too_many())?,
         );
         let raw = RawComm::init_rank(&device.inner.context, size_i32, &id.0, rank_i32)?;
-        Ok(Communicator::made(raw, device, rank, size, false))
+        Ok(Communicator::made(
+            raw,
+            device,
+            rank,
+            size,
+            false,
+            Arc::new(()),
+        ))
     }
 
-    fn made(raw: RawComm, device: &Device, rank: usize, size: usize, grouped_only: bool) -> Self {
+    /// This member's part in splitting its communicator (`ncclCommSplit`): every rank
+    /// calls it, and the ranks that pass the same `color` form a new communicator,
+    /// ranked in their order here; with `None` a rank takes part and joins none (and
+    /// gets `None`). The way to make the groups of tensor- or pipeline-parallel
+    /// training out of the world's communicator: with `color = rank / tp`, the ranks of
+    /// one tensor-parallel group share a color.
+    ///
+    /// Blocks until every rank of this communicator has called it, as
+    /// [`join`](Self::join) does. The new communicator has this one's
+    /// [timeout](Self::timeout). [`Error::CommunicatorAborted`] for an aborted one;
+    /// [`Error::NcclGroup`] for a member of [`for_devices`](Self::for_devices) with
+    /// siblings (one thread drives them: use [`split_all`](Self::split_all)), or inside
+    /// an [`nccl::group`](super::group); [`Error::Library`] with NCCL before 2.18.
+    ///
+    /// ```no_run
+    /// # fn main() -> stream_core::Result<()> {
+    /// use stream_core::nccl::World;
+    /// let world = World::from_env()?;
+    /// let device = world.device()?;
+    /// let comm = world.communicator(&device)?;
+    /// let tp = 2; // tensor-parallel group size
+    /// let color = u16::try_from(comm.rank() / tp).expect("fewer than 65536 groups");
+    /// let tp_comm = comm.split(Some(color))?.expect("every rank has a color");
+    /// assert_eq!((tp_comm.rank(), tp_comm.size()), (comm.rank() % tp, tp));
+    /// # Ok(()) }
+    /// ```
+    pub fn split(&self, color: Option<u16>) -> Result<Option<Communicator>> {
+        if self.grouped_only {
+            return Err(Error::NcclGroup {
+                reason: "a communicator of Communicator::for_devices with siblings is split \
+                         with all of them at once, by Communicator::split_all: this thread \
+                         drives them all",
+            });
+        }
+        let mut split = Communicator::split_members(&[self], &[color], false)?;
+        Ok(split.pop().flatten())
+    }
+
+    /// [`split`](Self::split) for every member of a communicator of
+    /// [`for_devices`](Self::for_devices), which this thread drives: member `i` passes
+    /// `colors[i]`. The new communicators whose members are all here (all of them) are
+    /// driven by this thread too, so their collectives are grouped as their parent's.
+    ///
+    /// [`Error::LengthMismatch`] unless there is one color per member;
+    /// [`Error::NcclGroup`] unless `members` are every member of one communicator that
+    /// this process made together (NCCL would wait for the missing ones forever).
+    ///
+    /// ```no_run
+    /// # fn main() -> stream_core::Result<()> {
+    /// use stream_core::{nccl::Communicator, Device};
+    /// let devices = [Device::new(0)?, Device::new(1)?];
+    /// let comms = Communicator::for_devices(&devices)?;
+    /// // Two communicators of one rank each.
+    /// let alone = Communicator::split_all(&comms, &[Some(0), Some(1)])?;
+    /// assert!(alone.iter().all(|c| c.as_ref().is_some_and(|c| c.size() == 1)));
+    /// # Ok(()) }
+    /// ```
+    pub fn split_all(
+        members: &[Communicator],
+        colors: &[Option<u16>],
+    ) -> Result<Vec<Option<Communicator>>> {
+        Error::check_lengths("Communicator::split_all", members.len(), colors.len())?;
+        let Some(first) = members.first() else {
+            return Err(Error::InvalidRank { rank: 0, size: 0 });
+        };
+        let whole = members.len() == first.size
+            && members.iter().enumerate().all(|(i, m)| {
+                Arc::ptr_eq(&m.clique, &first.clique) && m.rank == i && m.size == first.size
+            });
+        if !whole {
+            return Err(Error::NcclGroup {
+                reason: "Communicator::split_all takes every member of one communicator made \
+                         by this process, in rank order (a rank left out would never arrive)",
+            });
+        }
+        let members: Vec<&Communicator> = members.iter().collect();
+        Communicator::split_members(&members, colors, true)
+    }
+
+    /// Splits `members` (see [`RawComm::split`]), keyed by their ranks; `together`: the
+    /// new communicators are driven by this thread alone.
+    fn split_members(
+        members: &[&Communicator],
+        colors: &[Option<u16>],
+        together: bool,
+    ) -> Result<Vec<Option<Communicator>>> {
+        if super::group::is_open() {
+            return Err(Error::NcclGroup {
+                reason: "a communicator is split outside nccl::group (the split is a \
+                         group of its own)",
+            });
+        }
+        let raws: Vec<&RawComm> = members.iter().map(|m| &m.raw).collect();
+        let keys = members
+            .iter()
+            .map(|m| {
+                i32::try_from(m.rank).map_err(|_| Error::InvalidRank {
+                    rank: m.rank,
+                    size: m.size,
+                })
+            })
+            .collect::<Result<Vec<i32>>>()?;
+        let made = RawComm::split(&raws, colors, &keys)?;
+        // One clique per new communicator: the members of one color.
+        let mut cliques: Vec<(u16, Arc<()>)> = Vec::new();
+        let mut clique_of = |color: u16| {
+            if let Some((_, clique)) = cliques.iter().find(|(c, _)| *c == color) {
+                return Arc::clone(clique);
+            }
+            let clique = Arc::new(());
+            cliques.push((color, Arc::clone(&clique)));
+            clique
+        };
+        Ok(made
+            .into_iter()
+            .zip(members)
+            .zip(colors)
+            .map(|((new, parent), color)| {
+                new.map(|(raw, rank, size)| {
+                    let clique = clique_of(color.unwrap_or_default());
+                    let comm = Communicator::made(
+                        raw,
+                        &parent.device,
+                        rank,
+                        size,
+                        together && size > 1,
+                        clique,
+                    );
+                    comm.set_timeout(parent.timeout());
+                    comm
+                })
+            })
+            .collect())
+    }
+
+    fn made(
+        raw: RawComm,
+        device: &Device,
+        rank: usize,
+        size: usize,
+        grouped_only: bool,
+        clique: Arc<()>,
+    ) -> Self {
         let watch = Arc::new(CommWatch {
             control: Arc::clone(raw.control()),
             timeout_ms: AtomicU64::new(timeout_from_env().as_millis() as u64),
@@ -120,6 +276,7 @@ impl Communicator {
             scope_watch: Watch::new(Arc::clone(&watch) as Arc<dyn StreamWatch>),
             watch,
             grouped_only,
+            clique,
             unasked: AtomicU32::new(ASK_NCCL_EVERY),
         }
     }
