@@ -85,7 +85,7 @@ pub fn set_streaming_stores(setting: StreamingStores) {
 }
 
 /// Undoes [`set_streaming_stores`]: staged copies use the default again, or, for
-/// downloads, the [calibration](crate::staging#calibration)'s choice if one ran. For benchmarks
+/// downloads, the [calibration](crate::staging::staging_calibration)'s choice if one ran. For benchmarks
 /// that compared the settings and must not leave one pinned for what follows.
 pub fn reset_streaming_stores() {
     STREAMING.store(DEFAULT_STREAMING as u8, Ordering::Relaxed);
