@@ -209,8 +209,8 @@ impl Communicator {
     ) -> Result<Vec<Option<Communicator>>> {
         if super::group::is_open() {
             return Err(Error::NcclGroup {
-                reason: "a communicator is split outside nccl::group (the split is a \
-                         group of its own)",
+                reason: "a communicator cannot be split inside nccl::group: the split \
+                         groups its own calls, so split before or after the group",
             });
         }
         let raws: Vec<&RawComm> = members.iter().map(|m| &m.raw).collect();
