@@ -75,9 +75,22 @@ fn torchrun() -> Option<std::path::PathBuf> {
     })
 }
 
-/// A TCP port that was free a moment ago.
+/// A TCP port that was free a moment ago, with the port after it free too (under
+/// `torchrun`, whose own store holds `MASTER_PORT`, the ranks meet at `MASTER_PORT + 1`).
+/// Taken below Linux's ephemeral range (32768 and up), from which the system gives
+/// every outgoing connection its local port: a port picked there (as binding port 0
+/// does) was once the local port of torchrun's own connection to its store by the time
+/// rank 0 listened on it ("Address already in use").
 fn free_port() -> Result<u16, gpu_tests::Failed> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    let mut rng = gpu_tests::Rng::new();
+    for _ in 0..200 {
+        let port = 20_000 + rng.below(12_000) as u16;
+        let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if free(port) && free(port + 1) {
+            return Ok(port);
+        }
+    }
+    Err("no free pair of TCP ports in 20000..32001 after 200 tries".into())
 }
 
 fn lengths_that_disagree_are_refused_and_the_scope_goes_on() -> TestResult {

@@ -354,14 +354,11 @@ impl RawComm {
     fn rank_and_size(&self) -> Result<(usize, usize)> {
         let (mut rank, mut count): (c_int, c_int) = (0, 0);
         // SAFETY: `self.raw()` is a live communicator (just made, not shared yet); NCCL
-        // writes `rank` and `count`, live locals.
-        let (ranked, counted) = unsafe {
-            (
-                sys::ncclCommUserRank(self.raw(), &raw mut rank).result(),
-                sys::ncclCommCount(self.raw(), &raw mut count).result(),
-            )
-        };
+        // writes `rank`, a live local.
+        let ranked = unsafe { sys::ncclCommUserRank(self.raw(), &raw mut rank) }.result();
         check("ncclCommUserRank", ranked, Some(self.raw()))?;
+        // SAFETY: as above; NCCL writes `count`.
+        let counted = unsafe { sys::ncclCommCount(self.raw(), &raw mut count) }.result();
         check("ncclCommCount", counted, Some(self.raw()))?;
         Ok((
             usize::try_from(rank).unwrap_or(0),
