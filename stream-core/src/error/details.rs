@@ -311,15 +311,11 @@ pub struct Nccl {
 /// assert!(e.to_string().starts_with("launch environment: WORLD_SIZE is missing"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "launch environment: {variable} {problem}; start the program with torchrun \
-     (--no-python), srun or mpirun, or set RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and \
-     MASTER_PORT yourself"
-)]
+#[error("launch environment: {variable} {problem}")]
 pub struct LaunchEnvironment {
     /// The variable (or variables) at fault.
     pub variable: String,
-    /// What is wrong with it.
+    /// What is wrong with it, and what to do.
     pub problem: String,
 }
 

@@ -75,6 +75,10 @@ const RANK_VARIABLES: [&str; 3] = ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID
 /// Default for how long the ranks wait for each other.
 const DEFAULT_RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// What to do when no launcher, or only part of one, described the world.
+const START_WITH_A_LAUNCHER: &str = "start the program with torchrun (--no-python), srun or \
+     mpirun, or set RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT yourself";
+
 fn bad(variable: &str, problem: impl Into<String>) -> Error {
     Error::from(LaunchEnvironment {
         variable: variable.to_owned(),
@@ -161,17 +165,28 @@ impl World {
         } else {
             return Err(bad(
                 "RANK",
-                "is not set, nor OMPI_COMM_WORLD_RANK or SLURM_PROCID: no launcher started this process",
+                format!(
+                    "is not set, nor OMPI_COMM_WORLD_RANK or SLURM_PROCID: no launcher started \
+                     this process; {START_WITH_A_LAUNCHER}"
+                ),
             ));
         };
         let [rank_name, size_name, local_name, local_size_name] = names;
-        let rank = number(rank_name)?.ok_or_else(|| bad(rank_name, "is missing"))?;
-        let size = number(size_name)?
-            .ok_or_else(|| bad(size_name, format!("is missing ({rank_name} is set)")))?;
+        let rank = number(rank_name)?
+            .ok_or_else(|| bad(rank_name, format!("is missing; {START_WITH_A_LAUNCHER}")))?;
+        let size = number(size_name)?.ok_or_else(|| {
+            bad(
+                size_name,
+                format!("is missing ({rank_name} is set); {START_WITH_A_LAUNCHER}"),
+            )
+        })?;
         let local_rank = number(local_name)?.ok_or_else(|| {
             bad(
                 local_name,
-                format!("is missing ({rank_name} is set); it picks this rank's GPU"),
+                format!(
+                    "is missing ({rank_name} is set); it picks this rank's GPU; \
+                     {START_WITH_A_LAUNCHER}"
+                ),
             )
         })?;
         // Slurm writes e.g. "4(x2)" for SLURM_NTASKS_PER_NODE: a local size only when plain.
@@ -641,5 +656,31 @@ mod tests {
         ])
         .unwrap();
         assert!(w.one_gpu_given);
+    }
+
+    #[test]
+    fn only_a_missing_launcher_or_variable_suggests_starting_one() {
+        let suggests =
+            |vars: &[(&str, &str)]| problem(vars).contains("start the program with torchrun");
+        assert!(suggests(&[]));
+        assert!(suggests(&[("RANK", "0")]));
+        assert!(suggests(&[("RANK", "0"), ("WORLD_SIZE", "2")]));
+        // Found a launcher; what is wrong has its own advice.
+        let mpirun_without_address = [
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+        ];
+        assert!(!suggests(&mpirun_without_address));
+        assert!(problem(&mpirun_without_address).contains("under srun or mpirun export them"));
+        assert!(!suggests(&[
+            ("RANK", "2"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "0")
+        ]));
+        let err = gpu_ordinal(2, "LOCAL_RANK", 2, false)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("start the program with torchrun"), "{err}");
     }
 }
