@@ -12,7 +12,7 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
 
-use gpu_tests::child::{run_command, run_self};
+use gpu_tests::child::{run_command, run_self, ChildOutput};
 use gpu_tests::nccl_ranks::{error_variant, exclusive, on_ranks, rank_count};
 use gpu_tests::tests;
 use gpu_tests::{ensure, gpu_status, GpuStatus, Test, TestFn, TestResult};
@@ -269,31 +269,45 @@ fn a_communicator_of_another_device_is_device_mismatch() -> TestResult {
     })
 }
 
+/// Runs this binary twice at once as child `mode`, ranks 0 and 1 of a world of two
+/// meeting at a free local port (the `RANK` variables, as set by hand), each with
+/// `extra(rank)` added to its environment; their outputs, rank 0's first.
+fn two_ranks(
+    mode: &'static str,
+    extra: impl Fn(&'static str) -> Vec<(&'static str, Option<&'static str>)>,
+) -> Result<[ChildOutput; 2], gpu_tests::Failed> {
+    let port = free_port()?.to_string();
+    let spawn = |r: &'static str| {
+        let mut env = vec![
+            (CHILD_ENV, Some(mode.to_owned())),
+            ("RANK", Some(r.to_owned())),
+            ("LOCAL_RANK", Some(r.to_owned())),
+            ("WORLD_SIZE", Some("2".to_owned())),
+            ("MASTER_ADDR", Some("127.0.0.1".to_owned())),
+            ("MASTER_PORT", Some(port.clone())),
+            ("TORCHELASTIC_RUN_ID", None),
+        ];
+        env.extend(extra(r).into_iter().map(|(k, v)| (k, v.map(str::to_owned))));
+        std::thread::spawn(move || {
+            let env: Vec<(&str, Option<&str>)> =
+                env.iter().map(|(k, v)| (*k, v.as_deref())).collect();
+            run_self(&format!("rank {r}"), &env, Duration::from_secs(120))
+        })
+    };
+    let (zero, one) = (spawn("0"), spawn("1"));
+    let zero = zero.join().map_err(|_| "rank 0's thread panicked")??;
+    let one = one.join().map_err(|_| "rank 1's thread panicked")??;
+    Ok([zero, one])
+}
+
 /// Two processes, ranks 0 and 1 on GPUs 0 and 1; rank 1 dies after the first
 /// all_reduce, while its second is queued. Rank 0's scope must end with an `Err`
 /// within the communicator's timeout (10 s here), not hang.
 fn a_rank_killed_mid_collective_ends_in_an_err_not_a_hang() -> TestResult {
     let _one_at_a_time = exclusive();
-    let port = free_port()?.to_string();
-    let rank = |r: &'static str| {
-        let port = port.clone();
-        std::thread::spawn(move || {
-            let env = [
-                (CHILD_ENV, Some("killed_rank")),
-                ("RANK", Some(r)),
-                ("LOCAL_RANK", Some(r)),
-                ("WORLD_SIZE", Some("2")),
-                ("MASTER_ADDR", Some("127.0.0.1")),
-                ("MASTER_PORT", Some(port.as_str())),
-                ("STREAM_CORE_NCCL_TIMEOUT_S", Some("10")),
-                ("TORCHELASTIC_RUN_ID", None),
-            ];
-            run_self(&format!("rank {r}"), &env, Duration::from_secs(120))
-        })
-    };
-    let (zero, one) = (rank("0"), rank("1"));
-    let zero = zero.join().map_err(|_| "rank 0's thread panicked")??;
-    let one = one.join().map_err(|_| "rank 1's thread panicked")??;
+    let [zero, one] = two_ranks("killed_rank", |_| {
+        vec![("STREAM_CORE_NCCL_TIMEOUT_S", Some("10"))]
+    })?;
     ensure!(!one.status.success(), "rank 1 was meant to die.\n{one}");
     zero.expect("first", "ok")?;
     let second = zero.value("second")?;
@@ -310,26 +324,9 @@ fn a_rank_killed_mid_collective_ends_in_an_err_not_a_hang() -> TestResult {
 /// reduce (NCCL would refuse two ranks on one GPU, so success shows they are distinct).
 fn ranks_given_one_gpu_each_by_cuda_visible_devices_use_it() -> TestResult {
     let _one_at_a_time = exclusive();
-    let port = free_port()?.to_string();
-    let rank = |r: &'static str| {
-        let port = port.clone();
-        std::thread::spawn(move || {
-            let env = [
-                (CHILD_ENV, Some("join_and_reduce")),
-                ("RANK", Some(r)),
-                ("LOCAL_RANK", Some(r)),
-                ("WORLD_SIZE", Some("2")),
-                ("MASTER_ADDR", Some("127.0.0.1")),
-                ("MASTER_PORT", Some(port.as_str())),
-                ("CUDA_VISIBLE_DEVICES", Some(r)),
-                ("TORCHELASTIC_RUN_ID", None),
-            ];
-            run_self(&format!("rank {r}"), &env, Duration::from_secs(120))
-        })
-    };
-    let (zero, one) = (rank("0"), rank("1"));
-    let zero = zero.join().map_err(|_| "rank 0's thread panicked")??;
-    let one = one.join().map_err(|_| "rank 1's thread panicked")??;
+    let [zero, one] = two_ranks("join_and_reduce", |r| {
+        vec![("CUDA_VISIBLE_DEVICES", Some(r))]
+    })?;
     for (r, out) in [(0, &zero), (1, &one)] {
         ensure!(out.status.success(), "rank {r} failed.\n{out}");
         out.expect(&format!("ordinal{r}"), "0")?;
