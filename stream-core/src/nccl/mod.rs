@@ -71,7 +71,8 @@
 //!
 //! Not bounded either: a call that NCCL itself blocks inside while it waits for a
 //! peer. Communicators are made in NCCL's blocking mode (as PyTorch's default), where
-//! making one waits for every rank, and the first collective that needs a connection
+//! making one (and splitting one, [`Communicator::split`]) waits for every rank, and the
+//! first collective that needs a connection
 //! NCCL has not set up yet (NCCL sets them up lazily) waits for the peer inside the
 //! call. A rank that dies between the rendezvous and that point leaves the others
 //! waiting there. NCCL's non-blocking mode would bound those waits too; measured on two
