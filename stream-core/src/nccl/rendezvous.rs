@@ -33,8 +33,16 @@ pub(crate) fn serve(
     size: usize,
     timeout: Duration,
 ) -> Result<()> {
-    let listener = TcpListener::bind(("0.0.0.0", port))
-        .map_err(|e| failed(address, format!("rank 0 cannot listen on port {port}: {e}")))?;
+    let listener = TcpListener::bind(("0.0.0.0", port)).map_err(|e| {
+        failed(
+            address,
+            format!(
+                "rank 0 cannot listen on port {port}: {e}; start the ranks with another \
+                     MASTER_PORT, or set STREAM_CORE_RENDEZVOUS_PORT to a free port for the \
+                     rendezvous alone (under torchrun it is MASTER_PORT + 1 unless that is set)"
+            ),
+        )
+    })?;
     serve_on(address, &listener, id, size, timeout)
 }
 
@@ -321,5 +329,19 @@ mod tests {
         let client = std::thread::spawn(move || fetch(&a, 1, 2, Duration::from_secs(20)));
         serve_on(&address, &listener, &id_of(3), 2, Duration::from_secs(20)).unwrap();
         assert_eq!(client.join().unwrap().unwrap().to_bytes()[0], 3);
+    }
+
+    #[test]
+    fn a_port_rank_zero_cannot_listen_on_names_the_way_out() {
+        let taken = TcpListener::bind(("0.0.0.0", 0)).unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let err = serve("node0:1", port, &id_of(1), 2, Duration::from_millis(50))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("rank 0 cannot listen on port {port}")),
+            "{err}"
+        );
+        assert!(err.contains("STREAM_CORE_RENDEZVOUS_PORT"), "{err}");
     }
 }
