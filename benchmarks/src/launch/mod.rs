@@ -28,7 +28,7 @@ use crate::cuda::{self, TINY_CONFIG};
 use crate::env::Env;
 use crate::error::{Context, Error, Result};
 use crate::measurement::Measurement;
-use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction};
+use crate::raw::{arg, order, RawDeviceMem, RawEvent, RawFunction};
 use crate::report::{Better, Report, Row, Source};
 
 /// Launches per enqueue sample.
@@ -298,18 +298,9 @@ impl Raw {
                 Ok(per_launch(t, launches))
             }
             ([s0, s1], [ya, yb]) => {
-                // SAFETY: the event and the streams are alive; recording then waiting
-                // orders `s1` after the work on `s0` so far.
-                unsafe { result::event::record(self.fork.0, *s0) }.context("cuEventRecord")?;
-                // SAFETY: as above.
-                unsafe {
-                    result::stream::wait_event(
-                        *s1,
-                        self.fork.0,
-                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                    )
-                }
-                .context("cuStreamWaitEvent")?;
+                // `s1` after the work on `s0` so far (the event and the streams are this
+                // sampler's, alive).
+                order(self.fork.0, *s0, *s1)?;
                 let mut args_a = [arg(&ya.ptr), arg(&len)];
                 let mut args_b = [arg(&yb.ptr), arg(&len)];
                 let t = Instant::now();
@@ -322,17 +313,8 @@ impl Raw {
                         .context("cuLaunchKernel")?;
                 }
                 let ns = per_launch(t, launches / 2 * 2);
-                // SAFETY: as for the fork, the other way round.
-                unsafe { result::event::record(self.join.0, *s1) }.context("cuEventRecord")?;
-                // SAFETY: as above.
-                unsafe {
-                    result::stream::wait_event(
-                        *s0,
-                        self.join.0,
-                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                    )
-                }
-                .context("cuStreamWaitEvent")?;
+                // As for the fork, the other way round.
+                order(self.join.0, *s1, *s0)?;
                 Ok(ns)
             }
             _ => Err(Error::msg("raw: one or two streams")),
