@@ -68,10 +68,6 @@ pub struct World {
     timeout: Duration,
 }
 
-/// The variable whose presence says which launcher started this process, in the order
-/// they are read.
-const RANK_VARIABLES: [&str; 3] = ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"];
-
 /// Default for how long the ranks wait for each other.
 const DEFAULT_RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -115,7 +111,7 @@ impl World {
     /// [`launched`](Self::launched) over any source of variables, as
     /// [`from_vars`](Self::from_vars).
     pub fn launched_from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<World>> {
-        if RANK_VARIABLES.iter().all(|name| lookup(name).is_none()) {
+        if launcher_of(&lookup).is_none() {
             return Ok(None);
         }
         World::from_vars(lookup).map(Some)
@@ -133,36 +129,7 @@ impl World {
                     }),
                 }
             };
-        let (launcher, names) = if lookup("RANK").is_some() {
-            let launcher = match lookup("TORCHELASTIC_RUN_ID") {
-                Some(_) => Launcher::Torchrun,
-                None => Launcher::Environment,
-            };
-            (
-                launcher,
-                ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"],
-            )
-        } else if lookup("OMPI_COMM_WORLD_RANK").is_some() {
-            (
-                Launcher::OpenMpi,
-                [
-                    "OMPI_COMM_WORLD_RANK",
-                    "OMPI_COMM_WORLD_SIZE",
-                    "OMPI_COMM_WORLD_LOCAL_RANK",
-                    "OMPI_COMM_WORLD_LOCAL_SIZE",
-                ],
-            )
-        } else if lookup("SLURM_PROCID").is_some() {
-            (
-                Launcher::Slurm,
-                [
-                    "SLURM_PROCID",
-                    "SLURM_NTASKS",
-                    "SLURM_LOCALID",
-                    "SLURM_NTASKS_PER_NODE",
-                ],
-            )
-        } else {
+        let Some((launcher, names)) = launcher_of(&lookup) else {
             return Err(bad(
                 "RANK",
                 format!(
@@ -314,6 +281,44 @@ impl World {
             }
         };
         Communicator::join(device, &id, self.rank, self.size)
+    }
+}
+
+/// The launcher whose rank variable is set (first match: `RANK`, then
+/// `OMPI_COMM_WORLD_RANK`, then `SLURM_PROCID`) and the names of its rank, size, local
+/// rank and local size variables; `None` when none is set.
+fn launcher_of(lookup: &impl Fn(&str) -> Option<String>) -> Option<(Launcher, [&'static str; 4])> {
+    if lookup("RANK").is_some() {
+        let launcher = match lookup("TORCHELASTIC_RUN_ID") {
+            Some(_) => Launcher::Torchrun,
+            None => Launcher::Environment,
+        };
+        Some((
+            launcher,
+            ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"],
+        ))
+    } else if lookup("OMPI_COMM_WORLD_RANK").is_some() {
+        Some((
+            Launcher::OpenMpi,
+            [
+                "OMPI_COMM_WORLD_RANK",
+                "OMPI_COMM_WORLD_SIZE",
+                "OMPI_COMM_WORLD_LOCAL_RANK",
+                "OMPI_COMM_WORLD_LOCAL_SIZE",
+            ],
+        ))
+    } else if lookup("SLURM_PROCID").is_some() {
+        Some((
+            Launcher::Slurm,
+            [
+                "SLURM_PROCID",
+                "SLURM_NTASKS",
+                "SLURM_LOCALID",
+                "SLURM_NTASKS_PER_NODE",
+            ],
+        ))
+    } else {
+        None
     }
 }
 
