@@ -133,8 +133,9 @@ fn four_threads_whose_first_staged_copies_start_together_all_arrive_exact() -> T
 /// A wait would end with the kernel, a few milliseconds before the scope does (the
 /// upload and download after it), so the call must return at least 0.5 s before the
 /// scope's end: room for the calibration of this unoptimised build, which took up to
-/// 0.42 s on a 16-core H100 host while its trial memory was still filled byte by byte. (Under a sanitizer a launch returns only once its kernel ran,
-/// so only exactness is checked there.)
+/// 0.42 s on a 16-core H100 host while its trial memory was still filled byte by byte.
+/// (Under a sanitizer a launch returns only once its kernel ran, so only exactness is
+/// checked there.)
 fn the_calibration_waits_for_no_work_of_the_users_stream() -> TestResult {
     let run = run_case("busy", "1")?;
     run.expect("exact", "yes")?;
