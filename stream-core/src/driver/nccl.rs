@@ -284,8 +284,7 @@ impl RawComm {
         colors: &[Option<u16>],
         keys: &[i32],
     ) -> Result<Vec<Option<(RawComm, usize, usize)>>> {
-        require_library()?;
-        let version = version()?;
+        let version = version()?; // `NcclNotFound` without the library
         if version < SPLIT_SINCE {
             return Err(Error::from(crate::error::Library {
                 call: "ncclCommSplit",
