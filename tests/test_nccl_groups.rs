@@ -7,10 +7,10 @@
 //! in one group from the scopes of `scope_all!`. Without a CUDA device these tests are
 //! reported as ignored; without NCCL they fail, naming it.
 
-use gpu_tests::nccl_ranks::{exclusive, rank_count, rank_input};
+use gpu_tests::nccl_ranks::{devices_of, exclusive, rank_count, rank_input, streams_of};
 use gpu_tests::{check_eq, ensure, poisoned, Rng, TestResult};
 use stream_core::nccl::{self, Communicator, Group, Sum, UniqueId};
-use stream_core::{scope, scope_all, Device, DeviceBuffer, Error, Scope, Stream};
+use stream_core::{scope, scope_all, Device, DeviceBuffer, Error, Scope};
 
 gpu_tests::test_main! {
     gpu: [
@@ -18,16 +18,6 @@ gpu_tests::test_main! {
         every_grouped_collective_matches_the_cpu,
         a_group_that_fails_or_panics_still_enqueues_what_it_issued,
     ],
-}
-
-/// The first `ranks` devices.
-fn devices_of(ranks: usize) -> stream_core::Result<Vec<Device>> {
-    (0..ranks).map(Device::new).collect()
-}
-
-/// A stream on each device.
-fn streams_of(devices: &[Device]) -> stream_core::Result<Vec<Stream>> {
-    devices.iter().map(Device::new_stream).collect()
 }
 
 /// Every rank's input of `len` elements (small whole numbers: sums are exact).

@@ -6,7 +6,7 @@
 //! (`split`) and one thread driving both (`split_all`). Without a CUDA device these
 //! tests are reported as ignored; without NCCL they fail, naming it.
 
-use gpu_tests::nccl_ranks::{exclusive, on_ranks, rank_count};
+use gpu_tests::nccl_ranks::{devices_of, exclusive, on_ranks, rank_count, streams_of};
 use gpu_tests::{check_eq, ensure, TestResult};
 use stream_core::nccl::{self, Communicator, Sum, UniqueId};
 use stream_core::{scope, Device, Error, Stream};
@@ -116,13 +116,8 @@ fn ranks_of_one_color_form_a_communicator_in_their_order() -> TestResult {
 fn one_thread_splits_every_device_together() -> TestResult {
     let _one_at_a_time = exclusive();
     let ranks = rank_count()?.min(2);
-    let devices: Vec<Device> = (0..ranks)
-        .map(Device::new)
-        .collect::<stream_core::Result<_>>()?;
-    let streams: Vec<Stream> = devices
-        .iter()
-        .map(Device::new_stream)
-        .collect::<stream_core::Result<_>>()?;
+    let devices = devices_of(ranks)?;
+    let streams = streams_of(&devices)?;
     let comms = Communicator::for_devices(&devices)?;
     let together = Communicator::split_all(&comms, &vec![Some(7); ranks])?
         .into_iter()
@@ -187,9 +182,7 @@ fn one_thread_splits_every_device_together() -> TestResult {
 fn splits_that_cannot_complete_are_refused() -> TestResult {
     let _one_at_a_time = exclusive();
     let ranks = rank_count()?.min(2);
-    let devices: Vec<Device> = (0..ranks)
-        .map(Device::new)
-        .collect::<stream_core::Result<_>>()?;
+    let devices = devices_of(ranks)?;
     let comms = Communicator::for_devices(&devices)?;
     let err = Communicator::split_all(&comms, &[]).unwrap_err();
     ensure!(matches!(err, Error::LengthMismatch(_)), "no colors: {err}");

@@ -69,6 +69,16 @@ pub fn rank_count() -> Result<usize, Failed> {
     Ok(n.min(8))
 }
 
+/// Devices `0..ranks`: the ranks of a test that drives every device from one thread.
+pub fn devices_of(ranks: usize) -> stream_core::Result<Vec<Device>> {
+    (0..ranks).map(Device::new).collect()
+}
+
+/// A new stream on each of `devices`.
+pub fn streams_of(devices: &[Device]) -> stream_core::Result<Vec<Stream>> {
+    devices.iter().map(Device::new_stream).collect()
+}
+
 /// Holds the NCCL tests of this process one at a time: communicators used at once on
 /// the same GPUs can deadlock (each GPU may run one communicator's kernel while its
 /// peer runs the other's, NCCL's user guide warns), so tests of several ranks, and
