@@ -142,3 +142,12 @@ impl Env {
         ))
     }
 }
+
+/// `bytes` as the cases name sizes: "8 B", "32 KiB", "64 MiB".
+pub fn size_name(bytes: usize) -> String {
+    match bytes {
+        b if b >= MIB => format!("{} MiB", b / MIB),
+        b if b >= 1024 => format!("{} KiB", b / 1024),
+        b => format!("{b} B"),
+    }
+}

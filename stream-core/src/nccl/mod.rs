@@ -91,6 +91,7 @@
 //! groups, the launcher's world and its rendezvous. Uses: `driver/` (NCCL calls),
 //! `scope/` (the stream, the scope's end), `memory/` (views), `device/`, `error`.
 
+mod all_to_all;
 mod collective;
 mod communicator;
 mod element;

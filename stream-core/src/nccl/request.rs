@@ -58,7 +58,7 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
     group: Option<&'a Group<'a, '_>>,
 ) -> Result<()> {
     if group.is_none() && (group::is_open() || comm.grouped_only()) {
-        return Err(refused_outside_a_group());
+        return Err(refuse_outside_a_group());
     }
     if !comm.raw().is_of(&s.stream.raw) {
         return Err(of_another_device(s, comm));
@@ -113,7 +113,7 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
 /// Why a scope's own collective was refused: a group is open on this thread, or the
 /// communicator is one of several driven by this thread.
 #[cold]
-fn refused_outside_a_group() -> Error {
+pub(crate) fn refuse_outside_a_group() -> Error {
     Error::NcclGroup {
         reason: if group::is_open() {
             "a scope's collective was called inside nccl::group, where it would be issued \

@@ -1,8 +1,9 @@
 //! Case 11: NCCL all-reduce through this library's collectives vs raw `ncclAllReduce`
 //! calls, in one process over every visible GPU (at most two): bus bandwidth from 8 B
 //! to 1 GiB (nccl-tests' definition, busbw = algbw × 2(n−1)/n; with one GPU, where it
-//! is zero by definition, the rows show algbw), and the host cost of enqueuing one small
-//! collective on a communicator of one rank.
+//! is zero by definition, the rows show algbw), the same for all-to-all against raw
+//! grouped sends and receives (`all_to_all.rs`), and the host cost of enqueuing one
+//! small collective on a communicator of one rank.
 //!
 //! Both sides use communicators made with `ncclCommInitAll` over the same devices, their
 //! own device memory of the same size, out-of-place sums of `f32`, and on two GPUs one
@@ -11,18 +12,20 @@
 //! all-reduce, as nccl-tests times them.
 #![allow(unsafe_code)]
 
+mod all_to_all;
+mod raw_ranks;
+
 use std::time::Instant;
 
-use cudarc::driver::{result, sys};
 use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
 use stream_core::nccl::{self, Communicator, Sum, UniqueId};
 use stream_core::{scope, Device, DeviceVec, Stream};
 
-use crate::env::{Env, MIB};
-use crate::error::{Context, Error, Result};
+use crate::env::{size_name, Env, MIB};
+use crate::error::{Error, Result};
 use crate::measurement::Measurement;
-use crate::raw::{RawDeviceMem, RawPoolMem, RawStream};
 use crate::report::{Better, Report, Row, Source};
+use raw_ranks::RawRanks;
 
 /// Runs case 11.
 pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
@@ -127,15 +130,8 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             raw.free(pooled)?;
         }
     }
+    all_to_all::rows(env, &comms, &streams, &raw, rep)?;
     enqueue_cost(env, &devices[0], rep)
-}
-
-fn size_name(bytes: usize) -> String {
-    match bytes {
-        b if b >= MIB => format!("{} MiB", b / MIB),
-        b if b >= 1024 => format!("{} KiB", b / 1024),
-        b => format!("{b} B"),
-    }
 }
 
 /// Ours: `DeviceVec`s attached to a scope per sample (nested scopes and one group per
@@ -194,156 +190,6 @@ impl<'a> Ours<'a> {
             })
         })?;
         Ok(start.elapsed().as_secs_f64() / iters as f64)
-    }
-}
-
-/// The raw side: each device's primary context, a stream and communicator per device.
-struct RawRanks {
-    contexts: Vec<sys::CUcontext>,
-    streams: Vec<RawStream>,
-    comms: Vec<nccl_sys::ncclComm_t>,
-}
-
-/// Raw send and receive memory per rank.
-struct RawBuffers {
-    count: usize,
-    send: Vec<RawMem>,
-    recv: Vec<RawMem>,
-}
-
-/// Where raw buffers come from: `cuMemAlloc`, or the device's stream-ordered pool, as
-/// the library's buffers do (NCCL's cost per call differs between the two).
-enum RawMem {
-    Plain(RawDeviceMem),
-    Pool(RawPoolMem),
-}
-
-impl RawMem {
-    fn ptr(&self) -> u64 {
-        match self {
-            RawMem::Plain(m) => m.ptr,
-            RawMem::Pool(m) => m.ptr,
-        }
-    }
-}
-
-impl RawRanks {
-    /// Streams and an `ncclCommInitAll` communicator per device (`devices` hold the
-    /// primary contexts retained for as long as the bench runs).
-    fn new(devices: &[Device]) -> Result<Self> {
-        let mut contexts = Vec::new();
-        let mut streams = Vec::new();
-        for device in devices {
-            let ordinal = device.ordinal() as i32;
-            let dev = result::device::get(ordinal).context("cuDeviceGet")?;
-            // SAFETY: `dev` came from cuDeviceGet; the retain is held by `device` too,
-            // so the context outlives this struct (released at exit).
-            let ctx =
-                unsafe { result::primary_ctx::retain(dev) }.context("cuDevicePrimaryCtxRetain")?;
-            // SAFETY: `ctx` is a live primary context.
-            unsafe { result::ctx::set_current(ctx) }.context("cuCtxSetCurrent")?;
-            streams.push(RawStream::new()?);
-            contexts.push(ctx);
-        }
-        let ordinals: Vec<i32> = devices.iter().map(|d| d.ordinal() as i32).collect();
-        let mut comms = vec![std::ptr::null_mut(); devices.len()];
-        // SAFETY: `comms` has room for one communicator per ordinal.
-        unsafe {
-            nccl_result::comm_init_all(comms.as_mut_ptr(), ordinals.len() as i32, ordinals.as_ptr())
-        }
-        .map_err(|e| Error::msg(format!("ncclCommInitAll: {e:?}")))?;
-        let raw = RawRanks {
-            contexts,
-            streams,
-            comms,
-        };
-        raw.bind(0)?;
-        Ok(raw)
-    }
-
-    fn bind(&self, rank: usize) -> Result<()> {
-        // SAFETY: a live primary context (retained by the devices).
-        unsafe { result::ctx::set_current(self.contexts[rank]) }.context("cuCtxSetCurrent")
-    }
-
-    fn buffers(&self, count: usize, from_pool: bool) -> Result<RawBuffers> {
-        let (mut send, mut recv) = (Vec::new(), Vec::new());
-        let bytes = count.max(1) * 4;
-        for rank in 0..self.contexts.len() {
-            self.bind(rank)?;
-            let one = || -> Result<RawMem> {
-                Ok(match from_pool {
-                    true => RawMem::Pool(RawPoolMem::new(bytes, &self.streams[rank])?),
-                    false => RawMem::Plain(RawDeviceMem::new(bytes)?),
-                })
-            };
-            send.push(one()?);
-            recv.push(one()?);
-        }
-        self.bind(0)?;
-        Ok(RawBuffers { count, send, recv })
-    }
-
-    /// Frees `buffers` in their own contexts.
-    fn free(&self, buffers: RawBuffers) -> Result<()> {
-        let RawBuffers { send, recv, .. } = buffers;
-        for (rank, (s, r)) in send.into_iter().zip(recv).enumerate() {
-            self.bind(rank)?;
-            drop((s, r));
-        }
-        self.bind(0)
-    }
-
-    fn all_reduce(&self, buffers: &mut RawBuffers, iters: usize) -> Result<f64> {
-        let n = self.comms.len();
-        let start = Instant::now();
-        for _ in 0..iters {
-            if n > 1 {
-                nccl_result::group_start()
-                    .map_err(|e| Error::msg(format!("ncclGroupStart: {e:?}")))?;
-            }
-            for rank in 0..n {
-                // SAFETY: both buffers hold `count` f32s of rank `rank`'s device, alive
-                // until `free` (after the synchronisation below); the stream and
-                // communicator are of that device.
-                unsafe {
-                    nccl_result::all_reduce(
-                        buffers.send[rank].ptr() as *const _,
-                        buffers.recv[rank].ptr() as *mut _,
-                        buffers.count,
-                        nccl_sys::ncclDataType_t::ncclFloat32,
-                        nccl_sys::ncclRedOp_t::ncclSum,
-                        self.comms[rank],
-                        self.streams[rank].0 as nccl_sys::cudaStream_t,
-                    )
-                }
-                .map_err(|e| Error::msg(format!("ncclAllReduce: {e:?}")))?;
-            }
-            if n > 1 {
-                nccl_result::group_end().map_err(|e| Error::msg(format!("ncclGroupEnd: {e:?}")))?;
-            }
-        }
-        for (rank, stream) in self.streams.iter().enumerate() {
-            self.bind(rank)?;
-            stream.sync()?;
-        }
-        self.bind(0)?;
-        Ok(start.elapsed().as_secs_f64() / iters as f64)
-    }
-}
-
-impl Drop for RawRanks {
-    fn drop(&mut self) {
-        for (rank, comm) in self.comms.iter().enumerate() {
-            let _ = self.bind(rank);
-            // SAFETY: made in `new`, destroyed once; every use was synchronised.
-            let _ = unsafe { nccl_result::comm_destroy(*comm) };
-        }
-        for rank in 0..self.streams.len() {
-            let _ = self.bind(rank);
-            drop(self.streams.pop());
-        }
-        let _ = self.bind(0);
     }
 }
 
