@@ -1,6 +1,7 @@
-//! `Scope::all_to_all` and `Group::all_to_all`: block `r` of every rank's send buffer
-//! lands in block `q` of rank `r`'s receive buffer, where `q` is the sender, compared
-//! bit for bit with the CPU; one communicator per thread (the scope's method) and one
+//! `Scope::all_to_all`, `Scope::all_to_all_v` and `Group::all_to_all`: block `r` of
+//! every rank's send buffer lands in block `q` of rank `r`'s receive buffer, where `q` is
+//! the sender (blocks of equal length, or of the lengths the counts give), compared bit
+//! for bit with the CPU; one communicator per thread (the scope's methods) and one
 //! thread driving every device (the group's); and every refusal before anything is
 //! enqueued.
 //!
@@ -18,6 +19,7 @@ use stream_core::{scope, scope_all, Device, Error};
 gpu_tests::test_main! {
     gpu: [
         every_rank_gets_its_block_from_every_rank,
+        uneven_blocks_go_where_the_counts_say,
         one_thread_drives_an_all_to_all_over_every_device,
         bad_buffers_and_calls_are_refused_before_anything_is_enqueued,
     ],
@@ -73,6 +75,63 @@ fn every_rank_gets_its_block_from_every_rank() -> TestResult {
     exchange::<f32>(ranks, seed)?;
     exchange::<u8>(ranks, seed)?;
     exchange::<i64>(ranks, seed)
+}
+
+/// How many elements rank `from` sends rank `to` in round `round`: 0 to 1500, zero for
+/// some pairs (including a rank and itself), different in each direction.
+fn count(round: u64, from: usize, to: usize) -> usize {
+    let mix = round
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add((from * 7 + to * 13) as u64)
+        .wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    match (mix >> 40) % 4 {
+        0 => 0,
+        _ => ((mix >> 20) % 1501) as usize,
+    }
+}
+
+/// `all_to_all_v` with counts that differ per pair of ranks (zero for some), one thread
+/// and communicator per rank, over a few rounds: each rank's receive buffer holds, in
+/// rank order, the block every rank addressed to it.
+fn uneven_blocks_go_where_the_counts_say() -> TestResult {
+    let ranks = rank_count()?;
+    let seed = Rng::new().next_u64();
+    for round in seed..seed + 4 {
+        let sends: Vec<Vec<usize>> = (0..ranks)
+            .map(|q| (0..ranks).map(|r| count(round, q, r)).collect())
+            .collect();
+        let inputs: Vec<Vec<i32>> = (0..ranks)
+            .map(|q| rank_input(round, q, sends[q].iter().sum(), false))
+            .collect();
+        // Rank `to`'s expected receive buffer: from each rank, the block at that rank's
+        // offset for `to`.
+        let expected = |to: usize| -> Vec<i32> {
+            (0..ranks)
+                .flat_map(|from| {
+                    let at: usize = sends[from][..to].iter().sum();
+                    inputs[from][at..at + sends[from][to]].iter().copied()
+                })
+                .collect()
+        };
+        on_ranks(ranks, |rank, comm, stream| {
+            let recv_counts: Vec<usize> = (0..ranks).map(|from| sends[from][rank]).collect();
+            let before = poisoned::<i32>(recv_counts.iter().sum());
+            let mut got = before.clone();
+            scope(stream, |s| {
+                let send = s.upload(&inputs[rank])?;
+                let mut recv = s.upload(&before)?;
+                s.all_to_all_v(comm, &send, &sends[rank], &mut recv, &recv_counts)?;
+                s.copy_to_host(&recv, &mut got)?.wait()?;
+                Ok::<_, Error>(())
+            })?;
+            check_eq(
+                &format!("all_to_all_v, counts {sends:?}, rank {rank} of {ranks}"),
+                &expected(rank),
+                &got,
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// `Communicator::for_devices` over every visible GPU (up to two here), one thread: each

@@ -1,9 +1,10 @@
 //! All-to-all: every rank sends block `r` of its buffer to rank `r` and receives rank
-//! `r`'s block into block `r` of its own (PyTorch's `all_to_all_single` with equal
-//! splits, the exchange of expert parallelism). NCCL has no call for it before 2.28 and
-//! its guide writes it as one [`group`] of sends and receives, one pair per rank; so
-//! does this file, through [`Group`]'s [`send`](Group::send) and [`recv`](Group::recv),
-//! whose checks and borrows it inherits (no `unsafe` of its own).
+//! `r`'s block into block `r` of its own (PyTorch's `all_to_all_single`, the exchange
+//! of expert parallelism), with blocks of equal length or of lengths given per rank
+//! (`all_to_all_v`). NCCL has no call for it before 2.28 and its guide writes it as one
+//! [`group`](super::group) of sends and receives, one pair per rank; so does this file,
+//! through the requests of [`Group::send`] and [`Group::recv`], whose checks and
+//! borrows it inherits (no `unsafe` of its own).
 
 use super::group::{self, Group};
 use super::request::{issue, read, refuse_outside_a_group, write, Request};
@@ -50,14 +51,54 @@ impl<'s, 'env> Scope<'s, 'env> {
         send: &impl DeviceMemory<'s, T>,
         recv: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
+        let bytes = (send.raw(TOKEN).len * size_of::<T>()) as u64;
+        self.in_own_group("all_to_all", comm, bytes, |g| {
+            g.all_to_all(self, comm, send, recv)
+        })
+    }
+
+    /// [`all_to_all`](Self::all_to_all) with blocks of given lengths: the first
+    /// `send_counts[0]` elements of `send` to rank 0, the next `send_counts[1]` to rank
+    /// 1, and so on; rank `r`'s block into `recv` at the offset of `recv_counts[r]`
+    /// likewise (PyTorch's `all_to_all_single` with split sizes: the tokens routed to
+    /// each expert). `send_counts[r]` here must equal rank `r`'s `recv_counts` entry for
+    /// this rank, as every rank's lengths must agree in every collective; a block of
+    /// zero is neither sent nor received.
+    ///
+    /// Errors before anything is enqueued: [`Error::ShapeMismatch`] when a list does not
+    /// hold one count per rank or its sum is not its buffer's length, and the checks of
+    /// [`all_reduce`](Self::all_reduce).
+    pub fn all_to_all_v<T: NcclElement>(
+        &'s self,
+        comm: &Communicator,
+        send: &impl DeviceMemory<'s, T>,
+        send_counts: &[usize],
+        recv: &mut impl DeviceMemoryMut<'s, T>,
+        recv_counts: &[usize],
+    ) -> Result<()> {
+        let bytes = (send.raw(TOKEN).len * size_of::<T>()) as u64;
+        self.in_own_group("all_to_all_v", comm, bytes, |g| {
+            g.all_to_all_v(self, comm, send, send_counts, recv, recv_counts)
+        })
+    }
+
+    /// Runs `issue` in an NCCL group of its own, traced as `what` moving `bytes`; refused
+    /// as a scope's own collective is inside a group or on a communicator one thread
+    /// drives beside others.
+    fn in_own_group<'env2>(
+        &'s self,
+        what: &'static str,
+        comm: &Communicator,
+        bytes: u64,
+        issue: impl for<'g> FnOnce(&'g Group<'g, 'env2>) -> Result<()>,
+    ) -> Result<()> {
         if group::is_open() || comm.grouped_only() {
             return Err(refuse_outside_a_group());
         }
-        let bytes = (send.raw(TOKEN).len * size_of::<T>()) as u64;
-        self.traced("all_to_all", Category::Collective, Some(bytes), || {
-            // The group ends (NCCL enqueues the pairs) before this call returns, so the
-            // borrows of `send` and `recv` outlive it, as `group`'s contract asks.
-            group::group(|g| g.all_to_all(self, comm, send, recv))
+        // The group ends (NCCL enqueues the pairs) before this call returns, so the
+        // borrows `issue` holds outlive it, as `group`'s contract asks.
+        self.traced(what, Category::Collective, Some(bytes), || {
+            group::group(issue)
         })
     }
 }
@@ -75,18 +116,49 @@ impl<'g> Group<'g, '_> {
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
         let (send, recv) = (read(send), write(recv));
+        let block = block_len(send.len(), recv.len(), comm.size())?;
+        self.exchange(s, comm, send, recv, |_| (block, block))
+    }
+
+    /// [`Scope::all_to_all_v`], issued at the group's end.
+    pub fn all_to_all_v<'s, T: NcclElement>(
+        &'g self,
+        s: &'s Scope<'s, '_>,
+        comm: &Communicator,
+        send: &'g impl DeviceMemory<'s, T>,
+        send_counts: &[usize],
+        recv: &'g mut impl DeviceMemoryMut<'s, T>,
+        recv_counts: &[usize],
+    ) -> Result<()> {
+        let (send, recv) = (read(send), write(recv));
         let size = comm.size();
-        let block = block_len(send.len(), recv.len(), size)?;
-        if block == 0 {
-            return Ok(());
-        }
-        // Every block is in range (checked above), so the pairs below fail only where
-        // every one of them would (the communicator, the device): on the first one,
-        // before anything was issued, or in NCCL itself.
+        check_counts(send_counts, send.len(), size, SEND_COUNTS)?;
+        check_counts(recv_counts, recv.len(), size, RECV_COUNTS)?;
+        self.exchange(s, comm, send, recv, |peer| {
+            (send_counts[peer], recv_counts[peer])
+        })
+    }
+
+    /// One send and one receive per rank `peer` of `comm`, of `counts(peer)` elements,
+    /// from consecutive blocks of `send` and into consecutive blocks of `recv`, whose
+    /// lengths the caller checked to be the sums of the counts.
+    fn exchange<'s, T: NcclElement>(
+        &'g self,
+        s: &'s Scope<'s, '_>,
+        comm: &Communicator,
+        send: DeviceSlice<'g, 's, T>,
+        recv: DeviceSliceMut<'g, 's, T>,
+        counts: impl Fn(usize) -> (usize, usize),
+    ) -> Result<()> {
+        // Every block is in range (checked by the caller), so the pairs below fail only
+        // where every one of them would (the communicator, the device): on the first
+        // one, before anything was issued, or in NCCL itself. A pair of zero elements
+        // issues nothing (as `issue` skips every empty operation).
         let (mut to_send, mut to_recv) = (send, recv);
-        for peer in 0..size {
-            let (out, rest) = split_off(to_send, block)?;
-            let (into, rest_mut) = split_off_mut(to_recv, block)?;
+        for peer in 0..comm.size() {
+            let (out_len, in_len) = counts(peer);
+            let (out, rest) = to_send.split_at(out_len)?;
+            let (into, rest_mut) = to_recv.into_split_at_mut(in_len)?;
             issue(s, comm, Request::send(out, peer)?, Some(self))?;
             issue(s, comm, Request::recv(into, peer)?, Some(self))?;
             (to_send, to_recv) = (rest, rest_mut);
@@ -109,25 +181,48 @@ fn block_len(send: usize, recv: usize, size: usize) -> Result<usize> {
     Ok(send / size)
 }
 
-/// The first `n` elements of `slice`, and the rest.
-fn split_off<'a, 's, T: NcclElement>(
-    slice: DeviceSlice<'a, 's, T>,
-    n: usize,
-) -> Result<(DeviceSlice<'a, 's, T>, DeviceSlice<'a, 's, T>)> {
-    slice.split_at(n)
+/// How [`check_counts`] names a list of counts and the buffer it splits.
+struct Counts {
+    list: &'static str,
+    buffer: &'static str,
 }
 
-/// The first `n` elements of `slice`, and the rest, both writable.
-fn split_off_mut<'a, 's, T: NcclElement>(
-    slice: DeviceSliceMut<'a, 's, T>,
-    n: usize,
-) -> Result<(DeviceSliceMut<'a, 's, T>, DeviceSliceMut<'a, 's, T>)> {
-    slice.into_split_at_mut(n)
+const SEND_COUNTS: Counts = Counts {
+    list: "all_to_all_v: send_counts, one count per rank",
+    buffer: "all_to_all_v: the send buffer, the sum of send_counts",
+};
+
+const RECV_COUNTS: Counts = Counts {
+    list: "all_to_all_v: recv_counts, one count per rank",
+    buffer: "all_to_all_v: the receive buffer, the sum of recv_counts",
+};
+
+/// `Ok` when `counts` holds one count per rank of `size` and they add up to `len`, the
+/// length of the buffer they split.
+fn check_counts(counts: &[usize], len: usize, size: usize, names: Counts) -> Result<()> {
+    let mismatch = |what, expected, actual| {
+        Err(Error::from(ShapeMismatch {
+            what,
+            expected,
+            actual,
+        }))
+    };
+    if counts.len() != size {
+        return mismatch(names.list, size, counts.len());
+    }
+    let sum = counts
+        .iter()
+        .try_fold(0usize, |sum, &c| sum.checked_add(c))
+        .unwrap_or(usize::MAX);
+    if sum != len {
+        return mismatch(names.buffer, sum, len);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::block_len;
+    use super::{block_len, check_counts, RECV_COUNTS, SEND_COUNTS};
     use crate::Error;
 
     #[test]
@@ -148,5 +243,22 @@ mod tests {
         assert!(ragged
             .to_string()
             .contains("multiple of the communicator size"));
+    }
+
+    #[test]
+    fn counts_are_one_per_rank_and_add_up_to_the_buffer() {
+        assert!(check_counts(&[3, 0, 5], 8, 3, SEND_COUNTS).is_ok());
+        assert!(check_counts(&[], 0, 1, SEND_COUNTS).is_err());
+        let short = check_counts(&[3, 5], 8, 3, SEND_COUNTS).unwrap_err();
+        assert!(matches!(short, Error::ShapeMismatch(..)), "{short:?}");
+        assert!(
+            short
+                .to_string()
+                .contains("send_counts, one count per rank"),
+            "{short}"
+        );
+        let sum = check_counts(&[3, 0, 4], 8, 3, RECV_COUNTS).unwrap_err();
+        assert!(sum.to_string().contains("the sum of recv_counts"), "{sum}");
+        assert!(check_counts(&[usize::MAX, 2], 1, 2, SEND_COUNTS).is_err());
     }
 }
