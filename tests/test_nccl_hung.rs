@@ -3,7 +3,8 @@
 //! `CollectiveTimedOut`, also while unwinding; and so does every host wait inside the
 //! scope that is queued behind it (a download's `Pending::wait`, pinned or staged, and
 //! the copies between device and pageable memory that hold the host until the stream
-//! reaches them). Never a hang.
+//! reaches them). Never a hang. Ranks that disagree on a collective's length end the
+//! same way, and no rank's memory past its own buffer is written.
 //!
 //! Two GPUs (NCCL refuses two ranks on one); each scenario runs in a child process of
 //! this binary ([`CHILD_ENV`]), since it aborts communicators on purpose.
@@ -36,6 +37,7 @@ fn main() {
         _ => tests![
             a_collective_that_never_completes_times_out_instead_of_hanging,
             host_waits_behind_a_hung_collective_time_out_too,
+            ranks_that_disagree_on_a_length_time_out_and_write_nothing_past_their_buffers,
         ],
     };
     gpu_tests::run(&gpu, &[])
@@ -89,10 +91,139 @@ fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
     Ok(())
 }
 
+/// In a child, with two GPUs, for each collective of [`DISAGREEING`]: rank 0 passes
+/// [`SHORT`] elements and rank 1 [`LONG`], each buffer the front of a larger one whose
+/// rest holds a guard value; once without and once with each device's pool granting the
+/// other access (what a fork across the devices leaves behind, and what would let NCCL
+/// reach a peer's buffer directly). The collective cannot complete: some rank's scope
+/// returns an `Err` after the 2 s timeout, and neither rank's guard changes. NCCL does
+/// not document what it does with lengths that disagree; this is the attack, kept.
+fn ranks_that_disagree_on_a_length_time_out_and_write_nothing_past_their_buffers() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let out = run_self(
+        "ranks that disagree on a length",
+        &[(CHILD_ENV, Some("lengths"))],
+        Duration::from_secs(200),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    for granted in ["plain", "granted"] {
+        for case in DISAGREEING {
+            let key = format!("{case}_{granted}");
+            out.expect(&format!("{key}_guard"), "0")?;
+            let outcomes = [0, 1].map(|r| out.value(&format!("{key}_rank{r}")));
+            ensure!(
+                outcomes.iter().any(|o| matches!(o, Ok(v) if *v != "ok")),
+                "{key}: neither rank's scope failed: {outcomes:?}\n{out}"
+            );
+        }
+    }
+    out.expect("device_still_works", "true")?;
+    Ok(())
+}
+
+/// The collectives [`lengths_child`] issues with lengths that disagree.
+const DISAGREEING: [&str; 5] = [
+    "send_recv",
+    "broadcast",
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+];
+
+/// Rank 0's and rank 1's lengths in [`lengths_child`].
+const SHORT: usize = 4096;
+const LONG: usize = 1 << 22;
+
+/// The guard value around the buffers of [`lengths_child`].
+const GUARD: f32 = 7.0;
+
+/// See [`ranks_that_disagree_on_a_length_time_out_and_write_nothing_past_their_buffers`].
+fn lengths_child() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    for granted in ["plain", "granted"] {
+        if granted == "granted" {
+            grant_pools_both_ways(&d0, &d1)?;
+        }
+        for case in DISAGREEING {
+            let (c0, c1) = two_ranks(&d0, &d1)?;
+            let on_d1 = &d1;
+            let results = std::thread::scope(|t| {
+                // A communicator is `Send`, not `Sync`: rank 1's moves to its thread.
+                let one = t.spawn(move || disagreeing_rank(case, &c1, on_d1, LONG));
+                let zero = disagreeing_rank(case, &c0, &d0, SHORT);
+                [
+                    zero,
+                    one.join().unwrap_or_else(|_| Err("rank 1 panicked".into())),
+                ]
+            });
+            let mut changed = 0;
+            for (rank, result) in results.into_iter().enumerate() {
+                let (scope_end, guard_changed) = result?;
+                println!("{case}_{granted}_rank{rank} = {scope_end}");
+                changed += guard_changed;
+            }
+            println!("{case}_{granted}_guard = {changed}");
+        }
+    }
+    print_whether_the_device_still_works(&d0.new_stream()?)
+}
+
+/// One rank's part of [`lengths_child`]: `case` on `len` elements at the front of
+/// buffers twice as long as rank 1's, timeout 2 s. Returns how its scope ended ("ok" or
+/// the error's variant) and how many guard elements changed.
+fn disagreeing_rank(
+    case: &str,
+    comm: &Communicator,
+    device: &Device,
+    len: usize,
+) -> Result<(String, usize), gpu_tests::Failed> {
+    comm.set_timeout(Duration::from_secs(2));
+    let stream = device.new_stream()?;
+    let (ones, guard) = (vec![1f32; 2 * LONG], vec![GUARD; 2 * LONG]);
+    let mut back = vec![0f32; 2 * LONG];
+    let used = if case == "all_gather" { 2 * len } else { len };
+    let ended = scope(&stream, |s| {
+        let src = s.upload(&ones)?;
+        let mut dst = s.upload(&guard)?;
+        let (x, mut y) = (src.slice(..len)?, dst.slice_mut(..used)?);
+        let issued = match case {
+            "send_recv" if comm.rank() == 1 => s.send(comm, &x, 0),
+            "send_recv" => s.recv(comm, &mut y, 1),
+            "broadcast" => s.broadcast(comm, &x, &mut y, 1),
+            "all_reduce" => s.all_reduce(comm, &x, &mut y, Sum),
+            "all_gather" => s.all_gather(comm, &x, &mut y),
+            _ => s.reduce_scatter(comm, &src.slice(..2 * len)?, &mut y, Sum),
+        };
+        issued?;
+        // Behind the collective: bounded like the scope's end; the guard is read below
+        // whether or not it returned.
+        let _ = s.copy_to_host(&dst, &mut back)?.wait();
+        Ok::<_, Error>(())
+    });
+    let changed = back[used..].iter().filter(|&&v| v != GUARD).count();
+    let ended = ended.as_ref().err().map_or("ok", error_variant).to_string();
+    Ok((ended, changed))
+}
+
+/// Each device's pool grants the other access, through a fork onto the other device's
+/// stream that lends it a buffer.
+fn grant_pools_both_ways(d0: &Device, d1: &Device) -> TestResult {
+    for (a, b) in [(d0, d1), (d1, d0)] {
+        let (on_a, on_b) = (a.new_stream()?, b.new_stream()?);
+        scope(&on_a, |s| {
+            let mut x = s.alloc_zeroed::<f32>(16)?;
+            s.fork(&on_b, (&mut x,), |c, (mut x,)| c.fill(&mut x, 1.0))?;
+            Ok::<_, Error>(())
+        })?;
+    }
+    Ok(())
+}
+
 fn child(mode: &str) -> i32 {
     let result = match mode {
         "hung" => hung_child(),
         "host_waits" => host_waits_child(),
+        "lengths" => lengths_child(),
         other => Err(format!("unknown child mode {other}").into()),
     };
     match result {

@@ -80,6 +80,22 @@
 //! of blocking calls' bandwidth, enqueue 1.34x), so it is not the default; an opt-in is
 //! planned.
 //!
+//! # Lengths that disagree across ranks
+//!
+//! Every rank makes the matching call with the same lengths (the same counts, for
+//! [`Scope::all_to_all_v`](crate::Scope::all_to_all_v)). Each rank's own buffers are
+//! checked against its own lengths; the other ranks' are out of its sight. Ranks that
+//! disagree make a collective that cannot complete, which ends as a dead peer's does:
+//! the timeout, the abort, an `Err`. What NCCL does with such calls is not documented.
+//! Measured with NCCL 2.28.3 on two H100s, ranks of one process (the case where NCCL
+//! may reach a peer's buffer directly, which `NCCL_P2P_DIRECT_DISABLE=1` forbids)
+//! passing 4096 against 4 Mi elements to a send/receive, `broadcast`, `all_reduce`,
+//! `all_gather` and `reduce_scatter`, with and without each pool granting the other
+//! device access: no rank's memory past its own buffer was written, and a rank's scope
+//! returned an `Err` after the timeout (both ranks', unless one's part could complete
+//! alone, as a sender's or a broadcast root's did) (`test_nccl_hung`). So here the
+//! crate rests on NCCL's measured behaviour, not on its types or NCCL's documentation.
+//!
 //! # Launchers
 //!
 //! [`World::from_env`] reads what `torchrun`, Slurm's `srun` and Open MPI's `mpirun` set;
