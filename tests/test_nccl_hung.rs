@@ -169,8 +169,9 @@ fn lengths_child() -> TestResult {
 }
 
 /// One rank's part of [`lengths_child`]: `case` on `len` elements at the front of
-/// buffers twice as long as rank 1's, timeout 2 s. Returns how its scope ended ("ok" or
-/// the error's variant) and how many guard elements changed.
+/// buffers twice as long as rank 1's, timeout 2 s. Returns how it ended ("ok", or the
+/// variant of the first error: the download's wait behind the collective, or the
+/// scope's end) and how many guard elements changed.
 fn disagreeing_rank(
     case: &str,
     comm: &Communicator,
@@ -195,14 +196,17 @@ fn disagreeing_rank(
             _ => s.reduce_scatter(comm, &src.slice(..2 * len)?, &mut y, Sum),
         };
         issued?;
-        // Behind the collective: bounded like the scope's end; the guard is read below
-        // whether or not it returned.
-        let _ = s.copy_to_host(&dst, &mut back)?.wait();
-        Ok::<_, Error>(())
+        // Behind the collective, bounded like the scope's end (whose `Err` it reports
+        // first, if the collective failed); the guard is read below either way.
+        let waited = s.copy_to_host(&dst, &mut back)?.wait().map(drop);
+        Ok::<_, Error>(waited)
     });
     let changed = back[used..].iter().filter(|&&v| v != GUARD).count();
-    let ended = ended.as_ref().err().map_or("ok", error_variant).to_string();
-    Ok((ended, changed))
+    let ended = match ended {
+        Ok(Ok(())) => "ok",
+        Ok(Err(e)) | Err(e) => error_variant(&e),
+    };
+    Ok((ended.to_string(), changed))
 }
 
 /// Each device's pool grants the other access, through a fork onto the other device's

@@ -91,9 +91,10 @@
 //! may reach a peer's buffer directly, which `NCCL_P2P_DIRECT_DISABLE=1` forbids)
 //! passing 4096 against 4 Mi elements to a send/receive, `broadcast`, `all_reduce`,
 //! `all_gather` and `reduce_scatter`, with and without each pool granting the other
-//! device access: no rank's memory past its own buffer was written, and a rank's scope
-//! returned an `Err` after the timeout (both ranks', unless one's part could complete
-//! alone, as a sender's or a broadcast root's did) (`test_nccl_hung`). So here the
+//! device access: no rank's memory past its own buffer was written, and a wait behind
+//! the collective or the scope's end returned an `Err` after the timeout on one rank
+//! at least (the other's part may complete alone, as a sender's or a broadcast root's
+//! did) (`test_nccl_hung`). So here the
 //! crate rests on NCCL's measured behaviour, not on its types or NCCL's documentation.
 //!
 //! # Launchers
