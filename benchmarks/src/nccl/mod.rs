@@ -13,18 +13,20 @@
 #![allow(unsafe_code)]
 
 mod all_to_all;
+mod ours;
 mod raw_ranks;
 
 use std::time::Instant;
 
 use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
 use stream_core::nccl::{self, Communicator, Sum, UniqueId};
-use stream_core::{scope, Device, DeviceVec, Stream};
+use stream_core::{scope, Device, Stream};
 
 use crate::env::{size_name, Env, MIB};
 use crate::error::{Error, Result};
 use crate::measurement::Measurement;
 use crate::report::{Better, Report, Row, Source};
+use ours::{Collective, Ours};
 use raw_ranks::RawRanks;
 
 /// Runs case 11.
@@ -93,7 +95,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             Row::new("nccl", name, unit, Better::Higher)
         };
         let row = Measurement::new()
-            .ours("ours", || ours.all_reduce(iters))
+            .ours("ours", || ours.run(Collective::AllReduce, iters))
             .raw("raw ncclAllReduce", || raw.all_reduce(&mut theirs, iters))
             .into_row(
                 env.cfg.plan(warmup, samples),
@@ -114,7 +116,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             // on pool memory tell NCCL's cost on such memory from the library's own.
             let mut pooled = raw.buffers(count, true)?;
             let row = Measurement::new()
-                .ours("ours", || ours.all_reduce(iters))
+                .ours("ours", || ours.run(Collective::AllReduce, iters))
                 .raw("raw ncclAllReduce, pool memory", || {
                     raw.all_reduce(&mut pooled, iters)
                 })
@@ -132,65 +134,6 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     }
     all_to_all::rows(env, &comms, &streams, &raw, rep)?;
     enqueue_cost(env, &devices[0], rep)
-}
-
-/// Ours: `DeviceVec`s attached to a scope per sample (nested scopes and one group per
-/// all-reduce pair on two GPUs).
-struct Ours<'a> {
-    comms: &'a [Communicator],
-    streams: &'a [Stream],
-    send: Vec<DeviceVec<f32>>,
-    recv: Vec<DeviceVec<f32>>,
-}
-
-impl<'a> Ours<'a> {
-    fn new(comms: &'a [Communicator], streams: &'a [Stream], count: usize) -> Result<Self> {
-        let vecs = || -> Result<Vec<DeviceVec<f32>>> {
-            Ok(comms
-                .iter()
-                .map(|c| c.device().alloc_vec::<f32>(count))
-                .collect::<stream_core::Result<_>>()?)
-        };
-        Ok(Ours {
-            comms,
-            streams,
-            send: vecs()?,
-            recv: vecs()?,
-        })
-    }
-
-    fn all_reduce(&mut self, iters: usize) -> Result<f64> {
-        let Ours {
-            comms,
-            streams,
-            send,
-            recv,
-        } = self;
-        let start = Instant::now();
-        let (recv0, recv_rest) = recv.split_at_mut(1);
-        scope(&streams[0], |a| {
-            let x0 = a.attach_ref(&send[0])?;
-            let mut y0 = a.attach(&mut recv0[0])?;
-            if comms.len() == 1 {
-                for _ in 0..iters {
-                    a.all_reduce(&comms[0], &x0, &mut y0, Sum)?;
-                }
-                return Ok(());
-            }
-            scope(&streams[1], |b| {
-                let x1 = b.attach_ref(&send[1])?;
-                let mut y1 = b.attach(&mut recv_rest[0])?;
-                for _ in 0..iters {
-                    nccl::group(|g| {
-                        g.all_reduce(a, &comms[0], &x0, &mut y0, Sum)?;
-                        g.all_reduce(b, &comms[1], &x1, &mut y1, Sum)
-                    })?;
-                }
-                Ok::<_, stream_core::Error>(())
-            })
-        })?;
-        Ok(start.elapsed().as_secs_f64() / iters as f64)
-    }
 }
 
 /// The host cost of enqueuing one small all-reduce (one `f32`) on a communicator of one
