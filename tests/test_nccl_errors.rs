@@ -331,6 +331,7 @@ fn ranks_given_one_gpu_each_by_cuda_visible_devices_use_it() -> TestResult {
         ensure!(out.status.success(), "rank {r} failed.\n{out}");
         out.expect(&format!("ordinal{r}"), "0")?;
         out.expect(&format!("sum{r}"), "3")?;
+        out.expect(&format!("exchange{r}"), "ok")?;
         out.expect("launcher", "Environment")?;
     }
     Ok(())
@@ -338,7 +339,8 @@ fn ranks_given_one_gpu_each_by_cuda_visible_devices_use_it() -> TestResult {
 
 /// `torchrun --no-python --nproc-per-node=N` over this binary, N = every GPU (at most
 /// 2): each rank builds its `World` from torchrun's variables, joins, all-reduces its
-/// rank + 1, and prints the sum.
+/// rank + 1, prints the sum, and exchanges blocks of uneven lengths with every rank
+/// (`all_to_all_v` between processes).
 fn under_torchrun_every_rank_joins_and_reduces() -> TestResult {
     let _one_at_a_time = exclusive();
     let ranks = rank_count()?.min(2);
@@ -367,6 +369,9 @@ fn under_torchrun_every_rank_joins_and_reduces() -> TestResult {
         sums.len() == ranks && sums.iter().all(|v| *v == expected),
         "sums {sums:?}, expected {ranks} × {expected}.\n{out}"
     );
+    for rank in 0..ranks {
+        out.expect(&format!("exchange{rank}"), "ok")?;
+    }
     ensure!(out.has("launcher"), "no launcher line.\n{out}");
     out.expect("launcher", "Torchrun")
 }
@@ -463,5 +468,46 @@ fn join_and_reduce_child() -> TestResult {
         Ok::<_, Error>(())
     })?;
     println!("sum{} = {}", world.rank(), out[0] as usize);
+    exchange_across_processes(&comm, &stream)
+}
+
+/// Elements rank `from` sends rank `to` in [`exchange_across_processes`]: different in
+/// each direction, none from rank 1 to itself.
+fn exchange_count(from: usize, to: usize) -> usize {
+    if from == 1 && to == 1 {
+        0
+    } else {
+        1000 * (from + 1) + 37 * to
+    }
+}
+
+/// The `i`-th element rank `from` sends rank `to`.
+fn exchange_value(from: usize, to: usize, i: usize) -> u32 {
+    (from * 1_000_000 + to * 100_000 + i) as u32
+}
+
+/// An `all_to_all_v` between the processes (the transports between processes differ
+/// from those between threads): prints `exchange<rank> = ok` when every block came from
+/// the right rank, whole.
+fn exchange_across_processes(comm: &Communicator, stream: &stream_core::Stream) -> TestResult {
+    let (rank, ranks) = (comm.rank(), comm.size());
+    let send_counts: Vec<usize> = (0..ranks).map(|to| exchange_count(rank, to)).collect();
+    let recv_counts: Vec<usize> = (0..ranks).map(|from| exchange_count(from, rank)).collect();
+    let send: Vec<u32> = (0..ranks)
+        .flat_map(|to| (0..send_counts[to]).map(move |i| exchange_value(rank, to, i)))
+        .collect();
+    let expected: Vec<u32> = (0..ranks)
+        .flat_map(|from| (0..recv_counts[from]).map(move |i| exchange_value(from, rank, i)))
+        .collect();
+    let mut got = vec![u32::MAX; expected.len()];
+    scope(stream, |s| {
+        let x = s.upload(&send)?;
+        let mut y = s.alloc::<u32>(expected.len())?;
+        s.all_to_all_v(comm, &x, &send_counts, &mut y, &recv_counts)?;
+        s.copy_to_host(&y, &mut got)?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    let verdict = if got == expected { "ok" } else { "MISMATCH" };
+    println!("exchange{rank} = {verdict}");
     Ok(())
 }
