@@ -122,6 +122,11 @@
 //! * The launcher's environment (`torchrun`, Slurm, Open MPI) and the TCP exchange of
 //!   NCCL's unique id are host code with no `unsafe` at all, so they sit in `nccl/`
 //!   beside the communicator they make.
+//! * An operation composed of existing ones adds no `unsafe` either: `nccl/all_to_all.rs`
+//!   (the all-to-all NCCL has no call for before 2.28) is a group of the sends and
+//!   receives whose checks and proof `nccl/request.rs` already has; it splits its
+//!   buffers with the views' own safe `split_at` and opens its group through
+//!   `nccl::group`, whose borrows already last until the group's end.
 //!
 //! The macros (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch
 //! entry, and [`#[derive(DeviceRepr)]`](derive@DeviceRepr) makes a `#[repr(C)]` struct
