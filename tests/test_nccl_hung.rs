@@ -3,8 +3,9 @@
 //! `CollectiveTimedOut`, also while unwinding; and so does every host wait inside the
 //! scope that is queued behind it (a download's `Pending::wait`, pinned or staged, and
 //! the copies between device and pageable memory that hold the host until the stream
-//! reaches them). Never a hang. Ranks that disagree on a collective's length end the
-//! same way, and no rank's memory past its own buffer is written.
+//! reaches them). Never a hang. A barrier a rank never reaches, and ranks that disagree
+//! on a collective's length, end the same way (and no rank's memory past its own buffer
+//! is written).
 //!
 //! Two GPUs (NCCL refuses two ranks on one); each scenario runs in a child process of
 //! this binary ([`CHILD_ENV`]), since it aborts communicators on purpose.
@@ -38,6 +39,7 @@ fn main() {
             a_collective_that_never_completes_times_out_instead_of_hanging,
             host_waits_behind_a_hung_collective_time_out_too,
             ranks_that_disagree_on_a_length_time_out_and_write_nothing_past_their_buffers,
+            a_barrier_a_rank_never_reaches_times_out,
         ],
     };
     gpu_tests::run(&gpu, &[])
@@ -223,8 +225,47 @@ fn grant_pools_both_ways(d0: &Device, d1: &Device) -> TestResult {
     Ok(())
 }
 
+/// In a child, with two GPUs: rank 0's `Communicator::barrier`, which rank 1 never
+/// reaches (on communicators whose connections are set up), returns
+/// `CollectiveTimedOut` after the 1 s timeout and leaves the communicator aborted.
+fn a_barrier_a_rank_never_reaches_times_out() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let out = run_self(
+        "a barrier a rank never reaches",
+        &[(CHILD_ENV, Some("barrier"))],
+        Duration::from_secs(90),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    out.expect("barrier", "CollectiveTimedOut")?;
+    out.expect("aborted", "true")?;
+    let waited: f64 = out.value("waited_s")?.parse()?;
+    ensure!(
+        (0.9..30.0).contains(&waited),
+        "the barrier returned after {waited} s; the timeout was 1 s.\n{out}"
+    );
+    Ok(())
+}
+
+/// See [`a_barrier_a_rank_never_reaches_times_out`].
+fn barrier_child() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let ranks = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
+    ranks.0.set_timeout(Duration::from_secs(1));
+    let start = Instant::now();
+    let ended = ranks.0.barrier();
+    println!("waited_s = {:.3}", start.elapsed().as_secs_f64());
+    println!(
+        "barrier = {}",
+        ended.as_ref().err().map_or("ok", error_variant)
+    );
+    println!("aborted = {}", ranks.0.is_aborted());
+    ranks.1.abort();
+    Ok(())
+}
+
 fn child(mode: &str) -> i32 {
     let result = match mode {
+        "barrier" => barrier_child(),
         "hung" => hung_child(),
         "host_waits" => host_waits_child(),
         "lengths" => lengths_child(),

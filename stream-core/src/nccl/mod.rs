@@ -109,6 +109,7 @@
 //! `scope/` (the stream, the scope's end), `memory/` (views), `device/`, `error`.
 
 mod all_to_all;
+mod barrier;
 mod collective;
 mod communicator;
 mod element;
