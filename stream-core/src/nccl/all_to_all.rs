@@ -82,15 +82,15 @@ impl<'s, 'env> Scope<'s, 'env> {
         })
     }
 
-    /// Runs `issue` in an NCCL group of its own, traced as `what` moving `bytes`; refused
-    /// as a scope's own collective is inside a group or on a communicator one thread
-    /// drives beside others.
-    fn in_own_group<'env2>(
+    /// Runs `issue` in an NCCL group of its own (whose operations borrow for `'held`),
+    /// traced as `what` moving `bytes`; refused as a scope's own collective is, inside a
+    /// group or on a communicator one thread drives beside others.
+    fn in_own_group<'held>(
         &'s self,
         what: &'static str,
         comm: &Communicator,
         bytes: u64,
-        issue: impl for<'g> FnOnce(&'g Group<'g, 'env2>) -> Result<()>,
+        issue: impl for<'g> FnOnce(&'g Group<'g, 'held>) -> Result<()>,
     ) -> Result<()> {
         if group::is_open() || comm.grouped_only() {
             return Err(refuse_outside_a_group());
