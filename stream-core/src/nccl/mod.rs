@@ -116,6 +116,7 @@ mod element;
 mod group;
 mod rendezvous;
 mod request;
+mod slurm;
 mod unique_id;
 mod world;
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{rendezvous, Communicator, UniqueId};
+use super::{rendezvous, slurm, Communicator, UniqueId};
 use crate::device::Device;
 use crate::error::{Error, LaunchEnvironment, Result};
 
@@ -21,7 +21,10 @@ pub enum Launcher {
     /// thread: the first collective took 5x longer on two H100s (later ones did not
     /// change; PyTorch's alike); `--bind-to none` or `numa` avoids it.
     OpenMpi,
-    /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`).
+    /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`). Without
+    /// `MASTER_ADDR`, rank 0's host is the first node of `SLURM_STEP_NODELIST` (where
+    /// Slurm's block and cyclic distributions place task 0); without `MASTER_PORT`, the
+    /// port is `20000 + SLURM_JOB_ID % 10000`. Export them where that does not hold.
     Slurm,
 }
 
@@ -44,7 +47,9 @@ enum Meeting {
 /// `SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID` (`srun`). With more than one rank, they
 /// meet at NCCL's `NCCL_COMM_ID` when it is set, else at `MASTER_ADDR`:`MASTER_PORT`,
 /// where rank 0 listens (under `torchrun`, whose own store holds `MASTER_PORT`, at
-/// `MASTER_PORT + 1`; `STREAM_CORE_RENDEZVOUS_PORT` overrides either). The meeting
+/// `MASTER_PORT + 1`; `STREAM_CORE_RENDEZVOUS_PORT` overrides either; under `srun`,
+/// missing ones are derived from the step's node list and the job's id, see
+/// [`Launcher::Slurm`]). The meeting
 /// waits `STREAM_CORE_RENDEZVOUS_TIMEOUT_S` seconds (default 300) for every rank.
 ///
 /// ```no_run
@@ -374,21 +379,37 @@ fn meeting(
     if lookup("NCCL_COMM_ID").is_some() {
         return Ok(Meeting::NcclCommId);
     }
-    let host = lookup("MASTER_ADDR").ok_or_else(|| {
-        bad(
-            "MASTER_ADDR",
-            "is missing, and so is NCCL_COMM_ID: set MASTER_ADDR and MASTER_PORT to rank 0's \
-             host and a free port (torchrun sets them; under srun or mpirun export them)",
-        )
-    })?;
-    let master_port = lookup("MASTER_PORT")
-        .ok_or_else(|| bad("MASTER_PORT", "is missing (MASTER_ADDR is set)"))?;
-    let master_port: u16 = master_port.trim().parse().map_err(|_| {
-        bad(
-            "MASTER_PORT",
-            format!("is {master_port:?}, not a port number"),
-        )
-    })?;
+    let slurm = launcher == Launcher::Slurm;
+    let host = match lookup("MASTER_ADDR") {
+        Some(host) => host,
+        None if slurm => slurm::rank_zero_host(lookup).ok_or_else(|| {
+            bad(
+                "MASTER_ADDR",
+                "is missing, and so are NCCL_COMM_ID and a node list Slurm would name rank \
+                 0's host in (SLURM_STEP_NODELIST): export MASTER_ADDR and MASTER_PORT",
+            )
+        })?,
+        None => {
+            return Err(bad(
+                "MASTER_ADDR",
+                "is missing, and so is NCCL_COMM_ID: set MASTER_ADDR and MASTER_PORT to rank \
+                 0's host and a free port (torchrun sets them; under mpirun export them)",
+            ))
+        }
+    };
+    let master_port: u16 = match lookup("MASTER_PORT") {
+        Some(port) => port
+            .trim()
+            .parse()
+            .map_err(|_| bad("MASTER_PORT", format!("is {port:?}, not a port number")))?,
+        None if slurm => slurm::job_port(lookup).ok_or_else(|| {
+            bad(
+                "MASTER_PORT",
+                "is missing, and so is a SLURM_JOB_ID to derive it from: export MASTER_PORT",
+            )
+        })?,
+        None => return Err(bad("MASTER_PORT", "is missing (MASTER_ADDR is set)")),
+    };
     let port = match lookup("STREAM_CORE_RENDEZVOUS_PORT") {
         Some(v) => v.trim().parse().map_err(|_| {
             bad(
@@ -512,6 +533,60 @@ mod tests {
                 port: 1234
             }
         );
+    }
+
+    #[test]
+    fn under_srun_without_master_addr_rank_zero_is_the_steps_first_node() {
+        let srun = [
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_JOB_ID", "31337"),
+            ("SLURM_JOB_NODELIST", "gpu[01-08]"),
+            ("SLURM_STEP_NODELIST", "gpu[03-04]"),
+        ];
+        assert_eq!(
+            world(&srun).unwrap().meeting,
+            Meeting::Tcp {
+                address: "gpu03:21337".into(),
+                port: 21337
+            }
+        );
+        // What is exported wins, each on its own.
+        let mut exported = srun.to_vec();
+        exported.push(("MASTER_ADDR", "head"));
+        assert_eq!(
+            world(&exported).unwrap().meeting,
+            Meeting::Tcp {
+                address: "head:21337".into(),
+                port: 21337
+            }
+        );
+        exported.push(("MASTER_PORT", "29400"));
+        assert_eq!(
+            world(&exported).unwrap().meeting,
+            Meeting::Tcp {
+                address: "head:29400".into(),
+                port: 29400
+            }
+        );
+        // Nothing to derive them from: each missing one is named.
+        let bare = &srun[..3];
+        assert!(
+            problem(bare).contains("SLURM_STEP_NODELIST"),
+            "{}",
+            problem(bare)
+        );
+        let mut no_job = bare.to_vec();
+        no_job.push(("SLURM_NODELIST", "n1"));
+        assert!(
+            problem(&no_job).contains("SLURM_JOB_ID"),
+            "{}",
+            problem(&no_job)
+        );
+        let mut unreadable = bare.to_vec();
+        unreadable.push(("SLURM_STEP_NODELIST", "gpu[01-"));
+        assert!(problem(&unreadable).contains("MASTER_ADDR is missing"));
     }
 
     #[test]
@@ -677,7 +752,7 @@ mod tests {
             ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
         ];
         assert!(!suggests(&mpirun_without_address));
-        assert!(problem(&mpirun_without_address).contains("under srun or mpirun export them"));
+        assert!(problem(&mpirun_without_address).contains("under mpirun export them"));
         assert!(!suggests(&[
             ("RANK", "2"),
             ("WORLD_SIZE", "2"),
