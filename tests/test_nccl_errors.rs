@@ -15,7 +15,7 @@ use std::time::Duration;
 use gpu_tests::child::{run_command, run_self, ChildOutput};
 use gpu_tests::nccl_ranks::{error_variant, exclusive, on_ranks, rank_count};
 use gpu_tests::tests;
-use gpu_tests::{ensure, gpu_status, GpuStatus, Test, TestFn, TestResult};
+use gpu_tests::{ensure, gpu_status, poisoned, GpuStatus, Test, TestFn, TestResult};
 use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
 use stream_core::{scope, Device, Error};
 
@@ -499,7 +499,7 @@ fn exchange_across_processes(comm: &Communicator, stream: &stream_core::Stream) 
     let expected: Vec<u32> = (0..ranks)
         .flat_map(|from| (0..recv_counts[from]).map(move |i| exchange_value(from, rank, i)))
         .collect();
-    let mut got = vec![u32::MAX; expected.len()];
+    let mut got = poisoned::<u32>(expected.len());
     scope(stream, |s| {
         let x = s.upload(&send)?;
         let mut y = s.alloc::<u32>(expected.len())?;
