@@ -72,7 +72,8 @@ fn a_collective_that_never_completes_times_out_instead_of_hanging() -> TestResul
 
 /// In a child, with two GPUs, for each host wait a scope can make behind its
 /// collective: rank 0's all_reduce, which rank 1 never joins, then the wait; the wait
-/// itself returns `CollectiveTimedOut` after the 1 s timeout.
+/// itself returns `CollectiveTimedOut` after the 1 s timeout, and so does the scope's
+/// end after it.
 fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
     let _one_at_a_time = exclusive();
     let out = run_self(
@@ -83,6 +84,9 @@ fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
     ensure!(out.status.success(), "the child failed.\n{out}");
     for wait in HOST_WAITS {
         out.expect(wait, "CollectiveTimedOut")?;
+        // The scope's end reports it again (the abort drained the stream, but the
+        // collective did not complete).
+        out.expect(&format!("{wait}_scope"), "CollectiveTimedOut")?;
         let waited: f64 = out.value(&format!("{wait}_s"))?.parse()?;
         ensure!(
             (0.9..30.0).contains(&waited),
@@ -390,7 +394,7 @@ fn host_waits_child() -> TestResult {
         let ranks = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
         ranks.0.set_timeout(Duration::from_secs(1));
         let mut outcome = None;
-        let _ = scope(&stream, |s| {
+        let ended = scope(&stream, |s| {
             let mut x = s.upload(&[7u32; 1024])?;
             let mut y = s.alloc_zeroed::<u32>(STAGED)?;
             s.all_reduce_in_place(&ranks.0, &mut x, Sum)?;
@@ -414,6 +418,10 @@ fn host_waits_child() -> TestResult {
             waited.as_ref().err().map_or("ok", error_variant)
         );
         println!("{wait}_s = {:.3}", took.as_secs_f64());
+        println!(
+            "{wait}_scope = {}",
+            ended.as_ref().err().map_or("ok", error_variant)
+        );
         ranks.1.abort();
     }
     print_whether_the_device_still_works(&stream)

@@ -67,7 +67,9 @@
 //! event with the scope's watches, and a copy between device memory and pageable host
 //! memory, which holds the host until the stream reaches it (the driver's pageable path,
 //! the staging ring), first waits for the stream's earlier work, bounded (pinned
-//! memory's copies return at once and skip this).
+//! memory's copies return at once and skip this). Such a wait's error is returned by
+//! the scope's end again: the abort drained the stream, but the collective did not
+//! complete.
 //!
 //! Not bounded either: a call that NCCL itself blocks inside while it waits for a
 //! peer. Communicators are made in NCCL's blocking mode (as PyTorch's default), where

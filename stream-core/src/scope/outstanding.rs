@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::device::Stream;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::host::staging::download::DownloadJob;
 
 /// How long [`Outstanding::wait_watched`] polls without pause.
@@ -59,6 +59,11 @@ pub(crate) struct Outstanding {
     /// The address of the watch added last: the next collective on the same
     /// communicator (the common case) skips the lock.
     last_watch: AtomicUsize,
+    /// The first error a watch gave up with during a wait inside the scope (a download's
+    /// `Pending::wait`, a pageable copy), which the scope's end reports again: the
+    /// communicator was aborted then, so the stream has drained by the end, and without
+    /// this the end would find it idle and succeed.
+    gave_up: Mutex<Option<Error>>,
 }
 
 impl Outstanding {
@@ -172,7 +177,7 @@ impl Outstanding {
             let waited = start.elapsed();
             if waited >= next_check {
                 for watch in &watches {
-                    watch.check(waited)?;
+                    watch.check(waited).inspect_err(|e| self.note_gave_up(e))?;
                 }
                 next_check = waited + CHECK_EVERY;
             }
@@ -184,6 +189,24 @@ impl Outstanding {
                 std::thread::sleep(SLEEP);
             }
         }
+    }
+
+    /// Keeps `error` as the first a watch gave up with, unless one is kept already.
+    #[cold]
+    fn note_gave_up(&self, error: &Error) {
+        let mut gave_up = self.gave_up.lock().unwrap_or_else(PoisonError::into_inner);
+        if gave_up.is_none() {
+            *gave_up = Some(error.clone());
+        }
+    }
+
+    /// The first error a watch gave up with in this scope, if one did.
+    #[cold]
+    pub(crate) fn gave_up(&self) -> Option<Error> {
+        self.gave_up
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Waits for every job; the first error, if any.
