@@ -174,7 +174,7 @@ fn plan(op: Op, rank: usize, inputs: &[Vec<f32>], wide: &[Vec<f32>]) -> Plan {
 fn issue<'g, 's>(
     g: &'g Group<'g, '_>,
     s: &'s Scope<'s, '_>,
-    comm: &Communicator,
+    comm: &'s Communicator,
     op: Op,
     send: &'g DeviceBuffer<'s, f32>,
     recv: &'g mut DeviceBuffer<'s, f32>,

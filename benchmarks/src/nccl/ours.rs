@@ -23,7 +23,7 @@ impl Collective {
     fn alone<'s>(
         self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         x: &impl DeviceMemory<'s, f32>,
         y: &mut impl DeviceMemoryMut<'s, f32>,
     ) -> stream_core::Result<()> {
@@ -38,7 +38,7 @@ impl Collective {
         self,
         g: &'g Group<'g, '_>,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         x: &'g impl DeviceMemory<'s, f32>,
         y: &'g mut impl DeviceMemoryMut<'s, f32>,
     ) -> stream_core::Result<()> {

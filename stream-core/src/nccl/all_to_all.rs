@@ -47,7 +47,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// ```
     pub fn all_to_all<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &impl DeviceMemory<'s, T>,
         recv: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
@@ -70,7 +70,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// [`all_reduce`](Self::all_reduce).
     pub fn all_to_all_v<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &impl DeviceMemory<'s, T>,
         send_counts: &[usize],
         recv: &mut impl DeviceMemoryMut<'s, T>,
@@ -88,7 +88,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     fn in_own_group<'held>(
         &'s self,
         what: &'static str,
-        comm: &Communicator,
+        comm: &'s Communicator,
         bytes: u64,
         issue: impl for<'g> FnOnce(&'g Group<'g, 'held>) -> Result<()>,
     ) -> Result<()> {
@@ -111,7 +111,7 @@ impl<'g> Group<'g, '_> {
     pub fn all_to_all<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
@@ -124,7 +124,7 @@ impl<'g> Group<'g, '_> {
     pub fn all_to_all_v<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         send_counts: &[usize],
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
@@ -145,7 +145,7 @@ impl<'g> Group<'g, '_> {
     fn exchange<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: DeviceSlice<'g, 's, T>,
         recv: DeviceSliceMut<'g, 's, T>,
         counts: impl Fn(usize) -> (usize, usize),

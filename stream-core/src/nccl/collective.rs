@@ -111,7 +111,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// ```
     pub fn all_reduce<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &impl DeviceMemory<'s, T>,
         recv: &mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
@@ -127,7 +127,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// [`all_reduce`](Self::all_reduce) with `buf` both the input and the result.
     pub fn all_reduce_in_place<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
     ) -> Result<()> {
@@ -143,7 +143,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// the root only, but every rank passes one of the same length).
     pub fn broadcast<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &impl DeviceMemory<'s, T>,
         recv: &mut impl DeviceMemoryMut<'s, T>,
         root: usize,
@@ -159,7 +159,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// Rank `root`'s `buf` into every rank's `buf`.
     pub fn broadcast_in_place<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &mut impl DeviceMemoryMut<'s, T>,
         root: usize,
     ) -> Result<()> {
@@ -177,7 +177,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// pattern of an [`NcclElement`] being one).
     pub fn reduce<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &impl DeviceMemory<'s, T>,
         recv: &mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
@@ -195,7 +195,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// contents afterwards are unspecified, as for `reduce`'s `recv`).
     pub fn reduce_in_place<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
         root: usize,
@@ -212,7 +212,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// `comm.size()` times as many elements (`ncclAllGather`).
     pub fn all_gather<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &impl DeviceMemory<'s, T>,
         recv: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
@@ -228,7 +228,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// block, number `comm.rank()`, is its input.
     pub fn all_gather_in_place<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
         issue(
@@ -243,7 +243,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// `recv.len()`), block `r` of it into rank `r`'s `recv` (`ncclReduceScatter`).
     pub fn reduce_scatter<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &impl DeviceMemory<'s, T>,
         recv: &mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
@@ -260,7 +260,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// result lands in this rank's block, number `comm.rank()`.
     pub fn reduce_scatter_in_place<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
     ) -> Result<()> {
@@ -277,7 +277,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// [`nccl::group`](super::group).
     pub fn send<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &impl DeviceMemory<'s, T>,
         peer: usize,
     ) -> Result<()> {
@@ -287,7 +287,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// `buf` from rank `peer`'s [`send`](Self::send) of as many elements (`ncclRecv`).
     pub fn recv<T: NcclElement>(
         &'s self,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &mut impl DeviceMemoryMut<'s, T>,
         peer: usize,
     ) -> Result<()> {

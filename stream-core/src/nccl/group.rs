@@ -124,7 +124,7 @@ impl<'g> Group<'g, '_> {
     pub fn all_reduce<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
@@ -141,7 +141,7 @@ impl<'g> Group<'g, '_> {
     pub fn all_reduce_in_place<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
     ) -> Result<()> {
@@ -157,7 +157,7 @@ impl<'g> Group<'g, '_> {
     pub fn broadcast<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         root: usize,
@@ -174,7 +174,7 @@ impl<'g> Group<'g, '_> {
     pub fn broadcast_in_place<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         root: usize,
     ) -> Result<()> {
@@ -190,7 +190,7 @@ impl<'g> Group<'g, '_> {
     pub fn reduce<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
@@ -208,7 +208,7 @@ impl<'g> Group<'g, '_> {
     pub fn reduce_in_place<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
         root: usize,
@@ -225,7 +225,7 @@ impl<'g> Group<'g, '_> {
     pub fn all_gather<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
@@ -241,7 +241,7 @@ impl<'g> Group<'g, '_> {
     pub fn all_gather_in_place<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
         issue(
@@ -256,7 +256,7 @@ impl<'g> Group<'g, '_> {
     pub fn reduce_scatter<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
@@ -273,7 +273,7 @@ impl<'g> Group<'g, '_> {
     pub fn reduce_scatter_in_place<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
     ) -> Result<()> {
@@ -290,7 +290,7 @@ impl<'g> Group<'g, '_> {
     pub fn send<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &'g impl DeviceMemory<'s, T>,
         peer: usize,
     ) -> Result<()> {
@@ -301,7 +301,7 @@ impl<'g> Group<'g, '_> {
     pub fn recv<'s, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
-        comm: &Communicator,
+        comm: &'s Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         peer: usize,
     ) -> Result<()> {

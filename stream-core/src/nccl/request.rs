@@ -53,7 +53,7 @@ fn invalid_rank(rank: usize, size: usize) -> Error {
 #[inline(always)] // so that each method's `Request` folds to its one path
 pub(crate) fn issue<'a, 's, T: NcclElement>(
     s: &'s Scope<'s, '_>,
-    comm: &Communicator,
+    comm: &'s Communicator,
     request: Request<'a, 's, T>,
     group: Option<&'a Group<'a, '_>>,
 ) -> Result<()> {
