@@ -184,7 +184,11 @@ impl CommControl {
         let _bound = self.context.bind();
         // SAFETY: `self.comm` is a live communicator, aborted once (the flag above);
         // NCCL allows this call from any thread while another call on the communicator
-        // is blocked; every later call checks the flag first and uses it no more.
+        // is blocked; every later call checks the flag first and uses it no more. No
+        // call can be between its check and NCCL: the aborts come from
+        // `Communicator::abort` (not `Sync`: the holder's thread) and from the watch of a
+        // scope (its thread), whose collectives borrow the communicator until it ends,
+        // so only that thread can enqueue on it meanwhile.
         let _ = unsafe { result::comm_abort(self.comm) };
     }
 

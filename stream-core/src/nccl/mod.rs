@@ -58,9 +58,12 @@
 //! stream, which now drains, and returns the error. The receive buffers then hold
 //! unspecified values, which are still valid numbers (every bit pattern of an
 //! [`NcclElement`] is), and host memory is released only after the stream is idle. The
-//! communicator is unusable from then on. Collectives ask NCCL's error state themselves
-//! only on the first call and every 64th (asking on every call cost about 12 ns of a
-//! small collective's 105 ns enqueue on an H200); [`Communicator::check`] asks at once.
+//! communicator is unusable from then on (NCCL frees an aborted communicator, so a
+//! scope's collectives borrow the communicator until the scope ends: no other thread
+//! can be enqueuing on it when the scope's end aborts it). Collectives ask NCCL's error
+//! state themselves only on the first call and every 64th (asking on every call cost
+//! about 12 ns of a small collective's 105 ns enqueue on an H200);
+//! [`Communicator::check`] asks at once.
 //!
 //! The host waits inside such a scope are bounded the same way: a download's
 //! [`Pending::wait`](crate::Pending::wait) (and a replay's, a prefetch's) polls its
