@@ -22,6 +22,7 @@ gpu_tests::test_main! {
         uneven_blocks_go_where_the_counts_say,
         one_thread_drives_an_all_to_all_over_every_device,
         bad_buffers_and_calls_are_refused_before_anything_is_enqueued,
+        a_ranks_send_to_itself_and_its_receive_must_agree,
     ],
 }
 
@@ -253,4 +254,74 @@ fn bad_buffers_and_calls_are_refused_before_anything_is_enqueued() -> TestResult
         );
         Ok::<_, gpu_tests::Failed>(())
     })
+}
+
+/// NCCL copies a send to the rank itself into its paired receive with the send's
+/// length: a longer send would write past the receive. On a communicator of one rank:
+/// `all_to_all_v` whose counts for the rank itself differ, and a group's send to itself
+/// longer (then shorter) than its receive, are refused before NCCL sees them, and the
+/// elements just past the receive (the other half of one buffer) keep their values.
+fn a_ranks_send_to_itself_and_its_receive_must_agree() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let device = Device::new(0)?;
+    let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
+    let stream = device.new_stream()?;
+    let input: Vec<u32> = (0..16).collect();
+    let before = poisoned::<u32>(16);
+    let mut after = before.clone();
+    scope(&stream, |s| {
+        let send = s.upload(&input)?;
+        let mut recv = s.upload(&before)?;
+        let (mut head, _tail) = recv.split_at_mut(8)?;
+        let err = s
+            .all_to_all_v(&comm, &send, &[16], &mut head, &[8])
+            .unwrap_err();
+        ensure!(
+            matches!(err, Error::LengthMismatch(..)),
+            "16 to itself into 8: {err}"
+        );
+        Ok::<_, gpu_tests::Failed>(())
+    })?;
+    scope(&stream, |s| {
+        let send = s.upload(&input)?;
+        let mut recv = s.upload(&before)?;
+        let (mut head, _tail) = recv.split_at_mut(8)?;
+        // A longer send after its receive, then a shorter one before it.
+        let err = nccl::group(|g| {
+            g.recv(s, &comm, &mut head, 0)?;
+            g.send(s, &comm, &send, 0)
+        })
+        .unwrap_err();
+        ensure!(
+            matches!(err, Error::LengthMismatch(..)),
+            "a send of 16 to a receive of 8: {err}"
+        );
+        Ok::<_, gpu_tests::Failed>(())
+    })?;
+    ensure!(!comm.is_aborted(), "the communicator was aborted");
+    scope(&stream, |s| {
+        let send = s.upload(&input)?;
+        let mut recv = s.upload(&before)?;
+        {
+            let (mut head, _tail) = recv.split_at_mut(8)?;
+            let short = send.slice(..4)?;
+            let err = nccl::group(|g| {
+                g.send(s, &comm, &short, 0)?;
+                g.recv(s, &comm, &mut head, 0)
+            })
+            .unwrap_err();
+            ensure!(
+                matches!(err, Error::LengthMismatch(..)),
+                "a receive of 8 for a send of 4: {err}"
+            );
+        }
+        s.copy_to_host(&recv, &mut after)?.wait()?;
+        Ok::<_, gpu_tests::Failed>(())
+    })?;
+    ensure!(
+        after[8..] == before[8..],
+        "the elements past the receive changed: {:?}",
+        &after[8..]
+    );
+    Ok(())
 }

@@ -66,7 +66,9 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// zero is neither sent nor received.
     ///
     /// Errors before anything is enqueued: [`Error::ShapeMismatch`] when a list does not
-    /// hold one count per rank or its sum is not its buffer's length, and the checks of
+    /// hold one count per rank or its sum is not its buffer's length,
+    /// [`Error::LengthMismatch`] when this rank's counts for itself differ
+    /// (`send_counts[rank] != recv_counts[rank]`), and the checks of
     /// [`all_reduce`](Self::all_reduce).
     pub fn all_to_all_v<T: NcclElement>(
         &'s self,
@@ -134,6 +136,10 @@ impl<'g> Group<'g, '_> {
         let size = comm.size();
         check_counts(send_counts, send.len(), size, SEND_COUNTS)?;
         check_counts(recv_counts, recv.len(), size, RECV_COUNTS)?;
+        // This rank's own block is a send to itself, which NCCL copies with the send's
+        // length: the two counts must agree (the other ranks' are out of sight).
+        let me = comm.rank();
+        Error::check_lengths(OWN_BLOCK, send_counts[me], recv_counts[me])?;
         self.exchange(s, comm, send, recv, |peer| {
             (send_counts[peer], recv_counts[peer])
         })
@@ -180,6 +186,10 @@ fn block_len(send: usize, recv: usize, size: usize) -> Result<usize> {
     }
     Ok(send / size)
 }
+
+/// How `all_to_all_v` names this rank's block to itself.
+const OWN_BLOCK: &str = "all_to_all_v: the block this rank sends itself (send_counts[rank]) and \
+                         the one it receives from itself (recv_counts[rank])";
 
 /// How [`check_counts`] names a list of counts and the buffer it splits.
 struct Counts {

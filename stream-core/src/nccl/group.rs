@@ -89,6 +89,7 @@ struct GroupEnd;
 
 impl GroupEnd {
     fn open() -> Self {
+        super::self_pairs::clear();
         OPEN.with(|open| open.set(true));
         GroupEnd
     }
@@ -96,6 +97,7 @@ impl GroupEnd {
     fn finish(self) -> Result<()> {
         std::mem::forget(self);
         OPEN.with(|open| open.set(false));
+        super::self_pairs::clear();
         group_end()
     }
 }
@@ -105,6 +107,7 @@ impl Drop for GroupEnd {
         // Unwinding: NCCL enqueues the collectives issued so far (their buffers are still
         // borrowed here); the panic goes on, and the scopes' ends wait for them.
         OPEN.with(|open| open.set(false));
+        super::self_pairs::clear();
         let _ = group_end();
     }
 }

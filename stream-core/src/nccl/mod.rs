@@ -121,6 +121,7 @@ mod element;
 mod group;
 mod rendezvous;
 mod request;
+mod self_pairs;
 mod slurm;
 mod unique_id;
 mod world;

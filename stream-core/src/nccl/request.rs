@@ -1,7 +1,10 @@
 //! [`Request`]: one collective with its typed, borrowed operands, and [`issue`], the one
 //! place that checks it (device, ranks, lengths, group state) and enqueues it.
 
+use std::sync::Arc;
+
 use super::group::{self, Group};
+use super::self_pairs::{self, Half};
 use super::{Communicator, NcclElement};
 use crate::driver::nccl::{enqueue, Collective};
 use crate::error::{Error, Result, ShapeMismatch};
@@ -73,6 +76,18 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
     }
     if count == 0 {
         return Ok(());
+    }
+    if let Collective::Send { peer } | Collective::Recv { peer } = request.collective {
+        if peer as usize == comm.rank() {
+            // Inside a group (checked above): NCCL copies a send to this rank itself into
+            // its paired receive with the send's length, so the two must agree.
+            let half = match request.collective {
+                Collective::Send { .. } => Half::Send,
+                _ => Half::Recv,
+            };
+            let id = Arc::as_ptr(comm.raw().control()) as usize;
+            self_pairs::pair(id, half, count * size_of::<T>())?;
+        }
     }
     s.outstanding.watch(comm.watch());
     // SAFETY: `comm` was made in the context of the scope's stream (checked above).
