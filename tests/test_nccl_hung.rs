@@ -3,9 +3,8 @@
 //! `CollectiveTimedOut`, also while unwinding; and so does every host wait inside the
 //! scope that is queued behind it (a download's `Pending::wait`, pinned or staged, and
 //! the copies between device and pageable memory that hold the host until the stream
-//! reaches them). Never a hang. A barrier a rank never reaches, and ranks that disagree
-//! on a collective's length, end the same way (and no rank's memory past its own buffer
-//! is written).
+//! reaches them). Never a hang. A barrier a rank never reaches ends the same way.
+//! (Ranks of one process that disagree on a length: `test_nccl_ledger`.)
 //!
 //! Two GPUs (NCCL refuses two ranks on one); each scenario runs in a child process of
 //! this binary ([`CHILD_ENV`]), since it aborts communicators on purpose.
@@ -13,11 +12,13 @@
 use std::time::{Duration, Instant};
 
 use gpu_tests::child::run_self;
-use gpu_tests::nccl_ranks::{error_variant, exclusive};
+use gpu_tests::nccl_ranks::{
+    error_variant, exclusive, print_whether_the_device_still_works, two_ranks, warm_up,
+};
 use gpu_tests::tests;
 use gpu_tests::{ensure, gpu_status, GpuStatus, Test, TestResult};
-use stream_core::nccl::{Communicator, Sum, UniqueId};
-use stream_core::{scope, Device, Error, Scope, Stream};
+use stream_core::nccl::{Communicator, Sum};
+use stream_core::{scope, Device, Error, Scope};
 
 /// The environment variable that makes this binary run one child mode.
 const CHILD_ENV: &str = "STREAM_CORE_NCCL_HUNG_CHILD";
@@ -38,7 +39,6 @@ fn main() {
         _ => tests![
             a_collective_that_never_completes_times_out_instead_of_hanging,
             host_waits_behind_a_hung_collective_time_out_too,
-            ranks_that_disagree_on_a_length_time_out_and_write_nothing_past_their_buffers,
             a_barrier_a_rank_never_reaches_times_out,
         ],
     };
@@ -97,138 +97,6 @@ fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
     Ok(())
 }
 
-/// In a child, with two GPUs, for each collective of [`DISAGREEING`]: rank 0 passes
-/// [`SHORT`] elements and rank 1 [`LONG`], each buffer the front of a larger one whose
-/// rest holds a guard value; once without and once with each device's pool granting the
-/// other access (what a fork across the devices leaves behind, and what would let NCCL
-/// reach a peer's buffer directly). The collective cannot complete: some rank's scope
-/// returns an `Err` after the 2 s timeout, and neither rank's guard changes. NCCL does
-/// not document what it does with lengths that disagree; this is the attack, kept.
-fn ranks_that_disagree_on_a_length_time_out_and_write_nothing_past_their_buffers() -> TestResult {
-    let _one_at_a_time = exclusive();
-    let out = run_self(
-        "ranks that disagree on a length",
-        &[(CHILD_ENV, Some("lengths"))],
-        Duration::from_secs(200),
-    )?;
-    ensure!(out.status.success(), "the child failed.\n{out}");
-    for granted in ["plain", "granted"] {
-        for case in DISAGREEING {
-            let key = format!("{case}_{granted}");
-            out.expect(&format!("{key}_guard"), "0")?;
-            let outcomes = [0, 1].map(|r| out.value(&format!("{key}_rank{r}")));
-            ensure!(
-                outcomes.iter().any(|o| matches!(o, Ok(v) if *v != "ok")),
-                "{key}: neither rank's scope failed: {outcomes:?}\n{out}"
-            );
-        }
-    }
-    out.expect("device_still_works", "true")?;
-    Ok(())
-}
-
-/// The collectives [`lengths_child`] issues with lengths that disagree.
-const DISAGREEING: [&str; 5] = [
-    "send_recv",
-    "broadcast",
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-];
-
-/// Rank 0's and rank 1's lengths in [`lengths_child`].
-const SHORT: usize = 4096;
-const LONG: usize = 1 << 22;
-
-/// The guard value around the buffers of [`lengths_child`].
-const GUARD: f32 = 7.0;
-
-/// See [`ranks_that_disagree_on_a_length_time_out_and_write_nothing_past_their_buffers`].
-fn lengths_child() -> TestResult {
-    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
-    for granted in ["plain", "granted"] {
-        if granted == "granted" {
-            grant_pools_both_ways(&d0, &d1)?;
-        }
-        for case in DISAGREEING {
-            let (c0, c1) = two_ranks(&d0, &d1)?;
-            let on_d1 = &d1;
-            let results = std::thread::scope(|t| {
-                // A communicator is `Send`, not `Sync`: rank 1's moves to its thread.
-                let one = t.spawn(move || disagreeing_rank(case, &c1, on_d1, LONG));
-                let zero = disagreeing_rank(case, &c0, &d0, SHORT);
-                [
-                    zero,
-                    one.join().unwrap_or_else(|_| Err("rank 1 panicked".into())),
-                ]
-            });
-            let mut changed = 0;
-            for (rank, result) in results.into_iter().enumerate() {
-                let (scope_end, guard_changed) = result?;
-                println!("{case}_{granted}_rank{rank} = {scope_end}");
-                changed += guard_changed;
-            }
-            println!("{case}_{granted}_guard = {changed}");
-        }
-    }
-    print_whether_the_device_still_works(&d0.new_stream()?)
-}
-
-/// One rank's part of [`lengths_child`]: `case` on `len` elements at the front of
-/// buffers twice as long as rank 1's, timeout 2 s. Returns how it ended ("ok", or the
-/// variant of the first error: the download's wait behind the collective, or the
-/// scope's end) and how many guard elements changed.
-fn disagreeing_rank(
-    case: &str,
-    comm: &Communicator,
-    device: &Device,
-    len: usize,
-) -> Result<(String, usize), gpu_tests::Failed> {
-    comm.set_timeout(Duration::from_secs(2));
-    let stream = device.new_stream()?;
-    let (ones, guard) = (vec![1f32; 2 * LONG], vec![GUARD; 2 * LONG]);
-    let mut back = vec![0f32; 2 * LONG];
-    let used = if case == "all_gather" { 2 * len } else { len };
-    let ended = scope(&stream, |s| {
-        let src = s.upload(&ones)?;
-        let mut dst = s.upload(&guard)?;
-        let (x, mut y) = (src.slice(..len)?, dst.slice_mut(..used)?);
-        let issued = match case {
-            "send_recv" if comm.rank() == 1 => s.send(comm, &x, 0),
-            "send_recv" => s.recv(comm, &mut y, 1),
-            "broadcast" => s.broadcast(comm, &x, &mut y, 1),
-            "all_reduce" => s.all_reduce(comm, &x, &mut y, Sum),
-            "all_gather" => s.all_gather(comm, &x, &mut y),
-            _ => s.reduce_scatter(comm, &src.slice(..2 * len)?, &mut y, Sum),
-        };
-        issued?;
-        // Behind the collective, bounded like the scope's end (whose `Err` it reports
-        // first, if the collective failed); the guard is read below either way.
-        let waited = s.copy_to_host(&dst, &mut back)?.wait().map(drop);
-        Ok::<_, Error>(waited)
-    });
-    let changed = back[used..].iter().filter(|&&v| v != GUARD).count();
-    let ended = match ended {
-        Ok(Ok(())) => "ok",
-        Ok(Err(e)) | Err(e) => error_variant(&e),
-    };
-    Ok((ended.to_string(), changed))
-}
-
-/// Each device's pool grants the other access, through a fork onto the other device's
-/// stream that lends it a buffer.
-fn grant_pools_both_ways(d0: &Device, d1: &Device) -> TestResult {
-    for (a, b) in [(d0, d1), (d1, d0)] {
-        let (on_a, on_b) = (a.new_stream()?, b.new_stream()?);
-        scope(&on_a, |s| {
-            let mut x = s.alloc_zeroed::<f32>(16)?;
-            s.fork(&on_b, (&mut x,), |c, (mut x,)| c.fill(&mut x, 1.0))?;
-            Ok::<_, Error>(())
-        })?;
-    }
-    Ok(())
-}
-
 /// In a child, with two GPUs: rank 0's `Communicator::barrier`, which rank 1 never
 /// reaches (on communicators whose connections are set up), returns
 /// `CollectiveTimedOut` after the 1 s timeout and leaves the communicator aborted.
@@ -272,7 +140,6 @@ fn child(mode: &str) -> i32 {
         "barrier" => barrier_child(),
         "hung" => hung_child(),
         "host_waits" => host_waits_child(),
-        "lengths" => lengths_child(),
         other => Err(format!("unknown child mode {other}").into()),
     };
     match result {
@@ -282,41 +149,6 @@ fn child(mode: &str) -> i32 {
             1
         }
     }
-}
-
-/// Both ranks of a two-GPU communicator joined from two threads.
-fn two_ranks(d0: &Device, d1: &Device) -> Result<(Communicator, Communicator), gpu_tests::Failed> {
-    let id = UniqueId::new()?;
-    let (c0, c1) = std::thread::scope(|t| {
-        let one = t.spawn(|| Communicator::join(d1, &id, 1, 2));
-        let zero = Communicator::join(d0, &id, 0, 2);
-        (zero, one.join())
-    });
-    Ok((c0?, c1.map_err(|_| "rank 1's join panicked")??))
-}
-
-/// One all_reduce on both ranks (from two threads), so NCCL has set up the
-/// connections and a later collective goes straight onto the GPU.
-fn warm_up(
-    pair: (Communicator, Communicator),
-    devices: (&Device, &Device),
-) -> Result<(Communicator, Communicator), gpu_tests::Failed> {
-    let on = |comm: &Communicator, device: &Device| -> TestResult {
-        let stream = device.new_stream()?;
-        scope(&stream, |s| {
-            let mut x = s.upload(&[1u32; 256])?;
-            s.all_reduce_in_place(comm, &mut x, Sum)
-        })?;
-        Ok(())
-    };
-    let (zero, one) = pair;
-    std::thread::scope(|t| {
-        // A communicator is `Send`, not `Sync`: rank 1's moves to its thread and back.
-        let handle = t.spawn(move || on(&one, devices.1).map(|()| one));
-        on(&zero, devices.0)?;
-        let one = handle.join().map_err(|_| "rank 1 panicked")??;
-        Ok((zero, one))
-    })
 }
 
 /// Rank 0 of two issues all_reduces that rank 1 never joins, on communicators whose
@@ -445,17 +277,4 @@ fn host_wait<'s, 'env>(
         "staged_download_wait" => s.copy_to_host(y, big)?.wait().map(drop),
         _ => s.copy_to_device(big_source, y),
     }
-}
-
-/// A round trip on `stream` after the communicators were aborted, printed as
-/// `device_still_works = true` when it came back whole.
-fn print_whether_the_device_still_works(stream: &Stream) -> TestResult {
-    let (input, mut back) = ([5u32; 256], [0u32; 256]);
-    scope(stream, |s| {
-        let x = s.upload(&input)?;
-        s.copy_to_host(&x, &mut back)?.wait()?;
-        Ok::<_, Error>(())
-    })?;
-    println!("device_still_works = {}", back == input);
-    Ok(())
 }

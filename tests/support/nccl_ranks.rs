@@ -7,10 +7,11 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use libtest_mimic::Failed;
+use stream_core::nccl::Sum;
 use stream_core::nccl::{Communicator, NcclElement, UniqueId};
-use stream_core::{Device, Stream};
+use stream_core::{scope, Device, Error, Stream};
 
-use crate::Element;
+use crate::{Element, TestResult};
 
 /// An element type of the NCCL tests.
 pub trait NcclValue: NcclElement + Element + Send + Sync {
@@ -168,6 +169,56 @@ pub fn error_variant(e: &stream_core::Error) -> &'static str {
         Error::CollectiveTimedOut { .. } => "CollectiveTimedOut",
         Error::Nccl(_) => "Nccl",
         Error::CommunicatorAborted { .. } => "CommunicatorAborted",
+        Error::RanksDisagree(_) => "RanksDisagree",
+        Error::LengthMismatch(_) => "LengthMismatch",
         _ => "other",
     }
+}
+
+/// Both ranks of a two-GPU communicator joined from two threads.
+pub fn two_ranks(d0: &Device, d1: &Device) -> Result<(Communicator, Communicator), Failed> {
+    let id = UniqueId::new()?;
+    let (c0, c1) = std::thread::scope(|t| {
+        let one = t.spawn(|| Communicator::join(d1, &id, 1, 2));
+        let zero = Communicator::join(d0, &id, 0, 2);
+        (zero, one.join())
+    });
+    Ok((c0?, c1.map_err(|_| "rank 1's join panicked")??))
+}
+
+/// One all_reduce on both ranks (from two threads), so NCCL has set up the
+/// connections and a later collective goes straight onto the GPU.
+pub fn warm_up(
+    pair: (Communicator, Communicator),
+    devices: (&Device, &Device),
+) -> Result<(Communicator, Communicator), Failed> {
+    let on = |comm: &Communicator, device: &Device| -> TestResult {
+        let stream = device.new_stream()?;
+        scope(&stream, |s| {
+            let mut x = s.upload(&[1u32; 256])?;
+            s.all_reduce_in_place(comm, &mut x, Sum)
+        })?;
+        Ok(())
+    };
+    let (zero, one) = pair;
+    std::thread::scope(|t| {
+        // A communicator is `Send`, not `Sync`: rank 1's moves to its thread and back.
+        let handle = t.spawn(move || on(&one, devices.1).map(|()| one));
+        on(&zero, devices.0)?;
+        let one = handle.join().map_err(|_| "rank 1 panicked")??;
+        Ok((zero, one))
+    })
+}
+
+/// A round trip on `stream` after the communicators were aborted, printed as
+/// `device_still_works = true` when it came back whole.
+pub fn print_whether_the_device_still_works(stream: &Stream) -> TestResult {
+    let (input, mut back) = ([5u32; 256], [0u32; 256]);
+    scope(stream, |s| {
+        let x = s.upload(&input)?;
+        s.copy_to_host(&x, &mut back)?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    println!("device_still_works = {}", back == input);
+    Ok(())
 }

@@ -8,7 +8,7 @@ pub use details::{
     CompletionThread, CudarcConversion, Driver, GraphArgument, GraphCaptureInvalidated,
     GraphUpdate, InvalidLaunch, KernelCompile, KernelNotFound, LaunchEnvironment, LengthMismatch,
     Library, ManagedExceedsFreeMemory, ManagedNeedsConcurrentAccess, Nccl, OutOfMemory, OutOfRange,
-    Rendezvous, ShapeMismatch,
+    RanksDisagree, Rendezvous, ShapeMismatch,
 };
 
 /// What went wrong, written so that the message says what happened and what to do.
@@ -331,6 +331,16 @@ pub enum Error {
         /// What was wrong, and what to do instead.
         reason: &'static str,
     },
+
+    /// Two ranks of this process made matching calls (the same collective's number, or
+    /// a send and its receive) whose lengths or operations disagree: the later call was
+    /// not issued, and every member of the communicator in this process is unusable
+    /// from then on (aborted by its next call or its scope's end).
+    ///
+    /// The details are boxed, so that every `Result` stays small: see
+    /// [`RanksDisagree`].
+    #[error("{0}")]
+    RanksDisagree(Box<RanksDisagree>),
 
     /// A rank outside a communicator (a root, a peer) was named.
     #[error(

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::ledger::{Agreement, Call, Ledger, Seat};
 use super::UniqueId;
 use crate::device::Device;
 use crate::driver::nccl::{CommControl, RawComm};
@@ -47,6 +48,9 @@ pub struct Communicator {
     /// Shared by the members this process made together (`for_devices`, `split_all`):
     /// what [`split_all`](Self::split_all) checks to know they are one communicator.
     clique: Arc<()>,
+    /// This member's place in the ledger of the communicator's members in this process,
+    /// when there are others (see `ledger.rs`): their calls are compared before issue.
+    seat: Option<Seat>,
     /// Collectives issued since NCCL's error state was last asked (see
     /// [`check_before_issue`](Self::check_before_issue)). Atomic only so that the
     /// compiler's error for a communicator shared between threads keeps naming the
@@ -91,9 +95,10 @@ impl Communicator {
         Ok(raws
             .into_iter()
             .zip(devices)
+            .zip(Ledger::clique(size))
             .enumerate()
-            .map(|(rank, (raw, device))| {
-                Communicator::made(raw, device, rank, size, size > 1, Arc::clone(&clique))
+            .map(|(rank, ((raw, device), seat))| {
+                Communicator::made(raw, device, rank, size, size > 1, Arc::clone(&clique), seat)
             })
             .collect())
     }
@@ -110,7 +115,11 @@ impl Communicator {
             i32::try_from(rank).map_err(|_| too_many())?,
             i32::try_from(size).map_err(|_| too_many())?,
         );
+        // Taken before NCCL's call, so that every member this process makes with `id`
+        // holds it once any of them is made (NCCL returns only when every rank joined).
+        let seat = Ledger::joined(id.to_bytes(), size, rank);
         let raw = RawComm::init_rank(&device.inner.context, size_i32, &id.0, rank_i32)?;
+        let seat = seat.with_siblings(std::time::Duration::ZERO)?;
         Ok(Communicator::made(
             raw,
             device,
@@ -118,6 +127,7 @@ impl Communicator {
             size,
             false,
             Arc::new(()),
+            seat,
         ))
     }
 
@@ -223,6 +233,13 @@ impl Communicator {
                 })
             })
             .collect::<Result<Vec<i32>>>()?;
+        // Each member's part of its new communicator's ledger, taken before the split
+        // (see `join`).
+        let registrations: Vec<_> = members
+            .iter()
+            .zip(colors)
+            .map(|(m, color)| m.seat.as_ref().and_then(|seat| seat.split(*color)))
+            .collect();
         let made = RawComm::split(&raws, colors, &keys)?;
         // One clique per new communicator: the members of one color.
         let mut cliques: Vec<(u16, Arc<()>)> = Vec::new();
@@ -234,26 +251,42 @@ impl Communicator {
             cliques.push((color, Arc::clone(&clique)));
             clique
         };
-        Ok(made
-            .into_iter()
+        // Every member of this thread knows its new rank before any waits for its
+        // siblings (for `split_all`, all of them are here).
+        let seated: Vec<_> = made
+            .iter()
+            .zip(registrations)
+            .map(|(new, registration)| match (new, registration) {
+                (Some((_, rank, _)), Some(r)) => Some(r.publish(*rank)),
+                _ => None,
+            })
+            .collect();
+        made.into_iter()
             .zip(members)
             .zip(colors)
-            .map(|((new, parent), color)| {
-                new.map(|(raw, rank, size)| {
-                    let clique = clique_of(color.unwrap_or_default());
-                    let comm = Communicator::made(
-                        raw,
-                        &parent.device,
-                        rank,
-                        size,
-                        together && size > 1,
-                        clique,
-                    );
-                    comm.set_timeout(parent.timeout());
-                    comm
-                })
+            .zip(seated)
+            .map(|(((new, parent), color), seat)| {
+                let Some((raw, rank, size)) = new else {
+                    return Ok(None);
+                };
+                let seat = match seat {
+                    Some(seat) => seat.with_siblings(parent.timeout())?,
+                    None => None,
+                };
+                let clique = clique_of(color.unwrap_or_default());
+                let comm = Communicator::made(
+                    raw,
+                    &parent.device,
+                    rank,
+                    size,
+                    together && size > 1,
+                    clique,
+                    seat,
+                );
+                comm.set_timeout(parent.timeout());
+                Ok(Some(comm))
             })
-            .collect())
+            .collect()
     }
 
     fn made(
@@ -263,10 +296,12 @@ impl Communicator {
         size: usize,
         grouped_only: bool,
         clique: Arc<()>,
+        seat: Option<Seat>,
     ) -> Self {
         let watch = Arc::new(CommWatch {
             control: Arc::clone(raw.control()),
             timeout_ms: AtomicU64::new(timeout_from_env().as_millis() as u64),
+            ledger: seat.as_ref().map(|s| Arc::clone(s.ledger())),
         });
         Communicator {
             raw,
@@ -277,6 +312,7 @@ impl Communicator {
             watch,
             grouped_only,
             clique,
+            seat,
             unasked: AtomicU32::new(ASK_NCCL_EVERY),
         }
     }
@@ -315,7 +351,31 @@ impl Communicator {
     /// (`ncclCommGetAsyncError`); the failure, or [`Error::CommunicatorAborted`] after an
     /// abort, otherwise. Never blocks.
     pub fn check(&self) -> Result<()> {
-        self.raw.control().async_error()
+        self.raw.control().async_error()?;
+        match self.seat.as_ref().and_then(|s| s.ledger().broken()) {
+            Some(disagreement) => Err(disagreement),
+            None => Ok(()),
+        }
+    }
+
+    /// Compares `call`, this member's next, with the calls of the same number by the
+    /// other members of this process (see `ledger.rs`): what to do with it. A member
+    /// alone in this process has nothing to compare: [`Agreement::Issue`].
+    #[inline]
+    pub(crate) fn agree(&self, call: impl FnOnce() -> Call) -> Agreement {
+        match &self.seat {
+            None => Agreement::Issue,
+            Some(seat) => agree_in(seat, call()),
+        }
+    }
+
+    /// Called when an issue that [`agree`](Self::agree) recorded failed in NCCL: the
+    /// ledger's numbering may no longer be NCCL's, so every later call is refused.
+    #[cold]
+    pub(crate) fn issue_failed(&self, error: &Error) {
+        if let Some(seat) = &self.seat {
+            seat.break_with(error);
+        }
     }
 
     /// The check a collective makes before it is issued: the abort flag on every call
@@ -366,6 +426,13 @@ impl Communicator {
     }
 }
 
+/// [`Communicator::agree`] with a seat (out of the hot path of a member alone).
+#[cold]
+#[inline(never)]
+fn agree_in(seat: &Seat, call: Call) -> Agreement {
+    seat.agree(call)
+}
+
 impl std::fmt::Debug for Communicator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Communicator")
@@ -394,13 +461,30 @@ fn timeout_from_env() -> Duration {
 struct CommWatch {
     control: Arc<CommControl>,
     timeout_ms: AtomicU64,
+    /// The ledger of the members of this process, when there are several: a
+    /// disagreement between them means the collective will not complete.
+    ledger: Option<Arc<Ledger>>,
 }
 
 impl StreamWatch for CommWatch {
+    fn verdict(&self) -> Result<()> {
+        match self.ledger.as_ref().and_then(|l| l.broken()) {
+            Some(disagreement) => {
+                self.control.abort();
+                Err(disagreement)
+            }
+            None => Ok(()),
+        }
+    }
+
     fn check(&self, waited: Duration) -> Result<()> {
         if let Err(e) = self.control.async_error() {
             self.control.abort();
             return Err(e);
+        }
+        if let Some(disagreement) = self.ledger.as_ref().and_then(|l| l.broken()) {
+            self.control.abort();
+            return Err(disagreement);
         }
         let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
         if waited >= timeout {

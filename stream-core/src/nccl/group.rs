@@ -98,7 +98,9 @@ impl GroupEnd {
         std::mem::forget(self);
         OPEN.with(|open| open.set(false));
         super::self_pairs::clear();
-        group_end()
+        let ended = group_end();
+        super::ledger::group_ended(&ended);
+        ended
     }
 }
 
@@ -108,7 +110,7 @@ impl Drop for GroupEnd {
         // borrowed here); the panic goes on, and the scopes' ends wait for them.
         OPEN.with(|open| open.set(false));
         super::self_pairs::clear();
-        let _ = group_end();
+        super::ledger::group_ended(&group_end());
     }
 }
 

@@ -119,10 +119,12 @@ mod collective;
 mod communicator;
 mod element;
 mod group;
+mod ledger;
 mod rendezvous;
 mod request;
 mod self_pairs;
 mod slurm;
+mod stand_in;
 mod unique_id;
 mod world;
 

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use super::group::{self, Group};
+use super::ledger::{Agreement, Call};
 use super::self_pairs::{self, Half};
+use super::stand_in::stand_in;
 use super::{Communicator, NcclElement};
 use crate::driver::nccl::{enqueue, Collective};
 use crate::error::{Error, Result, ShapeMismatch};
@@ -60,6 +62,28 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
     request: Request<'a, 's, T>,
     group: Option<&'a Group<'a, '_>>,
 ) -> Result<()> {
+    issue_as(s, comm, request, group, Role::Own)
+}
+
+/// Whose call [`issue_as`] issues.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// This member's own: compared with the other members' first (`ledger.rs`).
+    Own,
+    /// A stand-in for a refused call (`stand_in.rs`), the call another member made,
+    /// which the ledger has already counted.
+    StandIn,
+}
+
+/// [`issue`], for `role`.
+#[inline(always)]
+pub(crate) fn issue_as<'a, 's, T: NcclElement>(
+    s: &'s Scope<'s, '_>,
+    comm: &'s Communicator,
+    request: Request<'a, 's, T>,
+    group: Option<&'a Group<'a, '_>>,
+    role: Role,
+) -> Result<()> {
     if group.is_none() && (group::is_open() || comm.grouped_only()) {
         return Err(refuse_outside_a_group());
     }
@@ -72,6 +96,31 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
     if let Collective::Send { peer } | Collective::Recv { peer } = request.collective {
         if group.is_none() && peer as usize == comm.rank() {
             return Err(to_itself_outside_a_group());
+        }
+    }
+    // After every check that refuses a call NCCL would not see, and before the empty
+    // call returns (NCCL sees neither rank's empty call, so the ledger's numbering stays
+    // NCCL's only if both count it).
+    if role == Role::Own {
+        let agreement = comm.agree(|| Call {
+            what: request.what,
+            collective: request.collective,
+            data_type: T::DATA_TYPE,
+            type_name: std::any::type_name::<T>(),
+            count,
+            element_bytes: size_of::<T>(),
+        });
+        match agreement {
+            Agreement::Issue => {}
+            Agreement::Refuse(error) => return Err(error),
+            Agreement::StandIn(call, error) => {
+                // Inside a group the stand-in's scratch memory would have to outlive
+                // the group's end: not issued there (see the `nccl` module docs).
+                if group.is_none() {
+                    let _ = stand_in(s, comm, call);
+                }
+                return Err(error);
+            }
         }
     }
     if count == 0 {
@@ -115,14 +164,15 @@ pub(crate) fn issue<'a, 's, T: NcclElement>(
             &s.stream.raw,
         )
     };
-    match group {
+    let issued = match group {
         // Inside a group NCCL enqueues only at the group's end: nothing to time here.
         Some(_) => call(),
         None => {
             let bytes = (count * size_of::<T>()) as u64;
             s.traced(request.what, Category::Collective, Some(bytes), call)
         }
-    }
+    };
+    issued.inspect_err(|e| comm.issue_failed(e))
 }
 
 /// Why a scope's own collective was refused: a group is open on this thread, or the

@@ -26,6 +26,13 @@ pub(crate) trait StreamWatch: Send + Sync {
     /// stop (it aborted it: the stream's work can now complete) and the scope must
     /// report this error.
     fn check(&self, waited: Duration) -> Result<()>;
+
+    /// Asked at the scope's end once its work has completed: `Err` when that work
+    /// completed but must not be taken as a success (a collective whose ranks
+    /// disagreed, completed by a stand-in; see `nccl/ledger.rs`).
+    fn verdict(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A [`StreamWatch`] as a scope keeps it, with the address that identifies it computed
@@ -189,6 +196,18 @@ impl Outstanding {
                 std::thread::sleep(SLEEP);
             }
         }
+    }
+
+    /// The first watch's [`StreamWatch::verdict`] that is an `Err`, if any: asked at the
+    /// scope's end, after its work completed.
+    #[cold]
+    pub(crate) fn verdict(&self) -> Option<Error> {
+        let watches = self
+            .watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        watches.iter().find_map(|w| w.verdict().err())
     }
 
     /// Keeps `error` as the first a watch gave up with, unless one is kept already.

@@ -1,0 +1,607 @@
+//! [`Ledger`]: the calls this process's ranks of one communicator make, compared before
+//! they are issued, so that two ranks of one process never issue one collective (or one
+//! send and its receive) with lengths that disagree.
+//!
+//! Why only ranks of one process: NCCL reaches another rank's buffers directly only
+//! within a process (its `NCCL_P2P_DIRECT_DISABLE` documentation: "directly access user
+//! buffers through P2P between GPUs of the same process"); across processes each rank's
+//! kernels touch only its own buffers and NCCL's, with its own lengths (this crate
+//! registers no user buffer with NCCL). So the ranks that could write into each other's
+//! memory with a length the other did not agree to are exactly the ones a ledger sees.
+//!
+//! NCCL matches collectives by their order on the communicator, and a send with the
+//! receive of the same pair of ranks by their order. The ledger numbers each member's
+//! calls the same way; the first member to reach a number records its call, and every
+//! other member compares its own with it before issuing. A call that disagrees is
+//! refused, and so is every later call of every member of the ledger: their numbering no
+//! longer matches NCCL's, and the collective the first member issued will not complete
+//! (each member's watch aborts it; see `communicator.rs`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use crate::driver::nccl::{Collective, DataType};
+use crate::error::{Error, RanksDisagree, Result};
+
+/// What a member does with its call, as [`Seat::agree`] decides.
+#[derive(Debug)]
+pub(crate) enum Agreement {
+    /// Issue it.
+    Issue,
+    /// Do not issue it and return the error: the ledger is broken, and no other member
+    /// issued a call of this number.
+    Refuse(Error),
+    /// Do not issue it, but issue the given call (another member's of the same number,
+    /// which that member issued already) on scratch memory in its place, so that the
+    /// other member's call completes instead of waiting forever (possibly inside NCCL,
+    /// which sets up a collective's connections inside its first call); then return
+    /// the error. The ledger is broken: every member's scope end reports it.
+    StandIn(Call, Error),
+}
+
+#[cfg(test)]
+impl Agreement {
+    /// `Ok` for [`Issue`](Self::Issue), the error otherwise.
+    fn issued(self) -> Result<()> {
+        match self {
+            Agreement::Issue => Ok(()),
+            Agreement::Refuse(e) | Agreement::StandIn(_, e) => Err(e),
+        }
+    }
+}
+
+/// One call as the ledger compares it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Call {
+    /// The operation's name, for the error (`"all_reduce"`).
+    pub(crate) what: &'static str,
+    pub(crate) collective: Collective,
+    pub(crate) data_type: DataType,
+    /// The element type's name, for the error.
+    pub(crate) type_name: &'static str,
+    /// Elements per rank (NCCL's `count`).
+    pub(crate) count: usize,
+    /// Bytes per element.
+    pub(crate) element_bytes: usize,
+}
+
+impl Call {
+    /// `true` when NCCL would match `self` with `other` consistently: the same
+    /// collective, element type and count; for a send and its receive, the same bytes.
+    fn agrees_with(&self, other: &Call) -> bool {
+        match self.collective {
+            Collective::Send { .. } | Collective::Recv { .. } => {
+                self.count.checked_mul(self.element_bytes)
+                    == other.count.checked_mul(other.element_bytes)
+            }
+            _ => {
+                self.collective == other.collective
+                    && self.data_type == other.data_type
+                    && self.count == other.count
+            }
+        }
+    }
+
+    /// The call that matches `self`, made by rank `rank`, on the rank it names: the
+    /// receive of a send, the send of a receive, the same call otherwise.
+    fn partner_of(self, rank: usize) -> Call {
+        let peer = rank as i32;
+        let collective = match self.collective {
+            Collective::Send { .. } => Collective::Recv { peer },
+            Collective::Recv { .. } => Collective::Send { peer },
+            other => other,
+        };
+        Call { collective, ..self }
+    }
+
+    fn describe(&self) -> String {
+        format!("{} of {} × {}", self.what, self.count, self.type_name)
+    }
+}
+
+/// Which of a member's numberings a call takes its number from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Counter {
+    Collective {
+        rank: usize,
+    },
+    /// Sends from `from` to `to` (counted by the sender) or receives by `to` from `from`
+    /// (counted by the receiver): the same numbering seen from both ends.
+    Send {
+        from: usize,
+        to: usize,
+    },
+    Recv {
+        from: usize,
+        to: usize,
+    },
+    Split {
+        rank: usize,
+    },
+}
+
+/// Where two members' calls meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Slot {
+    Collective(u64),
+    Pair { from: usize, to: usize, number: u64 },
+}
+
+/// The first call recorded at a slot, and how many members have reached it.
+struct Entry {
+    rank: usize,
+    call: Call,
+    arrivals: usize,
+}
+
+#[derive(Default)]
+struct State {
+    /// Members registered (before NCCL's call that makes them) and not gone.
+    registered: usize,
+    /// The ranks of the registered members that know their rank.
+    ranks: Vec<usize>,
+    next: HashMap<Counter, u64>,
+    entries: HashMap<Slot, Entry>,
+    /// The ledgers of communicators split from this one: (split number, color).
+    children: Vec<(u64, u16, Weak<Ledger>)>,
+    /// The first disagreement (or failed issue), after which every call is refused.
+    broken: Option<Error>,
+}
+
+/// The shared record of one communicator's members in this process.
+#[derive(Default)]
+pub(crate) struct Ledger {
+    state: Mutex<State>,
+    published: Condvar,
+}
+
+thread_local! {
+    /// The ledgers of the calls made in the group open on this thread.
+    static GROUPED: std::cell::RefCell<Vec<Weak<Ledger>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Notes that a call recorded in `ledger` waits for the open group's end.
+#[cold]
+fn note_grouped(ledger: &Arc<Ledger>) {
+    GROUPED.with(|g| {
+        let mut grouped = g.borrow_mut();
+        if !grouped
+            .iter()
+            .any(|l| std::ptr::eq(l.as_ptr(), Arc::as_ptr(ledger)))
+        {
+            grouped.push(Arc::downgrade(ledger));
+        }
+    });
+}
+
+/// At the end of the group open on this thread: when NCCL's group end failed, the
+/// calls the ledgers recorded in it may not have been issued, so their numbering may no
+/// longer be NCCL's, and each of them is broken with `ended`'s error.
+pub(crate) fn group_ended(ended: &Result<()>) {
+    let grouped = GROUPED.with(|g| std::mem::take(&mut *g.borrow_mut()));
+    if let Err(error) = ended {
+        for ledger in grouped.iter().filter_map(Weak::upgrade) {
+            let mut state = ledger.lock();
+            if state.broken.is_none() {
+                state.broken = Some(error.clone());
+            }
+        }
+    }
+}
+
+/// The ledgers of communicators joined by id, so that the members this process makes
+/// with one id (one thread each) share one.
+static JOINED: Mutex<Vec<Joined>> = Mutex::new(Vec::new());
+
+/// A communicator's id and size, and its ledger while a member holds it.
+type Joined = ([u8; 128], usize, Weak<Ledger>);
+
+impl Ledger {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A seat for each of `size` members made together by one thread (ranks `0..size`),
+    /// or none when there is only one.
+    pub(crate) fn clique(size: usize) -> Vec<Option<Seat>> {
+        if size < 2 {
+            return (0..size).map(|_| None).collect();
+        }
+        let ledger = Arc::new(Ledger::default());
+        (0..size)
+            .map(|rank| Some(Registration::new(&ledger).publish(rank)))
+            .collect()
+    }
+
+    /// A seat for rank `rank` of the communicator `id` names, taken before the member is
+    /// made (so that every member of this process holds it once any is made).
+    pub(crate) fn joined(id: [u8; 128], size: usize, rank: usize) -> Seat {
+        let mut joined = JOINED.lock().unwrap_or_else(PoisonError::into_inner);
+        joined.retain(|(_, _, l)| l.strong_count() > 0);
+        let ledger = joined
+            .iter()
+            .find(|(i, s, _)| *i == id && *s == size)
+            .and_then(|(_, _, l)| l.upgrade())
+            .unwrap_or_else(|| {
+                let ledger = Arc::new(Ledger::default());
+                joined.push((id, size, Arc::downgrade(&ledger)));
+                ledger
+            });
+        drop(joined);
+        Registration::new(&ledger).publish(rank)
+    }
+
+    /// The disagreement that broke this ledger, if one did.
+    pub(crate) fn broken(&self) -> Option<Error> {
+        self.lock().broken.clone()
+    }
+}
+
+/// A member registered with a ledger before NCCL made it; it becomes a [`Seat`] once
+/// its rank is known, and leaves the ledger if dropped before.
+pub(crate) struct Registration {
+    ledger: Arc<Ledger>,
+}
+
+impl Registration {
+    fn new(ledger: &Arc<Ledger>) -> Self {
+        ledger.lock().registered += 1;
+        Registration {
+            ledger: Arc::clone(ledger),
+        }
+    }
+
+    /// The member's seat as rank `rank`.
+    pub(crate) fn publish(self, rank: usize) -> Seat {
+        let ledger = Arc::clone(&self.ledger);
+        std::mem::forget(self);
+        ledger.lock().ranks.push(rank);
+        ledger.published.notify_all();
+        Seat { ledger, rank }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.ledger.lock().registered -= 1;
+        self.ledger.published.notify_all();
+    }
+}
+
+/// A member's place in its communicator's ledger.
+pub(crate) struct Seat {
+    ledger: Arc<Ledger>,
+    rank: usize,
+}
+
+impl Seat {
+    /// The ledger, for the member's watch.
+    pub(crate) fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
+    }
+
+    /// Waits (at most `timeout`) until every member registered has its rank: the
+    /// members of a split learn theirs only when NCCL's split returns, each on its
+    /// thread. `Some(self)` when it has siblings, `None` when it is alone (nothing to
+    /// compare), [`Error::CollectiveTimedOut`] when a sibling did not finish in time.
+    pub(crate) fn with_siblings(self, timeout: Duration) -> Result<Option<Seat>> {
+        let state = self.ledger.lock();
+        let (state, waited) = self
+            .ledger
+            .published
+            .wait_timeout_while(state, timeout, |s| s.ranks.len() < s.registered)
+            .unwrap_or_else(PoisonError::into_inner);
+        if waited.timed_out() && state.ranks.len() < state.registered {
+            return Err(Error::CollectiveTimedOut { timeout });
+        }
+        if state.ranks.iter().filter(|&&r| r == self.rank).count() > 1 {
+            return Err(Error::NcclGroup {
+                reason: "two members of one communicator in this process hold the same rank \
+                         (one UniqueId joined twice as one rank): each rank joins once",
+            });
+        }
+        let alone = state.registered == 1;
+        drop(state);
+        Ok(if alone { None } else { Some(self) })
+    }
+
+    /// Checks `call`, this member's next one, against the other members' call of the
+    /// same number, and records it if it is the first (see [`Agreement`]).
+    pub(crate) fn agree(&self, call: Call) -> Agreement {
+        let mut state = self.ledger.lock();
+        let broken = state.broken.clone();
+        let me = self.rank;
+        let (counter, pair) = match call.collective {
+            Collective::Send { peer } => {
+                let peer = peer as usize;
+                (Counter::Send { from: me, to: peer }, Some((me, peer)))
+            }
+            Collective::Recv { peer } => {
+                let peer = peer as usize;
+                (Counter::Recv { from: peer, to: me }, Some((peer, me)))
+            }
+            _ => (Counter::Collective { rank: me }, None),
+        };
+        if let Some((from, to)) = pair {
+            // A pair with a rank of another process: NCCL reaches neither buffer from
+            // the other side (see the module docs). A pair with this rank itself is
+            // compared inside its group (`self_pairs.rs`).
+            let other = if from == me { to } else { from };
+            if other == me || !state.ranks.contains(&other) {
+                return match broken {
+                    Some(error) => Agreement::Refuse(error),
+                    None => Agreement::Issue,
+                };
+            }
+        }
+        if super::group::is_open() {
+            note_grouped(&self.ledger);
+        }
+        let number = {
+            let next = state.next.entry(counter).or_default();
+            *next += 1;
+            *next - 1
+        };
+        let slot = match pair {
+            Some((from, to)) => Slot::Pair { from, to, number },
+            None => Slot::Collective(number),
+        };
+        // A pair is complete with its two ends, a collective with every member.
+        let complete = if pair.is_some() { 2 } else { state.registered };
+        let Some(entry) = state.entries.get_mut(&slot) else {
+            // The first here. Once broken, nothing new is issued (and nothing recorded,
+            // so the members after this one refuse too).
+            if let Some(error) = broken {
+                return Agreement::Refuse(error);
+            }
+            if complete > 1 {
+                state.entries.insert(
+                    slot,
+                    Entry {
+                        rank: me,
+                        call,
+                        arrivals: 1,
+                    },
+                );
+            }
+            return Agreement::Issue;
+        };
+        entry.arrivals += 1;
+        let first = (entry.rank, entry.call);
+        if entry.arrivals >= complete {
+            state.entries.remove(&slot);
+        }
+        if broken.is_none() && call.agrees_with(&first.1) {
+            return Agreement::Issue;
+        }
+        // A member issued this number's call already: it completes only if this one
+        // stands in for the refused call.
+        let error = broken.unwrap_or_else(|| {
+            let error = Error::from(RanksDisagree {
+                position: match slot {
+                    Slot::Collective(n) => format!("collective number {n}"),
+                    Slot::Pair { from, to, number } => {
+                        format!("send number {number} from rank {from} to rank {to}")
+                    }
+                },
+                rank: me,
+                call: call.describe(),
+                other_rank: first.0,
+                other_call: first.1.describe(),
+            });
+            state.broken = Some(error.clone());
+            error
+        });
+        Agreement::StandIn(first.1.partner_of(first.0), error)
+    }
+
+    /// Breaks the ledger with `error` (an issue that failed after [`agree`](Self::agree)
+    /// recorded it: NCCL's numbering and the ledger's may differ from now on).
+    pub(crate) fn break_with(&self, error: &Error) {
+        let mut state = self.ledger.lock();
+        if state.broken.is_none() {
+            state.broken = Some(error.clone());
+        }
+    }
+
+    /// The registration, before the split, of this member's part of the communicator
+    /// that splitting it with `color` makes (none for `None`). Every member of this
+    /// process that passes the same color in the same split shares one ledger.
+    pub(crate) fn split(&self, color: Option<u16>) -> Option<Registration> {
+        let mut state = self.ledger.lock();
+        let number = {
+            let next = state
+                .next
+                .entry(Counter::Split { rank: self.rank })
+                .or_default();
+            *next += 1;
+            *next - 1
+        };
+        let color = color?;
+        state.children.retain(|(_, _, l)| l.strong_count() > 0);
+        let existing = state
+            .children
+            .iter()
+            .find(|(n, c, _)| *n == number && *c == color)
+            .and_then(|(_, _, l)| l.upgrade());
+        let child = existing.unwrap_or_else(|| {
+            let child = Arc::new(Ledger::default());
+            state.children.push((number, color, Arc::downgrade(&child)));
+            child
+        });
+        drop(state);
+        Some(Registration::new(&child))
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut state = self.ledger.lock();
+        state.registered -= 1;
+        let me = self.rank;
+        if let Some(i) = state.ranks.iter().position(|&r| r == me) {
+            state.ranks.swap_remove(i);
+        }
+        // What waited for this member will not be reached by it: collectives complete
+        // with one arrival fewer, and its pairs never.
+        let registered = state.registered;
+        state.entries.retain(|slot, entry| match slot {
+            Slot::Collective(_) => entry.arrivals < registered,
+            Slot::Pair { from, to, .. } => *from != me && *to != me,
+        });
+        drop(state);
+        self.ledger.published.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Agreement, Call, Ledger};
+    use crate::driver::nccl::{Collective, DataType};
+    use crate::Error;
+    use std::time::Duration;
+
+    fn call(collective: Collective, count: usize) -> Call {
+        Call {
+            what: "test",
+            collective,
+            data_type: DataType::ncclFloat32,
+            type_name: "f32",
+            count,
+            element_bytes: 4,
+        }
+    }
+
+    fn all_gather(count: usize) -> Call {
+        call(Collective::AllGather, count)
+    }
+
+    #[test]
+    fn members_that_agree_go_on_and_entries_are_dropped() {
+        let seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
+        for round in 0..100 {
+            for seat in &seats {
+                seat.agree(all_gather(round)).issued().unwrap();
+            }
+        }
+        assert!(seats[0].ledger.lock().entries.is_empty());
+    }
+
+    #[test]
+    fn a_disagreeing_member_is_refused_and_so_is_every_later_call() {
+        let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+        seats[0].agree(all_gather(4096)).issued().unwrap();
+        seats[0].agree(all_gather(7)).issued().unwrap();
+        // Rank 1 stands in for rank 0's call of 4096 instead of issuing its own.
+        let Agreement::StandIn(stand_in, err) = seats[1].agree(all_gather(4194304)) else {
+            panic!("not a stand-in");
+        };
+        assert_eq!(stand_in.count, 4096);
+        assert!(matches!(err, Error::RanksDisagree(..)), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains("4194304") && text.contains("4096"), "{text}");
+        assert!(seats[0].ledger().broken().is_some());
+        // Rank 0 issued its next call already: rank 1 stands in for it too, even though
+        // it agrees. A call no one issued yet is refused.
+        assert!(matches!(
+            seats[1].agree(all_gather(7)),
+            Agreement::StandIn(Call { count: 7, .. }, _)
+        ));
+        assert!(matches!(
+            seats[0].agree(all_gather(1)),
+            Agreement::Refuse(Error::RanksDisagree(..))
+        ));
+        assert!(matches!(
+            seats[1].agree(all_gather(1)),
+            Agreement::Refuse(..)
+        ));
+    }
+
+    #[test]
+    fn sends_meet_their_receives_in_order_and_compare_bytes() {
+        let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+        let send = |n| call(Collective::Send { peer: 1 }, n);
+        let recv = |n| call(Collective::Recv { peer: 0 }, n);
+        seats[0].agree(send(16)).issued().unwrap();
+        seats[0].agree(send(32)).issued().unwrap();
+        seats[1].agree(recv(16)).issued().unwrap();
+        // 32 f32 are 128 bytes: as many u8 agree.
+        let bytes = Call {
+            element_bytes: 1,
+            ..recv(128)
+        };
+        seats[1].agree(bytes).issued().unwrap();
+        seats[1].agree(recv(8)).issued().unwrap();
+        // The sender's stand-in for the receive of 8 is a send of 8 to rank 1.
+        let Agreement::StandIn(stand_in, err) = seats[0].agree(send(9)) else {
+            panic!("not a stand-in");
+        };
+        assert_eq!(stand_in.collective, Collective::Send { peer: 1 });
+        assert_eq!(stand_in.count, 8);
+        assert!(err.to_string().contains("send number 2"), "{err}");
+    }
+
+    #[test]
+    fn pairs_with_ranks_of_other_processes_are_not_recorded() {
+        let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+        // Rank 5 is not in this process.
+        seats[0]
+            .agree(call(Collective::Send { peer: 5 }, 3))
+            .issued()
+            .unwrap();
+        assert!(seats[0].ledger.lock().entries.is_empty());
+    }
+
+    #[test]
+    fn joined_members_share_a_ledger_and_a_lone_one_drops_its_seat() {
+        let id = [7u8; 128];
+        let a = Ledger::joined(id, 2, 0);
+        let b = Ledger::joined(id, 2, 1);
+        assert!(std::sync::Arc::ptr_eq(a.ledger(), b.ledger()));
+        let other = Ledger::joined([8u8; 128], 2, 0);
+        assert!(!std::sync::Arc::ptr_eq(a.ledger(), other.ledger()));
+        assert!(other
+            .with_siblings(Duration::from_millis(10))
+            .unwrap()
+            .is_none());
+        let a = a.with_siblings(Duration::from_millis(10)).unwrap().unwrap();
+        drop(b);
+        // Rank 1 left: rank 0's collectives complete alone.
+        a.agree(all_gather(4)).issued().unwrap();
+        assert!(a.ledger.lock().entries.is_empty());
+    }
+
+    #[test]
+    fn members_of_one_split_and_color_share_a_ledger() {
+        let seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
+        let regs: Vec<_> = [Some(0), Some(1), Some(0)]
+            .into_iter()
+            .zip(&seats)
+            .map(|(c, s)| s.split(c).unwrap())
+            .collect();
+        assert!(std::sync::Arc::ptr_eq(&regs[0].ledger, &regs[2].ledger));
+        assert!(!std::sync::Arc::ptr_eq(&regs[0].ledger, &regs[1].ledger));
+        let mut regs = regs.into_iter();
+        let (r0, r1, r2) = (
+            regs.next().unwrap(),
+            regs.next().unwrap(),
+            regs.next().unwrap(),
+        );
+        let wait = Duration::from_millis(10);
+        let lone = r1.publish(0).with_siblings(wait).unwrap();
+        assert!(lone.is_none());
+        let first = r0.publish(0);
+        // Its sibling has not published its rank yet: the wait runs out.
+        let timed_out = first.with_siblings(wait).map(|s| s.is_some());
+        assert!(
+            matches!(timed_out, Err(Error::CollectiveTimedOut { .. })),
+            "{timed_out:?}"
+        );
+        let second = r2.publish(1).with_siblings(wait).unwrap();
+        assert!(second.is_none(), "its sibling's seat was dropped");
+        // The next split numbers apart from this one.
+        assert!(seats[0].split(None).is_none());
+    }
+}

@@ -1,0 +1,63 @@
+//! [`stand_in`]: what a member of this process does when the ledger refuses its call
+//! because it disagrees with one another member already issued (`ledger.rs`): it
+//! issues that member's call on scratch memory of its own, so that the other member's
+//! call completes instead of waiting forever for its partner, possibly inside NCCL
+//! (which sets up a collective's connections inside its first call, where no watch
+//! reaches). Both members then report the disagreement: this one at once, the other at
+//! its scope's end (the ledger's verdict, `communicator.rs`), so nothing takes the
+//! stand-in's data for a result.
+
+use super::request::{issue_as, read, write, Operands, Request, Role};
+use super::{Communicator, NcclElement};
+use crate::driver::nccl::{Collective, DataType};
+use crate::error::Result;
+use crate::scope::Scope;
+
+use super::ledger::Call;
+
+/// Issues `call`, another member's, on scratch memory allocated in `s` (freed on its
+/// stream after the operation): zeros where the call sends, unused values where it
+/// receives.
+pub(crate) fn stand_in<'s>(s: &'s Scope<'s, '_>, comm: &'s Communicator, call: Call) -> Result<()> {
+    match call.data_type {
+        DataType::ncclFloat32 => on_scratch::<f32>(s, comm, call),
+        DataType::ncclFloat64 => on_scratch::<f64>(s, comm, call),
+        DataType::ncclInt8 => on_scratch::<i8>(s, comm, call),
+        DataType::ncclUint8 => on_scratch::<u8>(s, comm, call),
+        DataType::ncclInt32 => on_scratch::<i32>(s, comm, call),
+        DataType::ncclUint32 => on_scratch::<u32>(s, comm, call),
+        DataType::ncclInt64 => on_scratch::<i64>(s, comm, call),
+        DataType::ncclUint64 => on_scratch::<u64>(s, comm, call),
+        #[cfg(feature = "half")]
+        DataType::ncclFloat16 => on_scratch::<half::f16>(s, comm, call),
+        #[cfg(feature = "half")]
+        DataType::ncclBfloat16 => on_scratch::<half::bf16>(s, comm, call),
+        // Every call the ledger records is of an `NcclElement`, all of which are above.
+        _ => Ok(()),
+    }
+}
+
+/// [`stand_in`] with the call's element type.
+fn on_scratch<'s, T: NcclElement>(
+    s: &'s Scope<'s, '_>,
+    comm: &'s Communicator,
+    call: Call,
+) -> Result<()> {
+    let Some((send_len, recv_len)) = call.collective.elements(call.count, comm.size()) else {
+        return Ok(());
+    };
+    let send = s.alloc_zeroed::<T>(send_len)?;
+    let mut recv = s.alloc::<T>(recv_len)?;
+    let operands = match call.collective {
+        Collective::Send { .. } => Operands::Read(read(&send)),
+        Collective::Recv { .. } => Operands::Write(write(&mut recv)),
+        _ => Operands::Apart(read(&send), write(&mut recv)),
+    };
+    let request = Request {
+        what: "a stand-in for a call the ranks disagreed on",
+        collective: call.collective,
+        operands,
+    };
+    issue_as(s, comm, request, None, Role::StandIn)
+    // `send` and `recv` are freed here, on the scope's stream, after the operation.
+}
