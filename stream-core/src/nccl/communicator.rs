@@ -369,6 +369,14 @@ impl Communicator {
         }
     }
 
+    /// Called when the stand-in [`agree`](Self::agree) asked for was not issued.
+    #[cold]
+    pub(crate) fn strand(&self) {
+        if let Some(seat) = &self.seat {
+            seat.strand();
+        }
+    }
+
     /// Called when an issue that [`agree`](Self::agree) recorded failed in NCCL: the
     /// ledger's numbering may no longer be NCCL's, so every later call is refused.
     #[cold]
@@ -482,7 +490,7 @@ impl StreamWatch for CommWatch {
             self.control.abort();
             return Err(e);
         }
-        if let Some(disagreement) = self.ledger.as_ref().and_then(|l| l.broken()) {
+        if let Some(disagreement) = self.ledger.as_ref().and_then(|l| l.stranded()) {
             self.control.abort();
             return Err(disagreement);
         }

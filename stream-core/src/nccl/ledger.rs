@@ -147,6 +147,9 @@ struct State {
     children: Vec<(u64, u16, Weak<Ledger>)>,
     /// The first disagreement (or failed issue), after which every call is refused.
     broken: Option<Error>,
+    /// A call some member issued will not complete: its partner neither issued its own
+    /// nor stood in (inside a group, or the stand-in failed).
+    stranded: bool,
 }
 
 /// The shared record of one communicator's members in this process.
@@ -187,6 +190,7 @@ pub(crate) fn group_ended(ended: &Result<()>) {
             if state.broken.is_none() {
                 state.broken = Some(error.clone());
             }
+            state.stranded = true;
         }
     }
 }
@@ -236,6 +240,20 @@ impl Ledger {
     /// The disagreement that broke this ledger, if one did.
     pub(crate) fn broken(&self) -> Option<Error> {
         self.lock().broken.clone()
+    }
+
+    /// The disagreement, if a call some member issued was left without a partner (see
+    /// [`Seat::strand`]): a member waiting for its calls stops them. Without one, every
+    /// issued call completes (the stand-ins see to it), and stopping one early could
+    /// strand its partner inside NCCL; the disagreement is then reported once the work
+    /// has completed ([`broken`](Self::broken)).
+    pub(crate) fn stranded(&self) -> Option<Error> {
+        let state = self.lock();
+        if state.stranded {
+            state.broken.clone()
+        } else {
+            None
+        }
     }
 }
 
@@ -397,6 +415,12 @@ impl Seat {
         Agreement::StandIn(first.1.partner_of(first.0), error)
     }
 
+    /// Notes that the stand-in [`agree`](Self::agree) asked for was not issued: the other
+    /// member's call will not complete.
+    pub(crate) fn strand(&self) {
+        self.ledger.lock().stranded = true;
+    }
+
     /// Breaks the ledger with `error` (an issue that failed after [`agree`](Self::agree)
     /// recorded it: NCCL's numbering and the ledger's may differ from now on).
     pub(crate) fn break_with(&self, error: &Error) {
@@ -404,6 +428,7 @@ impl Seat {
         if state.broken.is_none() {
             state.broken = Some(error.clone());
         }
+        state.stranded = true;
     }
 
     /// The registration, before the split, of this member's part of the communicator
@@ -503,6 +528,8 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("4194304") && text.contains("4096"), "{text}");
         assert!(seats[0].ledger().broken().is_some());
+        // Rank 1 stands in, so rank 0's call completes: nothing to stop early.
+        assert!(seats[0].ledger().stranded().is_none());
         // Rank 0 issued its next call already: rank 1 stands in for it too, even though
         // it agrees. A call no one issued yet is refused.
         assert!(matches!(
@@ -517,6 +544,9 @@ mod tests {
             seats[1].agree(all_gather(1)),
             Agreement::Refuse(..)
         ));
+        // A stand-in that could not be issued leaves rank 0's call alone.
+        seats[1].strand();
+        assert!(seats[0].ledger().stranded().is_some());
     }
 
     #[test]

@@ -116,8 +116,8 @@ pub(crate) fn issue_as<'a, 's, T: NcclElement>(
             Agreement::StandIn(call, error) => {
                 // Inside a group the stand-in's scratch memory would have to outlive
                 // the group's end: not issued there (see the `nccl` module docs).
-                if group.is_none() {
-                    let _ = stand_in(s, comm, call);
+                if group.is_some() || stand_in(s, comm, call).is_err() {
+                    comm.strand();
                 }
                 return Err(error);
             }
