@@ -88,19 +88,41 @@
 //! # Lengths that disagree across ranks
 //!
 //! Every rank makes the matching call with the same lengths (the same counts, for
-//! [`Scope::all_to_all_v`](crate::Scope::all_to_all_v)). Each rank's own buffers are
-//! checked against its own lengths; the other ranks' are out of its sight. Ranks that
-//! disagree make a collective that cannot complete, which ends as a dead peer's does:
-//! the timeout, the abort, an `Err`. What NCCL does with such calls is not documented.
-//! Measured with NCCL 2.28.3 on two H100s, ranks of one process (the case where NCCL
-//! may reach a peer's buffer directly, which `NCCL_P2P_DIRECT_DISABLE=1` forbids)
-//! passing 4096 against 4 Mi elements to a send/receive, `broadcast`, `all_reduce`,
-//! `all_gather` and `reduce_scatter`, with and without each pool granting the other
-//! device access: no rank's memory past its own buffer was written, and a wait behind
-//! the collective or the scope's end returned an `Err` after the timeout on one rank
-//! at least (the other's part may complete alone, as a sender's or a broadcast root's
-//! did) (`test_nccl_hung`). So here the
-//! crate rests on NCCL's measured behaviour, not on its types or NCCL's documentation.
+//! [`Scope::all_to_all_v`](crate::Scope::all_to_all_v)), the same element type,
+//! reduction and root. Each rank's own buffers are checked against its own lengths;
+//! what else keeps a disagreement from writing past a buffer depends on where the ranks
+//! are:
+//!
+//! * **A rank and itself.** NCCL copies a send to the rank itself into the receive it
+//!   pairs it with using the send's length (measured: 1016 elements written past an
+//!   8-element receive). Both are this thread's calls in one group, so they are paired
+//!   here as NCCL pairs them, and the half that disagrees is refused with
+//!   [`Error::LengthMismatch`](crate::Error::LengthMismatch) before NCCL sees it; so is
+//!   an `all_to_all_v` whose counts for the rank itself differ.
+//! * **Ranks of one process** (one thread each through [`Communicator::join`], one
+//!   thread for all through [`Communicator::for_devices`], and the parts of their
+//!   splits). NCCL may reach these ranks' buffers directly (what
+//!   `NCCL_P2P_DIRECT_DISABLE` documents it forbids), so their calls are compared
+//!   before they are issued: numbered as NCCL matches them (collectives in order, a
+//!   send with its receive in order per pair of ranks), the first call of each number
+//!   recorded, every later one compared with it. One that disagrees is not issued and
+//!   returns [`Error::RanksDisagree`](crate::Error::RanksDisagree); instead its rank
+//!   issues the recorded call on scratch memory of its own (zeros where it sends), so
+//!   that the other rank's call completes rather than waiting forever, possibly inside
+//!   NCCL, which sets up a collective's connections inside its first call. Every rank
+//!   of the process then reports the disagreement at its scope's end and refuses every
+//!   later call: the received values are not a result. Inside a group no stand-in is
+//!   issued (its scratch memory would have to outlive the group's end); the other
+//!   device's call is then stopped by its scope's end, as a dead peer's is, which NCCL
+//!   reaches only if that call's connections were set up before (the caveat of
+//!   "When a peer dies"). A member alone in its process compares nothing: one branch.
+//! * **Ranks of different processes.** NCCL reaches no user buffer across processes
+//!   unless the buffer was registered with it (`ncclCommRegister`, `ncclMemAlloc`,
+//!   collectives captured in CUDA graphs), which this crate never does: each rank's
+//!   kernels copy between its own buffers, with its own lengths, and NCCL's staging
+//!   buffers. Ranks that disagree make a collective that cannot complete, which ends as
+//!   a dead peer's does: the timeout, the abort, an `Err` (`test_nccl_errors` runs such
+//!   exchanges between processes).
 //!
 //! # Launchers
 //!
@@ -110,8 +132,9 @@
 //! `NCCL_COMM_ID` is set.
 //!
 //! Owns: communicators, unique ids, the typed elements and reductions, collectives and
-//! groups, the launcher's world and its rendezvous. Uses: `driver/` (NCCL calls),
-//! `scope/` (the stream, the scope's end), `memory/` (views), `device/`, `error`.
+//! groups, the ledger of one process's ranks and its stand-ins, the launcher's world
+//! and its rendezvous. Uses: `driver/` (NCCL calls), `scope/` (the stream, the scope's
+//! end), `memory/` (views), `device/`, `error`.
 
 mod all_to_all;
 mod barrier;
