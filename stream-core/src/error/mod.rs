@@ -334,8 +334,8 @@ pub enum Error {
 
     /// Two ranks of this process made matching calls (the same collective's number, or
     /// a send and its receive) whose lengths or operations disagree: the later call was
-    /// not issued, and every member of the communicator in this process is unusable
-    /// from then on (aborted by its next call or its scope's end).
+    /// not issued, and every member of the communicator in this process refuses every
+    /// later call (each scope that issued one of its calls ends with this error).
     ///
     /// The details are boxed, so that every `Result` stays small: see
     /// [`RanksDisagree`].
