@@ -298,13 +298,20 @@ fn split_child() -> TestResult {
     let (c0, c1) = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
     let rank = |comm: Communicator, device: &Device, len: usize| -> TestResult {
         let stream = device.new_stream()?;
+        let r = comm.rank();
         let part = comm.split(Some(3))?.ok_or("no part of the split")?;
         part.set_timeout(TIMEOUT);
+        // Where each rank got to, should one hang.
+        println!("split{r} = done");
         let ended = scope(&stream, |s| {
             let mut x = s.alloc_zeroed::<f32>(len)?;
-            s.all_reduce_in_place(&part, &mut x, Sum)
+            let issued = s.all_reduce_in_place(&part, &mut x, Sum);
+            println!(
+                "issued{r} = {}",
+                issued.as_ref().err().map_or("ok", error_variant)
+            );
+            issued
         });
-        let r = comm.rank();
         println!(
             "child{r} = {}",
             ended.as_ref().err().map_or("ok", error_variant)
