@@ -8,7 +8,6 @@
 
 use super::group::{self, Group};
 use super::request::{issue, read, refuse_outside_a_group, write, Request};
-use super::stand_in::{collecting, stand_in};
 use super::{Communicator, NcclElement};
 use crate::error::{Error, Result, ShapeMismatch};
 use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};
@@ -100,19 +99,9 @@ impl<'s, 'env> Scope<'s, 'env> {
         }
         // The group ends (NCCL enqueues the pairs) before this call returns, so the
         // borrows `issue` holds outlive it, as `group`'s contract asks.
-        let (issued, stand_ins) = collecting(|| {
-            self.traced(what, Category::Collective, Some(bytes), || {
-                group::group(issue)
-            })
-        });
-        // Calls of ranks of this process that this rank refused inside the group
-        // (`ledger.rs`), issued now that the group has ended.
-        for call in stand_ins {
-            if stand_in(self, comm, call).is_err() {
-                comm.strand();
-            }
-        }
-        issued
+        self.traced(what, Category::Collective, Some(bytes), || {
+            group::group(issue)
+        })
     }
 }
 

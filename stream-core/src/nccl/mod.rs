@@ -111,13 +111,11 @@
 //!   that the other rank's call completes rather than waiting forever, possibly inside
 //!   NCCL, which sets up a collective's connections inside its first call. Every rank
 //!   of the process then reports the disagreement at its scope's end and refuses every
-//!   later call: the received values are not a result. Inside a program's own
-//!   [`group`] no stand-in is issued (its scratch memory would have to outlive the
-//!   group's end; `all_to_all` and `all_to_all_v` issue theirs right after their own
-//!   group); the other device's call is then stopped by its scope's end, as a dead
-//!   peer's is, which NCCL reaches only if that call's connections were set up before
-//!   (the caveat of "When a peer dies"). A member alone in its process compares
-//!   nothing: one branch.
+//!   later call: the received values are not a result. Inside a group no stand-in is
+//!   issued (its scratch memory would have to outlive the group's end); the other
+//!   device's call is then stopped by its scope's end, as a dead peer's is, which NCCL
+//!   reaches only if that call's connections were set up before (the caveat of
+//!   "When a peer dies"). A member alone in its process compares nothing: one branch.
 //! * **Ranks of different processes.** NCCL reaches no user buffer across processes
 //!   unless the buffer was registered with it (`ncclCommRegister`, `ncclMemAlloc`,
 //!   collectives captured in CUDA graphs), which this crate never does: each rank's

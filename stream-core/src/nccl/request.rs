@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::group::{self, Group};
 use super::ledger::{Agreement, Call};
 use super::self_pairs::{self, Half};
-use super::stand_in::{defer, stand_in};
+use super::stand_in::stand_in;
 use super::{Communicator, NcclElement};
 use crate::driver::nccl::{enqueue, Collective};
 use crate::error::{Error, Result, ShapeMismatch};
@@ -115,13 +115,8 @@ pub(crate) fn issue_as<'a, 's, T: NcclElement>(
             Agreement::Refuse(error) => return Err(error),
             Agreement::StandIn(call, error) => {
                 // Inside a group the stand-in's scratch memory would have to outlive
-                // the group's end: issued after it where this crate opened the group,
-                // not at all in a program's own (see `stand_in.rs`).
-                let stood_in = match group {
-                    Some(_) => defer(call),
-                    None => stand_in(s, comm, call).is_ok(),
-                };
-                if !stood_in {
+                // the group's end: not issued there (see the `nccl` module docs).
+                if group.is_some() || stand_in(s, comm, call).is_err() {
                     comm.strand();
                 }
                 return Err(error);

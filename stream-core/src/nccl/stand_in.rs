@@ -6,12 +6,6 @@
 //! reaches). Both members then report the disagreement: this one at once, the other at
 //! its scope's end (the ledger's verdict, `communicator.rs`), so nothing takes the
 //! stand-in's data for a result.
-//!
-//! Inside a group a stand-in's scratch memory would have to outlive the group's end.
-//! For the groups this crate opens itself (a scope's `all_to_all` and `all_to_all_v`)
-//! the stand-ins are collected ([`collecting`]) and issued right after the group's end,
-//! on the same scope (NCCL matches a send with the receive of the same pair by their
-//! order, not their group); inside a program's own `nccl::group`, none is.
 
 use super::request::{issue_as, read, write, Operands, Request, Role};
 use super::{Communicator, NcclElement};
@@ -20,43 +14,6 @@ use crate::error::Result;
 use crate::scope::Scope;
 
 use super::ledger::Call;
-
-thread_local! {
-    /// The stand-ins asked for inside the group of [`collecting`] on this thread, or
-    /// `None` outside one.
-    static DEFERRED: std::cell::RefCell<Option<Vec<Call>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `f` (which opens and ends a group) and returns what it returned with the
-/// stand-ins [`defer`] collected meanwhile, to be issued after the group's end.
-pub(crate) fn collecting<R>(f: impl FnOnce() -> R) -> (R, Vec<Call>) {
-    DEFERRED.with(|d| *d.borrow_mut() = Some(Vec::new()));
-    // Taken back also when `f` unwinds, so that no later group collects into it.
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            DEFERRED.with(|d| d.borrow_mut().take());
-        }
-    }
-    let reset = Reset;
-    let out = f();
-    let deferred = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
-    drop(reset);
-    (out, deferred)
-}
-
-/// Keeps `call` to stand in for after the group's end: `true` inside [`collecting`],
-/// `false` (nothing kept) otherwise.
-pub(crate) fn defer(call: Call) -> bool {
-    DEFERRED.with(|d| match d.borrow_mut().as_mut() {
-        Some(deferred) => {
-            deferred.push(call);
-            true
-        }
-        None => false,
-    })
-}
 
 /// Issues `call`, another member's, on scratch memory allocated in `s` (freed on its
 /// stream after the operation): zeros where the call sends, unused values where it
