@@ -111,11 +111,14 @@
 //!   that the other rank's call completes rather than waiting forever, possibly inside
 //!   NCCL, which sets up a collective's connections inside its first call. Every rank
 //!   of the process then reports the disagreement at its scope's end and refuses every
-//!   later call: the received values are not a result. Inside a group no stand-in is
+//!   later call: the received values are not a result. Inside a group (a program's
+//!   own [`group`], and the one `all_to_all` and `all_to_all_v` open) no stand-in is
 //!   issued (its scratch memory would have to outlive the group's end); the other
-//!   device's call is then stopped by its scope's end, as a dead peer's is, which NCCL
-//!   reaches only if that call's connections were set up before (the caveat of
-//!   "When a peer dies"). A member alone in its process compares nothing: one branch.
+//!   rank's call is then stopped by its scope's end, as a dead peer's is, which NCCL
+//!   reaches only if that call's connections were set up before: a first exchange
+//!   between two threads of one process whose counts disagree can leave the earlier
+//!   rank waiting inside NCCL's group end (the caveat of "When a peer dies"). A member
+//!   alone in its process compares nothing: one branch.
 //! * **Ranks of different processes.** NCCL reaches no user buffer across processes
 //!   unless the buffer was registered with it (`ncclCommRegister`, `ncclMemAlloc`,
 //!   collectives captured in CUDA graphs), which this crate never does: each rank's
