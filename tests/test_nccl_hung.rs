@@ -11,12 +11,12 @@
 
 use std::time::{Duration, Instant};
 
-use gpu_tests::child::run_self;
+use gpu_tests::child::{run_self, two_gpu_main};
 use gpu_tests::nccl_ranks::{
     error_variant, exclusive, print_whether_the_device_still_works, two_ranks, warm_up,
 };
 use gpu_tests::tests;
-use gpu_tests::{ensure, gpu_status, GpuStatus, Test, TestResult};
+use gpu_tests::{ensure, TestResult};
 use stream_core::nccl::{Communicator, Sum};
 use stream_core::{scope, Device, Error, Scope};
 
@@ -24,25 +24,20 @@ use stream_core::{scope, Device, Error, Scope};
 const CHILD_ENV: &str = "STREAM_CORE_NCCL_HUNG_CHILD";
 
 fn main() {
-    if let Ok(mode) = std::env::var(CHILD_ENV) {
-        std::process::exit(child(&mode));
-    }
-    let gpu: Vec<Test> = match gpu_status() {
-        GpuStatus::Present(n) if *n < 2 => {
-            eprintln!(
-                "test_nccl_hung: {n} CUDA device(s): its tests need two GPUs and are not \
-                 registered (NCCL refuses two ranks on one GPU)"
-            );
-            Vec::new()
-        }
-        // Without a GPU the harness reports them as ignored.
-        _ => tests![
+    two_gpu_main(
+        "test_nccl_hung",
+        CHILD_ENV,
+        &[
+            ("barrier", barrier_child),
+            ("hung", hung_child),
+            ("host_waits", host_waits_child),
+        ],
+        tests![
             a_collective_that_never_completes_times_out_instead_of_hanging,
             host_waits_behind_a_hung_collective_time_out_too,
             a_barrier_a_rank_never_reaches_times_out,
         ],
-    };
-    gpu_tests::run(&gpu, &[])
+    );
 }
 
 /// In a child, with two GPUs: rank 0's all_reduce, which rank 1 never joins, waits
@@ -133,22 +128,6 @@ fn barrier_child() -> TestResult {
     println!("aborted = {}", ranks.0.is_aborted());
     ranks.1.abort();
     Ok(())
-}
-
-fn child(mode: &str) -> i32 {
-    let result = match mode {
-        "barrier" => barrier_child(),
-        "hung" => hung_child(),
-        "host_waits" => host_waits_child(),
-        other => Err(format!("unknown child mode {other}").into()),
-    };
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            println!("failed = {}", e.message().unwrap_or("?"));
-            1
-        }
-    }
 }
 
 /// Rank 0 of two issues all_reduces that rank 1 never joins, on communicators whose

@@ -13,12 +13,12 @@
 
 use std::time::{Duration, Instant};
 
-use gpu_tests::child::run_self;
+use gpu_tests::child::{run_self, two_gpu_main};
 use gpu_tests::nccl_ranks::{
     error_variant, exclusive, print_whether_the_device_still_works, two_ranks, warm_up,
 };
 use gpu_tests::tests;
-use gpu_tests::{ensure, gpu_status, GpuStatus, Test, TestResult};
+use gpu_tests::{ensure, TestResult};
 use stream_core::nccl::{self, Communicator, Max, Sum};
 use stream_core::{scope, Device, Error};
 
@@ -26,25 +26,20 @@ use stream_core::{scope, Device, Error};
 const CHILD_ENV: &str = "STREAM_CORE_NCCL_LEDGER_CHILD";
 
 fn main() {
-    if let Ok(mode) = std::env::var(CHILD_ENV) {
-        std::process::exit(child(&mode));
-    }
-    let gpu: Vec<Test> = match gpu_status() {
-        GpuStatus::Present(n) if *n < 2 => {
-            eprintln!(
-                "test_nccl_ledger: {n} CUDA device(s): its tests need two GPUs and are not \
-                 registered (NCCL refuses two ranks on one GPU)"
-            );
-            Vec::new()
-        }
-        // Without a GPU the harness reports them as ignored.
-        _ => tests![
+    two_gpu_main(
+        "test_nccl_ledger",
+        CHILD_ENV,
+        &[
+            ("lengths", lengths_child),
+            ("grouped", grouped_child),
+            ("split", split_child),
+        ],
+        tests![
             threads_that_disagree_are_refused_at_once_and_write_nothing_past_their_buffers,
             one_thread_that_disagrees_with_itself_in_a_group_is_refused,
             the_ranks_of_a_split_are_compared_too,
         ],
-    };
-    gpu_tests::run(&gpu, &[])
+    );
 }
 
 /// The calls [`lengths_child`] makes the two ranks disagree on.
@@ -331,20 +326,4 @@ fn split_child() -> TestResult {
         rank(c0, &d0, SHORT)?;
         one.join().map_err(|_| "rank 1 panicked")?
     })
-}
-
-fn child(mode: &str) -> i32 {
-    let result = match mode {
-        "lengths" => lengths_child(),
-        "grouped" => grouped_child(),
-        "split" => split_child(),
-        other => Err(format!("unknown child mode {other}").into()),
-    };
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            println!("failed = {}", e.message().unwrap_or("?"));
-            1
-        }
-    }
 }

@@ -238,3 +238,44 @@ pub fn exited_normally(run: &ChildOutput) -> Result<(), Failed> {
         )))
     }
 }
+
+/// A child scenario: its mode (the value of the binary's child variable) and what it
+/// runs.
+pub type ChildMode = (&'static str, fn() -> crate::TestResult);
+
+/// The `main` of a test binary whose tests need two GPUs (NCCL refuses two ranks on
+/// one) and run their scenarios as child processes of the binary: as a child (when
+/// `child_env` names a mode of `children`), runs it and exits with 0, or prints
+/// `failed = <why>` and exits with 1; otherwise registers `tests` unless fewer than two
+/// GPUs are present (without a GPU the harness reports them as ignored) and runs them.
+pub fn two_gpu_main(
+    binary: &str,
+    child_env: &str,
+    children: &[ChildMode],
+    tests: Vec<crate::Test>,
+) {
+    if let Ok(mode) = std::env::var(child_env) {
+        let result = match children.iter().find(|(name, _)| *name == mode) {
+            Some((_, run)) => run(),
+            None => Err(format!("unknown child mode {mode}").into()),
+        };
+        std::process::exit(match result {
+            Ok(()) => 0,
+            Err(e) => {
+                println!("failed = {}", e.message().unwrap_or("?"));
+                1
+            }
+        });
+    }
+    let gpu = match crate::gpu_status() {
+        crate::GpuStatus::Present(n) if *n < 2 => {
+            eprintln!(
+                "{binary}: {n} CUDA device(s): its tests need two GPUs and are not registered \
+                 (NCCL refuses two ranks on one GPU)"
+            );
+            Vec::new()
+        }
+        _ => tests,
+    };
+    crate::run(&gpu, &[])
+}
