@@ -399,7 +399,10 @@ impl Communicator {
             return Ok(());
         }
         self.unasked.store(0, Ordering::Relaxed);
-        self.check()
+        // NCCL's state only: a disagreement between this process's ranks is the
+        // ledger's to report, after it has numbered the call (and asked for a stand-in
+        // where another rank's call waits for this one).
+        self.raw.control().async_error()
     }
 
     /// Aborts the communicator (`ncclCommAbort`): its collectives still queued or running
