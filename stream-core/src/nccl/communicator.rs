@@ -473,7 +473,8 @@ struct CommWatch {
     control: Arc<CommControl>,
     timeout_ms: AtomicU64,
     /// The ledger of the members of this process, when there are several: a
-    /// disagreement between them means the collective will not complete.
+    /// disagreement between them is the scope's verdict once its work completed, and
+    /// stops that work early when a call was left without a partner (stranded).
     ledger: Option<Arc<Ledger>>,
 }
 
