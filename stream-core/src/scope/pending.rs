@@ -146,7 +146,9 @@ impl<'s, V> Pending<'s, V> {
     /// Behind an NCCL collective of the scope, the wait is bounded as the scope's end
     /// is (see [`nccl`](crate::nccl#when-a-peer-dies)): when a peer fails or the
     /// communicator's timeout passes, the communicator is aborted and its error
-    /// returned.
+    /// returned. When ranks of this process disagreed on one of the scope's collectives,
+    /// the copy completes but [`Error::RanksDisagree`](crate::Error::RanksDisagree) is
+    /// returned: what it brought is not a result.
     pub fn wait(self) -> Result<V> {
         match &self.completion {
             Completion::Ready => {}
@@ -163,6 +165,17 @@ impl<'s, V> Pending<'s, V> {
             Completion::Staged(job, outstanding) => {
                 outstanding.bound_wait(|| job.is_done())?;
                 job.wait()?
+            }
+        }
+        // The copy is complete; behind a collective whose ranks disagreed (completed by
+        // a stand-in, see `nccl/ledger.rs`) what it brought is not a result.
+        if let Completion::Event(_, _, outstanding) | Completion::Staged(_, outstanding) =
+            &self.completion
+        {
+            if outstanding.is_watched() {
+                if let Some(verdict) = outstanding.verdict() {
+                    return Err(verdict);
+                }
             }
         }
         Ok(self.value)
