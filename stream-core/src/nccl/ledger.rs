@@ -638,6 +638,23 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_group_end_breaks_and_strands_the_ledgers_it_touched() {
+        let touched: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+        let untouched: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+        // What `agree` notes for a call made inside an open group.
+        super::note_grouped(touched[0].ledger());
+        super::note_grouped(touched[1].ledger());
+        super::group_ended(&Err(Error::NcclGroup { reason: "test" }));
+        assert!(touched[0].ledger().stranded().is_some());
+        assert!(untouched[0].ledger().broken().is_none());
+        // A group that ended well breaks nothing, and the next group starts afresh.
+        super::note_grouped(untouched[0].ledger());
+        super::group_ended(&Ok(()));
+        super::group_ended(&Err(Error::NcclGroup { reason: "test" }));
+        assert!(untouched[0].ledger().broken().is_none());
+    }
+
+    #[test]
     fn members_of_one_split_and_color_share_a_ledger() {
         let seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
         let regs: Vec<_> = [Some(0), Some(1), Some(0)]
