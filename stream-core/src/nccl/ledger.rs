@@ -186,6 +186,15 @@ struct State {
     stranded: bool,
 }
 
+impl State {
+    /// The next number of `counter`'s numbering, counted as taken.
+    fn take_number(&mut self, counter: Counter) -> u64 {
+        let next = self.next.entry(counter).or_default();
+        *next += 1;
+        *next - 1
+    }
+}
+
 /// The shared record of one communicator's members in this process.
 #[derive(Default)]
 pub(crate) struct Ledger {
@@ -391,11 +400,7 @@ impl Seat {
         if super::group::is_open() {
             note_grouped(&self.ledger);
         }
-        let number = {
-            let next = state.next.entry(counter).or_default();
-            *next += 1;
-            *next - 1
-        };
+        let number = state.take_number(counter);
         let slot = match pair {
             Some((from, to)) => Slot::Pair { from, to, number },
             None => Slot::Collective(number),
@@ -470,14 +475,7 @@ impl Seat {
     /// process that passes the same color in the same split shares one ledger.
     pub(crate) fn split(&self, color: Option<u16>) -> Option<Registration> {
         let mut state = self.ledger.lock();
-        let number = {
-            let next = state
-                .next
-                .entry(Counter::Split { rank: self.rank })
-                .or_default();
-            *next += 1;
-            *next - 1
-        };
+        let number = state.take_number(Counter::Split { rank: self.rank });
         let color = color?;
         state.children.retain(|(_, _, l)| l.strong_count() > 0);
         let existing = state

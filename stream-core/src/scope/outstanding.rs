@@ -202,12 +202,11 @@ impl Outstanding {
     /// scope's end, after its work completed.
     #[cold]
     pub(crate) fn verdict(&self) -> Option<Error> {
-        let watches = self
-            .watches
+        self.watches
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        watches.iter().find_map(|w| w.verdict().err())
+            .iter()
+            .find_map(|w| w.verdict().err())
     }
 
     /// Keeps `error` as the first a watch gave up with, unless one is kept already.
