@@ -77,7 +77,7 @@
 //! | `managed/`  | 10 | host access to managed memory, attachment, migration |
 //! | `graph/`    | 13 | a capture's own scope and tokens, graph launches, held views, kernel-node arguments (a kernel's arguments carry their promise in `KernelArgs`: one block makes it, in `graph/enqueue.rs`) |
 //! | `future/`   | 4  | DMA of owned buffers, an owned scope, a `DeviceVec` of a stream-ordered allocation |
-//! | `nccl/`     | 1  | a collective's buffers: branded, borrowed until it is on the stream |
+//! | `nccl/`     | 4  | a collective's buffers: branded, borrowed until it is on the stream; a group's kept values (a stand-in's scratch memory, boxed, lent for the group and freed after its end: three) |
 //! | `interop/`  | 4  | device memory changing owner, the stream scratch's allocation |
 //! | `timing/`, `trace/`, `device/`, `error/` | 0 | |
 //!
@@ -110,9 +110,11 @@
 //!   of the type on the communicator's device). `nccl/` sits beside `managed/`: it uses
 //!   `scope/` to enqueue on a scope's stream (and to bound the scope's end with a watch
 //!   that aborts a communicator whose peer died), `memory/` for branded send and
-//!   receive views, `device/` for ordinals. Its one proof is a kernel's: the collective
-//!   runs on the scope's stream, so call-length borrows suffice, except inside
-//!   `nccl::group`, whose borrows last until the group's end (see [`nccl`]).
+//!   receive views, `device/` for ordinals. Its collectives' one proof is a kernel's:
+//!   the collective runs on the scope's stream, so call-length borrows suffice, except
+//!   inside `nccl::group`, whose borrows last until the group's end (see [`nccl`]). The
+//!   group's other three blocks keep a value (a stand-in's scratch memory) boxed until
+//!   that end, when NCCL has enqueued what uses it: plain Rust memory, no NCCL call.
 //! * **The trace recorder** (`trace/`) sits under `host/` and `scope/`, just above
 //!   `device/`: scopes record their operations into it, and the staging ring in `host/`
 //!   its chunks' DMAs, so it may use only `device/` and `driver/` (timing events are

@@ -34,7 +34,7 @@ impl Collective {
     }
 
     /// Issues this collective on scope `s` in the open group `g`.
-    fn grouped<'g, 's>(
+    fn grouped<'g, 's: 'g>(
         self,
         g: &'g Group<'g, '_>,
         s: &'s Scope<'s, '_>,

@@ -110,7 +110,7 @@ impl<'g> Group<'g, '_> {
     /// rank of `comm`). In one group with the other devices' calls, this is how one
     /// thread drives an all-to-all over the communicators of
     /// [`Communicator::for_devices`].
-    pub fn all_to_all<'s, T: NcclElement>(
+    pub fn all_to_all<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -123,7 +123,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::all_to_all_v`], issued at the group's end.
-    pub fn all_to_all_v<'s, T: NcclElement>(
+    pub fn all_to_all_v<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -148,7 +148,7 @@ impl<'g> Group<'g, '_> {
     /// One send and one receive per rank `peer` of `comm`, of `counts(peer)` elements,
     /// from consecutive blocks of `send` and into consecutive blocks of `recv`, whose
     /// lengths the caller checked to be the sums of the counts.
-    fn exchange<'s, T: NcclElement>(
+    fn exchange<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -160,16 +160,29 @@ impl<'g> Group<'g, '_> {
         // where every one of them would (the communicator, the device): on the first
         // one, before anything was issued, or in NCCL itself. A pair of zero elements
         // issues nothing (as `issue` skips every empty operation).
+        //
+        // A pair refused because another rank of this process disagrees (`ledger.rs`)
+        // does not stop the exchange: every later pair is issued or stood in for, so
+        // that no call of that rank is left without a partner inside NCCL.
         let (mut to_send, mut to_recv) = (send, recv);
+        let mut first_error = None;
         for peer in 0..comm.size() {
             let (out_len, in_len) = counts(peer);
             let (out, rest) = to_send.split_at(out_len)?;
             let (into, rest_mut) = to_recv.into_split_at_mut(in_len)?;
-            issue(s, comm, Request::send(out, peer)?, Some(self))?;
-            issue(s, comm, Request::recv(into, peer)?, Some(self))?;
+            for issued in [
+                issue(s, comm, Request::send(out, peer)?, Some(self)),
+                issue(s, comm, Request::recv(into, peer)?, Some(self)),
+            ] {
+                match issued {
+                    Ok(()) => {}
+                    Err(e @ Error::RanksDisagree(_)) => drop(first_error.get_or_insert(e)),
+                    Err(e) => return Err(first_error.unwrap_or(e)),
+                }
+            }
             (to_send, to_recv) = (rest, rest_mut);
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 }
 

@@ -2,8 +2,9 @@
 //! a closure, so the group's end cannot be forgotten, and with borrows that last until
 //! that end, when NCCL enqueues them.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
+use std::ptr::NonNull;
 
 use super::request::{issue, read, write, Operands, Request};
 use super::{Communicator, NcclElement, ReduceOp};
@@ -22,6 +23,42 @@ thread_local! {
 #[inline]
 pub(crate) fn is_open() -> bool {
     OPEN.with(Cell::get)
+}
+
+thread_local! {
+    /// What the group open on this thread keeps until its end ([`Group::keep`]).
+    static KEPT: RefCell<Vec<Kept>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One value [`Group::keep`] moved to the heap, with the function that drops it and
+/// frees its box (the value's type, lifetimes included, erased into a function pointer).
+/// Only [`end`] drops these, after NCCL's group end, from [`KEPT`] (both private).
+struct Kept {
+    at: NonNull<()>,
+    free: unsafe fn(NonNull<()>),
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        // SAFETY: `at` and `free` were made together by `Group::keep`, for a box of the
+        // value's type; each `Kept` is dropped once. The `&'g mut` that `keep` lent is
+        // over: `'g` is the group's lifetime, higher-ranked in `group`'s closure (whose
+        // result cannot name it), and `end` drops the `Kept`s after that closure returned
+        // or unwound. The value's own borrows (`V: 'g`) are still alive: they outlived the
+        // closure's call, and between its end and this drop only `group`'s frame runs.
+        unsafe { (self.free)(self.at) }
+    }
+}
+
+/// Drops the `V` boxed at `at` and frees its box.
+///
+/// # Safety
+///
+/// `at` is a `Box<V>`'s (`Box::leak`), not yet freed, and no reference to the value is
+/// alive.
+unsafe fn free_boxed<V>(at: NonNull<()>) {
+    // SAFETY: the caller's contract: the box's own pointer, freed once, unborrowed.
+    drop(unsafe { Box::from_raw(at.cast::<V>().as_ptr()) });
 }
 
 /// Runs `f` inside an NCCL group (`ncclGroupStart` before, `ncclGroupEnd` after, also
@@ -96,11 +133,7 @@ impl GroupEnd {
 
     fn finish(self) -> Result<()> {
         std::mem::forget(self);
-        OPEN.with(|open| open.set(false));
-        super::self_pairs::clear();
-        let ended = group_end();
-        super::ledger::group_ended(&ended);
-        ended
+        end()
     }
 }
 
@@ -108,10 +141,24 @@ impl Drop for GroupEnd {
     fn drop(&mut self) {
         // Unwinding: NCCL enqueues the collectives issued so far (their buffers are still
         // borrowed here); the panic goes on, and the scopes' ends wait for them.
-        OPEN.with(|open| open.set(false));
-        super::self_pairs::clear();
-        super::ledger::group_ended(&group_end());
+        let _ = end();
     }
+}
+
+/// NCCL's group end, then what the group kept (its stand-ins' scratch memory, whose
+/// stream-ordered frees now come after the collectives that use it).
+fn end() -> Result<()> {
+    OPEN.with(|open| open.set(false));
+    super::self_pairs::clear();
+    let ended = group_end();
+    super::ledger::group_ended(&ended);
+    release_kept();
+    ended
+}
+
+/// Drops what the group kept (see [`end`], its one caller outside the tests).
+fn release_kept() {
+    drop(KEPT.with(|kept| std::mem::take(&mut *kept.borrow_mut())));
 }
 
 /// An open NCCL group (see [`group`]): its methods are the collectives of
@@ -125,8 +172,29 @@ pub struct Group<'g, 'env: 'g> {
 }
 
 impl<'g> Group<'g, '_> {
+    /// Moves `value` to the heap, where it stays until the group's end, and lends it for
+    /// the rest of the group: what a stand-in inside the group issues on
+    /// (`stand_in.rs`), which NCCL uses only from the group's end on.
+    #[allow(
+        clippy::mut_from_ref,
+        reason = "each call lends a value of its own, which nothing else reaches"
+    )]
+    pub(crate) fn keep<V: 'g>(&'g self, value: V) -> &'g mut V {
+        let mut at = NonNull::from(Box::leak(Box::new(value)));
+        let kept = Kept {
+            at: at.cast(),
+            free: free_boxed::<V>,
+        };
+        KEPT.with(|list| list.borrow_mut().push(kept));
+        // SAFETY: `at` points at the leaked box's value: valid, aligned, initialised. It
+        // is freed only by `end`, after `'g` (see `Kept`'s drop), and no other reference
+        // to it exists (the `Kept` holds the pointer only to free it). `Group` is neither
+        // `Send` nor `Sync`, so the `Kept` is in the list of the thread whose group this is.
+        unsafe { at.as_mut() }
+    }
+
     /// [`Scope::all_reduce`], issued at the group's end.
-    pub fn all_reduce<'s, T: NcclElement>(
+    pub fn all_reduce<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -143,7 +211,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::all_reduce_in_place`], issued at the group's end.
-    pub fn all_reduce_in_place<'s, T: NcclElement>(
+    pub fn all_reduce_in_place<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -159,7 +227,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::broadcast`], issued at the group's end.
-    pub fn broadcast<'s, T: NcclElement>(
+    pub fn broadcast<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -176,7 +244,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::broadcast_in_place`], issued at the group's end.
-    pub fn broadcast_in_place<'s, T: NcclElement>(
+    pub fn broadcast_in_place<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -192,7 +260,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::reduce`], issued at the group's end.
-    pub fn reduce<'s, T: NcclElement>(
+    pub fn reduce<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -210,7 +278,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::reduce_in_place`], issued at the group's end.
-    pub fn reduce_in_place<'s, T: NcclElement>(
+    pub fn reduce_in_place<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -227,7 +295,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::all_gather`], issued at the group's end.
-    pub fn all_gather<'s, T: NcclElement>(
+    pub fn all_gather<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -243,7 +311,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::all_gather_in_place`], issued at the group's end.
-    pub fn all_gather_in_place<'s, T: NcclElement>(
+    pub fn all_gather_in_place<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -258,7 +326,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::reduce_scatter`], issued at the group's end.
-    pub fn reduce_scatter<'s, T: NcclElement>(
+    pub fn reduce_scatter<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -275,7 +343,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::reduce_scatter_in_place`], issued at the group's end.
-    pub fn reduce_scatter_in_place<'s, T: NcclElement>(
+    pub fn reduce_scatter_in_place<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -292,7 +360,7 @@ impl<'g> Group<'g, '_> {
 
     /// [`Scope::send`], issued at the group's end (a send to this rank itself pairs with
     /// a [`recv`](Self::recv) of the same group).
-    pub fn send<'s, T: NcclElement>(
+    pub fn send<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -303,7 +371,7 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::recv`], issued at the group's end.
-    pub fn recv<'s, T: NcclElement>(
+    pub fn recv<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,
@@ -311,5 +379,44 @@ impl<'g> Group<'g, '_> {
         peer: usize,
     ) -> Result<()> {
         issue(s, comm, Request::recv(write(buf), peer)?, Some(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{release_kept, Group};
+    use std::cell::Cell;
+    use std::marker::PhantomData;
+
+    /// Counts its drops.
+    struct Counted<'c>(&'c Cell<u32>, u64);
+    impl Drop for Counted<'_> {
+        fn drop(&mut self) {
+            self.0.set(self.0.get() + 1);
+        }
+    }
+
+    /// What a group keeps stays at one address while more is kept, and is dropped when
+    /// the group ends, not before (no NCCL here: the group's end without NCCL's call).
+    #[test]
+    fn kept_values_stay_put_until_the_group_ends() {
+        let drops = Cell::new(0);
+        let group = Group {
+            _group: PhantomData,
+            _env: PhantomData,
+            _one_thread: PhantomData,
+        };
+        let first = group.keep(Counted(&drops, 1));
+        let at = std::ptr::from_ref(&*first);
+        for i in 0..100 {
+            group.keep(Counted(&drops, i)).1 += 1;
+        }
+        first.1 = 7;
+        assert_eq!((std::ptr::from_ref(&*first), first.1), (at, 7));
+        assert_eq!(drops.get(), 0);
+        release_kept();
+        assert_eq!(drops.get(), 101);
+        release_kept();
+        assert_eq!(drops.get(), 101);
     }
 }

@@ -112,13 +112,11 @@
 //!   NCCL, which sets up a collective's connections inside its first call. Every rank
 //!   of the process then reports the disagreement at its scope's end and refuses every
 //!   later call: the received values are not a result. Inside a group (a program's
-//!   own [`group`], and the one `all_to_all` and `all_to_all_v` open) no stand-in is
-//!   issued (its scratch memory would have to outlive the group's end); the other
-//!   rank's call is then stopped by its scope's end, as a dead peer's is, which NCCL
-//!   reaches only if that call's connections were set up before: a first exchange
-//!   between two threads of one process whose counts disagree can leave the earlier
-//!   rank waiting inside NCCL's group end (the caveat of "When a peer dies"). A member
-//!   alone in its process compares nothing: one branch.
+//!   own [`group`], and the one `all_to_all` and `all_to_all_v` open) NCCL uses the
+//!   stand-in's scratch memory only from the group's end on, so the group keeps it
+//!   until then, and an exchange goes on with its other pairs after a refused one, so
+//!   that no call of the other rank is left without a partner. A member alone in its
+//!   process compares nothing: one branch.
 //! * **Ranks of different processes.** NCCL reaches no user buffer across processes
 //!   unless the buffer was registered with it (`ncclCommRegister`, `ncclMemAlloc`,
 //!   collectives captured in CUDA graphs), which this crate never does: each rank's

@@ -56,7 +56,7 @@ fn invalid_rank(rank: usize, size: usize) -> Error {
 /// of `group` when one is given. Nothing is enqueued when a check fails or there are no
 /// elements.
 #[inline(always)] // so that each method's `Request` folds to its one path
-pub(crate) fn issue<'a, 's, T: NcclElement>(
+pub(crate) fn issue<'a, 's: 'a, T: NcclElement>(
     s: &'s Scope<'s, '_>,
     comm: &'s Communicator,
     request: Request<'a, 's, T>,
@@ -77,7 +77,7 @@ pub(crate) enum Role {
 
 /// [`issue`], for `role`.
 #[inline(always)]
-pub(crate) fn issue_as<'a, 's, T: NcclElement>(
+pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
     s: &'s Scope<'s, '_>,
     comm: &'s Communicator,
     request: Request<'a, 's, T>,
@@ -114,9 +114,9 @@ pub(crate) fn issue_as<'a, 's, T: NcclElement>(
             Agreement::Issue => {}
             Agreement::Refuse(error) => return Err(error),
             Agreement::StandIn(call, error) => {
-                // Inside a group the stand-in's scratch memory would have to outlive
-                // the group's end: not issued there (see the `nccl` module docs).
-                if group.is_some() || stand_in(s, comm, call).is_err() {
+                // Inside a group, the group keeps the stand-in's scratch memory until
+                // after its end (`stand_in.rs`).
+                if stand_in(s, comm, call, group).is_err() {
                     comm.strand();
                 }
                 return Err(error);

@@ -6,58 +6,87 @@
 //! reaches). Both members then report the disagreement: this one at once, the other at
 //! its scope's end (the ledger's verdict, `communicator.rs`), so nothing takes the
 //! stand-in's data for a result.
+//!
+//! Inside a group NCCL uses the scratch memory only from the group's end on, so the
+//! group keeps it until then (`Group::keep`) instead of freeing it when the call
+//! returns.
 
+use super::group::Group;
 use super::request::{issue_as, read, write, Operands, Request, Role};
 use super::{Communicator, NcclElement};
 use crate::driver::nccl::{Collective, DataType};
 use crate::error::Result;
+use crate::memory::DeviceBuffer;
 use crate::scope::Scope;
 
 use super::ledger::Call;
 
 /// Issues `call`, another member's, on scratch memory allocated in `s` (freed on its
 /// stream after the operation): zeros where the call sends, unused values where it
-/// receives.
-pub(crate) fn stand_in<'s>(s: &'s Scope<'s, '_>, comm: &'s Communicator, call: Call) -> Result<()> {
+/// receives. Inside `group` when one is given, which keeps the scratch memory.
+pub(crate) fn stand_in<'a, 's: 'a>(
+    s: &'s Scope<'s, '_>,
+    comm: &'s Communicator,
+    call: Call,
+    group: Option<&'a Group<'a, '_>>,
+) -> Result<()> {
     match call.data_type {
-        DataType::ncclFloat32 => on_scratch::<f32>(s, comm, call),
-        DataType::ncclFloat64 => on_scratch::<f64>(s, comm, call),
-        DataType::ncclInt8 => on_scratch::<i8>(s, comm, call),
-        DataType::ncclUint8 => on_scratch::<u8>(s, comm, call),
-        DataType::ncclInt32 => on_scratch::<i32>(s, comm, call),
-        DataType::ncclUint32 => on_scratch::<u32>(s, comm, call),
-        DataType::ncclInt64 => on_scratch::<i64>(s, comm, call),
-        DataType::ncclUint64 => on_scratch::<u64>(s, comm, call),
+        DataType::ncclFloat32 => on_scratch::<f32>(s, comm, call, group),
+        DataType::ncclFloat64 => on_scratch::<f64>(s, comm, call, group),
+        DataType::ncclInt8 => on_scratch::<i8>(s, comm, call, group),
+        DataType::ncclUint8 => on_scratch::<u8>(s, comm, call, group),
+        DataType::ncclInt32 => on_scratch::<i32>(s, comm, call, group),
+        DataType::ncclUint32 => on_scratch::<u32>(s, comm, call, group),
+        DataType::ncclInt64 => on_scratch::<i64>(s, comm, call, group),
+        DataType::ncclUint64 => on_scratch::<u64>(s, comm, call, group),
         #[cfg(feature = "half")]
-        DataType::ncclFloat16 => on_scratch::<half::f16>(s, comm, call),
+        DataType::ncclFloat16 => on_scratch::<half::f16>(s, comm, call, group),
         #[cfg(feature = "half")]
-        DataType::ncclBfloat16 => on_scratch::<half::bf16>(s, comm, call),
+        DataType::ncclBfloat16 => on_scratch::<half::bf16>(s, comm, call, group),
         // Every call the ledger records is of an `NcclElement`, all of which are above.
         _ => Ok(()),
     }
 }
 
 /// [`stand_in`] with the call's element type.
-fn on_scratch<'s, T: NcclElement>(
+fn on_scratch<'a, 's: 'a, T: NcclElement>(
     s: &'s Scope<'s, '_>,
     comm: &'s Communicator,
     call: Call,
+    group: Option<&'a Group<'a, '_>>,
 ) -> Result<()> {
     let Some((send_len, recv_len)) = call.collective.elements(call.count, comm.size()) else {
         return Ok(());
     };
-    let send = s.alloc_zeroed::<T>(send_len)?;
-    let mut recv = s.alloc::<T>(recv_len)?;
+    let (send, recv) = (s.alloc_zeroed::<T>(send_len)?, s.alloc::<T>(recv_len)?);
+    let Some(g) = group else {
+        let mut recv = recv;
+        return issue_on(s, comm, call, &send, &mut recv, None);
+        // `send` and `recv` are freed here, on the scope's stream, after the operation.
+    };
+    let (send, recv) = (g.keep(send), g.keep(recv));
+    issue_on(s, comm, call, send, recv, Some(g))
+}
+
+/// Issues `call` on `send` and `recv` (borrowed for `'a`, the group's lifetime when
+/// there is one).
+fn issue_on<'a, 's: 'a, T: NcclElement>(
+    s: &'s Scope<'s, '_>,
+    comm: &'s Communicator,
+    call: Call,
+    send: &'a DeviceBuffer<'s, T>,
+    recv: &'a mut DeviceBuffer<'s, T>,
+    group: Option<&'a Group<'a, '_>>,
+) -> Result<()> {
     let operands = match call.collective {
-        Collective::Send { .. } => Operands::Read(read(&send)),
-        Collective::Recv { .. } => Operands::Write(write(&mut recv)),
-        _ => Operands::Apart(read(&send), write(&mut recv)),
+        Collective::Send { .. } => Operands::Read(read(send)),
+        Collective::Recv { .. } => Operands::Write(write(recv)),
+        _ => Operands::Apart(read(send), write(recv)),
     };
     let request = Request {
         what: "a stand-in for a call the ranks disagreed on",
         collective: call.collective,
         operands,
     };
-    issue_as(s, comm, request, None, Role::StandIn)
-    // `send` and `recv` are freed here, on the scope's stream, after the operation.
+    issue_as(s, comm, request, group, Role::StandIn)
 }
