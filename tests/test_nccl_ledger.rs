@@ -1,9 +1,9 @@
 //! Ranks of one process that disagree on a call NCCL matches (a collective's length,
 //! element type, reduction or root; a send longer or shorter than its receive, alone or
-//! as blocks of `all_to_all_v`): the ledger refuses the later rank's call before it is
-//! issued (`RanksDisagree`), that rank stands in for the earlier one's call on scratch memory so it completes, and
-//! both ranks' scopes end with `RanksDisagree` at once, not at the communicator's
-//! timeout; nothing past either rank's buffer is written, and the communicators refuse
+//! as blocks of `all_to_all_v`, `gather` and `scatter`): the ledger refuses the later
+//! rank's call before it is issued (`RanksDisagree`), that rank stands in for the
+//! earlier one's call on scratch memory so it completes, and both ranks' scopes end with
+//! `RanksDisagree` at once, not at the communicator's timeout; nothing past either rank's buffer is written, and the communicators refuse
 //! every later call. One thread per rank (`join`, with and without each device's pool
 //! granting the other access, what would let NCCL reach a peer's buffer directly), one
 //! thread for both (`for_devices`, in a group), and the ranks of a split.
@@ -43,9 +43,11 @@ fn main() {
 }
 
 /// The calls [`lengths_child`] makes the two ranks disagree on.
-const DISAGREEING: [&str; 8] = [
+const DISAGREEING: [&str; 10] = [
     "send_recv",
     "all_to_all_v",
+    "gather",
+    "scatter",
     "broadcast",
     "all_reduce",
     "all_gather",
@@ -152,7 +154,7 @@ fn disagreeing_rank(
     } else {
         len
     };
-    let used = if matches!(case, "all_gather" | "all_to_all_v") {
+    let used = if matches!(case, "all_gather" | "all_to_all_v" | "gather") {
         2 * len
     } else {
         len
@@ -178,6 +180,9 @@ fn disagreeing_rank(
                     let counts = [len, len];
                     s.all_to_all_v(comm, &src.slice(..used)?, &counts, &mut y, &counts)
                 }
+                // To and from rank 0, in blocks of its length and rank 1's.
+                "gather" => s.gather(comm, &x, &mut y, 0),
+                "scatter" => s.scatter(comm, &src.slice(..2 * len)?, &mut y, 0),
                 _ => s.reduce_scatter(comm, &src.slice(..2 * len)?, &mut y, Sum),
             }
         };

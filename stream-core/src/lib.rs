@@ -128,7 +128,9 @@
 //!   (the all-to-all NCCL has no call for before 2.28) is a group of the sends and
 //!   receives whose checks and proof `nccl/request.rs` already has; it splits its
 //!   buffers with the views' own safe `split_at` and opens its group through
-//!   `nccl::group`, whose borrows already last until the group's end.
+//!   `nccl::group`, whose borrows already last until the group's end; `gather` and
+//!   `scatter` (`nccl/gather_scatter.rs`) are that exchange with the blocks that do not
+//!   involve the root empty.
 //!
 //! The macros (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch
 //! entry, and [`#[derive(DeviceRepr)]`](derive@DeviceRepr) makes a `#[repr(C)]` struct

@@ -87,7 +87,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// Runs `issue` in an NCCL group of its own (whose operations borrow for `'held`),
     /// traced as `what` moving `bytes`; refused as a scope's own collective is, inside a
     /// group or on a communicator one thread drives beside others.
-    fn in_own_group<'held>(
+    pub(super) fn in_own_group<'held>(
         &'s self,
         what: &'static str,
         comm: &'s Communicator,
@@ -148,7 +148,7 @@ impl<'g> Group<'g, '_> {
     /// One send and one receive per rank `peer` of `comm`, of `counts(peer)` elements,
     /// from consecutive blocks of `send` and into consecutive blocks of `recv`, whose
     /// lengths the caller checked to be the sums of the counts.
-    fn exchange<'s: 'g, T: NcclElement>(
+    pub(super) fn exchange<'s: 'g, T: NcclElement>(
         &'g self,
         s: &'s Scope<'s, '_>,
         comm: &'s Communicator,

@@ -165,6 +165,11 @@ fn release_kept() {
 /// [`Scope`](crate::Scope), each with the scope whose stream it runs on, and with
 /// borrows for `'g`, the rest of the group. Neither `Send` nor `Sync`: NCCL's groups
 /// belong to one thread.
+///
+/// Each method asks that its scope outlive the group (`'s: 'g`), which every buffer
+/// borrowed for `'g` already implies; a helper generic over the buffer types says so
+/// itself: `fn issue<'g, 's: 'g>(g: &'g Group<'g, '_>, s: &'s Scope<'s, '_>, x: &'g
+/// impl DeviceMemory<'s, f32>, ...)`.
 pub struct Group<'g, 'env: 'g> {
     _group: PhantomData<&'g mut &'g ()>,
     _env: PhantomData<&'env mut &'env ()>,

@@ -142,6 +142,7 @@ mod barrier;
 mod collective;
 mod communicator;
 mod element;
+mod gather_scatter;
 mod group;
 mod ledger;
 mod rendezvous;
