@@ -11,7 +11,7 @@ use super::group::Group;
 use super::request::{rank_in, read, write};
 use super::{Communicator, NcclElement};
 use crate::error::{Error, Result, ShapeMismatch};
-use crate::memory::{DeviceMemory, DeviceMemoryMut};
+use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};
 use crate::scope::Scope;
 use crate::sealed::TOKEN;
 
@@ -90,22 +90,7 @@ impl<'g> Group<'g, '_> {
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         root: usize,
     ) -> Result<()> {
-        let (send, recv) = (read(send), write(recv));
-        let (size, me) = (comm.size(), comm.rank());
-        rank_in(root, size)?;
-        let block = send.len();
-        let recv = if me == root {
-            check_root_buffer("gather: the root's receive buffer", block, size, recv.len())?;
-            recv
-        } else {
-            recv.into_split_at_mut(0)?.0
-        };
-        // To the root from every rank; from every rank at the root.
-        self.exchange(s, comm, send, recv, |peer| {
-            let out = if peer == root { block } else { 0 };
-            let into = if me == root { block } else { 0 };
-            (out, into)
-        })
+        self.with_root(s, comm, read(send), write(recv), root, Toward::Root)
     }
 
     /// [`Scope::scatter`], issued at the group's end.
@@ -117,24 +102,72 @@ impl<'g> Group<'g, '_> {
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         root: usize,
     ) -> Result<()> {
-        let (send, recv) = (read(send), write(recv));
+        self.with_root(s, comm, read(send), write(recv), root, Toward::Ranks)
+    }
+
+    /// A gather (`Toward::Root`) or a scatter (`Toward::Ranks`): the exchange whose only
+    /// non-empty blocks are the root's, one per rank, in the root's buffer (checked to
+    /// hold `comm.size()` of them) and the other buffer of every rank; the root's buffer
+    /// on the other ranks is not used (an empty front of it goes to the exchange).
+    fn with_root<'s: 'g, T: NcclElement>(
+        &'g self,
+        s: &'s Scope<'s, '_>,
+        comm: &'s Communicator,
+        send: DeviceSlice<'g, 's, T>,
+        recv: DeviceSliceMut<'g, 's, T>,
+        root: usize,
+        way: Toward,
+    ) -> Result<()> {
         let (size, me) = (comm.size(), comm.rank());
         rank_in(root, size)?;
-        let block = recv.len();
-        let send = if me == root {
-            check_root_buffer("scatter: the root's send buffer", block, size, send.len())?;
-            send
-        } else {
-            send.split_at(0)?.0
+        let at_root = me == root;
+        let (send, recv, block) = match way {
+            Toward::Root => {
+                let block = send.len();
+                let recv = if at_root {
+                    check_root_buffer(GATHER, block, size, recv.len())?;
+                    recv
+                } else {
+                    recv.into_split_at_mut(0)?.0
+                };
+                (send, recv, block)
+            }
+            Toward::Ranks => {
+                let block = recv.len();
+                let send = if at_root {
+                    check_root_buffer(SCATTER, block, size, send.len())?;
+                    send
+                } else {
+                    send.split_at(0)?.0
+                };
+                (send, recv, block)
+            }
         };
-        // From the root to every rank; from the root at every rank.
+        // A gather sends to the root and, at the root, receives from every rank; a
+        // scatter the other way round.
         self.exchange(s, comm, send, recv, |peer| {
-            let out = if me == root { block } else { 0 };
-            let into = if peer == root { block } else { 0 };
-            (out, into)
+            let with_the_root = if peer == root { block } else { 0 };
+            let at_the_root = if at_root { block } else { 0 };
+            match way {
+                Toward::Root => (with_the_root, at_the_root),
+                Toward::Ranks => (at_the_root, with_the_root),
+            }
         })
     }
 }
+
+/// Which way [`Group::with_root`] moves the blocks.
+#[derive(Clone, Copy)]
+enum Toward {
+    /// From every rank to the root (gather).
+    Root,
+    /// From the root to every rank (scatter).
+    Ranks,
+}
+
+/// How [`check_root_buffer`] names the root's buffer.
+const GATHER: &str = "gather: the root's receive buffer";
+const SCATTER: &str = "scatter: the root's send buffer";
 
 /// `Ok` when the root's buffer of `actual` elements holds `size` blocks of `block`.
 fn check_root_buffer(what: &'static str, block: usize, size: usize, actual: usize) -> Result<()> {
