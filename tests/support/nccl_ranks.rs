@@ -167,6 +167,7 @@ pub fn error_variant(e: &stream_core::Error) -> &'static str {
     use stream_core::Error;
     match e {
         Error::CollectiveTimedOut { .. } => "CollectiveTimedOut",
+        Error::JoinTimedOut { .. } => "JoinTimedOut",
         Error::Nccl(_) => "Nccl",
         Error::CommunicatorAborted { .. } => "CommunicatorAborted",
         Error::RanksDisagree(_) => "RanksDisagree",

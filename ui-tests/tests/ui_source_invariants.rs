@@ -484,6 +484,7 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
         &["launch", "module", "stream", "context", "versions"],
     ),
     ("nccl", &["stream", "context"]),
+    ("nccl_join", &["nccl", "context"]),
 ];
 
 /// The driver files `source` uses in code: `super::<file>` or `crate::driver::<file>`

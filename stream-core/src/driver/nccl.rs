@@ -60,7 +60,11 @@ pub(crate) fn version() -> Result<i32> {
 /// its last error message (about `comm`, or the thread's last call without one).
 #[cold]
 #[inline(never)]
-fn nccl_error(call: &'static str, code: sys::ncclResult_t, comm: Option<sys::ncclComm_t>) -> Error {
+pub(super) fn nccl_error(
+    call: &'static str,
+    code: sys::ncclResult_t,
+    comm: Option<sys::ncclComm_t>,
+) -> Error {
     let text = |p: *const std::ffi::c_char| {
         if p.is_null() {
             String::new()
@@ -86,7 +90,7 @@ fn nccl_error(call: &'static str, code: sys::ncclResult_t, comm: Option<sys::ncc
 
 /// `Ok` for a successful NCCL status, else the error of `call`.
 #[inline(always)]
-fn check(
+pub(super) fn check(
     call: &'static str,
     status: std::result::Result<result::NcclStatus, result::NcclError>,
     comm: Option<sys::ncclComm_t>,
@@ -100,7 +104,7 @@ fn check(
 /// The 128 bytes that name a communicator being made: rank 0 makes it, every rank
 /// passes the same bytes to [`RawComm::init_rank`].
 #[derive(Clone, Copy)]
-pub(crate) struct RawUniqueId(sys::ncclUniqueId);
+pub(crate) struct RawUniqueId(pub(super) sys::ncclUniqueId);
 
 /// Bytes in a [`RawUniqueId`].
 pub(crate) const UNIQUE_ID_BYTES: usize = 128;
@@ -228,7 +232,7 @@ pub(crate) struct RawComm {
 }
 
 impl RawComm {
-    fn made(comm: sys::ncclComm_t, context: &Arc<PrimaryContext>) -> Self {
+    pub(super) fn made(comm: sys::ncclComm_t, context: &Arc<PrimaryContext>) -> Self {
         RawComm {
             control: Arc::new(CommControl {
                 comm,
@@ -396,7 +400,7 @@ impl RawComm {
 }
 
 /// The first NCCL with `ncclCommSplit` (2.18.1, as `ncclGetVersion` writes it).
-const SPLIT_SINCE: i32 = 21801;
+pub(super) const SPLIT_SINCE: i32 = 21801;
 
 /// NCCL's `NCCL_SPLIT_NOCOLOR`: a rank that takes part in a split and joins no
 /// communicator.

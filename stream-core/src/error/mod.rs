@@ -324,6 +324,20 @@ pub enum Error {
         timeout: std::time::Duration,
     },
 
+    /// [`Communicator::join_within`](crate::nccl::Communicator::join_within): the ranks
+    /// did not all join within the time limit (a rank died, hangs, was never started,
+    /// or was given another id or size). Nothing was made; the ranks that did join gave
+    /// up too, or will at their own limit.
+    #[error(
+        "the communicator's ranks did not all join within {timeout:?}: a rank died, hangs, \
+         was not started, or was given another UniqueId or size; nothing was made (start \
+         every rank again with a new UniqueId), or raise the limit if they are just slow"
+    )]
+    JoinTimedOut {
+        /// The time limit.
+        timeout: std::time::Duration,
+    },
+
     /// NCCL's group calls were used in a way that could leave a collective unissued
     /// while its buffers are released, or deadlock the thread; nothing was enqueued.
     #[error("NCCL group misuse: {reason}")]
