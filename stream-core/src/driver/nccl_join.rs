@@ -63,7 +63,7 @@ struct Making {
 impl Making {
     /// Polls NCCL until the communicator is made (`ncclCommGetAsyncError` no longer
     /// reports `ncclInProgress`), or `deadline` passes: then `Err(JoinTimedOut)`.
-    fn wait(&self, what: &'static str, deadline: Instant, limit: Duration) -> Result<()> {
+    fn wait(&self, what: &'static str, deadline: Option<Instant>, limit: Duration) -> Result<()> {
         let mut pause = Duration::from_micros(50);
         loop {
             let mut state = sys::ncclResult_t::ncclSuccess;
@@ -76,7 +76,7 @@ impl Making {
                 Ok(_) => return Ok(()),
                 Err(e) => return Err(nccl_error(what, e.0, Some(self.comm))),
             }
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::JoinTimedOut { timeout: limit });
             }
             std::thread::sleep(pause);
@@ -101,6 +101,12 @@ impl Drop for Making {
     }
 }
 
+/// `true` when the NCCL loaded has what [`RawComm::init_rank_within`] needs (2.18's
+/// `ncclCommSplit`); `NcclNotFound` without NCCL.
+pub(crate) fn can_bound_joins() -> Result<bool> {
+    Ok(version()? >= SPLIT_SINCE)
+}
+
 impl RawComm {
     /// [`init_rank`](RawComm::init_rank) that gives up after `limit`: this rank's member
     /// of the communicator of `size` ranks named by `id`, as rank `rank`, on the device
@@ -113,7 +119,8 @@ impl RawComm {
         rank: i32,
         limit: Duration,
     ) -> Result<Self> {
-        let deadline = Instant::now() + limit;
+        // A limit past what `Instant` can hold is no limit.
+        let deadline = Instant::now().checked_add(limit);
         let loaded = version()?; // `NcclNotFound` without the library
         if loaded < SPLIT_SINCE {
             return Err(Error::from(Library {
@@ -161,7 +168,7 @@ fn make(
     size: i32,
     id: &RawUniqueId,
     rank: i32,
-    deadline: Instant,
+    deadline: Option<Instant>,
     limit: Duration,
 ) -> Result<sys::ncclComm_t> {
     // SAFETY: `slots.parent` is a live slot NCCL writes the new communicator to, and

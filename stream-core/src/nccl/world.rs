@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::{rendezvous, slurm, Communicator, UniqueId};
 use crate::device::Device;
+use crate::driver::nccl_join::can_bound_joins;
 use crate::error::{Error, LaunchEnvironment, Result};
 
 /// Which launcher's variables described the world.
@@ -272,7 +273,11 @@ impl World {
 
     /// This rank's member of the communicator of every rank, on `device` (normally
     /// [`device`](Self::device)). Every rank calls it; it returns once all have joined,
-    /// or fails with [`Error::Rendezvous`] when one does not arrive in time.
+    /// or fails when one does not arrive within
+    /// [`rendezvous_timeout`](Self::rendezvous_timeout): [`Error::Rendezvous`] at the
+    /// exchange of NCCL's id, [`Error::JoinTimedOut`] inside NCCL's own wait
+    /// ([`Communicator::join_within`]; with NCCL older than 2.18 that wait is not
+    /// bounded).
     pub fn communicator(&self, device: &Device) -> Result<Communicator> {
         let id = match &self.meeting {
             Meeting::Alone | Meeting::NcclCommId => UniqueId::new()?,
@@ -285,7 +290,12 @@ impl World {
                 rendezvous::fetch(address, self.rank, self.size, self.timeout)?
             }
         };
-        Communicator::join(device, &id, self.rank, self.size)
+        // The wait for every rank inside NCCL is bounded too, where NCCL can (2.18).
+        if can_bound_joins()? {
+            Communicator::join_within(device, &id, self.rank, self.size, self.timeout)
+        } else {
+            Communicator::join(device, &id, self.rank, self.size)
+        }
     }
 }
 
