@@ -114,7 +114,9 @@ impl Communicator {
     /// [`join`](Self::join) that gives up when the ranks have not all joined within
     /// `limit`: [`Error::JoinTimedOut`], with nothing made, instead of waiting inside
     /// NCCL for a rank that died, hangs or was never started (what `ncclCommInitRank`
-    /// would do, where no timeout reaches). Every rank may use it, or only some.
+    /// would do, where no timeout reaches). Every rank of the communicator calls it, not
+    /// `join` (the member is made by a split, which every rank takes part in: a rank that
+    /// called `join` instead leaves the others at their limit).
     ///
     /// The member is made in NCCL's non-blocking mode, which lets the wait be bounded,
     /// then split into an ordinary blocking communicator, whose collectives cost what
