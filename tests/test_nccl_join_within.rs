@@ -21,7 +21,8 @@ gpu_tests::test_main! {
 }
 
 /// Rank 0 of 2 joins alone, with a limit of two seconds: `JoinTimedOut` naming the limit,
-/// after at least the limit and well before the test's own patience; then a communicator
+/// after at least the limit and well before the test's own patience (with no time at
+/// all, at once; rank 2 of 2 is refused before NCCL is asked); then a communicator
 /// of one rank, joined with `Duration::MAX` (no limit), all-reduces on the same device.
 fn a_rank_whose_peer_never_comes_times_out() -> TestResult {
     let _one_at_a_time = exclusive();
@@ -40,6 +41,32 @@ fn a_rank_whose_peer_never_comes_times_out() -> TestResult {
         "gave up after {took:?} with a limit of {limit:?}"
     );
     println!("join_within: one rank of two gave up after {took:?} (limit {limit:?})");
+
+    // No time at all: the same error at once; a rank outside the size: refused before
+    // NCCL is asked.
+    let started = Instant::now();
+    let zero = Communicator::join_within(&device, &UniqueId::new()?, 0, 2, Duration::ZERO);
+    ensure!(
+        matches!(
+            zero,
+            Err(Error::JoinTimedOut {
+                timeout: Duration::ZERO
+            })
+        ),
+        "a zero limit: {:?}",
+        zero.err()
+    );
+    ensure!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let outside = Communicator::join_within(&device, &UniqueId::new()?, 2, 2, limit);
+    ensure!(
+        matches!(outside, Err(Error::InvalidRank { rank: 2, size: 2 })),
+        "rank 2 of 2: {:?}",
+        outside.err()
+    );
 
     // A limit no clock can reach is no limit.
     let alone = Communicator::join_within(&device, &UniqueId::new()?, 0, 1, Duration::MAX)?;

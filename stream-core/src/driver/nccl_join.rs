@@ -269,3 +269,27 @@ fn none_made(call: &'static str) -> Error {
         message: "reported success but returned no communicator".to_owned(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Config;
+    use std::mem::offset_of;
+
+    /// The fields sit where NCCL's `ncclConfig_t` has them (`size_t size; unsigned int
+    /// magic; unsigned int version; int blocking;` on a 64-bit host), and the
+    /// initialiser's values are NCCL's.
+    #[test]
+    fn the_config_is_laid_out_as_ncclconfig_t_begins() {
+        assert_eq!(offset_of!(Config, size), 0);
+        assert_eq!(offset_of!(Config, magic), 8);
+        assert_eq!(offset_of!(Config, version), 12);
+        assert_eq!(offset_of!(Config, blocking), 16);
+        assert_eq!(size_of::<Config>(), 24);
+        let config = Config::new(false);
+        assert_eq!(
+            (config.size, config.magic, config.version, config.blocking),
+            (24, 0xcafe_beef, 21400, 0)
+        );
+        assert_eq!(Config::new(true).blocking, 1);
+    }
+}
