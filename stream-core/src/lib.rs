@@ -107,7 +107,9 @@
 //! * **NCCL collectives** (`nccl/`): cudarc's `nccl` `result` layer is called only from
 //!   `driver/nccl.rs` (a communicator as an RAII handle whose drop destroys it, each
 //!   collective an `unsafe fn` stating NCCL's rule: the buffers hold `count` elements
-//!   of the type on the communicator's device). `nccl/` sits beside `managed/`: it uses
+//!   of the type on the communicator's device), and from `driver/nccl_join.rs` (a
+//!   communicator made within a time limit: NCCL's non-blocking mode, its config, the
+//!   split into a blocking member). `nccl/` sits beside `managed/`: it uses
 //!   `scope/` to enqueue on a scope's stream (and to bound the scope's end with a watch
 //!   that aborts a communicator whose peer died), `memory/` for branded send and
 //!   receive views, `device/` for ordinals. Its collectives' one proof is a kernel's:
