@@ -292,18 +292,7 @@ impl RawComm {
         colors: &[Option<u16>],
         keys: &[i32],
     ) -> Result<Vec<Option<(RawComm, usize, usize)>>> {
-        let version = version()?; // `NcclNotFound` without the library
-        if version < SPLIT_SINCE {
-            return Err(Error::from(crate::error::Library {
-                call: "ncclCommSplit",
-                message: format!(
-                    "needs NCCL 2.18 or newer; this process loaded {}.{}.{}",
-                    version / 10000,
-                    version / 100 % 100,
-                    version % 100
-                ),
-            }));
-        }
+        require_split("ncclCommSplit")?;
         if members.iter().any(|m| m.control.is_aborted()) {
             return Err(Error::CommunicatorAborted {
                 reason: "it was aborted, so it cannot be split",
@@ -401,6 +390,24 @@ impl RawComm {
 
 /// The first NCCL with `ncclCommSplit` (2.18.1, as `ncclGetVersion` writes it).
 pub(super) const SPLIT_SINCE: i32 = 21801;
+
+/// `Ok` when the NCCL loaded has `ncclCommSplit`, which `call` needs: else
+/// [`Error::Library`] naming `call` and the version loaded (`NcclNotFound` without NCCL).
+pub(super) fn require_split(call: &'static str) -> Result<()> {
+    let version = version()?;
+    if version >= SPLIT_SINCE {
+        return Ok(());
+    }
+    Err(Error::from(crate::error::Library {
+        call,
+        message: format!(
+            "needs NCCL 2.18 or newer; this process loaded {}.{}.{}",
+            version / 10000,
+            version / 100 % 100,
+            version % 100
+        ),
+    }))
+}
 
 /// NCCL's `NCCL_SPLIT_NOCOLOR`: a rank that takes part in a split and joins no
 /// communicator.

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use cudarc::nccl::{result, sys};
 
 use super::context::PrimaryContext;
-use super::nccl::{check, nccl_error, version, RawComm, RawUniqueId, SPLIT_SINCE};
+use super::nccl::{check, nccl_error, require_split, version, RawComm, RawUniqueId, SPLIT_SINCE};
 use crate::error::{Error, Library, Result};
 
 /// The first fields of NCCL's `ncclConfig_t`, as NCCL 2.14 defined it (the version that
@@ -121,18 +121,7 @@ impl RawComm {
     ) -> Result<Self> {
         // A limit past what `Instant` can hold is no limit.
         let deadline = Instant::now().checked_add(limit);
-        let loaded = version()?; // `NcclNotFound` without the library
-        if loaded < SPLIT_SINCE {
-            return Err(Error::from(Library {
-                call: "Communicator::join_within",
-                message: format!(
-                    "needs NCCL 2.18 or newer (ncclCommSplit); this process loaded {}.{}.{}",
-                    loaded / 10000,
-                    loaded / 100 % 100,
-                    loaded % 100
-                ),
-            }));
-        }
+        require_split("Communicator::join_within")?;
         let _bound = context.bind()?;
         // On the heap, and leaked unless the member is made: NCCL may write the split's
         // new communicator (and read the configs) from its own thread until the split
