@@ -6,9 +6,10 @@
 //! second uses every visible GPU, up to eight. Without a CUDA device these tests are
 //! reported as ignored; without NCCL they fail, naming it.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use gpu_tests::nccl_ranks::{exclusive, rank_count, rank_input};
+use gpu_tests::nccl_ranks::{exclusive, on_ranks_joined_by, rank_count, rank_input};
 use gpu_tests::{check_eq, ensure, Failed, Rng, TestResult};
 use stream_core::nccl::{Communicator, Sum, UniqueId};
 use stream_core::{scope, Device, Error};
@@ -89,7 +90,6 @@ fn a_rank_whose_peer_never_comes_times_out() -> TestResult {
 /// rank and the size, and an all_reduce of 4099 integers matches the CPU's sum. The
 /// time each join took is printed beside a plain `join`'s (information, not a check).
 fn ranks_that_all_come_get_ordinary_members() -> TestResult {
-    let _one_at_a_time = exclusive();
     let ranks = rank_count()?;
     let seed = Rng::new().next_u64();
     let inputs: Vec<Vec<i32>> = (0..ranks)
@@ -100,65 +100,39 @@ fn ranks_that_all_come_get_ordinary_members() -> TestResult {
         .collect();
     // A plain join first: the process's first communicator pays for NCCL's own start.
     for bounded in [false, true] {
-        let id = UniqueId::new()?;
-        let results: Vec<Result<Duration, Failed>> = std::thread::scope(|threads| {
-            let handles: Vec<_> = (0..ranks)
-                .map(|rank| {
-                    let (id, inputs, expected) = (&id, &inputs, &expected);
-                    threads.spawn(move || -> Result<Duration, Failed> {
-                        let device = Device::new(rank)?;
-                        let started = Instant::now();
-                        let comm = if bounded {
-                            Communicator::join_within(
-                                &device,
-                                id,
-                                rank,
-                                ranks,
-                                Duration::from_secs(30),
-                            )?
-                        } else {
-                            Communicator::join(&device, id, rank, ranks)?
-                        };
-                        let took = started.elapsed();
-                        ensure!(
-                            (comm.rank(), comm.size()) == (rank, ranks),
-                            "rank {} of {}",
-                            comm.rank(),
-                            comm.size()
-                        );
-                        comm.set_timeout(Duration::from_secs(20));
-                        let stream = device.new_stream()?;
-                        let mut got = vec![0i32; 4099];
-                        scope(&stream, |s| {
-                            let mut x = s.upload(&inputs[rank])?;
-                            s.all_reduce_in_place(&comm, &mut x, Sum)?;
-                            s.copy_to_host(&x, &mut got)?.wait()?;
-                            Ok::<_, Error>(())
-                        })?;
-                        check_eq(
-                            &format!("all_reduce, rank {rank} of {ranks}"),
-                            expected,
-                            &got,
-                        )?;
-                        Ok(took)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Failed::from("a rank panicked")))
-                })
-                .collect()
-        });
-        let mut took = Vec::new();
-        for (rank, result) in results.into_iter().enumerate() {
-            took.push(result.map_err(|e| {
-                Failed::from(format!("rank {rank}: {}", e.message().unwrap_or("failed")))
-            })?);
-        }
+        let took = Mutex::new(vec![Duration::ZERO; ranks]);
+        let join = |device: &Device, id: &UniqueId, rank, size| {
+            let started = Instant::now();
+            let comm = if bounded {
+                Communicator::join_within(device, id, rank, size, Duration::from_secs(30))
+            } else {
+                Communicator::join(device, id, rank, size)
+            };
+            took.lock().unwrap_or_else(PoisonError::into_inner)[rank] = started.elapsed();
+            comm
+        };
+        on_ranks_joined_by(ranks, join, |rank, comm, stream| {
+            ensure!(
+                (comm.rank(), comm.size()) == (rank, ranks),
+                "rank {} of {}",
+                comm.rank(),
+                comm.size()
+            );
+            let mut got = vec![0i32; 4099];
+            scope(stream, |s| {
+                let mut x = s.upload(&inputs[rank])?;
+                s.all_reduce_in_place(comm, &mut x, Sum)?;
+                s.copy_to_host(&x, &mut got)?.wait()?;
+                Ok::<_, Error>(())
+            })?;
+            check_eq(
+                &format!("all_reduce, rank {rank} of {ranks}"),
+                &expected,
+                &got,
+            )
+        })?;
         let how = if bounded { "join_within" } else { "join" };
+        let took = took.into_inner().unwrap_or_else(PoisonError::into_inner);
         println!("{how}: {ranks} rank(s) joined in {took:?}");
     }
     Ok(())

@@ -97,15 +97,25 @@ pub fn on_ranks(
     ranks: usize,
     body: impl Fn(usize, &Communicator, &Stream) -> Result<(), Failed> + Sync,
 ) -> Result<(), Failed> {
+    on_ranks_joined_by(ranks, Communicator::join, body)
+}
+
+/// [`on_ranks`] with the communicators made by `join(device, id, rank, size)` instead
+/// of `Communicator::join`.
+pub fn on_ranks_joined_by(
+    ranks: usize,
+    join: impl Fn(&Device, &UniqueId, usize, usize) -> stream_core::Result<Communicator> + Sync,
+    body: impl Fn(usize, &Communicator, &Stream) -> Result<(), Failed> + Sync,
+) -> Result<(), Failed> {
     let _one_at_a_time = exclusive();
     let id = UniqueId::new().map_err(|e| Failed::from(format!("UniqueId::new: {e}")))?;
     let results: Vec<Result<(), Failed>> = std::thread::scope(|threads| {
         let handles: Vec<_> = (0..ranks)
             .map(|rank| {
-                let body = &body;
+                let (body, join) = (&body, &join);
                 threads.spawn(move || -> Result<(), Failed> {
                     let device = Device::new(rank)?;
-                    let comm = Communicator::join(&device, &id, rank, ranks)?;
+                    let comm = join(&device, &id, rank, ranks)?;
                     // A rank whose check fails stops issuing collectives; its peers'
                     // next one then waits for it until this timeout (NCCL does not
                     // tell a peer on the same host that another rank aborted), so keep
