@@ -38,6 +38,7 @@ fn main() {
             a_communicator_of_another_device_is_device_mismatch,
             a_rank_killed_mid_collective_ends_in_an_err_not_a_hang,
             ranks_given_one_gpu_each_by_cuda_visible_devices_use_it,
+            ranks_that_leave_right_after_joining_exit_cleanly,
         ]),
         GpuStatus::Present(n) => eprintln!(
             "test_nccl_errors: {n} CUDA device(s): the two-GPU tests \
@@ -300,6 +301,28 @@ fn two_ranks(
     Ok([zero, one])
 }
 
+/// Two processes join (through `World`, which makes its members within the rendezvous
+/// timeout: `join_within`, whose parent communicator is aborted on a thread of its own
+/// for up to a second) and leave at once, three times each way: dropping the member,
+/// and exiting with it alive (`std::process::exit`, no destructor runs). Both must exit
+/// with 0: a process that ended while that abort ran was killed by SIGSEGV.
+fn ranks_that_leave_right_after_joining_exit_cleanly() -> TestResult {
+    let _one_at_a_time = exclusive();
+    for round in 0..3 {
+        for mode in ["join_then_drop", "join_then_exit"] {
+            let ranks = two_ranks(mode, |_| Vec::new())?;
+            for (r, out) in ranks.iter().enumerate() {
+                ensure!(
+                    out.status.success(),
+                    "{mode}, round {round}: rank {r} failed.\n{out}"
+                );
+                out.expect("joined", "true")?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Two processes, ranks 0 and 1 on GPUs 0 and 1; rank 1 dies after the first
 /// all_reduce, while its second is queued. Rank 0's scope must end with an `Err`
 /// within the communicator's timeout (10 s here), not hang.
@@ -399,6 +422,8 @@ fn child(mode: &str) -> i32 {
     let result = match mode {
         "killed_rank" => killed_rank_child(),
         "join_and_reduce" => join_and_reduce_child(),
+        "join_then_drop" => join_then_leave_child(Leave::Drop),
+        "join_then_exit" => join_then_leave_child(Leave::Exit),
         other => Err(format!("unknown child mode {other}").into()),
     };
     match result {
@@ -446,6 +471,31 @@ fn killed_rank_child() -> TestResult {
     );
     if let Err(e) = &second {
         println!("second_error = {e}");
+    }
+    Ok(())
+}
+
+/// How [`join_then_leave_child`] leaves.
+enum Leave {
+    /// Drops the member, then returns (the child's `main` exits).
+    Drop,
+    /// Exits the process with the member alive.
+    Exit,
+}
+
+/// Joins the world from the environment, prints `joined = true`, and leaves at once.
+fn join_then_leave_child(leave: Leave) -> TestResult {
+    let world = World::from_env()?;
+    let device = world.device()?;
+    let comm = world.communicator(&device)?;
+    println!("joined = true");
+    match leave {
+        Leave::Drop => drop(comm),
+        Leave::Exit => {
+            use std::io::Write;
+            std::io::stdout().flush()?;
+            std::process::exit(0);
+        }
     }
     Ok(())
 }

@@ -69,7 +69,7 @@
 //!
 //! | folder      | unsafe blocks | what they prove |
 //! |-------------|---------------|-----------------|
-//! | `driver/`   | 136 | the driver's own rules for each raw call (24 of them NCCL's, in `driver/nccl.rs` and `driver/nccl_join.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool) |
+//! | `driver/`   | 137 | the driver's own rules for each raw call (25 of them NCCL's, in `driver/nccl.rs` and `driver/nccl_join.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool) |
 //! | `memory/`   | 10 | byte views of element slices; `DeviceVec`'s blocking copies, its free; a buffer's stream-ordered free; an open scope's registration |
 //! | `host/`     | 21 | pinned memory as slices; staged copies' DMAs, rings, copy-out thread and streaming stores; the calibration's trial copies (their device memory and its free) |
 //! | `kernel/`   | 1  | a module unloaded only when no kernel of it can run |

@@ -144,6 +144,10 @@ pub(crate) struct CommControl {
     context: Arc<PrimaryContext>,
     /// Set by [`abort`](Self::abort) (NCCL has then freed the communicator).
     aborted: AtomicBool,
+    /// What to wait for before this communicator is destroyed (not before an abort,
+    /// which may come when a peer died): for one made by `join_within`, the abort of its
+    /// parent on a thread of its own (`nccl_join::wait_for_parent_aborts`).
+    before_destroy: Option<fn()>,
 }
 
 // SAFETY: `comm` is only passed to `ncclCommGetAsyncError` and `ncclCommAbort`, which
@@ -212,6 +216,9 @@ impl Drop for CommControl {
             self.abort();
             return;
         }
+        if let Some(wait) = self.before_destroy {
+            wait();
+        }
         let _bound = self.context.bind();
         // SAFETY: `self.comm` is a live communicator, destroyed once, here, by the last
         // reference. Every operation on it was enqueued on a scope's stream, and the
@@ -233,11 +240,22 @@ pub(crate) struct RawComm {
 
 impl RawComm {
     pub(super) fn made(comm: sys::ncclComm_t, context: &Arc<PrimaryContext>) -> Self {
+        Self::owning(comm, context, None)
+    }
+
+    /// `comm`, a made communicator nothing else uses, on the device of `context`, which
+    /// runs `before_destroy` before it is destroyed.
+    pub(super) fn owning(
+        comm: sys::ncclComm_t,
+        context: &Arc<PrimaryContext>,
+        before_destroy: Option<fn()>,
+    ) -> Self {
         RawComm {
             control: Arc::new(CommControl {
                 comm,
                 context: Arc::clone(context),
                 aborted: AtomicBool::new(false),
+                before_destroy,
             }),
             _not_sync: std::marker::PhantomData,
         }

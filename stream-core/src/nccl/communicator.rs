@@ -125,6 +125,12 @@ impl Communicator {
     /// communicator; the first pays for NCCL's own start either way). Needs NCCL 2.18 or
     /// newer ([`Error::Library`] before).
     ///
+    /// That abort took up to a second on rank 0 (0.1 ms on rank 1), and must not run
+    /// beside NCCL's or the driver's teardown (a process that exited during it was
+    /// killed by SIGSEGV): dropping the member, and the process's exit, wait for it,
+    /// for at most five seconds (an abort whose peer died may never finish; it is left
+    /// running then). A member dropped after it finished waits for nothing.
+    ///
     /// ```no_run
     /// use std::time::Duration;
     /// use stream_core::{nccl::{Communicator, UniqueId}, Device, Error};
