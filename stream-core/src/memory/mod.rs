@@ -4,7 +4,7 @@
 //! one out-of-memory recovery every allocation shares).
 //!
 //! Owns: `DeviceRepr`, the brand, `RawSlice`, `DeviceSlice(Mut)`, the sealed
-//! `DeviceMemory(Mut)` traits, `DeviceBuffer`, `DeviceVec`, `DeviceMemoryStats`, the
+//! `DeviceMemory(Mut)` traits, `StreamRange` (bytes lent to one stream's work), `DeviceBuffer`, `DeviceVec`, `DeviceMemoryStats`, the
 //! registry of scopes open on each thread (for the out-of-memory retry). Uses:
 //! `driver/`, `device/`, `error`.
 
@@ -13,6 +13,7 @@ mod buffer;
 mod device_vec;
 mod pool;
 mod repr;
+mod stream_range;
 pub(crate) mod view;
 
 pub use buffer::DeviceBuffer;
@@ -21,4 +22,5 @@ pub use pool::DeviceMemoryStats;
 pub(crate) use pool::LazyOpenScope;
 pub use repr::DeviceRepr;
 pub(crate) use repr::{as_bytes, as_bytes_mut, value_bytes};
+pub(crate) use stream_range::StreamRange;
 pub use view::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};

@@ -14,7 +14,7 @@ use crate::driver::memory::{copy_device_to_device, copy_device_to_host, copy_hos
 use crate::error::{byte_len, Error, Result};
 use crate::host::staging::{self, detection::is_pageable, StagedDownload};
 use crate::memory::{
-    as_bytes, as_bytes_mut, DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr,
+    as_bytes, as_bytes_mut, DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr, StreamRange,
 };
 use crate::scope::{Pending, Scope};
 use crate::sealed::TOKEN;
@@ -47,35 +47,25 @@ impl<'s, 'env> Scope<'s, 'env> {
         src: &'env [T],
         dst: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
-        let dst = dst.raw(TOKEN);
-        Error::check_lengths("copy_to_device", src.len(), dst.len)?;
-        if dst.len == 0 {
+        Error::check_lengths("copy_to_device", src.len(), dst.raw(TOKEN).len)?;
+        if src.is_empty() {
             return Ok(());
         }
         let (stream, src_bytes) = (&self.stream.raw, as_bytes(src));
         self.bound_pageable_copy(src_bytes)?;
+        let dst = StreamRange::writable(&self.token, dst);
         let bytes = Some(src_bytes.len() as u64);
         self.traced("copy_to_device", Category::Copy, bytes, || {
-            // SAFETY: `dst` is device memory of `src.len()` elements of `T` (as many bytes as
-            // `src_bytes`) valid on this scope's stream: branded `'s`, borrowed for the call
-            // (mutably, so no other work of this scope touches it), and any free of it is
-            // ordered after this copy on the same stream. The stream is the device's.
-            let staged = unsafe {
-                staging::try_upload(
-                    stream,
-                    &self.device().inner,
-                    src_bytes,
-                    dst.ptr,
-                    self.chunk_trace(),
-                )
-            }?;
-            if staged {
+            if staging::try_upload(dst, src_bytes, self.chunk_trace())? {
                 return Ok(());
             }
-            // SAFETY: `dst` as above. `src` is borrowed for `'env`, so it is neither written
-            // nor freed before the outermost scope synchronises its stream, which (directly,
-            // or through the event joins of forks) is ordered after this copy.
-            unsafe { copy_host_to_device(dst.ptr, src_bytes.as_ptr(), src_bytes.len(), stream) }
+            // SAFETY: `dst` is as many bytes as `src_bytes` (the lengths checked above),
+            // lent to this scope's stream, `stream`, for writing while its borrow lasts
+            // (`StreamRange::writable`: branded `'s`, borrowed mutably for the call). `src`
+            // is borrowed for `'env`, so it is neither written nor freed before the
+            // outermost scope synchronises its stream, which (directly, or through the event
+            // joins of forks) is ordered after this copy.
+            unsafe { copy_host_to_device(dst.ptr(), src_bytes.as_ptr(), src_bytes.len(), stream) }
         })
     }
 
@@ -98,8 +88,8 @@ impl<'s, 'env> Scope<'s, 'env> {
         src: &impl DeviceMemory<'s, T>,
         dst: &'env mut [T],
     ) -> Result<Pending<'s, &'env mut [T]>> {
-        let src = src.raw(TOKEN);
-        Error::check_lengths("copy_to_host", src.len, dst.len())?;
+        Error::check_lengths("copy_to_host", src.raw(TOKEN).len, dst.len())?;
+        let src = StreamRange::readable(&self.token, src);
         let dst = match Pending::of_empty(dst) {
             Ok(nothing_to_copy) => return Ok(nothing_to_copy),
             Err(dst) => dst,
@@ -107,16 +97,11 @@ impl<'s, 'env> Scope<'s, 'env> {
         let bytes = Some(as_bytes(dst).len() as u64);
         self.traced("copy_to_host", Category::Copy, bytes, || {
             let stream = &self.stream.raw;
-            let device = &self.stream.device.inner;
-            // SAFETY: `src` is device memory of `dst.len()` elements (as many bytes as `dst`)
-            // valid on this scope's stream now: branded `'s`, borrowed for the call, any free
-            // ordered after this point of the stream. `dst` is borrowed mutably for `'env` and
-            // moved into the `Pending` below, which no one can read before the job is done
-            // (`wait`), and the job is registered with this scope's outstanding copy-outs,
-            // which the outermost scope waits for before `'env` ends; any bytes are valid `T`s.
-            let started = unsafe {
-                staging::start_staged_download(stream, device, src.ptr, as_bytes_mut(dst))
-            }?;
+            // SAFETY: `dst` is borrowed mutably for `'env` and moved into the `Pending`
+            // below, which no one can read before the job is done (`wait`), and the job is
+            // registered with this scope's outstanding copy-outs, which the outermost scope
+            // waits for before `'env` ends; any bytes are valid `T`s.
+            let started = unsafe { staging::start_staged_download(src, as_bytes_mut(dst)) }?;
             match started {
                 StagedDownload::Started(job) => {
                     self.outstanding.push(job.clone());
@@ -127,18 +112,7 @@ impl<'s, 'env> Scope<'s, 'env> {
                 StagedDownload::NotStaged => {}
                 StagedDownload::NoSnapshot => {
                     self.bound_pageable_copy(as_bytes(dst))?;
-                    // SAFETY: as above, for the synchronous staged path, which returns only
-                    // once every byte of `dst` is written.
-                    let staged = unsafe {
-                        staging::try_download(
-                            stream,
-                            device,
-                            src.ptr,
-                            as_bytes_mut(dst),
-                            self.chunk_trace(),
-                        )
-                    }?;
-                    if staged {
+                    if staging::try_download(src, as_bytes_mut(dst), self.chunk_trace())? {
                         // SAFETY: every byte of `dst` was written by the host copies of the
                         // staged pipeline, which returned; its DMAs went into pinned staging
                         // blocks, never into `dst`.
@@ -150,14 +124,16 @@ impl<'s, 'env> Scope<'s, 'env> {
             let context = &self.stream.device.inner.context;
             Pending::after(context, self.outstanding, stream, dst, |stream, dst| {
                 let dst = as_bytes_mut(dst);
-                // SAFETY: `src` as above, and the copy is enqueued on `stream`, the scope's,
+                // SAFETY: `src` is as many bytes as `dst` (the lengths checked above), lent
+                // to this scope's stream, `stream`, for reading (`StreamRange::readable`:
+                // branded `'s`, borrowed for the call), and the copy is enqueued on it,
                 // after which `Pending::after` records its event. `dst` is borrowed mutably
                 // for `'env`: no host code can read, write, move or free it until
                 // `Pending::wait` has synchronised on that event, or the outermost scope has
                 // synchronised its stream, which is ordered after this copy (directly, or
                 // through fork joins). Any bytes the DMA writes are a valid `T`
                 // (`T: DeviceRepr`).
-                unsafe { copy_device_to_host(dst.as_mut_ptr(), src.ptr, dst.len(), stream) }
+                unsafe { copy_device_to_host(dst.as_mut_ptr(), src.ptr(), dst.len(), stream) }
             })
         })
     }

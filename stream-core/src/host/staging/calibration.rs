@@ -46,7 +46,7 @@
 //! copy; [`calibrate_staging`] runs it eagerly (at startup, say), and
 //! [`staging_calibration`] says what it measured.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::config::{StagingConfig, DEFAULT_CHUNK};
@@ -260,13 +260,13 @@ pub fn calibrate_staging_on(device: &Device) -> Option<StagingCalibration> {
 }
 
 /// The calibration for a staged copy to or from `device` (run now if it has not run).
-pub(crate) fn calibrate_for(device: &DeviceInner) -> Option<StagingCalibration> {
+pub(crate) fn calibrate_for(device: &Arc<DeviceInner>) -> Option<StagingCalibration> {
     calibrate_with(Some(device))
 }
 
 /// The process's calibration: run once, with real staged copies to `device` when one is
 /// given and they can be set up, else with the host half alone.
-fn calibrate_with(device: Option<&DeviceInner>) -> Option<StagingCalibration> {
+fn calibrate_with(device: Option<&Arc<DeviceInner>>) -> Option<StagingCalibration> {
     CALIBRATION
         .get_or_init(|| {
             if !enabled() {

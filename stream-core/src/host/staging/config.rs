@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::memcpy;
 use crate::device::DeviceInner;
@@ -185,7 +185,7 @@ fn process_config() -> StagingConfig {
 /// `device`) with the [calibration](super::calibration)'s threads and chunk size when it
 /// is the machine's default (no [`set_staging_config`], no [`with_staging_config`] on
 /// this thread): runs the calibration the first time, with staged copies to `device`.
-pub(super) fn tuned(config: StagingConfig, device: &DeviceInner) -> StagingConfig {
+pub(super) fn tuned(config: StagingConfig, device: &Arc<DeviceInner>) -> StagingConfig {
     if SET.load(Ordering::Acquire) || OVERRIDE.with(Cell::get).is_some() {
         return config;
     }

@@ -42,7 +42,7 @@ use crate::driver::event::RawEvent;
 use crate::driver::memory::{copy_device_to_device, free_async};
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
-use crate::host::pinned_pool::PinnedPool;
+use crate::memory::StreamRange;
 
 /// A staged download in flight: wait for it, or ask whether it is done. Cloned into the
 /// `Pending` and into the scope's [`Outstanding`] list.
@@ -123,34 +123,31 @@ struct Job {
 // the device handle and the event are `Send`. Nothing else touches them meanwhile.
 unsafe impl Send for Job {}
 
-/// Starts a staged download of `dst.len()` bytes from device memory at `src` into `dst`
-/// and returns its job, or `Ok(None)` when the caller should take another path (the
-/// copy is below the threshold, `dst` is pinned, or the snapshot does not fit).
+/// Starts a staged download of `len` bytes from `src` (the snapshot copy is enqueued on
+/// its stream now; later work may do anything with it) into `dst` and returns its job,
+/// or `Ok(None)` when the caller should take another path (the snapshot does not fit).
 ///
 /// # Safety
 ///
-/// * `src` is device memory of `len` bytes valid on `stream` for this call (the
-///   snapshot copy is enqueued on it now; later work may do anything with `src`), and
-///   `stream` is a stream of `device`.
-/// * `dst..dst + len` is host memory valid for writes, in which any bytes are valid
-///   values, that nothing reads, writes, moves or frees until the returned job is done
-///   (its `wait` returned): the caller keeps it borrowed and registers the job with
-///   the scope that owns the borrow.
+/// `dst..dst + len` is host memory valid for writes, in which any bytes are valid
+/// values, that nothing reads, writes, moves or frees until the returned job is done
+/// (its `wait` returned): the caller keeps it borrowed and registers the job with the
+/// scope that owns the borrow.
 pub(crate) unsafe fn start_download(
-    stream: &RawStream,
-    device: &Arc<DeviceInner>,
-    src: sys::CUdeviceptr,
+    src: StreamRange<'_>,
     dst: *mut u8,
     len: usize,
     config: StagingConfig,
 ) -> Result<Option<DownloadJob>> {
+    Error::check_lengths("a staged download", len, src.len())?;
+    let (stream, device) = (src.stream(), src.device());
     let Ok(snapshot) = device.alloc_async(stream, len) else {
         return Ok(None);
     };
-    // SAFETY: `src` is `len` bytes of device memory valid on `stream` now (the contract);
-    // `snapshot` is `len` bytes just allocated on `stream`, used by nothing else; they are
-    // distinct allocations.
-    let copied = unsafe { copy_device_to_device(snapshot, src, len, stream) };
+    // SAFETY: `src` is `len` bytes (checked) lent to `stream`'s work, which this copy
+    // is; `snapshot` is `len` bytes just allocated on `stream`, used by nothing else;
+    // they are distinct allocations.
+    let copied = unsafe { copy_device_to_device(snapshot, src.ptr(), len, stream) };
     let ready = copied.and_then(|()| {
         let ready = RawEvent::new(&device.context)?;
         ready.record(stream)?;
@@ -214,11 +211,12 @@ fn copy_out(job: Job) -> Result<()> {
     let stream = streams.take(&device)?;
     let outcome = (|| {
         stream.wait(&ready)?;
-        let pool = PinnedPool::of(&device);
         // SAFETY: the snapshot is `len` bytes allocated stream-ordered on the scope's
-        // stream and filled before `ready`, which `stream` now waits for; nothing but this
-        // job uses it until the free below, enqueued on `stream` after every DMA of it.
-        let ring = unsafe { CudaRing::new(&stream, pool, snapshot, len, config) }?;
+        // stream and filled before `ready`, which `stream`, an internal stream of the
+        // same device, now waits for; nothing but this job uses it until the free below,
+        // enqueued on `stream` after every DMA of it.
+        let snapshot_range = unsafe { StreamRange::new(snapshot, len, &stream, &device) };
+        let ring = CudaRing::new(snapshot_range, config)?;
         let Some((mut ring, config)) = ring else {
             return Err(Error::HostOutOfMemory {
                 requested: config.chunk_bytes,

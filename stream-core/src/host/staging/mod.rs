@@ -111,14 +111,8 @@ mod ring;
 pub(crate) mod stripe;
 mod trials;
 
-use std::sync::Arc;
-
-use cudarc::driver::sys;
-
-use crate::device::DeviceInner;
-use crate::driver::stream::RawStream;
-use crate::error::Result;
-use crate::host::pinned_pool::PinnedPool;
+use crate::error::{Error, Result};
+use crate::memory::StreamRange;
 use crate::trace::ChunkTrace;
 use config::{staging_config, tuned, StagingConfig, STAGED};
 use detection::is_pageable;
@@ -134,20 +128,12 @@ enum Direction {
 }
 
 /// The ring for a staged copy of `host` (pageable memory of at least the direction's
-/// threshold) to or from the device range `device_ptr`, or `None` when the copy should
-/// take the driver's direct path. Binds the device's context for the lookups.
-///
-/// # Safety
-///
-/// `device_ptr` is device memory of `host.len()` bytes valid on `stream` for this copy
-/// (no other work touches it meanwhile, except reads for an upload; any later use or
-/// free is stream-ordered after it), and `stream` is a stream of `device`.
-unsafe fn staged_ring<'p>(
+/// threshold) to or from `range`, or `None` when the copy should take the driver's
+/// direct path. Binds the range's device's context for the lookups.
+fn staged_ring<'p>(
     direction: Direction,
-    stream: &'p RawStream,
-    device: &DeviceInner,
+    range: StreamRange<'p>,
     host: &[u8],
-    device_ptr: sys::CUdeviceptr,
 ) -> Result<Option<(CudaRing<'p>, StagingConfig)>> {
     let config = staging_config();
     let threshold = match direction {
@@ -157,36 +143,24 @@ unsafe fn staged_ring<'p>(
     if host.len() < threshold.max(1) {
         return Ok(None);
     }
+    Error::check_lengths("a staged copy", host.len(), range.len())?;
+    let device = range.device();
     let _bound = device.bind()?;
     if !is_pageable(host) {
         return Ok(None);
     }
-    let config = tuned(config, device);
-    let pool = PinnedPool::of(device);
-    // SAFETY: this function's own contract: the device range is valid on `stream` for
-    // this copy, a stream of `device`, whose pool `pool` is.
-    unsafe { CudaRing::new(stream, pool, device_ptr, host.len(), config) }
+    CudaRing::new(range, tuned(config, device))
 }
 
-/// Copies `src` to device memory at `dst` through staging when the configuration and
-/// the memory call for it; `Ok(false)` when the caller should copy directly.
-///
-/// # Safety
-///
-/// `dst` is device memory of `src.len()` bytes valid on `stream` for this copy (no other
-/// work touches it meanwhile; any later use or free is stream-ordered after it), and
-/// `stream` is a stream of `device`. In a traced scope, `chunks` records each chunk's
-/// DMA (on `stream`).
-pub(crate) unsafe fn try_upload<'p>(
-    stream: &'p RawStream,
-    device: &DeviceInner,
+/// Copies `src` to `dst` (as many bytes) through staging when the configuration and
+/// the memory call for it; `Ok(false)` when the caller should copy directly. In a
+/// traced scope, `chunks` records each chunk's DMA (on `dst`'s stream).
+pub(crate) fn try_upload<'p>(
+    dst: StreamRange<'p>,
     src: &[u8],
-    dst: sys::CUdeviceptr,
     chunks: Option<ChunkTrace<'p>>,
 ) -> Result<bool> {
-    // SAFETY: this function's own contract.
-    let ring = unsafe { staged_ring(Direction::Upload, stream, device, src, dst) }?;
-    let Some((mut ring, config)) = ring else {
+    let Some((mut ring, config)) = staged_ring(Direction::Upload, dst, src)? else {
         return Ok(false);
     };
     ring.record_chunks(chunks);
@@ -205,25 +179,22 @@ pub(crate) enum StagedDownload {
     NoSnapshot,
 }
 
-/// Starts a staged download of `len` bytes from device memory at `src` into `dst` that
-/// returns at once (see [`download`]), when the configuration and the memory call for
-/// staging.
+/// Starts a staged download of `src` into `dst` (as many bytes) that returns at once
+/// (see [`download`]), when the configuration and the memory call for staging.
 ///
 /// # Safety
 ///
-/// As [`download::start_download`]: `src` is `len` bytes of device memory valid on
-/// `stream` now, a stream of `device`; `dst..dst + len` is host memory valid for writes,
-/// in which any bytes are valid, that nothing else touches until a returned job is done.
+/// As [`download::start_download`]'s host side: `dst` is host memory in which any
+/// bytes are valid, that nothing else touches until a returned job is done.
 pub(crate) unsafe fn start_staged_download(
-    stream: &RawStream,
-    device: &Arc<DeviceInner>,
-    src: sys::CUdeviceptr,
+    src: StreamRange<'_>,
     dst: &mut [u8],
 ) -> Result<StagedDownload> {
     let config = staging_config();
     if dst.len() < config.download_threshold.max(1) {
         return Ok(StagedDownload::NotStaged);
     }
+    let device = src.device();
     {
         let _bound = device.bind()?;
         if !is_pageable(dst) {
@@ -233,31 +204,22 @@ pub(crate) unsafe fn start_staged_download(
     let config = tuned(config, device);
     let (dst_ptr, len) = (dst.as_mut_ptr(), dst.len());
     // SAFETY: this function's own contract.
-    let job = unsafe { download::start_download(stream, device, src, dst_ptr, len, config) }?;
+    let job = unsafe { download::start_download(src, dst_ptr, len, config) }?;
     Ok(match job {
         Some(job) => StagedDownload::Started(job),
         None => StagedDownload::NoSnapshot,
     })
 }
 
-/// Copies device memory at `src` into `dst` through staging when the configuration and
+/// Copies `src` into `dst` (as many bytes) through staging when the configuration and
 /// the memory call for it; `Ok(false)` when the caller should copy directly. On
 /// `Ok(true)` every byte of `dst` has been written.
-///
-/// # Safety
-///
-/// `src` is device memory of `dst.len()` bytes valid on `stream` for this copy (no other
-/// work writes it meanwhile), and `stream` is a stream of `device`.
-pub(crate) unsafe fn try_download<'p>(
-    stream: &'p RawStream,
-    device: &DeviceInner,
-    src: sys::CUdeviceptr,
+pub(crate) fn try_download<'p>(
+    src: StreamRange<'p>,
     dst: &mut [u8],
     chunks: Option<ChunkTrace<'p>>,
 ) -> Result<bool> {
-    // SAFETY: this function's own contract.
-    let ring = unsafe { staged_ring(Direction::Download, stream, device, dst, src) }?;
-    let Some((mut ring, config)) = ring else {
+    let Some((mut ring, config)) = staged_ring(Direction::Download, src, dst)? else {
         return Ok(false);
     };
     ring.record_chunks(chunks);

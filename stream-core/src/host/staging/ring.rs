@@ -2,14 +2,13 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys;
-
 use super::config::{StagingConfig, PENDING_CAP_RINGS};
 use super::pipeline::Dma;
 use crate::driver::memory::{copy_device_to_host, copy_host_to_device};
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
 use crate::host::pinned_pool::{Block, PinnedPool};
+use crate::memory::StreamRange;
 use crate::trace::ChunkTrace;
 
 /// The ring of pool blocks of one staged copy, and the device range it copies to or
@@ -19,8 +18,8 @@ pub(super) struct CudaRing<'p> {
     stream: &'p RawStream,
     /// The pinned pool of the stream's device, where the blocks come from.
     pool: Arc<PinnedPool>,
-    device: sys::CUdeviceptr,
-    device_len: usize,
+    /// The device bytes copied to or from, lent to `stream`'s work.
+    range: StreamRange<'p>,
     /// `None` for a slot whose block was abandoned after a failure.
     blocks: Vec<Option<Block>>,
     /// Where each chunk's DMA is recorded, in a traced scope.
@@ -28,23 +27,16 @@ pub(super) struct CudaRing<'p> {
 }
 
 impl<'p> CudaRing<'p> {
-    /// Takes the ring's blocks from `pool` (one per chunk, at most `ring_blocks`) and
-    /// returns the ring with the effective configuration, its `ring_blocks` the number
-    /// of blocks taken. `Ok(None)` when not even one block can be page-locked: the
-    /// caller then copies directly, which needs no pinned memory of ours.
-    ///
-    /// # Safety
-    ///
-    /// `device..device + device_len` is device memory valid on `stream` for the whole
-    /// copy: allocated, touched by no other work meanwhile, any later use or free
-    /// ordered after the copy on `stream`. `pool` is the pool of `stream`'s device.
-    pub(super) unsafe fn new(
-        stream: &'p RawStream,
-        pool: Arc<PinnedPool>,
-        device: sys::CUdeviceptr,
-        device_len: usize,
+    /// Takes the ring's blocks from the pinned pool of `range`'s device (one per chunk,
+    /// at most `ring_blocks`) and returns the ring with the effective configuration, its
+    /// `ring_blocks` the number of blocks taken. `Ok(None)` when not even one block can
+    /// be page-locked: the caller then copies directly, which needs no pinned memory of
+    /// ours.
+    pub(super) fn new(
+        range: StreamRange<'p>,
         config: StagingConfig,
     ) -> Result<Option<(Self, StagingConfig)>> {
+        let (stream, device_len) = (range.stream(), range.len());
         let mut config = config.effective();
         let wanted = device_len
             .div_ceil(config.chunk_bytes)
@@ -52,9 +44,8 @@ impl<'p> CudaRing<'p> {
         let cap = config.ring_blocks * PENDING_CAP_RINGS;
         let mut ring = CudaRing {
             stream,
-            pool,
-            device,
-            device_len,
+            pool: PinnedPool::of(range.device()),
+            range,
             blocks: Vec::with_capacity(wanted),
             chunks: None,
         };
@@ -97,14 +88,14 @@ impl<'p> CudaRing<'p> {
     /// Checks that a DMA of `len` bytes at `offset` stays inside the device range and
     /// inside block `slot`.
     fn check(&mut self, slot: usize, offset: usize, len: usize) -> Result<()> {
-        let end = offset.checked_add(len).filter(|&e| e <= self.device_len);
+        let end = offset.checked_add(len).filter(|&e| e <= self.range.len());
         let fits = self.block(slot)?.size() >= len;
         match end {
             Some(_) if fits => Ok(()),
             _ => Err(Error::from(crate::error::OutOfRange {
                 start: offset,
                 end: offset.saturating_add(len),
-                len: self.device_len,
+                len: self.range.len(),
             })),
         }
     }
@@ -148,11 +139,17 @@ impl Dma for CudaRing<'_> {
 
     fn to_device(&mut self, slot: usize, offset: usize, len: usize) -> Result<()> {
         self.check(slot, offset, len)?;
-        let (stream, dst) = (self.stream, self.device + offset as u64);
+        if !self.range.is_writable() {
+            return Err(Error::from(crate::error::Library {
+                call: "staged upload",
+                message: "the device range was lent for reading only".to_owned(),
+            }));
+        }
+        let (stream, dst) = (self.stream, self.range.ptr() + offset as u64);
         let src = self.block(slot)?.ptr().as_ptr();
-        // SAFETY: `dst..dst + len` lies in the device range (checked above), which the
-        // caller of `CudaRing::new` guarantees is device memory valid on `stream` for this
-        // copy. `src` is the block's first `len <= size` bytes (checked), just written by
+        // SAFETY: `dst..dst + len` lies in the device range (checked above), a writable
+        // `StreamRange` lent to `stream`'s work for `'p`, which this ring lives in, and
+        // this copy is enqueued on `stream`. `src` is the block's first `len <= size` bytes (checked), just written by
         // the host copy, which returned before this call; the block stays allocated and
         // unwritten until the event recorded below reports this DMA complete (the pool
         // hands out, and frees, only idle blocks).
@@ -166,11 +163,11 @@ impl Dma for CudaRing<'_> {
 
     fn to_host(&mut self, slot: usize, offset: usize, len: usize) -> Result<()> {
         self.check(slot, offset, len)?;
-        let (stream, src) = (self.stream, self.device + offset as u64);
+        let (stream, src) = (self.stream, self.range.ptr() + offset as u64);
         let dst = self.block(slot)?.ptr().as_ptr();
-        // SAFETY: `src..src + len` lies in the device range (checked above), which the
-        // caller of `CudaRing::new` guarantees is device memory valid on `stream` for this
-        // copy. `dst` is the block's first `len <= size` bytes (checked), idle (the
+        // SAFETY: `src..src + len` lies in the device range (checked above), a
+        // `StreamRange` lent to `stream`'s work for `'p`, which this ring lives in, and
+        // this copy is enqueued on `stream`. `dst` is the block's first `len <= size` bytes (checked), idle (the
         // pipeline called `idle_block` first); the host reads it only after waiting for
         // the event recorded below, and the pool neither hands out nor frees it before
         // that event completed. Any bytes are valid in a byte buffer.

@@ -19,7 +19,7 @@ use crate::device::DeviceInner;
 use crate::driver::memory::free_async;
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
-use crate::host::pinned_pool::PinnedPool;
+use crate::memory::StreamRange;
 
 /// Runs one candidate setting's trial.
 pub(crate) trait Trials {
@@ -126,11 +126,10 @@ impl Dma for HostOnly {
 /// benchmark times a user's copy); each download to the return of its pipeline, which
 /// returns once every byte is in the pageable memory.
 pub(crate) struct ComposedTrials<'d> {
-    device: &'d DeviceInner,
+    device: &'d Arc<DeviceInner>,
     streams: Arc<StagingStreams>,
     /// `Some` until dropped.
     stream: Option<RawStream>,
-    pool: Arc<PinnedPool>,
     /// `user.len()` bytes of device memory, allocated on `stream`, used only by this
     /// trial's DMAs on `stream`, freed on `stream` when the trials are dropped.
     scratch: sys::CUdeviceptr,
@@ -143,7 +142,11 @@ pub(crate) struct ComposedTrials<'d> {
 impl<'d> ComposedTrials<'d> {
     /// Trials of `bytes` on `device`: an internal stream, `bytes` of device memory and of
     /// pageable memory. The device's context is bound while this runs.
-    pub(crate) fn new(device: &'d DeviceInner, bytes: usize, upload_tail: usize) -> Result<Self> {
+    pub(crate) fn new(
+        device: &'d Arc<DeviceInner>,
+        bytes: usize,
+        upload_tail: usize,
+    ) -> Result<Self> {
         let _bound = device.bind()?;
         let user = filled(bytes, 0x5A)?;
         let streams = StagingStreams::of(device);
@@ -159,7 +162,6 @@ impl<'d> ComposedTrials<'d> {
             device,
             streams,
             stream: Some(stream),
-            pool: PinnedPool::of(device),
             scratch,
             user,
             upload_tail,
@@ -172,7 +174,6 @@ impl Trials for ComposedTrials<'_> {
         let ComposedTrials {
             device,
             stream,
-            pool,
             scratch,
             user,
             upload_tail,
@@ -185,10 +186,11 @@ impl Trials for ComposedTrials<'_> {
             message: "the trial's stream is gone".to_owned(),
         }))?;
         let ring = |config| {
-            // SAFETY: `scratch` is `bytes` of device memory allocated on `stream` (in
-            // `new`), used by nothing but these trials' DMAs, all on `stream`, and freed
-            // on `stream` after them (`Drop`); `pool` is the pool of `stream`'s device.
-            let ring = unsafe { CudaRing::new(stream, Arc::clone(pool), *scratch, bytes, config) }?;
+            // SAFETY: `scratch` is `bytes` of device memory allocated on `stream`, an
+            // internal stream of `device` (in `new`), used by nothing but these trials'
+            // DMAs, all on `stream`, and freed on `stream` after them (`Drop`).
+            let scratch = unsafe { StreamRange::new(*scratch, bytes, stream, device) };
+            let ring = CudaRing::new(scratch, config)?;
             ring.ok_or(Error::HostOutOfMemory {
                 requested: config.chunk_bytes,
             })
