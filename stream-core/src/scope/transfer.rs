@@ -51,7 +51,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         if src.is_empty() {
             return Ok(());
         }
-        let (stream, src_bytes) = (&self.stream.raw, as_bytes(src));
+        let src_bytes = as_bytes(src);
         self.bound_pageable_copy(src_bytes)?;
         let dst = StreamRange::writable(&self.token, dst);
         let bytes = Some(src_bytes.len() as u64);
@@ -59,13 +59,14 @@ impl<'s, 'env> Scope<'s, 'env> {
             if staging::try_upload(dst, src_bytes, self.chunk_trace())? {
                 return Ok(());
             }
+            let (to, len) = (dst.ptr(), src_bytes.len());
             // SAFETY: `dst` is as many bytes as `src_bytes` (the lengths checked above),
-            // lent to this scope's stream, `stream`, for writing while its borrow lasts
+            // lent to its stream, this scope's, for writing while its borrow lasts
             // (`StreamRange::writable`: branded `'s`, borrowed mutably for the call). `src`
             // is borrowed for `'env`, so it is neither written nor freed before the
             // outermost scope synchronises its stream, which (directly, or through the event
             // joins of forks) is ordered after this copy.
-            unsafe { copy_host_to_device(dst.ptr(), src_bytes.as_ptr(), src_bytes.len(), stream) }
+            unsafe { copy_host_to_device(to, src_bytes.as_ptr(), len, dst.stream()) }
         })
     }
 
