@@ -5,7 +5,6 @@ use std::sync::Arc;
 use super::config::{StagingConfig, PENDING_CAP_RINGS};
 use super::pipeline::Dma;
 use crate::driver::memory::{copy_device_to_host, copy_host_to_device};
-use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
 use crate::host::pinned_pool::{Block, PinnedPool};
 use crate::memory::StreamRange;
@@ -15,10 +14,10 @@ use crate::trace::ChunkTrace;
 /// from on `stream`. Dropping it gives the blocks back to the pool, armed with the
 /// events of their last DMA.
 pub(super) struct CudaRing<'p> {
-    stream: &'p RawStream,
     /// The pinned pool of the stream's device, where the blocks come from.
     pool: Arc<PinnedPool>,
-    /// The device bytes copied to or from, lent to `stream`'s work.
+    /// The device bytes copied to or from, lent to the work of its stream, on which
+    /// the DMAs are enqueued.
     range: StreamRange<'p>,
     /// `None` for a slot whose block was abandoned after a failure.
     blocks: Vec<Option<Block>>,
@@ -43,7 +42,6 @@ impl<'p> CudaRing<'p> {
             .min(config.ring_blocks);
         let cap = config.ring_blocks * PENDING_CAP_RINGS;
         let mut ring = CudaRing {
-            stream,
             pool: PinnedPool::of(range.device()),
             range,
             blocks: Vec::with_capacity(wanted),
@@ -103,7 +101,7 @@ impl<'p> CudaRing<'p> {
     /// Records block `slot`'s event after the DMA `enqueued` reports on, or abandons
     /// the block when the DMA's completion cannot be tracked.
     fn arm(&mut self, slot: usize, enqueued: Result<()>) -> Result<()> {
-        let stream = self.stream;
+        let stream = self.range.stream();
         let armed = enqueued.and_then(|()| self.block(slot)?.arm(stream));
         if armed.is_err() {
             // A DMA may have been enqueued that no event covers: never reuse the block.
@@ -117,7 +115,7 @@ impl<'p> CudaRing<'p> {
 
 impl Dma for CudaRing<'_> {
     fn idle_block(&mut self, slot: usize) -> Result<&mut [u8]> {
-        let context = Arc::clone(self.stream.context());
+        let context = Arc::clone(self.range.stream().context());
         let waited = self.block(slot)?.wait_idle(&context);
         if let Err(e) = waited {
             if let Some(block) = self.blocks.get_mut(slot).and_then(Option::take) {
@@ -145,14 +143,14 @@ impl Dma for CudaRing<'_> {
                 message: "the device range was lent for reading only".to_owned(),
             }));
         }
-        let (stream, dst) = (self.stream, self.range.ptr() + offset as u64);
+        let (stream, dst) = (self.range.stream(), self.range.ptr() + offset as u64);
         let src = self.block(slot)?.ptr().as_ptr();
         // SAFETY: `dst..dst + len` lies in the device range (checked above), a writable
         // `StreamRange` lent to `stream`'s work for `'p`, which this ring lives in, and
-        // this copy is enqueued on `stream`. `src` is the block's first `len <= size` bytes (checked), just written by
-        // the host copy, which returned before this call; the block stays allocated and
-        // unwritten until the event recorded below reports this DMA complete (the pool
-        // hands out, and frees, only idle blocks).
+        // this copy is enqueued on `stream`. `src` is the block's first `len <= size`
+        // bytes (checked), just written by the host copy, which returned before this
+        // call; the block stays allocated and unwritten until the event recorded below
+        // reports this DMA complete (the pool hands out, and frees, only idle blocks).
         let dma = || unsafe { copy_host_to_device(dst, src, len, stream) };
         let enqueued = match self.chunks {
             Some(chunks) => chunks.record("staged upload chunk", len, dma),
@@ -163,14 +161,14 @@ impl Dma for CudaRing<'_> {
 
     fn to_host(&mut self, slot: usize, offset: usize, len: usize) -> Result<()> {
         self.check(slot, offset, len)?;
-        let (stream, src) = (self.stream, self.range.ptr() + offset as u64);
+        let (stream, src) = (self.range.stream(), self.range.ptr() + offset as u64);
         let dst = self.block(slot)?.ptr().as_ptr();
         // SAFETY: `src..src + len` lies in the device range (checked above), a
         // `StreamRange` lent to `stream`'s work for `'p`, which this ring lives in, and
-        // this copy is enqueued on `stream`. `dst` is the block's first `len <= size` bytes (checked), idle (the
-        // pipeline called `idle_block` first); the host reads it only after waiting for
-        // the event recorded below, and the pool neither hands out nor frees it before
-        // that event completed. Any bytes are valid in a byte buffer.
+        // this copy is enqueued on `stream`. `dst` is the block's first `len <= size`
+        // bytes (checked), idle (the pipeline called `idle_block` first); the host reads it
+        // only after waiting for the event recorded below, and the pool neither hands out
+        // nor frees it before that event completed. Any bytes are valid in a byte buffer.
         let dma = || unsafe { copy_device_to_host(dst, src, len, stream) };
         let enqueued = match self.chunks {
             Some(chunks) => chunks.record("staged download chunk", len, dma),
