@@ -407,15 +407,20 @@ impl RawComm {
 }
 
 /// The first NCCL with `ncclCommSplit` (2.18.1, as `ncclGetVersion` writes it).
-pub(super) const SPLIT_SINCE: i32 = 21801;
+const SPLIT_SINCE: i32 = 21801;
+
+/// `true` when the NCCL loaded has `ncclCommSplit` (`NcclNotFound` without NCCL).
+pub(crate) fn has_split() -> Result<bool> {
+    Ok(version()? >= SPLIT_SINCE)
+}
 
 /// `Ok` when the NCCL loaded has `ncclCommSplit`, which `call` needs: else
 /// [`Error::Library`] naming `call` and the version loaded (`NcclNotFound` without NCCL).
 pub(super) fn require_split(call: &'static str) -> Result<()> {
-    let version = version()?;
-    if version >= SPLIT_SINCE {
+    if has_split()? {
         return Ok(());
     }
+    let version = version()?;
     Err(Error::from(crate::error::Library {
         call,
         message: format!(

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use cudarc::nccl::{result, sys};
 
 use super::context::PrimaryContext;
-use super::nccl::{check, nccl_error, require_split, version, RawComm, RawUniqueId, SPLIT_SINCE};
+use super::nccl::{check, nccl_error, require_split, RawComm, RawUniqueId};
 use crate::error::{Error, Library, Result};
 
 /// The first fields of NCCL's `ncclConfig_t`, as NCCL 2.14 defined it (the version that
@@ -102,12 +102,6 @@ impl Drop for Making {
         // communicator whose non-blocking creation has not finished, and it frees it.
         let _ = unsafe { result::comm_abort(self.comm) };
     }
-}
-
-/// `true` when the NCCL loaded has what [`RawComm::init_rank_within`] needs (2.18's
-/// `ncclCommSplit`); `NcclNotFound` without NCCL.
-pub(crate) fn can_bound_joins() -> Result<bool> {
-    Ok(version()? >= SPLIT_SINCE)
 }
 
 impl RawComm {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{rendezvous, slurm, Communicator, UniqueId};
 use crate::device::Device;
-use crate::driver::nccl_join::can_bound_joins;
+use crate::driver::nccl::has_split;
 use crate::error::{Error, LaunchEnvironment, Result};
 
 /// Which launcher's variables described the world.
@@ -290,8 +290,9 @@ impl World {
                 rendezvous::fetch(address, self.rank, self.size, self.timeout)?
             }
         };
-        // The wait for every rank inside NCCL is bounded too, where NCCL can (2.18).
-        if can_bound_joins()? {
+        // The wait for every rank inside NCCL is bounded too, where NCCL can: `join_within`
+        // needs 2.18's `ncclCommSplit`.
+        if has_split()? {
             Communicator::join_within(device, &id, self.rank, self.size, self.timeout)
         } else {
             Communicator::join(device, &id, self.rank, self.size)
