@@ -69,11 +69,11 @@
 //!
 //! | folder      | unsafe blocks | what they prove |
 //! |-------------|---------------|-----------------|
-//! | `driver/`   | 137 | the driver's own rules for each raw call (25 of them NCCL's, in `driver/nccl.rs` and `driver/nccl_join.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool) |
-//! | `memory/`   | 10 | byte views of element slices; `DeviceVec`'s blocking copies, its free; a buffer's stream-ordered free; an open scope's registration (a scope's memory reaches the staged copies as a `StreamRange`, made safely from its brand and borrow) |
-//! | `host/`     | 18 | pinned memory as slices; staged copies' DMAs, copy-out thread and streaming stores; the download snapshot's and the calibration's device memory (as `StreamRange`s) and their frees |
+//! | `driver/`   | 139 | the driver's own rules for each raw call (25 of them NCCL's, in `driver/nccl.rs` and `driver/nccl_join.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool) |
+//! | `memory/`   | 8  | byte views of element slices; `DeviceVec`'s blocking copies; an open scope's registration and its out-of-memory wait (a scope's memory reaches the staged copies as a `StreamRange`, made safely from its brand and borrow; stream-ordered allocations are owned `StreamOrdered` values, freed safely) |
+//! | `host/`     | 15 | pinned memory as slices; staged copies' DMAs, copy-out thread and streaming stores; the download snapshot's and the calibration's device memory (as `StreamRange`s); the pool's frees |
 //! | `kernel/`   | 1  | a module unloaded only when no kernel of it can run |
-//! | `scope/`    | 15 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
+//! | `scope/`    | 14 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
 //! | `managed/`  | 10 | host access to managed memory, attachment, migration |
 //! | `graph/`    | 13 | a capture's own scope and tokens, graph launches, held views, kernel-node arguments (a kernel's arguments carry their promise in `KernelArgs`: one block makes it, in `graph/enqueue.rs`) |
 //! | `future/`   | 4  | DMA of owned buffers, an owned scope, a `DeviceVec` of a stream-ordered allocation |

@@ -11,12 +11,14 @@
 //! back.
 
 use std::any::Any;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaSlice, CudaStream, DevicePtrMut};
 
 use super::context::{Bound, PrimaryContext};
 use super::event::RawEvent;
+use super::pool::StreamOrdered;
 use super::stream::RawStream;
 use crate::error::{DriverResultExt, Error, Result};
 
@@ -181,9 +183,22 @@ impl<'a> BoundCudarcStream<'a> {
     /// waits on the slice's read and write events on the slice's own stream, exactly as
     /// the slice's `Drop` does before its stream-ordered free. A failed wait is recorded
     /// in the context's error state (see [`take_recorded_error`](Self::take_recorded_error)).
-    /// Returns the address; the memory is the caller's to free.
-    pub(crate) fn take_allocation<T>(&self, slice: CudaSlice<T>) -> sys::CUdeviceptr {
-        slice.leak()
+    /// Returns the allocation (`None` for an empty slice, which has none), the caller's
+    /// to free; or the slice back, untouched, when its context allocates with
+    /// `cuMemAlloc` (no memory pools), whose memory is not stream-ordered.
+    pub(crate) fn take_allocation<T>(
+        &self,
+        slice: CudaSlice<T>,
+    ) -> std::result::Result<Option<StreamOrdered>, CudaSlice<T>> {
+        if !slice.context().has_async_alloc() {
+            return Err(slice);
+        }
+        // cudarc's context allocates asynchronously, so the slice's memory came from
+        // `cuMemAllocAsync` (its address is 0 only when the slice is empty).
+        let ptr = NonZeroU64::new(slice.leak());
+        // SAFETY: a stream-ordered allocation (above), not freed (the slice owned it until
+        // `leak`, which gives it up without freeing), owned by nothing else from now on.
+        Ok(ptr.map(|ptr| unsafe { StreamOrdered::adopt(ptr) }))
     }
 
     /// A `CudaSlice` on this stream owning `len` elements at `ptr`, whose write event (when

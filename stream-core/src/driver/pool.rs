@@ -1,13 +1,16 @@
 //! [`MemPool`]: a device's default stream-ordered memory pool (`cuMemAllocFromPoolAsync`),
 //! its attributes and trimming.
 
+use std::cell::Cell;
 use std::ffi::c_void;
+use std::num::NonZeroU64;
 
 use cudarc::driver::{result, sys};
 
 use super::device::DeviceId;
+use super::memory::free_async;
 use super::stream::RawStream;
-use crate::error::{DriverResultExt, Result};
+use crate::error::{DriverResultExt, Error, Result};
 
 /// The default memory pool of a device (`cuDeviceGetDefaultMemPool`). The driver owns it
 /// for the life of the process; it is never destroyed.
@@ -124,16 +127,89 @@ impl MemPool {
             .call("cuMemPoolSetAccess")
     }
 
-    /// One stream-ordered allocation of `bytes` on `stream`: usable by work on `stream`
-    /// after this point, and by other streams once ordered after it. The memory is
-    /// uninitialised. Allocating cannot break memory safety (using or freeing it can).
+    /// One stream-ordered allocation of `bytes` (more than zero) on `stream`: usable by
+    /// work on `stream` after this point, and by other streams once ordered after it.
+    /// The memory is uninitialised. Allocating cannot break memory safety (using it can).
     pub(crate) fn alloc(
         self,
         bytes: usize,
         stream: &RawStream,
-    ) -> std::result::Result<sys::CUdeviceptr, result::DriverError> {
+    ) -> std::result::Result<StreamOrdered, result::DriverError> {
         // SAFETY: a live pool and a live stream (borrowed); the call only writes the
         // new address.
-        unsafe { result::mem_pool::alloc_async(self.0, bytes, stream.raw()) }
+        let ptr = unsafe { result::mem_pool::alloc_async(self.0, bytes, stream.raw()) }?;
+        // The driver returns no null address for a successful allocation of bytes; one
+        // would be refused as the driver refuses zero bytes.
+        NonZeroU64::new(ptr)
+            .map(StreamOrdered)
+            .ok_or(result::DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE))
+    }
+}
+
+/// One stream-ordered allocation (`cuMemAllocAsync`), owned: the right to free it. It
+/// is freed once, by [`free_on`](Self::free_on); dropping it without that leaks it.
+///
+/// Freeing is safe, as a `Box`'s drop is: what needs care is the use of the memory by
+/// GPU work, and every operation that enqueues such work is an `unsafe fn` whose caller
+/// proves the memory outlives it (for the crate's owners, `DeviceBuffer` and
+/// `DeviceVec`, by freeing only in their own drop, stream-ordered on the stream their
+/// work is ordered before).
+#[must_use = "dropping a StreamOrdered leaks the allocation: free it with free_on"]
+#[derive(Debug)]
+pub(crate) struct StreamOrdered(NonZeroU64);
+
+impl StreamOrdered {
+    /// Takes ownership of the stream-ordered allocation at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is the start of a stream-ordered allocation (`cuMemAllocAsync` or
+    /// `cuMemAllocFromPoolAsync`), not freed, and owned by nothing else from now on.
+    pub(crate) unsafe fn adopt(ptr: NonZeroU64) -> Self {
+        StreamOrdered(ptr)
+    }
+
+    /// Its first byte's address.
+    #[inline(always)]
+    pub(crate) fn ptr(&self) -> sys::CUdeviceptr {
+        self.0.get()
+    }
+
+    /// Gives up ownership without freeing: the address (whoever takes it owns the
+    /// allocation; dropping it only leaks).
+    pub(crate) fn into_raw(self) -> sys::CUdeviceptr {
+        self.0.get()
+    }
+
+    /// Enqueues the free on `stream`, a live stream of the allocation's device: the
+    /// memory goes back to its pool once `stream` reaches this point. When the driver
+    /// refuses (an error, which frees nothing) the allocation is handed back with it.
+    pub(crate) fn free_on(self, stream: &RawStream) -> std::result::Result<(), (Self, Error)> {
+        // SAFETY: `self` owns the allocation (made by `MemPool::alloc` or `adopt`'s
+        // contract) and is consumed here, so it is freed once (on failure the driver freed
+        // nothing, and it is handed back). That the memory's users are done with it by
+        // the time `stream` reaches the free is their proof, not this call's: see the
+        // type's docs.
+        match unsafe { free_async(self.ptr(), stream) } {
+            Ok(()) => Ok(()),
+            Err(e) => Err((self, e)),
+        }
+    }
+
+    /// [`free_on`](Self::free_on) with `stream`'s context current
+    /// ([`PrimaryContext::run_as_current`]: a buffer may be dropped inside a scope of
+    /// another device). A free the driver refuses leaks the allocation: a drop cannot
+    /// report it.
+    ///
+    /// [`PrimaryContext::run_as_current`]: super::context::PrimaryContext::run_as_current
+    pub(crate) fn free_on_in_its_context(self, stream: &RawStream) {
+        let unfreed = Cell::new(Some(self));
+        let _ = stream.context().run_as_current(|| match unfreed.take() {
+            Some(allocation) => allocation.free_on(stream).map_err(|(allocation, e)| {
+                unfreed.set(Some(allocation));
+                e
+            }),
+            None => Ok(()),
+        });
     }
 }

@@ -19,6 +19,7 @@ use super::owned_host::{OwnedDeviceVec, OwnedHostBuffer, TOKEN};
 use super::watcher::Watcher;
 use crate::device::{Device, Stream};
 use crate::driver::memory::{copy_device_to_host, copy_host_to_device};
+use crate::driver::pool::StreamOrdered;
 use crate::error::{byte_len, Error, Result};
 use crate::host::pinned_pool::{Block, HostKind, PinnedPool};
 use crate::memory::{as_bytes, as_bytes_mut, DeviceVec};
@@ -98,16 +99,17 @@ impl Stream {
                 Some(StagingBlock::filled(device, as_bytes(host.elements(TOKEN))).map_err(Err)?)
             }
         };
-        let ptr = match bytes {
-            0 => 0,
-            _ => device.inner.alloc_async(&self.raw, bytes).map_err(Err)?,
+        let memory = match bytes {
+            0 => None,
+            _ => Some(device.inner.alloc_async(&self.raw, bytes).map_err(Err)?),
         };
-        // SAFETY: `ptr` was just allocated stream-ordered on this stream for `len`
-        // elements (or is 0 with `len == 0`), owned by no one else. The `DeviceVec` goes
+        let ptr = memory.as_ref().map_or(0, StreamOrdered::ptr);
+        // SAFETY: `memory` was just allocated stream-ordered on this stream for `len`
+        // elements (or is `None` with `len == 0`). The `DeviceVec` goes
         // into the payload below, which `Inflight` holds until the completion thread has
         // seen an event recorded after the copy complete (or leaks, if none can be
         // recorded or waited for); only then is it handed out or dropped.
-        let vec = unsafe { DeviceVec::from_stream_ordered(device, ptr, len) };
+        let vec = unsafe { DeviceVec::from_stream_ordered(device, memory, len) };
         if bytes == 0 {
             return Err(Ok((vec, host)));
         }

@@ -10,9 +10,9 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use crate::device::Device;
 use crate::driver::cudarc_bridge::{handle_kind, BoundCudarcStream, StreamHandle};
 use crate::driver::event::RawEvent;
+use crate::driver::pool::StreamOrdered;
 use crate::error::{byte_len, Error, Result};
 use crate::interop::cudarc_handles::PER_THREAD_STREAM;
-use crate::memory::view::RawSlice;
 use crate::memory::{DeviceRepr, DeviceVec};
 
 /// Why a slice of a context that allocates with `cuMemAlloc` is refused.
@@ -175,9 +175,6 @@ impl<T: DeviceRepr> DeviceVec<T> {
             Ok(None) => return Err(refused(cannot("CudaSlice", PER_THREAD_STREAM), slice)),
             Err(error) => return Err(refused(error, slice)),
         };
-        if !slice.context().has_async_alloc() {
-            return Err(refused(cannot("CudaSlice", NO_MEMORY_POOLS), slice));
-        }
         let len = slice.len();
         let checks = byte_len::<T>(len)
             .and_then(|_| {
@@ -196,7 +193,11 @@ impl<T: DeviceRepr> DeviceVec<T> {
         // cudarc gives the allocation up here, after its stream waited for the slice's
         // read and write events. From now on a failure leaks the memory: it is never
         // freed while work on it may still run.
-        let ptr = on_stream.take_allocation(slice);
+        let memory = match on_stream.take_allocation(slice) {
+            Ok(memory) => memory,
+            Err(slice) => return Err(refused(cannot("CudaSlice", NO_MEMORY_POOLS), slice)),
+        };
+        let ptr = memory.as_ref().map_or(0, StreamOrdered::ptr);
         on_stream
             .take_recorded_error("cuStreamWaitEvent (cudarc's CudaSlice::leak)")
             .map_err(leaked)?;
@@ -214,11 +215,12 @@ impl<T: DeviceRepr> DeviceVec<T> {
             // SAFETY: the memory is the slice's (the same address and length, so
             // `upgrade_device_ptr`'s room and validity hold as they did; `T: DeviceRepr`
             // accepts any bytes), allocated by its context, which allocates
-            // asynchronously (checked above), and owned by nothing else since `leak`;
+            // asynchronously (`take_allocation` checked), owned by nothing else since `leak`;
             // every earlier use is ordered before the stream's end by `leak`'s waits.
             // Alignment is not memory safety for cudarc (its copies are bytewise): the
             // slice is given back as it was, on its own stream.
-            let given_back = unsafe { on_stream.adopt::<T>(ptr, len) };
+            let given_back =
+                unsafe { on_stream.adopt::<T>(memory.map_or(0, StreamOrdered::into_raw), len) };
             return Err(match given_back {
                 Ok(slice) => refused(error, slice),
                 Err(error) => leaked(error),
@@ -226,15 +228,15 @@ impl<T: DeviceRepr> DeviceVec<T> {
         }
         on_stream.record(&ready).map_err(leaked)?;
         device.inner.housekeeping.wait(&ready).map_err(leaked)?;
-        // SAFETY: `ptr` is the slice's allocation of `len` elements of `T` (a
-        // `CudaSlice<T>`'s invariant; `byte_len` checked the size), aligned for `T`
-        // (checked above), made by this device's primary context (checked by
-        // `BoundCudarcStream::new`) with stream-ordered allocation (`has_async_alloc`, so
-        // `cuMemFreeAsync` frees it, as cudarc's own drop would), and owned by nothing
-        // else since `leak`. Every earlier use is ordered before `ready` (recorded on the
+        // SAFETY: `memory` is the slice's allocation of `len` elements of `T` (a
+        // `CudaSlice<T>`'s invariant; `byte_len` checked the size; `None` only for an
+        // empty slice), aligned for `T` (checked above), made by this device's primary
+        // context (checked by `BoundCudarcStream::new`), stream-ordered (checked by
+        // `take_allocation`, so `cuMemFreeAsync` frees it, as cudarc's own drop would),
+        // and owned by nothing else since `leak`. Every earlier use is ordered before `ready` (recorded on the
         // slice's stream after `leak`'s waits on its read and write events) and before
         // the housekeeping stream's end (which waits for `ready`).
-        Ok(unsafe { DeviceVec::from_raw_parts(&device, RawSlice { ptr, len }, Some(ready)) })
+        Ok(unsafe { DeviceVec::from_raw_parts(&device, memory, len, Some(ready)) })
     }
 
     /// Hands the memory to cudarc as a `CudaSlice` of `stream`, without copying and

@@ -90,6 +90,7 @@ use cudarc::driver::sys;
 
 use crate::device::Device;
 use crate::driver::context::Bound;
+use crate::driver::pool::StreamOrdered;
 use crate::error::Result;
 use crate::graph::Enqueue;
 use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceRepr};
@@ -195,7 +196,11 @@ pub fn with_stream_scratch<'s, R>(
         stream.scratch.lend(
             &stream.raw,
             bytes,
-            |n| device.alloc_async(&stream.raw, n),
+            |n| {
+                device
+                    .alloc_async(&stream.raw, n)
+                    .map(StreamOrdered::into_raw)
+            },
             use_it,
         )
     }

@@ -9,14 +9,12 @@
 use std::marker::PhantomData;
 use std::ops::RangeBounds;
 
-use crate::driver::memory::free_async;
+use crate::driver::pool::StreamOrdered;
 use crate::driver::stream::RawStream;
 use crate::error::{byte_len, Result};
 use crate::memory::brand::{brand, Brand, Rebrand, ScopeToken};
 use crate::memory::repr::DeviceRepr;
-use crate::memory::view::{
-    element_count, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, RawSlice,
-};
+use crate::memory::view::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, RawSlice};
 use crate::sealed;
 
 /// Device memory of `len` elements of `T`, owned by the scope branded `'s`.
@@ -47,7 +45,9 @@ use crate::sealed;
 /// # Ok(()) }
 /// ```
 pub struct DeviceBuffer<'s, T: DeviceRepr> {
-    raw: RawSlice,
+    /// The allocation; `None` for zero elements.
+    memory: Option<StreamOrdered>,
+    len: usize,
     /// The stream it was allocated on (or handed to), on which it will be freed; the
     /// scope branded `'s` borrows it for longer than `'s`.
     stream: &'s RawStream,
@@ -62,15 +62,14 @@ impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
     pub(crate) fn alloc<'env>(token: &'s ScopeToken<'s, 'env>, len: usize) -> Result<Self> {
         let stream = token.stream();
         let bytes = byte_len::<T>(len)?;
-        let raw = if bytes == 0 {
-            RawSlice::EMPTY
-        } else {
-            let ptr = stream.device.inner.alloc_async(&stream.raw, bytes)?;
-            RawSlice { ptr, len }
+        let memory = match bytes {
+            0 => None,
+            _ => Some(stream.device.inner.alloc_async(&stream.raw, bytes)?),
         };
         // A new stream-ordered allocation on the scope's stream, owned by no one else.
         Ok(DeviceBuffer {
-            raw,
+            memory,
+            len,
             stream: &stream.raw,
             _brand: brand(),
             _elem: PhantomData,
@@ -80,11 +79,12 @@ impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
     /// The same memory, owned by the scope branded `'t` and freed on its stream: the
     /// permit proves that stream is ordered after every use of it so far (a hand-off, or
     /// a buffer moved into a fork).
-    pub(crate) fn rebranded<'t>(self, permit: &Rebrand<'s, 't>) -> DeviceBuffer<'t, T> {
-        let raw = self.raw;
-        std::mem::forget(self);
+    pub(crate) fn rebranded<'t>(mut self, permit: &Rebrand<'s, 't>) -> DeviceBuffer<'t, T> {
+        // `self` keeps no memory, so its drop frees nothing.
+        let memory = self.memory.take();
         DeviceBuffer {
-            raw,
+            memory,
+            len: self.len,
             stream: permit.to(),
             _brand: brand(),
             _elem: PhantomData,
@@ -124,11 +124,27 @@ impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
     }
 }
 
-element_count!(['s, T: DeviceRepr] DeviceBuffer<'s, T>);
+impl<T: DeviceRepr> DeviceBuffer<'_, T> {
+    /// Number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `true` when there are no elements.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
 
 impl<T: DeviceRepr> sealed::Sealed for DeviceBuffer<'_, T> {
+    #[inline(always)]
     fn raw(&self, _: sealed::Token) -> RawSlice {
-        self.raw
+        RawSlice {
+            ptr: self.memory.as_ref().map_or(0, StreamOrdered::ptr),
+            len: self.len,
+        }
     }
 }
 impl<'s, T: DeviceRepr> DeviceMemory<'s, T> for DeviceBuffer<'s, T> {}
@@ -136,22 +152,14 @@ impl<'s, T: DeviceRepr> DeviceMemoryMut<'s, T> for DeviceBuffer<'s, T> {}
 
 impl<T: DeviceRepr> Drop for DeviceBuffer<'_, T> {
     fn drop(&mut self) {
-        if self.raw.ptr != 0 {
-            // With the stream's context current: a buffer can be dropped inside a nested
-            // scope of another device (a refused `hand_off` drops it there), and the free
-            // belongs to its own stream's context.
-            let (ptr, stream) = (self.raw.ptr, self.stream);
-            let freed = stream.context().run_as_current(|| {
-                // SAFETY: `ptr` came from a stream-ordered allocation and is freed once,
-                // here (`from_raw`'s contract: no one else owns it; `run_as_current` calls
-                // again only after a failed call, which freed nothing). Every use of it was
-                // enqueued on `stream` (the brand keeps it in its scope, and views borrow
-                // the buffer) or ordered before it by an event, so the free runs after all
-                // of them; the stream outlives the buffer (the scope borrows it).
-                unsafe { free_async(ptr, stream) }
-            });
-            // A failed free cannot be reported from `drop`; it leaks the allocation.
-            let _ = freed;
+        // Freed once, stream-ordered on `stream`, after every use of the memory: all of
+        // them were enqueued on `stream` (the brand keeps the buffer in its scope, and
+        // views borrow it) or ordered before it by an event (a hand-off, a fork's lend);
+        // the stream outlives the buffer (the scope borrows it). With the stream's
+        // context current: a buffer can be dropped inside a nested scope of another
+        // device (a refused `hand_off` drops it there).
+        if let Some(memory) = self.memory.take() {
+            memory.free_on_in_its_context(self.stream);
         }
     }
 }
@@ -159,8 +167,8 @@ impl<T: DeviceRepr> Drop for DeviceBuffer<'_, T> {
 impl<T: DeviceRepr> std::fmt::Debug for DeviceBuffer<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceBuffer")
-            .field("ptr", &self.raw.ptr)
-            .field("len", &self.raw.len)
+            .field("ptr", &self.memory.as_ref().map_or(0, StreamOrdered::ptr))
+            .field("len", &self.len)
             .finish()
     }
 }

@@ -13,11 +13,12 @@ use std::marker::PhantomData;
 
 use crate::device::Device;
 use crate::driver::event::RawEvent;
-use crate::driver::memory::{copy_device_to_host, copy_host_to_device, free_async, memset, Memset};
+use crate::driver::memory::{copy_device_to_host, copy_host_to_device, memset, Memset};
+use crate::driver::pool::StreamOrdered;
 use crate::driver::stream::RawStream;
 use crate::error::{byte_len, Result};
 use crate::memory::repr::DeviceRepr;
-use crate::memory::view::{element_count, RawSlice};
+use crate::memory::view::RawSlice;
 
 /// Device memory that outlives scopes, like a `Vec<T>` on the GPU. `Send` and `Sync`.
 ///
@@ -37,7 +38,9 @@ use crate::memory::view::{element_count, RawSlice};
 /// # Ok(()) }
 /// ```
 pub struct DeviceVec<T: DeviceRepr> {
-    raw: RawSlice,
+    /// The allocation; `None` for zero elements.
+    memory: Option<StreamOrdered>,
+    len: usize,
     device: Device,
     /// For a vec converted from another library's memory: an event after every earlier
     /// use of it, which a stream waits for before its first use there (see the module
@@ -61,13 +64,13 @@ impl Device {
     /// [`Scope::alloc`](crate::Scope::alloc).
     pub fn alloc_vec<T: DeviceRepr>(&self, len: usize) -> Result<DeviceVec<T>> {
         let vec = DeviceVec::alloc(self, len)?;
-        if vec.raw.len > 0 {
-            let bytes = byte_len::<T>(vec.raw.len)?;
+        if vec.len > 0 {
+            let bytes = byte_len::<T>(vec.len)?;
             let housekeeping = &self.inner.housekeeping;
             // SAFETY: `vec.raw` is `bytes` bytes just allocated on the housekeeping stream
             // and used by nothing else; zero bytes are a valid `T`. On error `vec` is
             // dropped, and its free is stream-ordered after the memset on the same stream.
-            unsafe { memset(vec.raw.ptr, Memset::Bytes(0), bytes, housekeeping) }?;
+            unsafe { memset(vec.raw().ptr, Memset::Bytes(0), bytes, housekeeping) }?;
         }
         self.inner.sync_housekeeping()?;
         Ok(vec)
@@ -79,7 +82,7 @@ impl Device {
     /// [`alloc_vec`](Self::alloc_vec).
     pub fn upload_vec<T: DeviceRepr>(&self, src: &[T]) -> Result<DeviceVec<T>> {
         let vec = DeviceVec::alloc(self, src.len())?;
-        if vec.raw.len > 0 {
+        if vec.len > 0 {
             let bytes = std::mem::size_of_val(src);
             // SAFETY: `vec.raw` holds `src.len()` elements (`bytes` bytes), allocated on
             // the housekeeping stream and used by nothing else. `src` is borrowed until
@@ -89,7 +92,7 @@ impl Device {
             // read `src`.
             let enqueued = unsafe {
                 copy_host_to_device(
-                    vec.raw.ptr,
+                    vec.raw().ptr,
                     src.as_ptr().cast(),
                     bytes,
                     &self.inner.housekeeping,
@@ -110,32 +113,34 @@ impl<T: DeviceRepr> DeviceVec<T> {
     /// pending, trims the pool and retries once (see `DeviceInner::alloc_async`).
     fn alloc(device: &Device, len: usize) -> Result<Self> {
         let bytes = byte_len::<T>(len)?;
-        let mut raw = RawSlice::EMPTY;
-        if bytes > 0 {
-            // The memory is only used through this `DeviceVec`, after the caller
-            // synchronises the housekeeping stream.
-            let ptr = device
-                .inner
-                .alloc_async(&device.inner.housekeeping, bytes)?;
-            raw = RawSlice { ptr, len };
-        }
+        // The memory is only used through this `DeviceVec`, after the caller
+        // synchronises the housekeeping stream.
+        let memory = match bytes {
+            0 => None,
+            _ => Some(
+                device
+                    .inner
+                    .alloc_async(&device.inner.housekeeping, bytes)?,
+            ),
+        };
         Ok(DeviceVec {
-            raw,
+            memory,
+            len,
             device: device.clone(),
             ready: None,
             _elem: PhantomData,
         })
     }
 
-    /// A `DeviceVec` of `len` elements at `ptr`, a stream-ordered allocation made on a
+    /// A `DeviceVec` of `len` elements in `memory`, a stream-ordered allocation made on a
     /// stream of `device` that is not yet known to be complete (for
     /// [`Stream::upload_owned`](crate::Stream::upload_owned), whose future hands it out
     /// only once an event recorded after its last use is seen complete).
     ///
     /// # Safety
     ///
-    /// `ptr` came from `DeviceInner::alloc_async` of `device` for exactly `len` elements
-    /// of `T` (or is 0 with `len == 0`) and is owned by no one else; and the returned
+    /// `memory` came from `DeviceInner::alloc_async` of `device` for exactly `len`
+    /// elements of `T` (or is `None` with `len == 0`); and the returned
     /// value is neither used on any stream nor dropped (its free runs on the
     /// housekeeping stream) before the host has seen every piece of work of the
     /// allocating stream up to its last use complete (through an event recorded after
@@ -143,34 +148,37 @@ impl<T: DeviceRepr> DeviceVec<T> {
     /// can be recorded or waited for.
     pub(crate) unsafe fn from_stream_ordered(
         device: &Device,
-        ptr: cudarc::driver::sys::CUdeviceptr,
+        memory: Option<StreamOrdered>,
         len: usize,
     ) -> Self {
         DeviceVec {
-            raw: RawSlice { ptr, len },
+            memory,
+            len,
             device: device.clone(),
             ready: None,
             _elem: PhantomData,
         }
     }
 
-    /// Takes ownership of `raw`, device memory of `device`, as a vec; `ready` (if any) is
-    /// an event of `device`'s context after every earlier use of the memory.
+    /// Takes ownership of `memory`, a stream-ordered allocation of `device`, as a vec of
+    /// `len` elements; `ready` (if any) is an event of `device`'s context after every
+    /// earlier use of the memory.
     ///
     /// # Safety
     ///
-    /// `raw` is one stream-ordered allocation of `device` (freed with `cuMemFreeAsync`
-    /// when the vec drops, on the housekeeping stream) of at least `raw.len` elements of
-    /// `T`, aligned for `T`, owned by nothing else from now on; every earlier use of it is
-    /// ordered before the housekeeping stream's current end and before `ready` (a stream
-    /// that waits for `ready` may use it).
+    /// `memory` (freed when the vec drops, on the housekeeping stream) holds at least
+    /// `len` elements of `T`, aligned for `T` (it is `None` only with `len == 0`); every
+    /// earlier use of it is ordered before the housekeeping stream's current end and
+    /// before `ready` (a stream that waits for `ready` may use it).
     pub(crate) unsafe fn from_raw_parts(
         device: &Device,
-        raw: RawSlice,
+        memory: Option<StreamOrdered>,
+        len: usize,
         ready: Option<RawEvent>,
     ) -> Self {
         DeviceVec {
-            raw,
+            memory,
+            len,
             device: device.clone(),
             ready,
             _elem: PhantomData,
@@ -181,7 +189,10 @@ impl<T: DeviceRepr> DeviceVec<T> {
     /// and its device. The caller owns the allocation from now on (forgetting it only
     /// leaks it).
     pub(crate) fn into_raw_parts(mut self) -> (RawSlice, Option<RawEvent>, Device) {
-        let raw = std::mem::replace(&mut self.raw, RawSlice::EMPTY);
+        let raw = RawSlice {
+            ptr: self.memory.take().map_or(0, StreamOrdered::into_raw),
+            len: std::mem::take(&mut self.len),
+        };
         let ready = self.ready.take();
         // `self` now holds no memory: its drop frees nothing.
         (raw, ready, self.device.clone())
@@ -194,7 +205,7 @@ impl<T: DeviceRepr> DeviceVec<T> {
         if let Some(ready) = &self.ready {
             stream.wait(ready)?;
         }
-        Ok(self.raw)
+        Ok(self.raw())
     }
 
     /// The memory's address and length, for work that cannot wait on the GPU for the
@@ -205,7 +216,7 @@ impl<T: DeviceRepr> DeviceVec<T> {
         if let Some(ready) = &self.ready {
             ready.synchronize(&self.device.inner.context)?;
         }
-        Ok(self.raw)
+        Ok(self.raw())
     }
 
     /// The device that holds the memory.
@@ -215,10 +226,10 @@ impl<T: DeviceRepr> DeviceVec<T> {
 
     /// Copies the contents to a new host `Vec`; blocks until the copy is complete.
     pub fn to_host_vec(&self) -> Result<Vec<T>> {
-        let mut host = Vec::with_capacity(self.raw.len);
-        if self.raw.len > 0 {
-            let bytes = byte_len::<T>(self.raw.len)?;
-            let spare = &mut host.spare_capacity_mut()[..self.raw.len];
+        let mut host = Vec::with_capacity(self.len);
+        if self.len > 0 {
+            let bytes = byte_len::<T>(self.len)?;
+            let spare = &mut host.spare_capacity_mut()[..self.len];
             // SAFETY: `spare` is `len` writable (uninitialised) `T`s, `bytes` bytes; the
             // DMA writes all of them, and `T: DeviceRepr` accepts any bytes. No scope can
             // be writing `self` (that needs `&mut self`) and every scope that wrote it has
@@ -228,7 +239,7 @@ impl<T: DeviceRepr> DeviceVec<T> {
             let enqueued = unsafe {
                 copy_device_to_host(
                     spare.as_mut_ptr().cast(),
-                    self.raw.ptr,
+                    self.raw().ptr,
                     bytes,
                     &self.device.inner.housekeeping,
                 )
@@ -241,25 +252,45 @@ impl<T: DeviceRepr> DeviceVec<T> {
             synced?;
             // SAFETY: the copy above initialised the first `len` elements and has
             // completed (the housekeeping stream was synchronised without error).
-            unsafe { host.set_len(self.raw.len) };
+            unsafe { host.set_len(self.len) };
         }
         Ok(host)
     }
 }
 
-element_count!([T: DeviceRepr] DeviceVec<T>);
+impl<T: DeviceRepr> DeviceVec<T> {
+    /// Number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `true` when there are no elements.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The memory's address and length, ready or not (the callers above know).
+    #[inline]
+    fn raw(&self) -> RawSlice {
+        RawSlice {
+            ptr: self.memory.as_ref().map_or(0, StreamOrdered::ptr),
+            len: self.len,
+        }
+    }
+}
 
 impl<T: DeviceRepr> Drop for DeviceVec<T> {
     fn drop(&mut self) {
-        if self.raw.ptr != 0 {
-            // SAFETY: allocated stream-ordered, freed once, on the housekeeping stream
-            // (alive as long as the device `self` holds); a converted vec's earlier uses
-            // are ordered before its housekeeping stream (`from_raw_parts`). Every scope that used it
-            // borrowed it for its whole duration and synchronised its stream before the
-            // borrow ended (or stopped with a sticky error: no more work runs), so no GPU
-            // work on it remains; the blocking helpers synchronised the housekeeping
-            // stream before returning.
-            let _ = unsafe { free_async(self.raw.ptr, &self.device.inner.housekeeping) };
+        // Freed on the housekeeping stream (alive as long as the device `self` holds),
+        // after every use: a converted vec's earlier uses are ordered before that stream
+        // (`from_raw_parts`); every scope that used it borrowed it for its whole duration
+        // and synchronised its stream before the borrow ended (or stopped with a sticky
+        // error: no more work runs); the blocking helpers synchronised the housekeeping
+        // stream before returning. A refused free leaks the memory.
+        if let Some(memory) = self.memory.take() {
+            let _ = memory.free_on(&self.device.inner.housekeeping);
         }
     }
 }
@@ -267,8 +298,8 @@ impl<T: DeviceRepr> Drop for DeviceVec<T> {
 impl<T: DeviceRepr> std::fmt::Debug for DeviceVec<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceVec")
-            .field("ptr", &self.raw.ptr)
-            .field("len", &self.raw.len)
+            .field("ptr", &self.raw().ptr)
+            .field("len", &self.len)
             .finish()
     }
 }

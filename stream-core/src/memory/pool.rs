@@ -31,7 +31,7 @@ use cudarc::driver::sys;
 
 use crate::device::{Device, DeviceInner};
 use crate::driver::device::DeviceId;
-use crate::driver::pool::{MemPool, U64Attribute};
+use crate::driver::pool::{MemPool, StreamOrdered, U64Attribute};
 use crate::driver::stream::RawStream;
 use crate::error::{is_out_of_memory, Error, Result};
 
@@ -247,9 +247,9 @@ impl DeviceInner {
     /// its pool and stream, so it does not depend on the current context. A stream being
     /// captured into a graph would record the allocation instead of running it: scopes
     /// refuse capturing streams, and the housekeeping stream is never captured.
-    pub(crate) fn alloc_async(&self, stream: &RawStream, bytes: usize) -> Result<sys::CUdeviceptr> {
+    pub(crate) fn alloc_async(&self, stream: &RawStream, bytes: usize) -> Result<StreamOrdered> {
         match self.pool.alloc(bytes, stream) {
-            Ok(ptr) => return Ok(ptr),
+            Ok(allocation) => return Ok(allocation),
             Err(e) if is_out_of_memory(&e) => {}
             Err(e) => return Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }
@@ -262,7 +262,7 @@ impl DeviceInner {
         }
         self.pool.trim_to(0)?;
         match self.pool.alloc(bytes, stream) {
-            Ok(ptr) => Ok(ptr),
+            Ok(allocation) => Ok(allocation),
             Err(e) if is_out_of_memory(&e) => {
                 // A failed allocation can leave the pool holding the memory it mapped
                 // while trying (measured on an H200: 142 GiB after a request of twice

@@ -73,13 +73,22 @@ impl<'s, 'a, T> Pending<'s, &'a mut [T]> {
     /// zero bytes); `host` back otherwise.
     pub(crate) fn of_empty(host: &'a mut [T]) -> std::result::Result<Self, &'a mut [T]> {
         if host.is_empty() {
-            Ok(Pending {
-                value: host,
-                completion: Completion::Ready,
-                _brand: brand(),
-            })
+            Ok(Self::complete(host))
         } else {
             Err(host)
+        }
+    }
+
+    /// A copy into `host` that has already completed (on the host, like a staged
+    /// download's pipeline that returned): nothing to wait for. Safe because `host` is
+    /// borrowed exclusively: while that borrow exists no DMA or thread may write it (any
+    /// that did would have needed it), so handing it back at `wait` reads only what is
+    /// there.
+    pub(crate) fn complete(host: &'a mut [T]) -> Self {
+        Pending {
+            value: host,
+            completion: Completion::Ready,
+            _brand: brand(),
         }
     }
 }
@@ -120,20 +129,6 @@ impl<'s, V> Pending<'s, V> {
         Pending {
             value,
             completion: Completion::Staged(job, outstanding),
-            _brand: brand(),
-        }
-    }
-
-    /// Nothing was enqueued (a copy that completed on the host): already complete.
-    ///
-    /// # Safety
-    ///
-    /// No work that writes or reads `value`'s memory is in flight or enqueued (an empty
-    /// copy, or a copy that has completed on the host).
-    pub(crate) unsafe fn ready(value: V) -> Self {
-        Pending {
-            value,
-            completion: Completion::Ready,
             _brand: brand(),
         }
     }

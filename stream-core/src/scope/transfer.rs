@@ -114,10 +114,9 @@ impl<'s, 'env> Scope<'s, 'env> {
                 StagedDownload::NoSnapshot => {
                     self.bound_pageable_copy(as_bytes(dst))?;
                     if staging::try_download(src, as_bytes_mut(dst), self.chunk_trace())? {
-                        // SAFETY: every byte of `dst` was written by the host copies of the
-                        // staged pipeline, which returned; its DMAs went into pinned staging
-                        // blocks, never into `dst`.
-                        return Ok(unsafe { Pending::ready(dst) });
+                        // The staged pipeline returned: its host copies wrote every byte
+                        // of `dst`, its DMAs went into pinned staging blocks.
+                        return Ok(Pending::complete(dst));
                     }
                 }
             }

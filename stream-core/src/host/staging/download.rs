@@ -32,14 +32,13 @@
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use cudarc::driver::sys;
-
 use super::config::{StagingConfig, STAGED};
 use super::pipeline::download_pipeline;
 use super::ring::CudaRing;
 use crate::device::DeviceInner;
 use crate::driver::event::RawEvent;
-use crate::driver::memory::{copy_device_to_device, free_async};
+use crate::driver::memory::copy_device_to_device;
+use crate::driver::pool::StreamOrdered;
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
 use crate::memory::StreamRange;
@@ -111,7 +110,7 @@ struct Job {
     handle: DownloadJob,
     device: Arc<DeviceInner>,
     /// The snapshot: `len` bytes of stream-ordered device memory, complete once `ready`.
-    snapshot: sys::CUdeviceptr,
+    snapshot: StreamOrdered,
     ready: RawEvent,
     dst: *mut u8,
     len: usize,
@@ -147,7 +146,7 @@ pub(crate) unsafe fn start_download(
     // SAFETY: `src` is `len` bytes (checked) lent to `stream`'s work, which this copy
     // is; `snapshot` is `len` bytes just allocated on `stream`, used by nothing else;
     // they are distinct allocations.
-    let copied = unsafe { copy_device_to_device(snapshot, src.ptr(), len, stream) };
+    let copied = unsafe { copy_device_to_device(snapshot.ptr(), src.ptr(), len, stream) };
     let ready = copied.and_then(|()| {
         let ready = RawEvent::new(&device.context)?;
         ready.record(stream)?;
@@ -156,9 +155,8 @@ pub(crate) unsafe fn start_download(
     let ready = match ready {
         Ok(ready) => ready,
         Err(e) => {
-            // SAFETY: the snapshot was allocated on `stream` and its only use (the copy
-            // into it, if enqueued) is on `stream` too; nothing uses it afterwards.
-            let _ = unsafe { free_async(snapshot, stream) };
+            // Its only use (the copy into it, if enqueued) is on `stream` too.
+            let _ = snapshot.free_on(stream);
             return Err(e);
         }
     };
@@ -215,7 +213,7 @@ fn copy_out(job: Job) -> Result<()> {
         // stream and filled before `ready`, which `stream`, an internal stream of the
         // same device, now waits for; nothing but this job uses it until the free below,
         // enqueued on `stream` after every DMA of it.
-        let snapshot_range = unsafe { StreamRange::new(snapshot, len, &stream, &device) };
+        let snapshot_range = unsafe { StreamRange::new(snapshot.ptr(), len, &stream, &device) };
         let ring = CudaRing::new(snapshot_range, config)?;
         let Some((mut ring, config)) = ring else {
             return Err(Error::HostOutOfMemory {
@@ -227,10 +225,9 @@ fn copy_out(job: Job) -> Result<()> {
         let dst = unsafe { std::slice::from_raw_parts_mut(dst, len) };
         download_pipeline(&mut ring, dst, config, super::stripe::streaming_downloads())
     })();
-    // SAFETY: every use of the snapshot (the copy into it on the scope's stream, which
-    // `stream` waits for, and the DMAs out of it on `stream`) is ordered before this point
-    // of `stream`, and nothing uses it afterwards.
-    let _ = unsafe { free_async(snapshot, &stream) };
+    // Every use of the snapshot (the copy into it on the scope's stream, which `stream`
+    // waits for, and the DMAs out of it on `stream`) is ordered before this point.
+    let _ = snapshot.free_on(&stream);
     streams.give_back(stream);
     outcome
 }

@@ -9,14 +9,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::sys;
-
 use super::config::StagingConfig;
 use super::download::StagingStreams;
 use super::pipeline::{download_pipeline, upload_pipeline, Dma};
 use super::ring::CudaRing;
 use crate::device::DeviceInner;
-use crate::driver::memory::free_async;
+use crate::driver::pool::StreamOrdered;
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
 use crate::memory::StreamRange;
@@ -132,7 +130,8 @@ pub(crate) struct ComposedTrials<'d> {
     stream: Option<RawStream>,
     /// `user.len()` bytes of device memory, allocated on `stream`, used only by this
     /// trial's DMAs on `stream`, freed on `stream` when the trials are dropped.
-    scratch: sys::CUdeviceptr,
+    /// Taken (and freed) by the drop.
+    scratch: Option<StreamOrdered>,
     user: Vec<u8>,
     /// How many of an upload's last chunks are written with streaming stores (the
     /// process's setting: the calibration does not choose it).
@@ -162,7 +161,7 @@ impl<'d> ComposedTrials<'d> {
             device,
             streams,
             stream: Some(stream),
-            scratch,
+            scratch: Some(scratch),
             user,
             upload_tail,
         })
@@ -181,15 +180,17 @@ impl Trials for ComposedTrials<'_> {
         } = self;
         let _bound = device.bind()?;
         let bytes = user.len();
-        let stream = stream.as_ref().ok_or(Error::from(crate::error::Library {
-            call: "staging calibration",
-            message: "the trial's stream is gone".to_owned(),
-        }))?;
+        let (Some(stream), Some(scratch)) = (stream.as_ref(), scratch.as_ref()) else {
+            return Err(Error::from(crate::error::Library {
+                call: "staging calibration",
+                message: "the trial's stream is gone".to_owned(),
+            }));
+        };
         let ring = |config| {
             // SAFETY: `scratch` is `bytes` of device memory allocated on `stream`, an
             // internal stream of `device` (in `new`), used by nothing but these trials'
             // DMAs, all on `stream`, and freed on `stream` after them (`Drop`).
-            let scratch = unsafe { StreamRange::new(*scratch, bytes, stream, device) };
+            let scratch = unsafe { StreamRange::new(scratch.ptr(), bytes, stream, device) };
             let ring = CudaRing::new(scratch, config)?;
             ring.ok_or(Error::HostOutOfMemory {
                 requested: config.chunk_bytes,
@@ -222,11 +223,10 @@ impl Drop for ComposedTrials<'_> {
         };
         // A context that cannot be bound any more (a failed device) keeps the scratch
         // memory until it is destroyed: a leak, never a free while DMAs may run.
-        if let Ok(_bound) = self.device.bind() {
-            // SAFETY: every use of `scratch` (the trials' DMAs) was enqueued on `stream`
-            // before this point, so the free is ordered after them; nothing uses it
-            // afterwards.
-            let _ = unsafe { free_async(self.scratch, &stream) };
+        if let (Ok(_bound), Some(scratch)) = (self.device.bind(), self.scratch.take()) {
+            // Every use of `scratch` (the trials' DMAs) was enqueued on `stream` before
+            // this point, so the free is ordered after them.
+            let _ = scratch.free_on(&stream);
         }
         self.streams.give_back(stream);
     }
