@@ -69,17 +69,16 @@
 //!
 //! | folder      | unsafe blocks | what they prove |
 //! |-------------|---------------|-----------------|
-//! | `driver/`   | 139 | the driver's own rules for each raw call (25 of them NCCL's, in `driver/nccl.rs` and `driver/nccl_join.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool) |
+//! | `driver/`   | 140 | the driver's own rules for each raw call (25 of them NCCL's, in `driver/nccl.rs` and `driver/nccl_join.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool; what an owner releases, a stream-ordered allocation, a pinned block, managed memory, a module, is released by a safe consuming method there, as a `Box` is dropped: the proofs are at the uses) |
 //! | `memory/`   | 8  | byte views of element slices; `DeviceVec`'s blocking copies; an open scope's registration and its out-of-memory wait (a scope's memory reaches the staged copies as a `StreamRange`, made safely from its brand and borrow; stream-ordered allocations are owned `StreamOrdered` values, freed safely) |
-//! | `host/`     | 15 | pinned memory as slices; staged copies' DMAs, copy-out thread and streaming stores; the download snapshot's and the calibration's device memory (as `StreamRange`s); the pool's frees |
-//! | `kernel/`   | 1  | a module unloaded only when no kernel of it can run |
-//! | `scope/`    | 14 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
-//! | `managed/`  | 10 | host access to managed memory, attachment, migration |
+//! | `host/`     | 13 | pinned memory as typed slices; staged copies' DMAs, copy-out thread and streaming stores; the download snapshot's and the calibration's device memory (as `StreamRange`s) |
+//! | `scope/`    | 13 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
+//! | `managed/`  | 9  | host access to managed memory, attachment, migration |
 //! | `graph/`    | 13 | a capture's own scope and tokens, graph launches, held views, kernel-node arguments (a kernel's arguments carry their promise in `KernelArgs`: one block makes it, in `graph/enqueue.rs`) |
 //! | `future/`   | 4  | DMA of owned buffers, an owned scope, a `DeviceVec` of a stream-ordered allocation |
 //! | `nccl/`     | 4  | a collective's buffers: branded, borrowed until it is on the stream; a group's kept values (a stand-in's scratch memory, boxed, lent for the group and freed after its end: three) |
 //! | `interop/`  | 4  | device memory changing owner, the stream scratch's allocation |
-//! | `timing/`, `trace/`, `device/`, `error/` | 0 | |
+//! | `kernel/`, `timing/`, `trace/`, `device/`, `error/` | 0 | |
 //!
 //! ## Where a new capability goes
 //!
@@ -88,7 +87,10 @@
 //! driver or library calls go into `driver/` as RAII handles (safe methods) or as
 //! `unsafe fn` with a `# Safety` section that states only the driver's rule; the
 //! folder's own `unsafe` blocks then say only why the memory is valid (a borrow, a
-//! brand, a hold), citing the types that enforce it. Add the folder to `FOLDER_USES` in
+//! brand, a hold), citing the types that enforce it. What the capability allocates is
+//! an owning value of `driver/` whose release is safe (`driver::pool::StreamOrdered`,
+//! `PinnedAllocation`, `ManagedAllocation`): the proof that the memory outlives the GPU
+//! work belongs to the `unsafe` call that enqueues the work, not to the free. Add the folder to `FOLDER_USES` in
 //! `ui-tests/tests/ui_source_invariants.rs` and to the table above.
 //!
 //! The several-GPU work is the worked example:

@@ -176,15 +176,16 @@ impl ManagedAllocation {
     /// Frees the memory with `cuMemFree`, in the context `_bound` binds (the one it was
     /// allocated in). The driver may wait for the whole device first.
     ///
-    /// # Safety
-    ///
-    /// No work that uses the memory is pending or running on any stream (everything
-    /// that used it has been synchronised), and no reference into it remains.
-    pub(crate) unsafe fn free_managed_waiting_for_device(self, _bound: &Bound<'_>) {
+    /// Safe as a `Box`'s drop is: the owner frees, and work that uses the memory was
+    /// enqueued by an `unsafe fn` (a prefetch, an attachment, a copy, a launch) whose
+    /// caller proved the memory outlives it (a `ManagedVec` is borrowed by every scope
+    /// that uses it, until that scope's final synchronisation); host slices into it
+    /// borrow the owner, so none remains once it is consumed here.
+    pub(crate) fn free_managed_waiting_for_device(self, _bound: &Bound<'_>) {
         // DEVICE-WIDE SYNC: cuMemFree of managed memory, reached only from the drop of a
         // `ManagedVec` (managed/managed_vec.rs), a point the user chose.
-        // SAFETY: the caller's contract above; the memory came from `cuMemAllocManaged`
-        // and `self` is consumed, so it is freed once. A failure only leaks it.
+        // SAFETY: the memory came from `cuMemAllocManaged` and `self` is consumed, so it
+        // is freed once; its users' proofs are theirs (above). A failure only leaks it.
         let _ = unsafe { sys::cuMemFree_v2(self.ptr) };
     }
 }

@@ -154,16 +154,19 @@ impl Module {
         unsafe { super::versions::load_every_function(self.0) }.map(drop)
     }
 
-    /// Unloads the module (`cuModuleUnload`, which waits for the device).
+    /// Unloads the module (`cuModuleUnload`, which waits for the device), in the
+    /// context `_bound` binds (the one it was loaded into; under another the driver
+    /// refuses with an error, which leaves it loaded).
     ///
-    /// # Safety
-    ///
-    /// No kernel of the module may run or be launched any more, no [`Function`] of it is
-    /// used again, and the context it was loaded into must be bound.
-    pub(crate) unsafe fn unload_waiting_for_device(self) {
+    /// Safe as a `Box`'s drop is: the owner unloads, and a kernel of the module runs only
+    /// through an `unsafe fn` ([`launch`](super::launch::launch), a graph's kernel node
+    /// and its launch) whose caller proved the module stays loaded while the kernel may
+    /// run (the crate keeps its modules for the device's life, and unloads them in the
+    /// device's drop, when no scope or graph of the device is left).
+    pub(crate) fn unload_waiting_for_device(self, _bound: &Bound<'_>) {
         // DEVICE-WIDE SYNC: cuModuleUnload, reached only from the device's drop.
-        // SAFETY: the caller's contract above; `self` is consumed, so the module is
-        // unloaded once.
+        // SAFETY: `self` is consumed, so the module is unloaded once; the users of its
+        // kernels' handles prove their own use (above).
         let _ = unsafe { result::module::unload(self.0) };
     }
 }

@@ -60,18 +60,34 @@ impl PinnedAllocation {
         self.size
     }
 
-    /// Frees the memory. `cuMemFreeHost` waits until the whole device is idle (measured:
-    /// it stalled behind a kernel on another thread's stream).
+    /// The bytes, for the host to read and write (all initialised: zero-filled at
+    /// allocation, then only written with bytes). Safe as a `Vec`'s slice is: a DMA that
+    /// uses the memory is enqueued by an `unsafe fn` whose caller keeps the host off it,
+    /// this method included, until that DMA has completed (the pinned pool's blocks arm
+    /// themselves and refuse their bytes while armed).
+    #[inline]
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` is `size` initialised bytes owned by `self` (borrowed mutably), not
+        // freed while `self` lives (freeing consumes it); host access racing a DMA is ruled
+        // out by the DMA's enqueuer (see above).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.size) }
+    }
+
+    /// Frees the memory, with a context bound (`cuMemFreeHost` refuses, with an error
+    /// that leaks the memory, when none is current). `cuMemFreeHost` waits until the
+    /// whole device is idle (measured: it stalled behind a kernel on another thread's
+    /// stream).
     ///
-    /// # Safety
-    ///
-    /// No DMA may still read or write the memory (its last copy completed), and no
-    /// reference into it remains. The context it was allocated in must be bound.
-    pub(crate) unsafe fn free_waiting_for_device(self) {
+    /// Safe as a `Box`'s drop is: the owner frees, and a DMA that uses the memory was
+    /// enqueued by an `unsafe fn` whose caller proved the memory outlives it (the pinned
+    /// pool frees only idle blocks: a block is armed while a DMA may use it); host
+    /// slices ([`bytes_mut`](Self::bytes_mut)) borrow `self`, so none remains once it is
+    /// consumed here.
+    pub(crate) fn free_waiting_for_device(self, _bound: &Bound<'_>) {
         // DEVICE-WIDE SYNC: cuMemFreeHost, reached only from the pinned pool's release
         // (Device::trim_pinned_memory, and the device's drop).
-        // SAFETY: the caller's contract above; the memory came from `cuMemHostAlloc` and
-        // `self` is consumed, so it is freed once.
+        // SAFETY: the memory came from `cuMemHostAlloc` and `self` is consumed, so it is
+        // freed once; its users' proofs are theirs (above).
         let _ = unsafe { result::free_host(self.ptr.as_ptr().cast()) };
     }
 }

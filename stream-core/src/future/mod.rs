@@ -67,9 +67,9 @@
 //! joined into the scope's stream before the closure returns, so the event covers them
 //! too (a fork's stream must be `&'env`: a `'static` one or one inside `O`, such as an
 //! `Arc<Stream>`). Device memory allocated in the scope is freed stream-ordered on its
-//! stream, as in any scope. The hooks this needs in `scope/` are one constructor,
-//! `Scope::owned` (`scope/owned.rs`), whose `# Safety` states the rule above, and the
-//! capture check every scope makes.
+//! stream, as in any scope. The hooks this needs in `scope/` are the scope's one
+//! constructor, `Scope::branded`, whose `# Safety` states the rule above as its second
+//! alternative (see `scope/owned.rs`), and the capture check every scope makes.
 //!
 //! Borrowed host memory does not compile (see
 //! `ui-tests/tests/ui/future/run-owned-borrows-host-memory.rs`):

@@ -93,7 +93,8 @@ impl Stream {
         // waited for here, before `owned` is handed to the completion thread.
         let outstanding = Outstanding::default();
         let ran = {
-            // SAFETY: `'env` is higher-ranked in `F`, so the closure can borrow for
+            // SAFETY: an owned scope (the second alternative of `Scope::branded`'s
+            // contract): `'env` is higher-ranked in `F`, so the closure can borrow for
             // `'env` only `'static` values and `*owned`, lent here. `owned` is boxed (its
             // contents keep their address); once the scope is dropped below, the
             // copy-outs registered in `outstanding` are waited for, and then `owned`
@@ -103,7 +104,7 @@ impl Stream {
             // happens before the panic continues. The scope stays in this frame, on this
             // thread, and is dropped before this function returns, while `self` is
             // borrowed.
-            let scope = unsafe { Scope::owned(self, &outstanding) };
+            let scope = unsafe { Scope::branded(self, &outstanding) };
             std::panic::catch_unwind(AssertUnwindSafe(|| f(&scope, &mut *owned)))
         };
         // A copy-out always finishes (on an error it stops writing and reports it).

@@ -166,11 +166,10 @@ impl Block {
         if self.armed {
             return None;
         }
-        // SAFETY: `size` initialised bytes of page-locked memory owned exclusively by
-        // this block (borrowed mutably here), which no DMA uses: every DMA through a pool
-        // block arms it, and it is disarmed only once that DMA's event has completed. (A
-        // `PinnedBuffer` calls this only before any copy of its own uses the block.)
-        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr().as_ptr(), self.size()) })
+        // No DMA uses the bytes: every DMA through a pool block arms it, and it is
+        // disarmed only once that DMA's event has completed. (A `PinnedBuffer` calls this
+        // only before any copy of its own uses the block.)
+        Some(self.memory.bytes_mut())
     }
 
     /// Ordinary or write-combined.
@@ -408,7 +407,7 @@ impl PinnedPool {
     /// whole device: called only by [`Device::trim_pinned_memory`] and the pool's drop
     /// (the device's).
     fn release_cached(&self, wait: bool, keep: usize) -> usize {
-        let Ok(_bound) = self.context.bind() else {
+        let Ok(bound) = self.context.bind() else {
             return 0;
         };
         let mut freed = 0;
@@ -450,11 +449,10 @@ impl PinnedPool {
                 };
                 if idle {
                     freed += size;
-                    // SAFETY: the block is idle (its last DMA completed, or it never had
-                    // one), it was taken out of its list, and no `PinnedBuffer` holds it
-                    // (buffers hold their blocks, and give them back only when dropped);
-                    // the pool's context is bound above.
-                    unsafe { block.memory.free_waiting_for_device() };
+                    // The block is idle (its last DMA completed, or it never had one), it
+                    // was taken out of its list, and no `PinnedBuffer` holds it (buffers
+                    // hold their blocks, and give them back only when dropped).
+                    block.memory.free_waiting_for_device(&bound);
                     drop(block.event);
                 } else {
                     forsake(block);

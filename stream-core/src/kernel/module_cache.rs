@@ -7,15 +7,17 @@ use std::ffi::CString;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::device::DeviceInner;
+use crate::driver::context::PrimaryContext;
 use crate::driver::module::{Image, LoadError, Module};
 use crate::driver::nvrtc::compile_cubin;
 use crate::error::{Error, Result};
 use crate::kernel::declaration::{Kernel, KernelSource, LoadedKernel};
 
 /// The modules and functions loaded on one device.
-#[derive(Default)]
 pub(crate) struct ModuleCache {
     inner: Mutex<Loaded>,
+    /// The device's context, which the modules are loaded into and unloaded from.
+    context: Arc<PrimaryContext>,
 }
 
 #[derive(Default)]
@@ -30,7 +32,10 @@ struct Loaded {
 impl ModuleCache {
     /// The cache of `device`.
     pub(crate) fn of(device: &DeviceInner) -> Arc<Self> {
-        device.extension(ModuleCache::default)
+        device.extension(|| ModuleCache {
+            inner: Mutex::default(),
+            context: Arc::clone(&device.context),
+        })
     }
 
     /// `kernel`'s function on `device`: compiles or loads its module on first use.
@@ -114,13 +119,15 @@ impl Drop for ModuleCache {
     /// scope is open, since each one borrows a stream that holds the device.
     fn drop(&mut self) {
         let loaded = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
+        // The cache forgets its functions first (each `Kernel`'s fast path keys on this
+        // device's id, never reused).
         loaded.functions.clear();
+        // A context that cannot be bound any more leaves the modules loaded (a leak).
+        let Ok(bound) = self.context.bind() else {
+            return;
+        };
         for (_, module) in loaded.modules.drain() {
-            // SAFETY: loaded by `load_module` in this device's context (bound by the
-            // device's drop), unloaded once (drained); no kernel of it can run or be
-            // launched any more (see above), and the cache forgot its functions first
-            // (each `Kernel`'s fast path keys on this device's id, never reused).
-            unsafe { module.unload_waiting_for_device() };
+            module.unload_waiting_for_device(&bound);
         }
     }
 }

@@ -355,13 +355,12 @@ impl<T: DeviceRepr> Drop for ManagedVec<T> {
                 // An attachment to the host that failed part-way may still be queued.
                 let _ = inner.sync_housekeeping();
             }
-            // SAFETY: no scope holds the vec (attaching borrows it until the scope's
-            // final synchronisation, or its fork's join into a synchronised stream), so
-            // every prefetch, attachment, copy or kernel that used it has completed, or
+            // No scope holds the vec (attaching borrows it until the scope's final
+            // synchronisation, or its fork's join into a synchronised stream), so every
+            // prefetch, attachment, copy or kernel that used it has completed, or
             // stopped with a sticky error (no more work runs); the blocking attachments
             // of `host` were waited for; no slice into it remains (they borrow `self`).
-            // The device's context is bound.
-            unsafe { allocation.free_managed_waiting_for_device(&bound) };
+            allocation.free_managed_waiting_for_device(&bound);
         }
         stats::freed(inner.device, bytes);
     }

@@ -57,7 +57,7 @@ impl<'s, 'env> ScopeToken<'s, 'env> {
     /// `'env` ends (also on unwind), **or** `'env` is a higher-ranked lifetime of the
     /// user's closure and everything that closure can borrow for `'env` is `'static` or
     /// owned by the token's creator, which keeps it untouched until the stream's work
-    /// has completed (an owned scope: `Scope::owned`); and the token stays in its
+    /// has completed (an owned scope, made by `Scope::branded`); and the token stays in its
     /// creator's frame, out of the user's reach, on this thread; `'s` is a fresh brand.
     #[inline]
     pub(crate) unsafe fn new(stream: &'env Stream) -> Self {

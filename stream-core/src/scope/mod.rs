@@ -204,20 +204,38 @@ where
 }
 
 impl<'s, 'env> Scope<'s, 'env> {
-    /// A scope on `stream` with a fresh brand.
+    /// A scope on `stream` with a fresh brand: a [`scope`]'s, a fork's or a capture's,
+    /// ended by a synchronisation, or an owned scope (`owned.rs`), ended by an event.
     ///
     /// # Safety
     ///
-    /// The stream is synchronised, or joined by an event into a stream that is, before
-    /// `'env` ends (the outermost scope's final synchronisation), also on unwind; every
-    /// job registered in `outstanding` is waited for before `'env` ends too; and the
-    /// scope stays in the caller's frame, out of the user's reach, on this thread.
+    /// The scope stays in the caller's frame, out of the user's reach, on this thread, and
+    /// is dropped before `stream` can go; and either
+    /// * (a scope ended by a synchronisation) the stream is synchronised, or joined by an
+    ///   event into a stream that is, before `'env` ends (the outermost scope's final
+    ///   synchronisation), also on unwind, and every job registered in `outstanding` is
+    ///   waited for before `'env` ends too; or
+    /// * (an owned scope) the scope is handed to a closure for which `'env` is a
+    ///   higher-ranked lifetime (`for<'s, 'env> FnOnce(&'s Scope<'s, 'env>, &'env mut
+    ///   O)`), so that the closure can borrow for `'env` only `'static` values and what
+    ///   the caller lends it; everything the caller lends for `'env` stays alive, at the
+    ///   same address, and is neither read, written, moved nor freed by the host until
+    ///   all work enqueued on `stream` before the scope is dropped has completed, as
+    ///   observed through an event recorded on `stream` after it (a query or a
+    ///   synchronisation of that event that reports it complete, or a sticky error that
+    ///   says the context stopped); if no such observation can be arranged, the caller
+    ///   never releases it (it leaks), also when the closure panics; and every copy-out
+    ///   registered in `outstanding` (a staged download writes its destination from
+    ///   another thread, after the stream's work) is waited for before the caller
+    ///   releases what it lent, also when the closure panics.
     #[inline]
     pub(crate) unsafe fn branded(stream: &'env Stream, outstanding: &'s Outstanding) -> Self {
         Scope {
             stream,
             outstanding,
-            // SAFETY: this function's own contract, which is the token's.
+            // SAFETY: this function's own contract, which is the token's (its first
+            // alternative for a synchronised scope, its second for an owned one: then
+            // everything borrowed for `'env` outlives every use of it).
             token: unsafe { ScopeToken::new(stream) },
             open: LazyOpenScope::default(),
             fork_event: KeptForkEvent::default(),
@@ -257,7 +275,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     #[inline]
     pub(crate) fn note_frees(&self) {
         // SAFETY: the scope borrows its stream for `'env`, longer than it lives, stays in
-        // its creator's frame on this thread (`branded`'s and `owned`'s contracts), and
+        // its creator's frame on this thread (`branded`'s contract), and
         // always passes its own stream, so the entry is dropped, on this thread, with the
         // scope, before the stream can go.
         unsafe {
