@@ -118,9 +118,9 @@ thread_local! {
 /// [`DeviceInner::alloc_async`] waits for these streams so that the frees complete and the
 /// memory can be reused or released.
 ///
-/// A field of [`Scope`](crate::Scope): a scope lives in the frame of `scope` or `fork`,
-/// out of the user's reach, and borrows its stream for longer than it lives, so every
-/// registered handle is a live stream.
+/// Made only by [`LazyOpenScope::note_frees`], a field of [`Scope`](crate::Scope): a scope
+/// lives in the frame of `scope` or `fork`, out of the user's reach, and borrows its
+/// stream for longer than it lives, so every registered handle is a live stream.
 ///
 /// Registered on one thread's list, it must be dropped on that thread: the `Scope`
 /// holding it is neither `Send` nor `Sync` (its brand).
@@ -131,26 +131,6 @@ pub(crate) struct OpenScope {
 }
 
 impl OpenScope {
-    /// Lists `stream` (a stream of `device`) among this thread's open scopes until the
-    /// returned value drops.
-    ///
-    /// # Safety
-    ///
-    /// `stream` must stay alive until the returned value is dropped, on this thread (the
-    /// out-of-memory recovery synchronises every listed stream): the caller keeps it in
-    /// a scope that borrows the stream for longer, out of the user's reach, so that it
-    /// can be neither forgotten nor moved to another thread.
-    pub(crate) unsafe fn register(device: &DeviceInner, stream: &RawStream) -> Self {
-        let entry = (device.device, stream.raw());
-        // Fails only while the thread is being torn down; the scope then just goes
-        // unregistered (out of memory, its frees are not waited for).
-        let _ = OPEN_SCOPES.try_with(|open| open.borrow_mut().push(entry));
-        OpenScope {
-            device: entry.0,
-            stream: entry.1 as usize,
-        }
-    }
-
     /// The streams an allocation on `allocating` (a stream of `device`) waits for before
     /// it retries: `allocating` itself, the device's housekeeping stream (where dropped
     /// `DeviceVec`s are freed), and the streams of this thread's open scopes on this
@@ -193,18 +173,27 @@ pub(crate) struct LazyOpenScope {
 }
 
 impl LazyOpenScope {
-    /// Lists `stream` among this thread's open scopes, once, for as long as this value
-    /// lives.
+    /// Lists `stream` (a stream of `device`) among this thread's open scopes, once, for
+    /// as long as this value lives.
     ///
     /// # Safety
     ///
-    /// As [`OpenScope::register`]: `stream` (a stream of `device`) stays alive until this
-    /// value is dropped, on this thread, and every call passes the same stream.
+    /// `stream` must stay alive until this value is dropped, on this thread (the
+    /// out-of-memory recovery synchronises every listed stream), and every call passes
+    /// the same stream: the caller keeps this value in a scope that borrows the stream
+    /// for longer, out of the user's reach, so that it can be neither forgotten nor moved
+    /// to another thread.
     #[inline]
     pub(crate) unsafe fn note_frees(&self, device: &DeviceInner, stream: &RawStream) {
         self.entry.get_or_init(|| {
-            // SAFETY: this function's own contract, which is `register`'s.
-            unsafe { OpenScope::register(device, stream) }
+            let entry = (device.device, stream.raw());
+            // Fails only while the thread is being torn down; the scope then just goes
+            // unregistered (out of memory, its frees are not waited for).
+            let _ = OPEN_SCOPES.try_with(|open| open.borrow_mut().push(entry));
+            OpenScope {
+                device: entry.0,
+                stream: entry.1 as usize,
+            }
         });
     }
 
@@ -257,7 +246,7 @@ impl DeviceInner {
             // SAFETY: every handle is a live stream of this device: `stream` (borrowed),
             // the housekeeping stream (alive as long as `self`), or the stream of a scope
             // open on this thread, which is registered only while that scope borrows it
-            // (`OpenScope::register`'s contract).
+            // (`LazyOpenScope::note_frees`'s contract).
             unsafe { crate::driver::stream::synchronize_handle(&self.context, pending) }?;
         }
         self.pool.trim_to(0)?;

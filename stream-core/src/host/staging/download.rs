@@ -4,7 +4,7 @@
 //!
 //! # How
 //!
-//! On the caller's thread, [`start_download`] takes a *snapshot* of the source: a
+//! On the caller's thread, [`start_staged_download`] takes a *snapshot* of the source: a
 //! stream-ordered device allocation of the copy's size on the scope's stream, filled by
 //! a device-to-device copy (about 2 TB/s: a millisecond for a gigabyte), followed by an
 //! event. From then on the scope's stream may go on with anything, writing the source
@@ -32,7 +32,8 @@
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use super::config::{StagingConfig, STAGED};
+use super::config::{staging_config, tuned, StagingConfig, STAGED};
+use super::detection::is_pageable;
 use super::pipeline::download_pipeline;
 use super::ring::CudaRing;
 use crate::device::DeviceInner;
@@ -118,30 +119,52 @@ struct Job {
 }
 
 // SAFETY: a `Job` is the exclusive right to write `dst` for `len` bytes until its handle
-// is marked done (the contract of `start_download`), and to use and free the snapshot;
+// is marked done (the contract of `start_staged_download`), and to use and free the snapshot;
 // the device handle and the event are `Send`. Nothing else touches them meanwhile.
 unsafe impl Send for Job {}
 
-/// Starts a staged download of `len` bytes from `src` (the snapshot copy is enqueued on
-/// its stream now; later work may do anything with it) into `dst` and returns its job,
-/// or `Ok(None)` when the caller should take another path (the snapshot does not fit).
+/// How [`start_staged_download`] went.
+pub(crate) enum StagedDownload {
+    /// The copy-out runs; the job says when it is done.
+    Started(DownloadJob),
+    /// The copy is below the threshold, or the destination is pinned: copy directly.
+    NotStaged,
+    /// Staged, but the snapshot did not fit in device memory: use
+    /// [`try_download`](super::try_download).
+    NoSnapshot,
+}
+
+/// Starts a staged download of `src` into `dst` (as many bytes) that returns at once,
+/// when the configuration and the memory call for staging: the snapshot copy is
+/// enqueued on `src`'s stream now (later work may do anything with `src`), and the
+/// copy-out runs on a coordinator thread, whose job is returned.
 ///
 /// # Safety
 ///
-/// `dst..dst + len` is host memory valid for writes, in which any bytes are valid
-/// values, that nothing reads, writes, moves or frees until the returned job is done
-/// (its `wait` returned): the caller keeps it borrowed and registers the job with the
-/// scope that owns the borrow.
-pub(crate) unsafe fn start_download(
+/// `dst` is host memory in which any bytes are valid values, that nothing reads, writes,
+/// moves or frees until a returned job is done (its `wait` returned): the caller keeps it
+/// borrowed and registers the job with the scope that owns the borrow.
+pub(crate) unsafe fn start_staged_download(
     src: StreamRange<'_>,
-    dst: *mut u8,
-    len: usize,
-    config: StagingConfig,
-) -> Result<Option<DownloadJob>> {
+    dst: &mut [u8],
+) -> Result<StagedDownload> {
+    let config = staging_config();
+    if dst.len() < config.download_threshold.max(1) {
+        return Ok(StagedDownload::NotStaged);
+    }
+    let device = src.device();
+    {
+        let _bound = device.bind()?;
+        if !is_pageable(dst) {
+            return Ok(StagedDownload::NotStaged);
+        }
+    }
+    let config = tuned(config, device);
+    let (dst, len) = (dst.as_mut_ptr(), dst.len());
     Error::check_lengths("a staged download", len, src.len())?;
     let (stream, device) = (src.stream(), src.device());
     let Ok(snapshot) = device.alloc_async(stream, len) else {
-        return Ok(None);
+        return Ok(StagedDownload::NoSnapshot);
     };
     // SAFETY: `src` is `len` bytes (checked) lent to `stream`'s work, which this copy
     // is; `snapshot` is `len` bytes just allocated on `stream`, used by nothing else;
@@ -172,7 +195,7 @@ pub(crate) unsafe fn start_download(
     };
     coordinators().run(job);
     STAGED.with(|c| c.set((c.get().0, c.get().1 + 1)));
-    Ok(Some(handle))
+    Ok(StagedDownload::Started(handle))
 }
 
 /// Runs `job` on the calling (coordinator) thread and marks it done, also if it panics.
@@ -220,7 +243,7 @@ fn copy_out(job: Job) -> Result<()> {
                 requested: config.chunk_bytes,
             });
         };
-        // SAFETY: `start_download`'s contract lends `dst..dst + len` to this job, for
+        // SAFETY: `start_staged_download`'s contract lends `dst..dst + len` to this job, for
         // writes only by it, until it is marked done (after this function returns).
         let dst = unsafe { std::slice::from_raw_parts_mut(dst, len) };
         download_pipeline(&mut ring, dst, config, super::stripe::streaming_downloads())

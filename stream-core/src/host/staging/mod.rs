@@ -116,6 +116,7 @@ use crate::memory::StreamRange;
 use crate::trace::ChunkTrace;
 use config::{staging_config, tuned, StagingConfig, STAGED};
 use detection::is_pageable;
+pub(crate) use download::{start_staged_download, StagedDownload};
 use pipeline::{download_pipeline, upload_pipeline};
 use ring::CudaRing;
 use stripe::{streaming_downloads, upload_streaming_tail};
@@ -167,48 +168,6 @@ pub(crate) fn try_upload<'p>(
     upload_pipeline(&mut ring, src, config, upload_streaming_tail())?;
     STAGED.with(|c| c.set((c.get().0 + 1, c.get().1)));
     Ok(true)
-}
-
-/// How [`start_staged_download`] went.
-pub(crate) enum StagedDownload {
-    /// The copy-out runs; the job says when it is done.
-    Started(download::DownloadJob),
-    /// The copy is below the threshold, or the destination is pinned: copy directly.
-    NotStaged,
-    /// Staged, but the snapshot did not fit in device memory: use [`try_download`].
-    NoSnapshot,
-}
-
-/// Starts a staged download of `src` into `dst` (as many bytes) that returns at once
-/// (see [`download`]), when the configuration and the memory call for staging.
-///
-/// # Safety
-///
-/// As [`download::start_download`]'s host side: `dst` is host memory in which any
-/// bytes are valid, that nothing else touches until a returned job is done.
-pub(crate) unsafe fn start_staged_download(
-    src: StreamRange<'_>,
-    dst: &mut [u8],
-) -> Result<StagedDownload> {
-    let config = staging_config();
-    if dst.len() < config.download_threshold.max(1) {
-        return Ok(StagedDownload::NotStaged);
-    }
-    let device = src.device();
-    {
-        let _bound = device.bind()?;
-        if !is_pageable(dst) {
-            return Ok(StagedDownload::NotStaged);
-        }
-    }
-    let config = tuned(config, device);
-    let (dst_ptr, len) = (dst.as_mut_ptr(), dst.len());
-    // SAFETY: this function's own contract.
-    let job = unsafe { download::start_download(src, dst_ptr, len, config) }?;
-    Ok(match job {
-        Some(job) => StagedDownload::Started(job),
-        None => StagedDownload::NoSnapshot,
-    })
 }
 
 /// Copies `src` into `dst` (as many bytes) through staging when the configuration and
