@@ -91,6 +91,23 @@ impl<'s, 'a, T> Pending<'s, &'a mut [T]> {
             _brand: brand(),
         }
     }
+
+    /// A staged download into `host` whose copy-out `job` runs (the only work that can
+    /// write it: `host` is borrowed exclusively), registered here with `outstanding`, the
+    /// scope's copy-outs, which its end waits for. `wait` hands `host` back only once
+    /// `job` is done.
+    pub(crate) fn staged(
+        host: &'a mut [T],
+        job: DownloadJob,
+        outstanding: &'s Outstanding,
+    ) -> Self {
+        outstanding.push(job.clone());
+        Pending {
+            value: host,
+            completion: Completion::Staged(job, outstanding),
+            _brand: brand(),
+        }
+    }
 }
 
 impl<'s, V> Pending<'s, V> {
@@ -117,20 +134,6 @@ impl<'s, V> Pending<'s, V> {
             completion: Completion::Event(event, context, outstanding),
             _brand: brand(),
         })
-    }
-
-    /// A staged download into `value` whose copy-out `job` runs.
-    ///
-    /// # Safety
-    ///
-    /// `job` is the only work that writes `value`'s memory, and it is registered with the
-    /// scope's outstanding jobs (so that the scope's end waits for it too).
-    pub(crate) unsafe fn staged(value: V, job: DownloadJob, outstanding: &'s Outstanding) -> Self {
-        Pending {
-            value,
-            completion: Completion::Staged(job, outstanding),
-            _brand: brand(),
-        }
     }
 
     /// Blocks until the copy is complete, then returns the host memory.

@@ -99,16 +99,13 @@ impl<'s, 'env> Scope<'s, 'env> {
         self.traced("copy_to_host", Category::Copy, bytes, || {
             let stream = &self.stream.raw;
             // SAFETY: `dst` is borrowed mutably for `'env` and moved into the `Pending`
-            // below, which no one can read before the job is done (`wait`), and the job is
-            // registered with this scope's outstanding copy-outs, which the outermost scope
-            // waits for before `'env` ends; any bytes are valid `T`s.
+            // below, which no one can read before the job is done (`wait`), and which
+            // registers the job with this scope's outstanding copy-outs, which the
+            // outermost scope waits for before `'env` ends; any bytes are valid `T`s.
             let started = unsafe { staging::start_staged_download(src, as_bytes_mut(dst)) }?;
             match started {
                 StagedDownload::Started(job) => {
-                    self.outstanding.push(job.clone());
-                    // SAFETY: the job is the only work writing `dst` (the DMAs go into pinned
-                    // staging blocks) and is registered with the scope (just above).
-                    return Ok(unsafe { Pending::staged(dst, job, self.outstanding) });
+                    return Ok(Pending::staged(dst, job, self.outstanding));
                 }
                 StagedDownload::NotStaged => {}
                 StagedDownload::NoSnapshot => {
