@@ -3,12 +3,12 @@
 //! crate that needs raw handles uses [`interop`](crate::interop).
 
 pub use crate::device::Stream;
-pub use crate::graph::{launch, Enqueue};
+pub use crate::graph::Enqueue;
 pub use crate::kernel::{
     BlockRule, Kernel, KernelParam, KernelShape, KernelSource, LaunchConfig, SharedRule,
 };
 pub use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceRepr};
-pub use crate::scope::{arg, scope, Scope};
+pub use crate::scope::{arg, launch, scope, Scope};
 pub use crate::Result;
 
 /// Device address and length of memory a kernel reads: its two CUDA parameters

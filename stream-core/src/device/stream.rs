@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use crate::device::Device;
+use crate::driver::graph::new_capturing_stream;
 use crate::driver::stream::RawStream;
 use crate::driver::stream_scratch::StreamScratch;
 use crate::error::{Error, Result};
@@ -61,6 +62,15 @@ impl Stream {
     pub(crate) fn with_priority(device: &Device, priority: i32) -> Result<Self> {
         let raw = RawStream::with_priority(&device.inner.context, priority)?;
         Ok(Self::of(device, raw))
+    }
+
+    /// A new stream of `device` that records its work into a graph from the start (a
+    /// graph capture's origin stream, `graph/capture.rs`). Marked as a stream whose
+    /// handle left the crate, so that a scope opened on it asks the driver, and refuses.
+    pub(crate) fn capturing(device: &Device) -> Result<Self> {
+        let stream = Self::of(device, new_capturing_stream(&device.inner.context)?);
+        stream.handle_exposed.store(true, Ordering::Relaxed);
+        Ok(stream)
     }
 
     /// The stream of `device` around this crate's own new `raw` stream.

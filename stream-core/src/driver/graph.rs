@@ -30,25 +30,23 @@ unsafe impl Send for NodeHandle {}
 // SAFETY: see `Send`; the handle is only copied.
 unsafe impl Sync for NodeHandle {}
 
-/// Starts recording `stream`'s work into a new graph instead of running it.
-///
-/// # Safety
-///
-/// Nothing but the capture that calls this issues work on `stream` until
-/// [`end_capture`]: work issued on a capturing stream is recorded, not run, so anyone
-/// else who relied on that stream (a scope's synchronisation, an event's completion)
-/// would see work that never runs.
-pub(crate) unsafe fn begin_capture(stream: &RawStream) -> Result<()> {
-    let _bound = stream.bind()?;
-    // SAFETY: `stream` is a live stream (borrowed) whose context is bound; the caller's
-    // contract keeps everyone else off it.
+/// A new stream of `context` that records its work into a new graph instead of running
+/// it, from the start: no one can have relied on its work running (a synchronisation, an
+/// event), since it never had any, and whoever it is handed to knows it captures (a
+/// scope refuses a capturing stream). [`end_capture`] ends the capture.
+pub(crate) fn new_capturing_stream(context: &Arc<PrimaryContext>) -> Result<RawStream> {
+    let _bound = context.bind()?;
+    let stream = RawStream::new(context)?;
+    // SAFETY: `stream` is a live stream (owned here) whose context is bound; the mode is
+    // one of the driver's.
     unsafe {
         result::stream::begin_capture(
             stream.raw(),
             sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
         )
     }
-    .call("cuStreamBeginCapture")
+    .call("cuStreamBeginCapture")?;
+    Ok(stream)
 }
 
 /// Ends the capture on `stream` (its origin stream): the recorded graph, `Ok(None)` when

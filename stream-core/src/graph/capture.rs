@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::device::{Device, Stream};
 use crate::driver::context::PrimaryContext;
 use crate::driver::event::RawEvent;
-use crate::driver::graph::{begin_capture, end_capture, RawGraph};
+use crate::driver::graph::{end_capture, RawGraph};
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
 use crate::graph::hold::{Hold, HoldPermit};
@@ -306,11 +306,9 @@ where
     // The device's context, current for the whole capture: launches and copies are
     // issued in it.
     let _bound = device.inner.bind().map_err(E::from)?;
-    let stream = device.new_stream().map_err(E::from)?;
-    // SAFETY: `stream` was just created and belongs to this frame: until `end_capture`
-    // (in `ending`, on return or unwind) only this capture issues work on it, through
-    // the `Capture` below, which never leaves this call.
-    unsafe { begin_capture(&stream.raw) }.map_err(E::from)?;
+    // Until `end_capture` (in `ending`, on return or unwind) only this capture issues
+    // work on it, through the `Capture` below, which never leaves this call.
+    let stream = Stream::capturing(device).map_err(E::from)?;
     let ending = EndCapture(&stream.raw);
     let out = run(&stream, held, state, f);
     let graph = ending.finish();

@@ -1,17 +1,16 @@
 //! [`Enqueue`]: where stream-ordered GPU work is issued, a [`Scope`] (which runs it on
-//! its stream) or a graph [`Capture`] (which records it), and the one launch entry that
-//! `#[kernel]` wrappers call for both.
-
-use std::ffi::c_void;
+//! its stream) or a graph [`Capture`] (which records it). Its launch half,
+//! [`LaunchTarget`], and the one launch entry that `#[kernel]` wrappers call for both
+//! live beside the launch's arguments, in `scope/launch.rs`.
 
 use cudarc::driver::sys;
 
 use crate::device::{Device, Stream};
 use crate::error::Result;
 use crate::graph::Capture;
-use crate::kernel::{Kernel, LaunchConfig};
+use crate::kernel::LaunchConfig;
 use crate::memory::{DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr};
-use crate::scope::{KernelArgs, Scope};
+use crate::scope::{KernelArgs, LaunchTarget, Scope};
 use crate::sealed::{self, Token};
 
 /// Where stream-ordered GPU work is issued: a [`Scope`], which runs it on its stream, or
@@ -36,7 +35,7 @@ use crate::sealed::{self, Token};
     message = "`{Self}` is not a scope or a graph capture",
     label = "expected the scope (`s` in `scope(&stream, |s| ...)`) or a graph capture (`g` in `s.capture(held, |g, views| ...)`)"
 )]
-pub trait Enqueue<'s>: sealed::Enqueuer {
+pub trait Enqueue<'s>: LaunchTarget<'s> {
     /// Allocates `len` elements (see [`Scope::alloc`]; in a capture the allocation is
     /// the graph's own, made and freed at every replay).
     fn alloc<T: DeviceRepr>(&'s self, len: usize) -> Result<DeviceBuffer<'s, T>>;
@@ -73,39 +72,6 @@ pub trait Enqueue<'s>: sealed::Enqueuer {
     /// `None` for a capture, whose graph must own the memory its replays use.
     #[doc(hidden)]
     fn scratch_stream(&self, _: Token) -> Option<&Stream>;
-
-    /// Launches or records the kernel of `args` (for [`launch`]), whose promise they
-    /// carry.
-    #[doc(hidden)]
-    fn launch_kernel(&self, _: Token, config: LaunchConfig, args: KernelArgs<'_, 's>)
-        -> Result<()>;
-}
-
-/// Launches `kernel` with the argument pointers `args` through `target`: on a scope's
-/// stream, or recorded into the graph a
-/// capture makes, with the launch's scalar arguments remembered so that
-/// [`Graph::set_scalar`](crate::Graph::set_scalar) can change them later. The launch
-/// shape is checked as for a scope, before anything is enqueued or recorded.
-///
-/// # Safety
-///
-/// As for a scope's launch, with "the scope" read as `target`: `args`
-/// match the kernel's CUDA parameters exactly, each device address is memory branded
-/// `'s` accessed within its length, written only when borrowed mutably, for every shape
-/// the kernel's shape admits. And when `kernel` describes its parameters
-/// ([`KernelParam`](crate::kernel::KernelParam)s, as `#[kernel]` does), the description
-/// is of exactly these arguments.
-#[inline]
-pub unsafe fn launch<'s>(
-    target: &impl Enqueue<'s>,
-    kernel: &'static Kernel,
-    config: LaunchConfig,
-    args: &mut [*mut c_void],
-) -> Result<()> {
-    // SAFETY: this function's contract is the promise `KernelArgs` carries, with the
-    // target's brand `'s`.
-    let args = unsafe { KernelArgs::promised(kernel, args) };
-    target.launch_kernel(sealed::TOKEN, config, args)
 }
 
 /// The operations a scope and a capture both have as inherent methods of the same names
@@ -148,8 +114,6 @@ macro_rules! forward_operations {
     };
 }
 
-impl sealed::Enqueuer for Scope<'_, '_> {}
-
 impl<'s, 'env> Enqueue<'s> for Scope<'s, 'env> {
     forward_operations!(Scope, 's);
 
@@ -166,18 +130,20 @@ impl<'s, 'env> Enqueue<'s> for Scope<'s, 'env> {
     fn scratch_stream(&self, _: Token) -> Option<&Stream> {
         Some(self.stream)
     }
+}
 
+impl sealed::Enqueuer for Capture<'_> {}
+
+impl<'g> LaunchTarget<'g> for Capture<'g> {
     fn launch_kernel(
         &self,
         _: Token,
         config: LaunchConfig,
-        args: KernelArgs<'_, 's>,
+        args: KernelArgs<'_, 'g>,
     ) -> Result<()> {
-        crate::scope::launch(self, config, args)
+        self.record_launch(config, args)
     }
 }
-
-impl sealed::Enqueuer for Capture<'_> {}
 
 impl<'g> Enqueue<'g> for Capture<'g> {
     forward_operations!(Capture, 'g);
@@ -193,14 +159,5 @@ impl<'g> Enqueue<'g> for Capture<'g> {
     #[inline(always)]
     fn scratch_stream(&self, _: Token) -> Option<&Stream> {
         None
-    }
-
-    fn launch_kernel(
-        &self,
-        _: Token,
-        config: LaunchConfig,
-        args: KernelArgs<'_, 'g>,
-    ) -> Result<()> {
-        self.record_launch(config, args)
     }
 }

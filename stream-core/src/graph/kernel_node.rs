@@ -80,9 +80,9 @@ fn argument_bytes(args: &KernelArgs<'_, '_>) -> Option<Vec<ArgSlot>> {
         .map(|(&size, &arg)| {
             let mut slot = ArgSlot([0; 16]);
             // SAFETY: `arg` points to a live value of `size` bytes: the promise the
-            // arguments carry (`KernelArgs::promised`) is that a kernel that describes
-            // its parameters describes exactly these; copied byte by byte (no alignment
-            // needed) into the slot, which has 16 >= `size` bytes.
+            // arguments carry (`scope::launch`, which alone makes them) is that a kernel
+            // that describes its parameters describes exactly these; copied byte by byte
+            // (no alignment needed) into the slot, which has 16 >= `size` bytes.
             unsafe { std::ptr::copy_nonoverlapping(arg.cast::<u8>(), slot.0.as_mut_ptr(), size) };
             slot
         })
@@ -100,7 +100,7 @@ impl<'g> Capture<'g> {
     ) -> Result<()> {
         self.set_last_kernel(None);
         // The capture's scope has the capture's brand, the one the arguments carry.
-        crate::scope::launch(self.scope(), config, args.reborrow())?;
+        crate::scope::launch_in_scope(self.scope(), config, args.reborrow())?;
         let kernel = args.kernel();
         if config.is_empty() {
             // An empty launch records nothing.

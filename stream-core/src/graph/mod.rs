@@ -34,7 +34,7 @@ mod transfer;
 mod update;
 
 pub use capture::Capture;
-pub use enqueue::{launch, Enqueue};
+pub use enqueue::Enqueue;
 pub use executable::Graph;
 pub use hold::Hold;
 pub use kernel_node::{KernelNode, ScalarParam};

@@ -29,8 +29,8 @@ mod scope_all;
 mod tracing;
 mod transfer;
 
-pub(crate) use launch::launch;
-pub use launch::{arg, KernelArgs};
+pub(crate) use launch::launch_in_scope;
+pub use launch::{arg, launch, KernelArgs, LaunchTarget};
 pub use lend::Lend;
 pub(crate) use outstanding::{Outstanding, StreamWatch, Watch};
 pub use pending::Pending;
