@@ -37,6 +37,7 @@ gpu_tests::test_main! {
         a_slice_last_written_on_another_cudarc_stream_is_read_after_that_kernel,
         into_cudarc_right_behind_a_long_kernel_hands_cudarc_the_kernels_result,
         a_graph_and_download_owned_read_a_converted_slice_after_its_last_kernel,
+        empty_slices_and_vecs_convert_both_ways,
     ],
 }
 
@@ -204,6 +205,44 @@ fn slices_round_trip_through_device_vec_and_back_at_the_same_address() -> TestRe
         &expected,
         &again.to_host_vec()?,
     )
+}
+
+/// Empty memory changes owner both ways: cudarc's empty slice (`CudaStream::null`,
+/// whatever address its zero-byte allocation has) becomes an empty `DeviceVec`, which
+/// goes back to cudarc as an empty slice, and so does a `DeviceVec` of no elements made
+/// here (which owns no allocation); each is then used (a copy of nothing) and dropped on
+/// both sides without a failed or double free.
+fn empty_slices_and_vecs_convert_both_ways() -> TestResult {
+    let _serial = serial();
+    let (ctx, streams) = cudarc_context(1)?;
+    let a = &streams[0];
+    let device = Device::from_cudarc(Arc::clone(&ctx))?;
+    for round in 0..2 {
+        let vec = match round {
+            0 => converted(
+                "cudarc's empty slice",
+                DeviceVec::from_cudarc(cudarc("null", a.null::<f32>())?),
+            )?,
+            _ => device.alloc_vec::<f32>(0)?,
+        };
+        ensure!(vec.is_empty(), "round {round}: {} elements", vec.len());
+        ensure!(vec.to_host_vec()?.is_empty(), "round {round}: to_host_vec");
+        let slice: CudaSlice<f32> = vec.into_cudarc(a)?;
+        ensure!(
+            slice.is_empty(),
+            "round {round}: a slice of {}",
+            slice.len()
+        );
+        ensure!(
+            cudarc("clone_dtoh", a.clone_dtoh(&slice))?.is_empty(),
+            "round {round}: cudarc read something"
+        );
+        let again = converted("an empty slice handed back", DeviceVec::from_cudarc(slice))?;
+        ensure!(again.is_empty(), "round {round}: back with {}", again.len());
+        drop(again);
+    }
+    cudarc("synchronize", a.synchronize())?;
+    cudarc("context errors", ctx.check_err())
 }
 
 fn a_scope_on_a_converted_cudarc_stream_is_ordered_with_cudarc_work_on_that_stream() -> TestResult {
