@@ -14,7 +14,9 @@ use crate::driver::stream::RawStream;
 use crate::error::{byte_len, Result};
 use crate::memory::brand::{brand, Brand, Rebrand, ScopeToken};
 use crate::memory::repr::DeviceRepr;
-use crate::memory::view::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, RawSlice};
+use crate::memory::view::{
+    element_count, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, RawSlice,
+};
 use crate::sealed;
 
 /// Device memory of `len` elements of `T`, owned by the scope branded `'s`.
@@ -124,19 +126,7 @@ impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
     }
 }
 
-impl<T: DeviceRepr> DeviceBuffer<'_, T> {
-    /// Number of elements.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// `true` when there are no elements.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
+element_count!(|self| self.len; ['s, T: DeviceRepr] DeviceBuffer<'s, T>);
 
 impl<T: DeviceRepr> sealed::Sealed for DeviceBuffer<'_, T> {
     #[inline(always)]

@@ -18,7 +18,7 @@ use crate::driver::pool::StreamOrdered;
 use crate::driver::stream::RawStream;
 use crate::error::{byte_len, Result};
 use crate::memory::repr::DeviceRepr;
-use crate::memory::view::RawSlice;
+use crate::memory::view::{element_count, RawSlice};
 
 /// Device memory that outlives scopes, like a `Vec<T>` on the GPU. `Send` and `Sync`.
 ///
@@ -258,19 +258,9 @@ impl<T: DeviceRepr> DeviceVec<T> {
     }
 }
 
+element_count!(|self| self.len; [T: DeviceRepr] DeviceVec<T>);
+
 impl<T: DeviceRepr> DeviceVec<T> {
-    /// Number of elements.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// `true` when there are no elements.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The memory's address and length, ready or not (the callers above know).
     #[inline]
     fn raw(&self) -> RawSlice {

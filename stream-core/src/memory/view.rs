@@ -237,23 +237,27 @@ impl<'a, 's, T: DeviceRepr> DeviceSlice<'a, 's, T> {
 }
 
 /// Writes the inherent `len` and `is_empty` of each type that holds its extent in a
-/// `raw: RawSlice` field (the views, `DeviceBuffer`, `DeviceVec`): once, here.
+/// `raw: RawSlice` field (the views), or where `|self| ...` says (`DeviceBuffer` and
+/// `DeviceVec`, which own their allocation beside a `len`): once, here.
 macro_rules! element_count {
-    ($([$($generics:tt)*] $ty:ty),* $(,)?) => {$(
+    (|$this:ident| $len:expr; $([$($generics:tt)*] $ty:ty),* $(,)?) => {$(
         impl<$($generics)*> $ty {
             /// Number of elements.
             #[inline]
-            pub fn len(&self) -> usize {
-                self.raw.len
+            pub fn len(&$this) -> usize {
+                $len
             }
 
             /// `true` when there are no elements.
             #[inline]
-            pub fn is_empty(&self) -> bool {
-                self.raw.len == 0
+            pub fn is_empty(&$this) -> bool {
+                $len == 0
             }
         }
     )*};
+    ($([$($generics:tt)*] $ty:ty),* $(,)?) => {
+        element_count!(|self| self.raw.len; $([$($generics)*] $ty),*);
+    };
 }
 pub(crate) use element_count;
 
