@@ -138,8 +138,9 @@ impl MemPool {
         // SAFETY: a live pool and a live stream (borrowed); the call only writes the
         // new address.
         let ptr = unsafe { result::mem_pool::alloc_async(self.0, bytes, stream.raw()) }?;
-        // The driver returns no null address for a successful allocation of bytes; one
-        // would be refused as the driver refuses zero bytes.
+        // A successful allocation of one byte or more has a non-null address; a null one
+        // (which the driver does not return) is reported as its invalid-value error rather
+        // than owned.
         NonZeroU64::new(ptr)
             .map(StreamOrdered)
             .ok_or(result::DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE))
