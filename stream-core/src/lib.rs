@@ -72,7 +72,7 @@
 //! | `driver/`   | 140 | the driver's own rules for each raw call (25 of them NCCL's, in `driver/nccl.rs` and `driver/nccl_join.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool; what an owner releases, a stream-ordered allocation, a pinned block, managed memory, a module, is released by a safe consuming method there, as a `Box` is dropped: the proofs are at the uses) |
 //! | `memory/`   | 7  | byte views of element slices; `DeviceVec`'s blocking copies; the out-of-memory wait for this thread's open scopes (a scope's memory reaches the staged copies as a `StreamRange`, made safely from its brand and borrow; stream-ordered allocations are owned `StreamOrdered` values, freed safely) |
 //! | `host/`     | 12 | pinned memory as typed slices; staged copies' DMAs, copy-out thread and streaming stores; the download snapshot's and the calibration's device memory (as `StreamRange`s) |
-//! | `scope/`    | 12 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
+//! | `scope/`    | 11 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
 //! | `managed/`  | 9  | host access to managed memory, attachment, migration |
 //! | `graph/`    | 11 | a capture's own scope and tokens, graph launches, held views, kernel-node arguments (a kernel's arguments carry their promise in `KernelArgs`, made only by the `unsafe fn` `launch` in `scope/launch.rs`; a capture's stream captures from its creation, `driver::graph::new_capturing_stream`) |
 //! | `future/`   | 4  | DMA of owned buffers, an owned scope, a `DeviceVec` of a stream-ordered allocation |

@@ -9,6 +9,7 @@
 use std::marker::PhantomData;
 use std::ops::RangeBounds;
 
+use crate::device::Event;
 use crate::driver::pool::StreamOrdered;
 use crate::driver::stream::RawStream;
 use crate::error::{byte_len, Result};
@@ -91,6 +92,31 @@ impl<'s, T: DeviceRepr> DeviceBuffer<'s, T> {
             _brand: brand(),
             _elem: PhantomData,
         }
+    }
+
+    /// The same memory, handed to the scope `to` belongs to (a hand-off): `to`'s stream
+    /// first waits, on the GPU, for everything this buffer's stream has enqueued so far,
+    /// which is every use of the buffer (its brand kept them on that stream, or a fork's
+    /// join ordered them into it); the buffer is moved in, so its scope never uses it
+    /// again; and `to`'s scope frees it on its own stream. If the wait cannot be
+    /// enqueued the buffer is dropped: freed on its own stream, after its own work.
+    pub(crate) fn handed_off<'t, 'e: 't>(
+        mut self,
+        to: &ScopeToken<'t, 'e>,
+    ) -> Result<DeviceBuffer<'t, T>> {
+        let to_stream = &to.stream().raw;
+        if self.memory.is_some() {
+            Event::order(self.stream.context(), self.stream, to_stream)?;
+        }
+        // `self` keeps no memory, so its drop frees nothing.
+        let memory = self.memory.take();
+        Ok(DeviceBuffer {
+            memory,
+            len: self.len,
+            stream: to_stream,
+            _brand: brand(),
+            _elem: PhantomData,
+        })
     }
 
     /// A read-only view of the whole buffer.

@@ -9,9 +9,7 @@
 //! is never freed while another stream may still read it, and never held longer.
 
 use crate::device::peer::grant_reach;
-use crate::device::Event;
 use crate::error::Result;
-use crate::memory::brand::Rebrand;
 use crate::memory::{DeviceBuffer, DeviceRepr};
 use crate::scope::Scope;
 
@@ -74,17 +72,6 @@ impl<'s, 'env> Scope<'s, 'env> {
         // device this scope may.
         to.note_frees();
         to.widen_reach(reach);
-        let to_stream = &to.stream.raw;
-        if !buffer.is_empty() {
-            // On error `buffer` is dropped here, freed on its own stream after its own
-            // work.
-            Event::order(&self.device().inner.context, &self.stream.raw, to_stream)?;
-        }
-        // SAFETY: `to_stream` is the stream of the scope branded `'t` (`to`), and it now
-        // waits for all the work this scope has enqueued (the event above; an empty buffer
-        // has no work to wait for). The buffer is moved in, so this scope never uses it
-        // again.
-        let permit = unsafe { Rebrand::new(to_stream) };
-        Ok(buffer.rebranded(&permit))
+        buffer.handed_off(&to.token)
     }
 }
