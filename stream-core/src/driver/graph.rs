@@ -1,4 +1,4 @@
-//! CUDA graphs: recording a stream's work into a graph ([`begin_capture`],
+//! CUDA graphs: recording a stream's work into a graph ([`new_capturing_stream`],
 //! [`end_capture`]), the graph and its executable instance as RAII handles ([`RawGraph`],
 //! [`RawGraphExec`]), and the raw operations that launch an executable graph or change
 //! what it runs.
