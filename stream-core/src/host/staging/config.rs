@@ -5,8 +5,11 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use super::detection::is_pageable;
 use super::memcpy;
 use crate::device::DeviceInner;
+use crate::driver::context::Bound;
+use crate::error::Result;
 
 /// Copies of at least this many bytes of pageable memory are staged (default of both
 /// directions).
@@ -179,6 +182,28 @@ fn process_config() -> StagingConfig {
         ring_blocks: RING.load(Ordering::Relaxed),
         threads: THREADS.load(Ordering::Relaxed),
     }
+}
+
+/// The setting a copy of `host` to or from `device` is staged with, or `None` when it
+/// takes the driver's direct path: shorter than its direction's threshold (`threshold`
+/// picks it from [`staging_config`]), or `host` is not pageable (pinned memory is copied
+/// by one DMA). Binds the device's context only past the threshold (the lookup needs
+/// it; a short copy costs no driver call here), and returns the binding with the
+/// setting, which is [tuned](tuned) (the calibration runs the first time).
+pub(super) fn for_pageable_copy<'d>(
+    host: &[u8],
+    threshold: fn(&StagingConfig) -> usize,
+    device: &'d Arc<DeviceInner>,
+) -> Result<Option<(StagingConfig, Bound<'d>)>> {
+    let config = staging_config();
+    if host.len() < threshold(&config).max(1) {
+        return Ok(None);
+    }
+    let bound = device.bind()?;
+    if !is_pageable(host) {
+        return Ok(None);
+    }
+    Ok(Some((tuned(config, device), bound)))
 }
 
 /// `config` (what [`staging_config`] returned for a copy about to be staged to or from

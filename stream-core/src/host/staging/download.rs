@@ -32,8 +32,7 @@
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use super::config::{staging_config, tuned, StagingConfig, STAGED};
-use super::detection::is_pageable;
+use super::config::{for_pageable_copy, StagingConfig, STAGED};
 use super::pipeline::download_pipeline;
 use super::ring::CudaRing;
 use crate::device::DeviceInner;
@@ -148,21 +147,12 @@ pub(crate) unsafe fn start_staged_download(
     src: StreamRange<'_>,
     dst: &mut [u8],
 ) -> Result<StagedDownload> {
-    let config = staging_config();
-    if dst.len() < config.download_threshold.max(1) {
-        return Ok(StagedDownload::NotStaged);
-    }
-    let device = src.device();
-    {
-        let _bound = device.bind()?;
-        if !is_pageable(dst) {
-            return Ok(StagedDownload::NotStaged);
-        }
-    }
-    let config = tuned(config, device);
-    let (dst, len) = (dst.as_mut_ptr(), dst.len());
-    Error::check_lengths("a staged download", len, src.len())?;
+    Error::check_lengths("a staged download", dst.len(), src.len())?;
     let (stream, device) = (src.stream(), src.device());
+    let Some((config, _bound)) = for_pageable_copy(dst, |c| c.download_threshold, device)? else {
+        return Ok(StagedDownload::NotStaged);
+    };
+    let (dst, len) = (dst.as_mut_ptr(), dst.len());
     let Ok(snapshot) = device.alloc_async(stream, len) else {
         return Ok(StagedDownload::NoSnapshot);
     };

@@ -114,8 +114,7 @@ mod trials;
 use crate::error::{Error, Result};
 use crate::memory::StreamRange;
 use crate::trace::ChunkTrace;
-use config::{staging_config, tuned, StagingConfig, STAGED};
-use detection::is_pageable;
+use config::{for_pageable_copy, StagingConfig, STAGED};
 pub(crate) use download::{start_staged_download, StagedDownload};
 use pipeline::{download_pipeline, upload_pipeline};
 use ring::CudaRing;
@@ -136,21 +135,15 @@ fn staged_ring<'p>(
     range: StreamRange<'p>,
     host: &[u8],
 ) -> Result<Option<(CudaRing<'p>, StagingConfig)>> {
-    let config = staging_config();
-    let threshold = match direction {
-        Direction::Upload => config.upload_threshold,
-        Direction::Download => config.download_threshold,
-    };
-    if host.len() < threshold.max(1) {
-        return Ok(None);
-    }
     Error::check_lengths("a staged copy", host.len(), range.len())?;
-    let device = range.device();
-    let _bound = device.bind()?;
-    if !is_pageable(host) {
+    let threshold = match direction {
+        Direction::Upload => |c: &StagingConfig| c.upload_threshold,
+        Direction::Download => |c: &StagingConfig| c.download_threshold,
+    };
+    let Some((config, _bound)) = for_pageable_copy(host, threshold, range.device())? else {
         return Ok(None);
-    }
-    CudaRing::new(range, tuned(config, device))
+    };
+    CudaRing::new(range, config)
 }
 
 /// Copies `src` to `dst` (as many bytes) through staging when the configuration and
