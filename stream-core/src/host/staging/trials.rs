@@ -126,12 +126,10 @@ impl Dma for HostOnly {
 pub(crate) struct ComposedTrials<'d> {
     device: &'d Arc<DeviceInner>,
     streams: Arc<StagingStreams>,
-    /// `Some` until dropped.
-    stream: Option<RawStream>,
-    /// `user.len()` bytes of device memory, allocated on `stream`, used only by this
-    /// trial's DMAs on `stream`, freed on `stream` when the trials are dropped.
-    /// Taken (and freed) by the drop.
-    scratch: Option<StreamOrdered>,
+    /// An internal stream of `device` and `user.len()` bytes of device memory allocated
+    /// on it, used only by the trials' DMAs on that stream; `Some` until the drop frees
+    /// the memory on the stream and gives the stream back.
+    lease: Option<(RawStream, StreamOrdered)>,
     user: Vec<u8>,
     /// How many of an upload's last chunks are written with streaming stores (the
     /// process's setting: the calibration does not choose it).
@@ -160,8 +158,7 @@ impl<'d> ComposedTrials<'d> {
         Ok(ComposedTrials {
             device,
             streams,
-            stream: Some(stream),
-            scratch: Some(scratch),
+            lease: Some((stream, scratch)),
             user,
             upload_tail,
         })
@@ -172,15 +169,14 @@ impl Trials for ComposedTrials<'_> {
     fn run(&mut self, config: StagingConfig, streaming_downloads: bool) -> Result<(f64, f64)> {
         let ComposedTrials {
             device,
-            stream,
-            scratch,
+            lease,
             user,
             upload_tail,
             ..
         } = self;
         let _bound = device.bind()?;
         let bytes = user.len();
-        let (Some(stream), Some(scratch)) = (stream.as_ref(), scratch.as_ref()) else {
+        let Some((stream, scratch)) = lease.as_ref() else {
             return Err(Error::from(crate::error::Library {
                 call: "staging calibration",
                 message: "the trial's stream is gone".to_owned(),
@@ -218,12 +214,12 @@ impl Trials for ComposedTrials<'_> {
 
 impl Drop for ComposedTrials<'_> {
     fn drop(&mut self) {
-        let Some(stream) = self.stream.take() else {
+        let Some((stream, scratch)) = self.lease.take() else {
             return;
         };
         // A context that cannot be bound any more (a failed device) keeps the scratch
         // memory until it is destroyed: a leak, never a free while DMAs may run.
-        if let (Ok(_bound), Some(scratch)) = (self.device.bind(), self.scratch.take()) {
+        if let Ok(_bound) = self.device.bind() {
             // Every use of `scratch` (the trials' DMAs) was enqueued on `stream` before
             // this point, so the free is ordered after them.
             let _ = scratch.free_on(&stream);
