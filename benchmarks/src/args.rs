@@ -24,7 +24,8 @@ pub const USAGE: &str =
   --list         list the cases and exit
 
   BENCH_STAGING_SWEEP=1 adds the staging sweep to the pageable case (printed only)
-  BENCH_STAGING_CACHE=1 adds the staged copies in three cache states to it (printed only)";
+  BENCH_STAGING_CACHE=1 adds the staged copies in three cache states to it (printed only)
+  BENCH_STAGING_CONTENTION=1 adds the host memcpy and pinned DMA, alone and at once, to it (printed only)";
 
 /// What the command line asks for.
 #[derive(Debug)]

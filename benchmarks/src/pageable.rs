@@ -27,6 +27,7 @@
 #![allow(unsafe_code)]
 
 mod cache_state;
+mod contention;
 mod host_memcpy;
 mod sweep;
 mod trace;
@@ -129,6 +130,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     ));
     if std::env::var_os("BENCH_STAGING_CACHE").is_some() {
         cache_state::run(env)?;
+    }
+    if std::env::var_os("BENCH_STAGING_CONTENTION").is_some() {
+        contention::run(env)?;
     }
     if std::env::var_os("BENCH_STAGING_SWEEP").is_some() {
         sweep::run(env)?;

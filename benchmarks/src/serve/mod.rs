@@ -51,6 +51,7 @@ mod client;
 mod costs;
 mod cpu_time;
 mod request_steps;
+mod timeline;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -130,6 +131,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     head_of_line(env, rep, &streams)?;
     if std::env::var_os("BENCH_SERVE_DIAG").is_some() {
         request_steps::print(env)?;
+    }
+    if std::env::var_os("BENCH_SERVE_TIMELINE").is_some() {
+        timeline::print(env)?;
     }
     rep.note(format!(
         "serve: the async design runs {} executor threads (a tokio multi-threaded runtime) plus stream_core's one completion thread ({}); the threads design runs {CLIENTS}",
