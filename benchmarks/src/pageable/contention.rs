@@ -1,10 +1,10 @@
 //! The contention diagnosis of the pageable case, with `BENCH_STAGING_CONTENTION` set:
 //! printed only. A staged copy runs a host memcpy (pageable <-> pinned blocks) and the
 //! DMA engine (pinned blocks <-> device) at the same time, and both go through the
-//! host's memory. The case's ceiling row times the memcpy alone; this measures, at 64
-//! MiB each way, the memcpy alone, pinned DMA alone, and both at once (on separate
-//! pinned buffers, for as long as the DMA batch runs), with the staged copy in the same
-//! rounds. A staged copy moves at most the slower of the two halves running together
+//! host's memory. The case's ceiling row times the memcpy alone; this measures, each
+//! way, the memcpy alone, pinned DMA alone, and both at once (on separate pinned
+//! buffers, for as long as a batch of 64 MiB DMAs runs), with a staged 64 MiB copy in
+//! the same rounds. A staged copy moves at most the slower of the two halves running together
 //! (or, done one after the other, `1 / (1/memcpy + 1/DMA)` of the halves alone): that
 //! is the host's ceiling for any staged design, and the number the memcpy-alone row
 //! overstates when the two halves slow each other down.
@@ -23,8 +23,12 @@ use crate::raw::{RawDeviceMem, RawPinned};
 
 /// Rounds, each measuring every copy once per direction.
 const ROUNDS: usize = 7;
-/// Bytes of each buffer.
+/// Bytes of the DMA's buffers and of the staged copy.
 const BYTES: usize = 64 * MIB;
+/// Bytes of the memcpy's buffers: each thread's stripe is far larger than its share of
+/// the caches, so that a copy looping over it measures memory, not cache (with 64 MiB
+/// buffers, 2 MiB stripes on a 32-core host, it moved 216-262 GB/s, from L2).
+const MEMCPY_BYTES: usize = 1024 * MIB;
 /// Copies of the DMA batch (`DMA_BATCH * BYTES` bytes, about 10 ms at 50 GB/s).
 const DMA_BATCH: usize = 8;
 /// The piece a memcpy thread copies between two looks at the stop flag.
@@ -42,9 +46,9 @@ struct Round {
 
 pub(super) fn run(env: &Env) -> Result<()> {
     let n = BYTES / 4;
-    let threads = std::thread::available_parallelism().map_or(1, |p| p.get());
-    let mut pageable: Vec<f32> = vec![1.0; n];
-    let mut memcpy_pinned = RawPinned::new(n)?;
+    let parallelism = std::thread::available_parallelism().map_or(1, |p| p.get());
+    let mut pageable: Vec<f32> = vec![1.0; MEMCPY_BYTES / 4];
+    let mut memcpy_pinned = RawPinned::new(MEMCPY_BYTES / 4)?;
     let mut dma_pinned = RawPinned::new(n)?;
     env.raw_ctx.bind()?;
     let device = RawDeviceMem::new(BYTES)?;
@@ -61,11 +65,18 @@ pub(super) fn run(env: &Env) -> Result<()> {
         None => staging_config(),
     };
     println!(
-        "  staging contention, 64 MiB: host memcpy on {threads} threads, pinned DMA batches of {DMA_BATCH} x 64 MiB, staged with {} threads and {} MiB chunks; {ROUNDS} rounds; GB/s medians (min, max)",
+        "  staging contention: host memcpy on {parallelism} and on the staging's {} threads over {} MiB, pinned DMA batches of {DMA_BATCH} x 64 MiB, staged 64 MiB with {} threads and {} MiB chunks; {ROUNDS} rounds; GB/s medians (min, max)",
+        config.threads,
+        MEMCPY_BYTES / MIB,
         config.threads,
         config.chunk_bytes / MIB
     );
-    for up in [true, false] {
+    let mut thread_counts = vec![parallelism, config.threads];
+    thread_counts.dedup();
+    for (threads, up) in thread_counts
+        .into_iter()
+        .flat_map(|t| [(t, true), (t, false)])
+    {
         let mut rounds = Vec::with_capacity(ROUNDS);
         for _ in 0..ROUNDS {
             let mut round = Round::default();
@@ -108,7 +119,7 @@ pub(super) fn run(env: &Env) -> Result<()> {
             round.staged = gbs(BYTES, copy.seconds(config, up, None)?);
             rounds.push(round);
         }
-        print(up, &rounds);
+        print(threads, up, &rounds);
     }
     // Keep the host buffers' contents meaningful to the optimiser.
     std::hint::black_box((&mut staged_host, &mut pageable));
@@ -116,7 +127,7 @@ pub(super) fn run(env: &Env) -> Result<()> {
 }
 
 /// Prints one direction's medians and the ceilings they imply.
-fn print(up: bool, rounds: &[Round]) {
+fn print(threads: usize, up: bool, rounds: &[Round]) {
     let stat = |of: &dyn Fn(&Round) -> f64| {
         let mut v: Vec<f64> = rounds.iter().map(of).collect();
         v.sort_by(f64::total_cmp);
@@ -135,7 +146,7 @@ fn print(up: bool, rounds: &[Round]) {
     let (alone, _, _) = stat(&|r| r.memcpy_alone);
     let (ceiling, _, _) = stat(&bound);
     println!(
-        "  staging contention, {}: {}; {}; at once: {}, {}; staged {}; staged / memcpy alone {:.3}x, staged / both-at-once ceiling {:.3}x",
+        "  staging contention, {}, memcpy on {threads} threads: {}; {}; at once: {}, {}; staged {}; staged / memcpy alone {:.3}x, staged / both-at-once ceiling {:.3}x",
         if up { "up" } else { "down" },
         cell("memcpy alone", &|r| r.memcpy_alone),
         cell("DMA alone", &|r| r.dma_alone),

@@ -2,8 +2,10 @@
 //! the threads design against the async one (its completion thread sleeping, then
 //! polling), printed only, at the end of case `serve`.
 //!
-//! Every request records a timing event on its stream before its work and one after
-//! it; once a batch is over, their times on the GPU's clock are put on the host's (an
+//! Every request of the timed clients (all of them, then one while the other fifteen
+//! run untimed: timing events slow the GPU's interleaving of the streams, and with all
+//! clients timed both designs run at the same, lower rate) records a timing event on its
+//! stream before its work and one after it; once a batch is over, their times on the GPU's clock are put on the host's (an
 //! event recorded and waited for just before the batch is the common origin). Per
 //! request that gives: the host time of its enqueue; its GPU span (from the first event
 //! to the second: its work, including the wait for copy engines that other streams'
@@ -71,11 +73,13 @@ impl Drop for TimingEvent {
     }
 }
 
-/// A client and the two events of its current request: what a request owns.
+/// The events recorded before and after one request's work, for a timed client.
+type Timed = Option<(Arc<TimingEvent>, Arc<TimingEvent>)>;
+
+/// A client and the events of its current request: what a request owns.
 struct Job {
     client: Client,
-    before: Arc<TimingEvent>,
-    after: Arc<TimingEvent>,
+    timed: Timed,
     /// When the request's closure returned (its work enqueued).
     enqueued: Option<Instant>,
 }
@@ -85,19 +89,23 @@ struct Stamp {
     start: Instant,
     enqueued: Instant,
     replied: Instant,
-    before: Arc<TimingEvent>,
-    after: Arc<TimingEvent>,
+    timed: Timed,
 }
 
 /// The request's work between its two events.
 fn stamped_work<'s, 'env>(s: &'s Scope<'s, 'env>, job: &'env mut Job) -> Result<()> {
+    let Some((before, after)) = &job.timed else {
+        request_work(s, &mut job.client)?;
+        job.enqueued = Some(Instant::now());
+        return Ok(());
+    };
     let stream = raw_stream(s);
     // SAFETY: a live event and the scope's live stream, of one context (bound by the
     // scope); recording is ordered in the stream like any of its work.
-    unsafe { result::event::record(job.before.0, stream) }.context("cuEventRecord")?;
+    unsafe { result::event::record(before.0, stream) }.context("cuEventRecord")?;
     request_work(s, &mut job.client)?;
     // SAFETY: as above.
-    unsafe { result::event::record(job.after.0, stream) }.context("cuEventRecord")?;
+    unsafe { result::event::record(after.0, stream) }.context("cuEventRecord")?;
     job.enqueued = Some(Instant::now());
     Ok(())
 }
@@ -109,14 +117,18 @@ pub fn print(env: &Env) -> Result<()> {
             .map(|_| env.dev.new_stream())
             .collect::<stream_core::Result<Vec<_>>>()?,
     );
-    for mode in [
+    let designs = [
         None,
         Some(CompletionMode::Sleep),
         Some(CompletionMode::Poll),
-    ] {
+    ];
+    for (probes, mode) in [CLIENTS, 1]
+        .into_iter()
+        .flat_map(|p| designs.map(|d| (p, d)))
+    {
         let (origin, events) = {
             let _bound = bind(&env.dev)?;
-            let events = (0..CLIENTS * PER_CLIENT * 2)
+            let events = (0..probes * PER_CLIENT * 2)
                 .map(|_| TimingEvent::new().map(Arc::new))
                 .collect::<Result<Vec<_>>>()?;
             (TimingEvent::new()?, events)
@@ -125,10 +137,10 @@ pub fn print(env: &Env) -> Result<()> {
         let origin_at = record_origin(&streams[0], &origin)?;
         let t = Instant::now();
         let stamps = match mode {
-            None => threads_batch(&streams, clients, &events)?,
+            None => threads_batch(&streams, clients, &events, probes)?,
             Some(mode) => {
                 set_completion_mode(&env.dev, mode)?;
-                let stamps = async_batch(&streams, clients, &events);
+                let stamps = async_batch(&streams, clients, &events, probes);
                 set_completion_mode(&env.dev, CompletionMode::Sleep)?;
                 stamps?
             }
@@ -139,7 +151,7 @@ pub fn print(env: &Env) -> Result<()> {
             Some(CompletionMode::Sleep) => "async, completion sleeping",
             Some(_) => "async, completion polling",
         };
-        report(design, seconds, &stamps, &origin, origin_at)?;
+        report(design, probes, seconds, &stamps, &origin, origin_at)?;
     }
     Ok(())
 }
@@ -155,14 +167,10 @@ fn record_origin(stream: &Stream, origin: &TimingEvent) -> Result<Instant> {
     Ok(Instant::now())
 }
 
-/// The events of request `r` of client `c`.
-fn events_of(
-    events: &[Arc<TimingEvent>],
-    c: usize,
-    r: usize,
-) -> (Arc<TimingEvent>, Arc<TimingEvent>) {
+/// The events of request `r` of client `c`, when it is one of the `probes` timed ones.
+fn events_of(events: &[Arc<TimingEvent>], probes: usize, c: usize, r: usize) -> Timed {
     let at = (c * PER_CLIENT + r) * 2;
-    (Arc::clone(&events[at]), Arc::clone(&events[at + 1]))
+    (c < probes).then(|| (Arc::clone(&events[at]), Arc::clone(&events[at + 1])))
 }
 
 /// The threads design: a thread and a stream per client, a scope per request.
@@ -170,6 +178,7 @@ fn threads_batch(
     streams: &[Stream],
     clients: Vec<Client>,
     events: &[Arc<TimingEvent>],
+    probes: usize,
 ) -> Result<Vec<Stamp>> {
     std::thread::scope(|t| {
         let workers: Vec<_> = streams
@@ -178,16 +187,14 @@ fn threads_batch(
             .enumerate()
             .map(|(c, (stream, client))| {
                 t.spawn(move || {
-                    let (before, after) = events_of(events, c, 0);
                     let mut job = Job {
                         client,
-                        before,
-                        after,
+                        timed: None,
                         enqueued: None,
                     };
                     let mut stamps = Vec::with_capacity(PER_CLIENT);
                     for r in 0..PER_CLIENT {
-                        (job.before, job.after) = events_of(events, c, r);
+                        job.timed = events_of(events, probes, c, r);
                         let start = Instant::now();
                         scope(stream, |s| stamped_work(s, &mut job))?;
                         stamps.push(stamp(start, &job)?);
@@ -213,6 +220,7 @@ fn async_batch(
     streams: &Arc<Vec<Stream>>,
     clients: Vec<Client>,
     events: &[Arc<TimingEvent>],
+    probes: usize,
 ) -> Result<Vec<Stamp>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(super::executor_threads())
@@ -223,18 +231,18 @@ fn async_batch(
         .enumerate()
         .map(|(c, client)| {
             let streams = Arc::clone(streams);
-            let mine: Vec<_> = (0..PER_CLIENT).map(|r| events_of(events, c, r)).collect();
+            let mine: Vec<_> = (0..PER_CLIENT)
+                .map(|r| events_of(events, probes, c, r))
+                .collect();
             runtime.spawn(async move {
-                let (before, after) = mine[0].clone();
                 let mut job = Job {
                     client,
-                    before,
-                    after,
+                    timed: None,
                     enqueued: None,
                 };
                 let mut stamps = Vec::with_capacity(PER_CLIENT);
-                for (before, after) in mine {
-                    (job.before, job.after) = (before, after);
+                for timed in mine {
+                    job.timed = timed;
                     let start = Instant::now();
                     (job, ()) = streams[c].run_owned(job, stamped_work).await?;
                     stamps.push(stamp(start, &job)?);
@@ -263,14 +271,15 @@ fn stamp(start: Instant, job: &Job) -> Result<Stamp> {
             .enqueued
             .ok_or_else(|| Error::msg("timeline: a request did not enqueue"))?,
         replied,
-        before: Arc::clone(&job.before),
-        after: Arc::clone(&job.after),
+        timed: job.timed.clone(),
     })
 }
 
-/// Prints one design's line.
+/// Prints one design's line: throughput over every request, the rest over the timed
+/// ones (every client's, or one client's while the others run untimed).
 fn report(
     design: &str,
+    probes: usize,
     seconds: f64,
     stamps: &[Stamp],
     origin: &TimingEvent,
@@ -281,34 +290,48 @@ fn report(
     let mut spans = Vec::with_capacity(stamps.len());
     let (mut enqueue, mut gpu, mut reply, mut latency) = (vec![], vec![], vec![], vec![]);
     for s in stamps {
-        let (before, after) = (s.before.since(origin)? / 1e3, s.after.since(origin)? / 1e3);
+        let Some((before, after)) = &s.timed else {
+            continue;
+        };
+        let (before, after) = (before.since(origin)? / 1e3, after.since(origin)? / 1e3);
         spans.push((before, after));
         enqueue.push(host(s.enqueued) - host(s.start));
         gpu.push(after - before);
         reply.push(host(s.replied) - after);
         latency.push(host(s.replied) - host(s.start));
     }
-    let window = (
-        stamps
-            .iter()
-            .map(|s| host(s.start))
-            .fold(f64::INFINITY, f64::min),
-        stamps.iter().map(|s| host(s.replied)).fold(0.0, f64::max),
-    );
-    let (busy, depth) = occupancy(&mut spans, window);
+    if spans.is_empty() {
+        return Err(Error::msg("timeline: no request was timed"));
+    }
     let us = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         let at = |q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)] * 1e6;
         format!("{:.1} ({:.1})", at(0.5), at(0.9))
     };
+    let occupancy = match probes == CLIENTS {
+        true => {
+            let window = (
+                stamps
+                    .iter()
+                    .map(|s| host(s.start))
+                    .fold(f64::INFINITY, f64::min),
+                stamps.iter().map(|s| host(s.replied)).fold(0.0, f64::max),
+            );
+            let (busy, depth) = occupancy(&mut spans, window);
+            format!(
+                "; GPU busy {:.1}% of the batch, {depth:.2} requests in their GPU span on average",
+                busy * 100.0
+            )
+        }
+        false => String::new(),
+    };
     println!(
-        "  serve timeline, 1 MiB, {design}: {:.0} requests/s; per request, median (p90) us: enqueue {}, GPU span {}, GPU end to reply {}, latency {}; GPU busy {:.1}% of the batch, {depth:.2} requests in their GPU span on average",
+        "  serve timeline, 1 MiB, {design}, {probes} of {CLIENTS} clients timed: {:.0} requests/s; per timed request, median (p90) us: enqueue {}, GPU span {}, GPU end to reply {}, latency {}{occupancy}",
         stamps.len() as f64 / seconds,
         us(enqueue),
         us(gpu),
         us(reply),
         us(latency),
-        busy * 100.0,
     );
     Ok(())
 }
