@@ -29,6 +29,7 @@
 mod cache_state;
 mod contention;
 mod host_memcpy;
+mod stragglers;
 mod sweep;
 mod trace;
 
@@ -133,6 +134,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     }
     if std::env::var_os("BENCH_STAGING_CONTENTION").is_some() {
         contention::run(env)?;
+    }
+    if std::env::var_os("BENCH_STAGING_STRAGGLERS").is_some() {
+        stragglers::run()?;
     }
     if std::env::var_os("BENCH_STAGING_SWEEP").is_some() {
         sweep::run(env)?;
