@@ -29,11 +29,11 @@ const MACHINE_THREADS_MAX: usize = 16;
 /// Cores [`StagingConfig::for_this_machine`] leaves to everything else: the driver's
 /// threads, a staged download's coordinator and the rest of the program. A copy whose
 /// threads take every core stalls on whichever one is descheduled (each chunk waits for
-/// its slowest stripe): measured on a 16-core H100 host, 16 threads collapsed to 5-9 GB/s
-/// in one run of three where 8 never fell below 14.
+/// its last piece): measured on a 16-core H100 host, 16 threads collapsed to 5-9 GB/s
+/// in one run of three where 8 never fell below 14 (with one fixed stripe per thread).
 const CORES_LEFT_FREE: usize = 2;
 /// Bytes of a chunk per copy thread, at least: below this, waking a thread and waiting
-/// for the slowest stripe cost a large part of each chunk's copy.
+/// for the slowest one cost a large part of each chunk's copy.
 const CHUNK_PER_THREAD: usize = 512 << 10;
 /// Pending staging blocks per size class and stream beyond which a staged copy waits
 /// for the oldest of its stream's instead of page-locking more, as a multiple of the

@@ -1,27 +1,42 @@
 //! Host memcpy on several threads: the host half of a [staged](crate::staging) copy.
 //!
 //! One thread copies about 9-15 GB/s on current servers, well below what a PCIe 5 or
-//! NVLink-C2C DMA engine moves, so a staged copy splits each chunk into stripes and
-//! copies them on a small process-wide set of worker threads plus the calling thread.
+//! NVLink-C2C DMA engine moves, so a staged copy copies each chunk on a small
+//! process-wide set of worker threads plus the calling thread.
+//!
+//! The chunk is cut into pieces that the threads take in turn from a shared counter,
+//! rather than one stripe per thread: a copy split into stripes lasts as long as its
+//! slowest thread, and on shared or virtual machines a thread often starts late or runs
+//! slow (measured on an H100 host: the last of 16 threads started 0.5 ms after the
+//! first, and a one-shot 64 MiB copy moved 67 GB/s in stripes against 110 GB/s in
+//! pieces, `bench`'s `BENCH_STAGING_STRAGGLERS`). With pieces, a late thread takes fewer
+//! of them, or none.
 //!
 //! The workers are plain threads started on first use (named `stream-core-copy-<i>`),
 //! parked on a channel between jobs; they never call the CUDA driver. [`copy_bytes`]
-//! returns only once every stripe has been copied, also if it unwinds (a guard waits),
-//! so the raw pointers it hands to workers never outlive the borrows they come from.
+//! returns only once every piece has been copied, also if it unwinds (a guard waits),
+//! and a worker that comes late finds no piece left, so the raw pointers it hands to
+//! workers are never used after the borrows they come from.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::stripe::copy_stripe;
 
-/// No stripe is smaller than this: below it, waking a worker costs more than the copy
-/// it would do (a wake-up is a few microseconds; 256 KiB is ~25 us on one thread).
+/// No piece is smaller than this, and a copy has at most one thread per this many
+/// bytes: below it, waking a worker costs more than the copy it would do (a wake-up is a
+/// few microseconds; 256 KiB is ~25 us on one thread).
 pub(crate) const MIN_STRIPE: usize = 256 << 10;
 
-/// Stripe boundaries are multiples of this, so two threads never write one cache line
+/// Piece boundaries are multiples of this, so two threads never write one cache line
 /// (or one page) of the destination.
 const STRIPE_ALIGN: usize = 4096;
+
+/// Pieces per thread a copy aims at: enough that the threads that start first can take
+/// over a late one's share, few enough that taking a piece stays cheap.
+const PIECES_PER_THREAD: usize = 4;
 
 /// The most threads one copy uses (the caller and 63 workers).
 pub(crate) const MAX_THREADS: usize = 64;
@@ -32,180 +47,172 @@ pub(crate) const MAX_THREADS: usize = 64;
 const SPIN: Duration = Duration::from_micros(50);
 
 /// Copies `src` into `dst` (the first `min` of their lengths) using up to `threads`
-/// threads (the caller included), in stripes of at least [`MIN_STRIPE`] bytes. Returns
-/// once every byte has been copied, also if it unwinds (a guard waits for the workers),
-/// so the stripes it lends to workers never outlive the borrows they come from. With
-/// `streaming`, the stripes are written with streaming stores (see [`copy_stripe`]).
+/// threads (the caller included), in pieces that the threads take in turn. Returns once
+/// every byte has been copied, also if it unwinds (a guard waits for the pieces), so
+/// the memory it lends to workers is never used after the borrows it comes from. With
+/// `streaming`, the pieces are written with streaming stores (see [`copy_stripe`]).
 pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8], threads: usize, streaming: bool) {
     let len = dst.len().min(src.len());
     let (dst, src) = (&mut dst[..len], &src[..len]);
-    let stripes = stripe_count(len, threads);
-    if stripes <= 1 {
+    let participants = thread_count(len, threads);
+    if participants <= 1 {
         copy_stripe(dst, src, streaming);
         return;
     }
-    let per = stripe_len(len, stripes);
-    // Stripe 0 stays with the caller; the others go to workers.
-    let (first_dst, rest_dst) = dst.split_at_mut(per.min(len));
-    let (first_src, rest_src) = src.split_at(per.min(len));
-    let jobs: Vec<Job> = rest_dst
-        .chunks_mut(per)
-        .zip(rest_src.chunks(per))
-        .map(|(d, s)| Job {
-            dst: d.as_mut_ptr(),
-            src: s.as_ptr(),
-            len: d.len(),
-            streaming,
-            latch: None,
-        })
-        .collect();
-    let latch = Arc::new(Latch::new(jobs.len()));
-    // From here on the guard makes this function wait for every dispatched stripe
-    // before it returns or unwinds.
-    let guard = WaitOnDrop(&latch);
-    dispatch(jobs.into_iter().map(|mut job| {
-        job.latch = Some(Arc::clone(&latch));
-        job
-    }));
-    copy_stripe(first_dst, first_src, streaming);
+    let shared = Arc::new(SharedCopy {
+        dst: dst.as_mut_ptr(),
+        src: src.as_ptr(),
+        len,
+        piece: piece_len(len, participants),
+        streaming,
+        next: AtomicUsize::new(0),
+        done: Mutex::new(0),
+        all_done: Condvar::new(),
+    });
+    // From here on the guard makes this function wait for every piece before it
+    // returns or unwinds.
+    let guard = WaitOnDrop(&shared);
+    dispatch(participants - 1, &shared);
+    shared.copy_pieces();
     drop(guard);
 }
 
-/// How many stripes a copy of `len` bytes on up to `threads` threads uses.
-pub(crate) fn stripe_count(len: usize, threads: usize) -> usize {
+/// How many threads (the caller included) a copy of `len` bytes on up to `threads`
+/// threads uses.
+pub(crate) fn thread_count(len: usize, threads: usize) -> usize {
     threads.clamp(1, MAX_THREADS).min(len / MIN_STRIPE).max(1)
 }
 
-/// The length of every stripe but the last: `len / stripes` rounded up to
-/// [`STRIPE_ALIGN`].
-pub(crate) fn stripe_len(len: usize, stripes: usize) -> usize {
-    len.div_ceil(stripes.max(1))
+/// The length of every piece but the last of a copy of `len` bytes on `participants`
+/// threads: about [`PIECES_PER_THREAD`] each, at least [`MIN_STRIPE`] (or all of `len`),
+/// a multiple of [`STRIPE_ALIGN`].
+pub(crate) fn piece_len(len: usize, participants: usize) -> usize {
+    len.div_ceil(participants.max(1) * PIECES_PER_THREAD)
+        .max(MIN_STRIPE.min(len))
         .next_multiple_of(STRIPE_ALIGN)
         .max(STRIPE_ALIGN)
 }
 
-/// A stripe for a worker: copy `len` bytes from `src` to `dst`, then count down.
-struct Job {
+/// One copy that several threads work on: the two ranges, cut into pieces of `piece`
+/// bytes (the last one shorter), the next piece to take and how many are done.
+struct SharedCopy {
     dst: *mut u8,
     src: *const u8,
     len: usize,
+    piece: usize,
     /// Whether to write with streaming stores.
     streaming: bool,
-    /// `Some` until the job has run; taken by `run`.
-    latch: Option<Arc<Latch>>,
+    /// The index of the next piece to take: each index is taken once (`fetch_add`).
+    next: AtomicUsize,
+    /// Pieces copied (or abandoned by an unwinding thread); `copy_bytes` returns when all
+    /// are.
+    done: Mutex<usize>,
+    all_done: Condvar,
 }
 
-// SAFETY: a `Job` is the exclusive right to read `src` and write `dst` for `len` bytes
-// (disjoint chunks of the two slices `copy_bytes` borrows, one job per chunk), lent by
-// `copy_bytes`, which does not return (nor unwind) before the job's latch has been
-// counted down, and the job counts it down only after its copy (see `run` and `Drop`).
-// So the pointers are valid on whichever thread runs the job.
-unsafe impl Send for Job {}
+// SAFETY: `dst` and `src` are `len` bytes that `copy_bytes` borrows (mutably and
+// shared) for as long as it runs, and it returns (or unwinds) only after every piece has
+// been counted done, after its copy. A piece is read and written only by the one thread
+// that took its index, and once every piece is done every index has been taken, so a
+// thread that takes one later gets none and touches no memory. So the pointers are
+// valid whenever a thread uses them, on whichever thread that is, and no two threads
+// write the same bytes.
+unsafe impl Send for SharedCopy {}
+// SAFETY: as `Send`: every access through `&SharedCopy` is to a piece the accessing
+// thread took alone, or to the atomic counter and the mutex.
+unsafe impl Sync for SharedCopy {}
 
-impl Job {
-    fn run(mut self) {
-        self.copy();
+impl SharedCopy {
+    fn pieces(&self) -> usize {
+        self.len.div_ceil(self.piece)
     }
 
-    /// Copies, then counts down; does nothing the second time.
-    fn copy(&mut self) {
-        if let Some(latch) = self.latch.take() {
-            // SAFETY: see `unsafe impl Send for Job`: `dst` is `len` bytes lent to this
-            // job (for writes only by it) until the count-down below, disjoint from
-            // `src` and from every other stripe.
-            let dst = unsafe { std::slice::from_raw_parts_mut(self.dst, self.len) };
-            // SAFETY: as above; `src` is `len` bytes nothing writes until the count-down.
-            let src = unsafe { std::slice::from_raw_parts(self.src, self.len) };
+    /// Takes pieces and copies them until none is left.
+    fn copy_pieces(&self) {
+        let pieces = self.pieces();
+        loop {
+            let index = self.next.fetch_add(1, Ordering::Relaxed);
+            if index >= pieces {
+                return;
+            }
+            // Counted done after the copy, or while unwinding out of it.
+            let _done = CountDone(self);
+            let start = index * self.piece;
+            let len = self.piece.min(self.len - start);
+            // SAFETY: see `unsafe impl Send for SharedCopy`: piece `index` (`start..start
+            // + len`, inside `len`) was taken by this thread alone, and `copy_bytes` has
+            // not returned, since this piece is not done yet; `dst` and `src` are
+            // different borrows, so they do not overlap.
+            let dst = unsafe { std::slice::from_raw_parts_mut(self.dst.wrapping_add(start), len) };
+            // SAFETY: as above; nothing writes `src` while `copy_bytes` borrows it.
+            let src = unsafe { std::slice::from_raw_parts(self.src.wrapping_add(start), len) };
             copy_stripe(dst, src, self.streaming);
-            latch.count_down();
-        }
-    }
-}
-
-impl Drop for Job {
-    /// A job dropped before it ran (its worker is gone) still copies: the caller waits
-    /// for the count-down, and the copy is what it waits for.
-    fn drop(&mut self) {
-        self.copy();
-    }
-}
-
-/// Counts finished stripes; [`copy_bytes`] waits until all have finished.
-struct Latch {
-    remaining: Mutex<usize>,
-    done: Condvar,
-}
-
-impl Latch {
-    fn new(count: usize) -> Self {
-        Latch {
-            remaining: Mutex::new(count),
-            done: Condvar::new(),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
-        self.remaining
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.done.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn count_down(&self) {
-        let mut remaining = self.lock();
-        *remaining = remaining.saturating_sub(1);
-        if *remaining == 0 {
-            self.done.notify_all();
-        }
-    }
-
+    /// Waits until every piece is done.
     fn wait(&self) {
-        let mut remaining = self.lock();
-        while *remaining > 0 {
-            remaining = self
-                .done
-                .wait(remaining)
+        let pieces = self.pieces();
+        let mut done = self.lock();
+        while *done < pieces {
+            done = self
+                .all_done
+                .wait(done)
                 .unwrap_or_else(PoisonError::into_inner);
         }
     }
 }
 
-/// Waits for the latch when dropped, on return and on unwind alike.
-struct WaitOnDrop<'a>(&'a Latch);
+/// Counts one piece done when dropped (after its copy, or while unwinding out of it).
+struct CountDone<'a>(&'a SharedCopy);
+
+impl Drop for CountDone<'_> {
+    fn drop(&mut self) {
+        let mut done = self.0.lock();
+        *done += 1;
+        if *done >= self.0.pieces() {
+            self.0.all_done.notify_all();
+        }
+    }
+}
+
+/// Waits for every piece of the copy when dropped, on return and on unwind alike.
+struct WaitOnDrop<'a>(&'a SharedCopy);
 
 impl Drop for WaitOnDrop<'_> {
     fn drop(&mut self) {
+        // The pieces no thread took yet are this thread's: a worker that never runs
+        // leaves its share here rather than making the wait below endless.
+        self.0.copy_pieces();
         self.0.wait();
     }
 }
 
+/// A worker's part in a copy: taking pieces until none is left.
+struct Job(Arc<SharedCopy>);
+
 /// The process-wide workers: one job channel each.
 static WORKERS: Mutex<Vec<Sender<Job>>> = Mutex::new(Vec::new());
 
-/// Sends each job to a worker, starting workers up to `wanted`; a job no worker takes
-/// runs on the calling thread.
-fn dispatch(jobs: impl ExactSizeIterator<Item = Job>) {
-    let wanted = jobs.len();
+/// Asks `helpers` workers to take pieces of `copy`, starting workers up to that many; a
+/// worker that cannot be started or reached leaves its share to the others and the
+/// caller.
+fn dispatch(helpers: usize, copy: &Arc<SharedCopy>) {
     let mut workers = WORKERS.lock().unwrap_or_else(PoisonError::into_inner);
-    while workers.len() < wanted.min(MAX_THREADS - 1) {
+    while workers.len() < helpers.min(MAX_THREADS - 1) {
         match spawn_worker(workers.len()) {
             Some(sender) => workers.push(sender),
             None => break,
         }
     }
-    let mut inline = Vec::new();
-    for (i, job) in jobs.enumerate() {
-        match workers.get(i) {
-            Some(sender) => {
-                if let Err(returned) = sender.send(job) {
-                    inline.push(returned.0);
-                }
-            }
-            None => inline.push(job),
-        }
+    for sender in workers.iter().take(helpers) {
+        // A worker gone (its thread ended) takes nothing; the others share its pieces.
+        let _ = sender.send(Job(Arc::clone(copy)));
     }
-    drop(workers);
-    // Jobs without a worker run here (running one counts it down).
-    inline.into_iter().for_each(Job::run);
 }
 
 /// Starts worker `index`, or `None` if the OS refuses a thread.
@@ -227,12 +234,9 @@ fn spawn_worker(index: usize) -> Option<Sender<Job>> {
                     Err(std::sync::mpsc::TryRecvError::Empty) => break None,
                 }
             };
-            match job {
-                Some(job) => job.run(),
-                None => match receiver.recv() {
-                    Ok(job) => job.run(),
-                    Err(_) => return,
-                },
+            match job.map_or_else(|| receiver.recv().ok(), Some) {
+                Some(Job(copy)) => copy.copy_pieces(),
+                None => return,
             }
         });
     spawned.ok().map(|_| sender)
@@ -293,7 +297,7 @@ mod tests {
     }
 
     #[test]
-    fn stripes_cover_the_range_and_are_aligned() {
+    fn pieces_cover_the_range_and_are_aligned() {
         for len in [
             0,
             1,
@@ -303,14 +307,52 @@ mod tests {
             (64 << 20) + 3,
         ] {
             for threads in [0, 1, 2, 4, 5, 64, 1000] {
-                let n = stripe_count(len, threads);
+                let n = thread_count(len, threads);
                 assert!((1..=MAX_THREADS).contains(&n));
                 assert!(n <= threads.max(1));
-                let per = stripe_len(len, n);
-                assert_eq!(per % STRIPE_ALIGN, 0);
-                assert!(per * n >= len, "{n} stripes of {per} do not cover {len}");
+                let piece = piece_len(len, n);
+                assert_eq!(piece % STRIPE_ALIGN, 0);
+                assert!(piece >= MIN_STRIPE.min(len), "{piece}-byte pieces of {len}");
+                let pieces = len.div_ceil(piece);
+                assert!(len == 0 || pieces >= 1);
+                if n > 1 {
+                    assert!(pieces >= n, "{pieces} pieces for {n} threads of {len}");
+                }
             }
         }
+    }
+
+    /// A copy of `src` into `dst` in 8 pieces, shared but not yet dispatched.
+    fn shared_copy(dst: &mut [u8], src: &[u8]) -> Arc<SharedCopy> {
+        Arc::new(SharedCopy {
+            dst: dst.as_mut_ptr(),
+            src: src.as_ptr(),
+            len: dst.len(),
+            piece: dst.len() / 8,
+            streaming: false,
+            next: AtomicUsize::new(0),
+            done: Mutex::new(0),
+            all_done: Condvar::new(),
+        })
+    }
+
+    #[test]
+    fn the_caller_copies_every_piece_no_worker_took_and_a_late_worker_takes_none() {
+        let len = 8 * MIN_STRIPE;
+        let src = pattern(len, 7);
+        let mut dst = vec![0u8; len];
+        let shared = shared_copy(&mut dst, &src);
+        // No worker was asked: waiting takes the pieces itself instead of waiting forever.
+        drop(WaitOnDrop(&shared));
+        assert!(dst == src, "the caller alone did not copy every piece");
+        // A worker whose job arrives after the copy ended finds no piece left.
+        dst.fill(0xEE);
+        let late = Arc::clone(&shared);
+        std::thread::spawn(move || late.copy_pieces())
+            .join()
+            .expect("the late worker panicked");
+        assert!(dst.iter().all(|&b| b == 0xEE), "a late worker wrote");
+        assert_eq!(*shared.lock(), 8);
     }
 
     #[test]

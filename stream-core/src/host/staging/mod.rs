@@ -38,16 +38,18 @@
 //! memcpy leaves behind, is the slower half (traces on a 2x H100 host, 2026-11-26: see
 //! the [calibration](calibration)). Why these rules, from the sweeps
 //! (`BENCH_STAGING_SWEEP=1 bench --case pageable`, 64 MiB):
-//! * **Two cores left free.** Each chunk waits for its slowest stripe, so a copy whose
+//! * **Two cores left free.** Each chunk waits for its last piece, so a copy whose
 //!   threads take every core stalls whenever one of them is descheduled (by the driver's
 //!   own threads, a download's coordinator, the rest of the program): on a 16-core H100
 //!   host, 16 threads fell to 5-9 GB/s in several settings of one sweep where 8 never fell
-//!   below 14 (the "collapsed runs" of earlier measurements).
+//!   below 14 (the "collapsed runs" of earlier measurements, when each thread had one
+//!   fixed stripe of a chunk; the threads now take pieces in turn, so a late thread holds
+//!   up one piece, not a stripe: see `memcpy.rs`).
 //! * **More threads where there are cores.** At 1 GiB, 14 threads moved 37.5 GB/s up and
 //!   29.8 down on an H100 host whose own 16-thread memcpy moved 37.0 / 36.3 (8 threads of
 //!   the old default: 33 / 29 on an H200 host, 26 / 15 on an H100 one).
 //! * **Half a MiB per thread and chunk**: below it, waking the workers and waiting for the
-//!   slowest stripe cost a large part of each chunk.
+//!   slowest thread cost a large part of each chunk.
 //!
 //! At the first staged copy of an optimised build, those rules are the starting point
 //! of a [calibration](calibration) (once per process; no trial starts after 0.25 s): real
