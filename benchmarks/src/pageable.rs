@@ -16,8 +16,9 @@
 //! * **pinned DMA**: the same raw calls with page-locked memory: what the DMA engine
 //!   moves, the GPU side's ceiling of a staged copy.
 //! * **host memcpy**: pageable into pinned memory (uploads) or pinned into pageable
-//!   (downloads) on the machine's parallelism and on 8 threads: the host side's ceiling
-//!   (see [`host_memcpy`]).
+//!   (downloads) on the machine's parallelism and on 8 threads, in 256 KiB pieces the
+//!   threads take in turn (since 2026-11-27; one stripe per thread before): the host
+//!   side's ceiling (see [`host_memcpy`]).
 //!
 //! Rows, per size and direction, each with the staged copy as "ours": against the
 //! driver's path (raw, and cudarc); against pinned DMA (raw), held to issue 13's target
@@ -122,7 +123,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         buffers.check()?;
     }
     rep.note(format!(
-        "pageable: ours is the library's staged path (`copy_to_device` from / `copy_to_host` into a `Vec`), host time to the data's arrival; raw is what the row names: the driver's pageable path (cudarc 1s: cudarc's), pinned DMA (`cuMemcpy*Async` with pinned memory, host time), or a host memcpy from pageable into pinned memory (uploads) or back (downloads) on {} threads (this machine has {parallelism}), timed from the first thread's start to the last one's end",
+        "pageable: ours is the library's staged path (`copy_to_device` from / `copy_to_host` into a `Vec`), host time to the data's arrival; raw is what the row names: the driver's pageable path (cudarc 1s: cudarc's), pinned DMA (`cuMemcpy*Async` with pinned memory, host time), or a host memcpy from pageable into pinned memory (uploads) or back (downloads) on {} threads (this machine has {parallelism}) in 256 KiB pieces the threads take in turn, timed from the first thread's start to the last one's end",
         threads
             .iter()
             .map(usize::to_string)

@@ -5,29 +5,21 @@
 //! long as its slowest thread, so a thread that starts late or runs slow (a busy or
 //! descheduled core) holds up the whole copy, and a staged copy pays that once per
 //! chunk. This measures, at 64 MiB each way, the one-shot copy split into one stripe
-//! per thread (as the ceiling row) against the same copy handed out in 256 KiB pieces
-//! that the threads take in turn from a shared counter (a late thread then takes fewer
-//! pieces), and for the stripes: how late the last thread started and how long the
+//! per thread (as the ceiling row did until the library's staged copies took pieces too)
+//! against the same copy handed out in 256 KiB pieces that the threads take in turn from
+//! a shared counter (a late thread then takes fewer pieces; the ceiling row's split now),
+//! and for the stripes: how late the last thread started and how long the
 //! slowest and the median thread copied.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError, RwLock};
-use std::time::Instant;
-
+use super::host_memcpy::{timed_copy, Span, Split, PIECE_ELEMS};
 use crate::env::MIB;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::raw::RawPinned;
 
 /// Rounds, each measuring both splits once per direction.
 const ROUNDS: usize = 15;
 /// Bytes of each copy.
 const BYTES: usize = 64 * MIB;
-/// The piece the shared-counter split hands out.
-const PIECE: usize = MIB / 4;
-
-/// One thread's part of a copy: when it started and ended.
-type Span = (Instant, Instant);
-
 pub(super) fn run() -> Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, |p| p.get());
     let n = BYTES / 4;
@@ -35,7 +27,7 @@ pub(super) fn run() -> Result<()> {
     let mut pinned = RawPinned::new(n)?;
     println!(
         "  staging stragglers, 64 MiB on {threads} threads, {ROUNDS} rounds, medians (min, max): one stripe per thread vs {} KiB pieces from a shared counter",
-        PIECE >> 10
+        (PIECE_ELEMS * 4) >> 10
     );
     for up in [true, false] {
         let (mut stripes, mut pieces) = (Vec::new(), Vec::new());
@@ -46,7 +38,7 @@ pub(super) fn run() -> Result<()> {
                 true => (q, &*p),
                 false => (p, &*q),
             };
-            let (opened, spans) = copy(dst, src, threads, Split::Stripes)?;
+            let (opened, spans) = timed_copy(dst, src, threads, Split::Stripes)?;
             stripes.push(gbs(&spans));
             let first = spans.iter().map(|s| s.0).min().unwrap_or(opened);
             late.push(
@@ -65,7 +57,7 @@ pub(super) fn run() -> Result<()> {
                 true => (q, &*p),
                 false => (p, &*q),
             };
-            pieces.push(gbs(&copy(dst, src, threads, Split::Pieces)?.1));
+            pieces.push(gbs(&timed_copy(dst, src, threads, Split::Pieces)?.1));
         }
         let us = |v: &mut Vec<std::time::Duration>| {
             v.sort();
@@ -87,80 +79,6 @@ pub(super) fn run() -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// How a copy is divided among its threads.
-#[derive(Clone, Copy)]
-enum Split {
-    /// One stripe per thread, as [`super::host_memcpy::parallel_copy`].
-    Stripes,
-    /// [`PIECE`]s, each taken by the next thread free.
-    Pieces,
-}
-
-/// Copies `src` into `dst` on `threads` threads split as `split`, all released at once
-/// once they exist; returns when they were released and every thread's span.
-fn copy(
-    dst: &mut [f32],
-    src: &[f32],
-    threads: usize,
-    split: Split,
-) -> Result<(Instant, Vec<Span>)> {
-    if dst.len() != src.len() {
-        return Err(Error::msg("stragglers: lengths differ"));
-    }
-    let size = match split {
-        Split::Stripes => src.len().div_ceil(threads).next_multiple_of(PIECE / 4),
-        Split::Pieces => PIECE / 4,
-    };
-    let parts: Vec<Mutex<(&mut [f32], &[f32])>> = dst
-        .chunks_mut(size)
-        .zip(src.chunks(size))
-        .map(Mutex::new)
-        .collect();
-    let workers = match split {
-        Split::Stripes => parts.len(),
-        Split::Pieces => threads,
-    };
-    let next = AtomicUsize::new(0);
-    let gate = RwLock::new(());
-    let mut opened = Instant::now();
-    let spans = std::thread::scope(|scope| {
-        let closed = gate.write().unwrap_or_else(PoisonError::into_inner);
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let (gate, next, parts) = (&gate, &next, &parts);
-                scope.spawn(move || {
-                    drop(gate.read().unwrap_or_else(PoisonError::into_inner));
-                    let start = Instant::now();
-                    let copy_part = |part: &Mutex<(&mut [f32], &[f32])>| {
-                        let mut part = part.lock().unwrap_or_else(PoisonError::into_inner);
-                        let (d, s) = &mut *part;
-                        d.copy_from_slice(s);
-                    };
-                    match split {
-                        Split::Stripes => copy_part(&parts[w]),
-                        Split::Pieces => {
-                            while let Some(part) = parts.get(next.fetch_add(1, Ordering::Relaxed)) {
-                                copy_part(part);
-                            }
-                        }
-                    }
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        opened = Instant::now();
-        drop(closed);
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| Error::msg("stragglers: a thread panicked"))
-            })
-            .collect::<Result<Vec<_>>>()
-    })?;
-    Ok((opened, spans))
 }
 
 /// GB/s of a 64 MiB copy whose threads ran `spans`.
