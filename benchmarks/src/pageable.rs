@@ -33,12 +33,13 @@ mod host_memcpy;
 mod stragglers;
 mod sweep;
 mod trace;
+mod variables;
 
 use std::cell::RefCell;
 use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaSlice};
-use stream_core::staging::{staged_copy_counts, StreamingStores};
+use stream_core::staging::staged_copy_counts;
 use stream_core::{scope, DeviceVec};
 
 use crate::env::{Env, MIB};
@@ -47,6 +48,7 @@ use crate::raw::{RawDeviceMem, RawPinned};
 use crate::report::{Better, Report, Row, Source};
 use crate::sampling::Rounds;
 use crate::sampling::{interleaved, Plan, Sampler};
+pub use variables::streaming_stores_of_this_run;
 
 /// Issue 13: staged bandwidth / pinned DMA bandwidth, median over the rounds.
 const STAGED_OVER_PINNED_MEDIAN: f64 = 0.8;
@@ -68,7 +70,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     };
     let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = host_memcpy::thread_counts(parallelism);
-    if let Some(pinned) = pinned_setting()? {
+    if let Some(pinned) = variables::pinned_setting()? {
         stream_core::staging::set_staging_config(pinned);
         rep.note(format!(
             "pageable: BENCH_STAGING_SET pinned the staging setting for every copy (the calibration below still runs, and its choice is not used): {} threads, {} MiB chunks",
@@ -146,66 +148,6 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         trace::run(env, std::path::Path::new(&dir))?;
     }
     Ok(())
-}
-
-/// `BENCH_STREAMING_STORES=never|downloads|tails|always`: the streaming-store setting
-/// this run pins for every staged copy, if any; an unknown value is an error.
-pub fn streaming_stores_of_this_run() -> Result<Option<StreamingStores>> {
-    let Ok(value) = std::env::var("BENCH_STREAMING_STORES") else {
-        return Ok(None);
-    };
-    Ok(Some(match value.trim() {
-        "never" | "0" => StreamingStores::Never,
-        "downloads" => StreamingStores::Downloads,
-        "tails" => StreamingStores::DownloadsAndUploadTails,
-        "always" | "1" => StreamingStores::Always,
-        other => {
-            return Err(Error::msg(format!(
-                "BENCH_STREAMING_STORES={other}: expected never, downloads, tails or always"
-            )))
-        }
-    }))
-}
-
-/// After a diagnosis that compared streaming-store settings: the run's own setting again
-/// (`BENCH_STREAMING_STORES`), or none pinned, so that the cases after it use the
-/// calibration's choice as they would have.
-fn restore_streaming_stores() -> Result<()> {
-    match streaming_stores_of_this_run()? {
-        Some(setting) => stream_core::staging::set_streaming_stores(setting),
-        None => stream_core::staging::reset_streaming_stores(),
-    }
-    Ok(())
-}
-
-/// `BENCH_STAGING_SET=THREADS,CHUNK_MIB` (a diagnosis): the staging setting every copy
-/// of this run uses instead of the calibrated one, to compare settings under the
-/// interleaved samplers' cache state, which the calibration's back-to-back trials do not
-/// see.
-fn pinned_setting() -> Result<Option<stream_core::staging::StagingConfig>> {
-    let Some(text) = std::env::var_os("BENCH_STAGING_SET") else {
-        return Ok(None);
-    };
-    let text = text.to_string_lossy();
-    let parsed = text
-        .split_once(',')
-        .and_then(|(t, c)| {
-            Some((
-                t.trim().parse::<usize>().ok()?,
-                c.trim().parse::<usize>().ok()?,
-            ))
-        })
-        .filter(|&(t, c)| t > 0 && c > 0);
-    let Some((threads, chunk_mib)) = parsed else {
-        return Err(Error::msg(format!(
-            "BENCH_STAGING_SET={text}: expected THREADS,CHUNK_MIB (two positive integers)"
-        )));
-    };
-    Ok(Some(stream_core::staging::StagingConfig {
-        threads,
-        chunk_bytes: chunk_mib * MIB,
-        ..stream_core::staging::StagingConfig::for_this_machine()
-    }))
 }
 
 /// The memory of one size: for each implementation a pageable `Vec` and device memory,

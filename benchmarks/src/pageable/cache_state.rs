@@ -10,7 +10,6 @@
 //! * **CPU-written**: one thread wrote the host buffer (the upload's source, the
 //!   download's destination) just before, as a program that produces the data would.
 
-use stream_core::staging::{staging_calibration, staging_config, StagingConfig};
 use stream_core::DeviceVec;
 
 use super::host_memcpy::parallel_copy;
@@ -41,15 +40,7 @@ pub(super) fn run(env: &Env) -> Result<()> {
     let mut dev_buf: DeviceVec<f32> = env.dev.alloc_vec(n)?;
     let evict_src: Vec<f32> = vec![2.0; EVICT_BYTES / 4];
     let mut evict_dst: Vec<f32> = vec![0.0; EVICT_BYTES / 4];
-    // The setting the case's staged copies use: the calibration's threads and chunk.
-    let config = match staging_calibration() {
-        Some(cal) => StagingConfig {
-            threads: cal.config.threads,
-            chunk_bytes: cal.config.chunk_bytes,
-            ..staging_config()
-        },
-        None => staging_config(),
-    };
+    let config = super::variables::calibrated_config();
     println!(
         "  staging cache state, 64 MiB, {} threads, {} MiB chunks; host memcpy on {threads} threads; {ROUNDS} rounds; GB/s medians (min, max)",
         config.threads,

@@ -14,7 +14,6 @@ use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{result, sys};
-use stream_core::staging::{staging_calibration, staging_config, StagingConfig};
 use stream_core::DeviceVec;
 
 use crate::env::{Env, MIB};
@@ -56,14 +55,7 @@ pub(super) fn run(env: &Env) -> Result<()> {
     let mut staged_device: DeviceVec<f32> = env.dev.alloc_vec(n)?;
     let mut staged_host: Vec<f32> = vec![1.0; n];
     let mut staged_back: Vec<f32> = vec![0.0; n];
-    let config = match staging_calibration() {
-        Some(cal) => StagingConfig {
-            threads: cal.config.threads,
-            chunk_bytes: cal.config.chunk_bytes,
-            ..staging_config()
-        },
-        None => staging_config(),
-    };
+    let config = super::variables::calibrated_config();
     println!(
         "  staging contention: host memcpy on {parallelism} and on the staging's {} threads over {} MiB, pinned DMA batches of {DMA_BATCH} x 64 MiB, staged 64 MiB with {} threads and {} MiB chunks; {ROUNDS} rounds; GB/s medians (min, max)",
         config.threads,

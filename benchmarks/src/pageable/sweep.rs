@@ -86,6 +86,6 @@ pub(super) fn run(env: &Env) -> Result<()> {
             format!("{streaming:?}")
         );
     }
-    super::restore_streaming_stores()?;
+    super::variables::restore_streaming_stores()?;
     Ok(())
 }

@@ -81,7 +81,7 @@ pub(super) fn run(env: &Env, dir: &Path) -> Result<()> {
             );
         }
     }
-    super::restore_streaming_stores()?;
+    super::variables::restore_streaming_stores()?;
     if dst
         .iter()
         .zip(&src)
