@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 
 use super::stripe::copy_stripe;
 
-/// No piece is smaller than this, and a copy has at most one thread per this many
-/// bytes: below it, waking a worker costs more than the copy it would do (a wake-up is a
-/// few microseconds; 256 KiB is ~25 us on one thread).
+/// A copy has at most one thread per this many bytes: below it, waking a worker costs
+/// more than the copy it would do (a wake-up is a few microseconds; 256 KiB is ~25 us on
+/// one thread).
 pub(crate) const MIN_STRIPE: usize = 256 << 10;
 
 /// Piece boundaries are multiples of this, so two threads never write one cache line
