@@ -16,6 +16,7 @@ use super::host_memcpy::parallel_copy;
 use crate::env::{Env, MIB};
 use crate::error::Result;
 use crate::raw::RawPinned;
+use crate::sampling::spread_text;
 
 /// Rounds, each measuring every (state, copy) pair once.
 const ROUNDS: usize = 11;
@@ -102,14 +103,8 @@ pub(super) fn run(env: &Env) -> Result<()> {
             .iter()
             .zip(names)
             .map(|(samples, name)| {
-                let mut gbs: Vec<f64> = samples.iter().map(|s| bytes as f64 / s / 1e9).collect();
-                gbs.sort_by(f64::total_cmp);
-                format!(
-                    "{name} {:.1} ({:.1}, {:.1})",
-                    gbs[gbs.len() / 2],
-                    gbs[0],
-                    gbs[gbs.len() - 1]
-                )
+                let gbs: Vec<f64> = samples.iter().map(|s| bytes as f64 / s / 1e9).collect();
+                format!("{name} {}", spread_text(&gbs, 1))
             })
             .collect();
         println!(

@@ -19,6 +19,7 @@ use stream_core::DeviceVec;
 use crate::env::{Env, MIB};
 use crate::error::{Context, Error, Result};
 use crate::raw::{RawDeviceMem, RawPinned};
+use crate::sampling::{median, spread_text};
 
 /// Rounds, each measuring every copy once per direction.
 const ROUNDS: usize = 7;
@@ -120,23 +121,20 @@ pub(super) fn run(env: &Env) -> Result<()> {
 
 /// Prints one direction's medians and the ceilings they imply.
 fn print(threads: usize, up: bool, rounds: &[Round]) {
-    let stat = |of: &dyn Fn(&Round) -> f64| {
-        let mut v: Vec<f64> = rounds.iter().map(of).collect();
-        v.sort_by(f64::total_cmp);
-        (v[v.len() / 2], v[0], v[v.len() - 1])
-    };
-    let cell = |name: &str, of: &dyn Fn(&Round) -> f64| {
-        let (median, min, max) = stat(of);
-        format!("{name} {median:.1} ({min:.1}, {max:.1})")
-    };
+    let values = |of: &dyn Fn(&Round) -> f64| rounds.iter().map(of).collect::<Vec<f64>>();
+    let cell =
+        |name: &str, of: &dyn Fn(&Round) -> f64| format!("{name} {}", spread_text(&values(of), 1));
+    let median = |of: &dyn Fn(&Round) -> f64| median(&values(of));
     let bound = |r: &Round| {
         let overlapped = r.memcpy_together.min(r.dma_together);
         let serial = 1.0 / (1.0 / r.memcpy_alone + 1.0 / r.dma_alone);
         overlapped.max(serial)
     };
-    let (staged, _, _) = stat(&|r| r.staged);
-    let (alone, _, _) = stat(&|r| r.memcpy_alone);
-    let (ceiling, _, _) = stat(&bound);
+    let (staged, alone, ceiling) = (
+        median(&|r| r.staged),
+        median(&|r| r.memcpy_alone),
+        median(&bound),
+    );
     println!(
         "  staging contention, {}, memcpy on {threads} threads: {}; {}; at once: {}, {}; staged {}; staged / memcpy alone {:.3}x, staged / both-at-once ceiling {:.3}x",
         if up { "up" } else { "down" },
@@ -144,7 +142,7 @@ fn print(threads: usize, up: bool, rounds: &[Round]) {
         cell("DMA alone", &|r| r.dma_alone),
         cell("memcpy", &|r| r.memcpy_together),
         cell("DMA", &|r| r.dma_together),
-        cell("", &|r| r.staged).trim_start(),
+        spread_text(&values(&|r| r.staged), 1),
         staged / alone,
         staged / ceiling,
     );

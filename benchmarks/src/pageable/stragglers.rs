@@ -15,6 +15,7 @@ use super::host_memcpy::{timed_copy, Span, Split, PIECE_ELEMS};
 use crate::env::MIB;
 use crate::error::Result;
 use crate::raw::RawPinned;
+use crate::sampling::spread_text;
 
 /// Rounds, each measuring both splits once per direction.
 const ROUNDS: usize = 15;
@@ -59,23 +60,18 @@ pub(super) fn run() -> Result<()> {
             };
             pieces.push(gbs(&timed_copy(dst, src, threads, Split::Pieces)?.1));
         }
-        let us = |v: &mut Vec<std::time::Duration>| {
-            v.sort();
-            format!(
-                "{:.0} ({:.0}, {:.0}) us",
-                v[v.len() / 2].as_secs_f64() * 1e6,
-                v[0].as_secs_f64() * 1e6,
-                v[v.len() - 1].as_secs_f64() * 1e6
-            )
+        let us = |v: &[std::time::Duration]| {
+            let micros: Vec<f64> = v.iter().map(|d| d.as_secs_f64() * 1e6).collect();
+            format!("{} us", spread_text(&micros, 0))
         };
         println!(
             "  staging stragglers, {}: stripes {} GB/s, pieces {} GB/s; stripes: last thread's start after the first's {}, slowest thread {}, median thread {}",
             if up { "up" } else { "down" },
-            stat(&mut stripes),
-            stat(&mut pieces),
-            us(&mut late),
-            us(&mut slowest),
-            us(&mut median),
+            spread_text(&stripes, 1),
+            spread_text(&pieces, 1),
+            us(&late),
+            us(&slowest),
+            us(&median),
         );
     }
     Ok(())
@@ -89,10 +85,4 @@ fn gbs(spans: &[Span]) -> f64 {
         (Some(first), Some(last)) => BYTES as f64 / last.duration_since(first).as_secs_f64() / 1e9,
         _ => f64::NAN,
     }
-}
-
-/// "median (min, max)" of `v`.
-fn stat(v: &mut [f64]) -> String {
-    v.sort_by(f64::total_cmp);
-    format!("{:.1} ({:.1}, {:.1})", v[v.len() / 2], v[0], v[v.len() - 1])
 }

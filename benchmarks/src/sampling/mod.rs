@@ -18,5 +18,5 @@ mod stats;
 pub use gpu_timer::GpuTimer;
 pub use interleave::{interleaved, Sampler};
 pub use plan::{Config, Plan};
-pub use rounds::{per_round_ratio, Rounds, Spread};
+pub use rounds::{per_round_ratio, spread_text, Rounds, Spread};
 pub use stats::{median, Stats};

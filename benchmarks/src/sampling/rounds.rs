@@ -112,6 +112,21 @@ impl Spread {
     }
 }
 
+/// `values` as "median (min, max)" with `decimals` decimals, as the printed-only
+/// diagnoses show them; "n/a" when [`Spread::of`] has none.
+pub fn spread_text(values: &[f64], decimals: usize) -> String {
+    match Spread::of(values) {
+        Some(s) => format!(
+            "{:.d$} ({:.d$}, {:.d$})",
+            s.median,
+            s.min,
+            s.max,
+            d = decimals
+        ),
+        None => "n/a".to_owned(),
+    }
+}
+
 /// `a[r] / b[r]` for every round `r`; `None` when the round counts differ or a divisor
 /// is zero.
 pub fn per_round_ratio(a: &[f64], b: &[f64]) -> Option<Vec<f64>> {
@@ -181,5 +196,12 @@ mod tests {
         );
         assert_eq!(per_round_ratio(&[2.0], &[0.0]), None);
         assert_eq!(per_round_ratio(&[2.0], &[1.0, 1.0]), None);
+    }
+
+    #[test]
+    fn spread_text_is_median_min_max() {
+        assert_eq!(spread_text(&[3.0, 1.04, 2.0], 1), "2.0 (1.0, 3.0)");
+        assert_eq!(spread_text(&[480.4, 13.6], 0), "247 (14, 480)");
+        assert_eq!(spread_text(&[], 1), "n/a");
     }
 }

@@ -303,9 +303,8 @@ fn report(
     if spans.is_empty() {
         return Err(Error::msg("timeline: no request was timed"));
     }
-    let us = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let at = |q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)] * 1e6;
+    let us = |v: Vec<f64>| {
+        let at = |q: f64| super::percentile(v.clone(), q) * 1e6;
         format!("{:.1} ({:.1})", at(0.5), at(0.9))
     };
     let occupancy = match probes == CLIENTS {
