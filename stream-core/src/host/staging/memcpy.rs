@@ -29,11 +29,11 @@ use super::stripe::copy_stripe;
 /// A copy has at most one thread per this many bytes: below it, waking a worker costs
 /// more than the copy it would do (a wake-up is a few microseconds; 256 KiB is ~25 us on
 /// one thread).
-pub(crate) const MIN_STRIPE: usize = 256 << 10;
+pub(crate) const MIN_BYTES_PER_THREAD: usize = 256 << 10;
 
 /// Piece boundaries are multiples of this, so two threads never write one cache line
 /// (or one page) of the destination.
-const STRIPE_ALIGN: usize = 4096;
+const PIECE_ALIGN: usize = 4096;
 
 /// Pieces per thread a copy aims at: enough that the threads that start first can take
 /// over a late one's share and that the last piece of a chunk is short, few enough that
@@ -86,17 +86,20 @@ pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8], threads: usize, streaming: 
 /// How many threads (the caller included) a copy of `len` bytes on up to `threads`
 /// threads uses.
 pub(crate) fn thread_count(len: usize, threads: usize) -> usize {
-    threads.clamp(1, MAX_THREADS).min(len / MIN_STRIPE).max(1)
+    threads
+        .clamp(1, MAX_THREADS)
+        .min(len / MIN_BYTES_PER_THREAD)
+        .max(1)
 }
 
 /// The length of every piece but the last of a copy of `len` bytes on `participants`
 /// threads: about [`PIECES_PER_THREAD`] each, at least [`MIN_PIECE`] (or all of `len`),
-/// a multiple of [`STRIPE_ALIGN`].
+/// a multiple of [`PIECE_ALIGN`].
 pub(crate) fn piece_len(len: usize, participants: usize) -> usize {
     len.div_ceil(participants.max(1) * PIECES_PER_THREAD)
         .max(MIN_PIECE.min(len))
-        .next_multiple_of(STRIPE_ALIGN)
-        .max(STRIPE_ALIGN)
+        .next_multiple_of(PIECE_ALIGN)
+        .max(PIECE_ALIGN)
 }
 
 /// One copy that several threads work on: the two ranges, cut into pieces of `piece`
@@ -304,14 +307,14 @@ mod tests {
         for threads in [1, 2, 3, 4, 7] {
             for base in [0, 1, 2, 3, 4, 8] {
                 for delta in [-4097isize, -1, 0, 1, 4097] {
-                    let len = (base * MIN_STRIPE) as isize + delta;
+                    let len = (base * MIN_BYTES_PER_THREAD) as isize + delta;
                     if len >= 0 {
                         check(len as usize, threads);
                     }
                 }
             }
         }
-        check(10 * MIN_STRIPE + 12345, 4);
+        check(10 * MIN_BYTES_PER_THREAD + 12345, 4);
     }
 
     #[test]
@@ -319,8 +322,8 @@ mod tests {
         for len in [
             0,
             1,
-            MIN_STRIPE,
-            2 * MIN_STRIPE + 1,
+            MIN_BYTES_PER_THREAD,
+            2 * MIN_BYTES_PER_THREAD + 1,
             64 << 20,
             (64 << 20) + 3,
         ] {
@@ -329,7 +332,7 @@ mod tests {
                 assert!((1..=MAX_THREADS).contains(&n));
                 assert!(n <= threads.max(1));
                 let piece = piece_len(len, n);
-                assert_eq!(piece % STRIPE_ALIGN, 0);
+                assert_eq!(piece % PIECE_ALIGN, 0);
                 assert!(piece >= MIN_PIECE.min(len), "{piece}-byte pieces of {len}");
                 let pieces = len.div_ceil(piece);
                 assert!(len == 0 || pieces >= 1);
@@ -357,7 +360,7 @@ mod tests {
 
     #[test]
     fn the_caller_copies_every_piece_no_worker_took_and_a_late_worker_takes_none() {
-        let len = 8 * MIN_STRIPE;
+        let len = 8 * MIN_BYTES_PER_THREAD;
         let src = pattern(len, 7);
         let mut dst = vec![0u8; len];
         let shared = shared_copy(&mut dst, &src);
@@ -380,7 +383,7 @@ mod tests {
             for i in 0..4 {
                 t.spawn(move || {
                     for k in 0..8 {
-                        check((3 + i) * MIN_STRIPE + k * 4099, 4);
+                        check((3 + i) * MIN_BYTES_PER_THREAD + k * 4099, 4);
                     }
                 });
             }
