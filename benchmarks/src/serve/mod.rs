@@ -19,7 +19,11 @@
 //!
 //! The two 1 MiB loops run again with the async design's completion thread polling
 //! ([`CompletionMode::Poll`], set for its samples only; issue 30's target there: 0.95x
-//! of the threads design), and every loop has a row of the CPU time per request that
+//! of the threads design). They also run the async design's shape in raw driver calls
+//! ([`event_loop`]: two threads, each enqueuing its eight clients' requests and polling
+//! their events), so that two rows tell the library's cost within the design (ours
+//! against that loop) from the design's own limit (that loop against the threads
+//! design). Every loop has a row of the CPU time per request that
 //! all of the process's threads burned (`CLOCK_PROCESS_CPUTIME_ID` around each batch),
 //! for both designs: what polling costs next to sleeping.
 //!
@@ -50,6 +54,7 @@
 mod client;
 mod costs;
 mod cpu_time;
+mod event_loop;
 mod request_steps;
 mod timeline;
 
@@ -65,12 +70,13 @@ use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::measurement::Measurement;
 use crate::report::{Better, Report, Row, Source};
-use crate::sampling::Rounds;
 use crate::sampling::Stats;
+use crate::sampling::{per_round_ratio, Rounds};
 
 use client::{check_reply, client_buffers, request_work, Client, CLIENTS};
 use costs::{head_of_line, operation_cost, request_enqueue_cost};
 use cpu_time::process_cpu_seconds;
+use event_loop::{event_loop_batch, raw_clients};
 
 /// Worker threads of the async design: 1/8 of the threads design's.
 const EXECUTOR_THREADS: usize = CLIENTS / 8;
@@ -183,7 +189,12 @@ fn server_loop(
         .map_err(|e| Error::msg(format!("serve: cannot start the tokio runtime: {e}")))?;
     let (threads_latency, async_latency): (Latencies, Latencies) = Default::default();
     let (threads_cpu, async_cpu): (CpuTimes, CpuTimes) = Default::default();
-    let row = Measurement::new()
+    // The polling loops also run the async design's shape in raw calls (`event_loop`).
+    let mut raw_clients = match mode == CompletionMode::Poll {
+        true => Some(raw_clients(elems, keep_device_buffers)?),
+        false => None,
+    };
+    let mut measurement = Measurement::new()
         .ours("async", || {
             let clients = async_state
                 .borrow_mut()
@@ -210,21 +221,34 @@ fn server_loop(
             threads_latency.borrow_mut().push(latencies);
             threads_cpu.borrow_mut().push(cpu / total as f64);
             Ok(seconds)
-        })
-        .into_row(
-            plan,
-            Row::new(
-                "serve",
-                format!(
-                    "{label}, {CLIENTS} clients: async on {} threads (raw: {CLIENTS} threads)",
-                    executor_threads()
-                ),
-                "requests/s",
-                Better::Higher,
-            ),
-        )?
-        .in_unit(|t| total as f64 / t);
-    rep.push(row.check_vs_raw(0.95, Source::Issue));
+        });
+    if let Some(clients) = raw_clients.as_mut() {
+        let threads = executor_threads();
+        measurement = measurement.raw("event loop", move || {
+            let seconds =
+                event_loop_batch(&env.raw_ctx, env.raw_work, clients, threads, per_client)?;
+            check_reply("event loop", clients[0].output())?;
+            Ok(seconds)
+        });
+    }
+    let mut rounds = measurement.rounds(plan)?.into_iter();
+    let mut row = Row::new(
+        "serve",
+        format!(
+            "{label}, {CLIENTS} clients: async on {} threads (raw: {CLIENTS} threads)",
+            executor_threads()
+        ),
+        "requests/s",
+        Better::Higher,
+    );
+    (row.ours, row.raw) = (rounds.next(), rounds.next());
+    let row = row
+        .in_unit(|t| total as f64 / t)
+        .check_vs_raw(0.95, Source::Issue);
+    rep.push(row.clone());
+    if let Some(event_loop) = rounds.next() {
+        event_loop_rows(rep, label, &row, event_loop.map(|t| total as f64 / t));
+    }
     let latency = |t: &Timing| t.latency;
     let enqueue = |t: &Timing| t.enqueue;
     for (quantile, name, of) in [
@@ -274,6 +298,37 @@ fn percentile(mut values: Vec<f64>, quantile: f64) -> f64 {
     values.sort_by(f64::total_cmp);
     let rank = ((values.len() as f64 * quantile).ceil() as usize).clamp(1, values.len());
     values[rank - 1]
+}
+
+/// The polling loop's rows against the async design's shape in raw driver calls:
+/// ours against it (the library's own cost in that design), and it against the threads
+/// design (the design's own limit), per round.
+fn event_loop_rows(rep: &mut Report, label: &str, row: &Row, event_loop: Rounds) {
+    let (Some(ours), Some(threads)) = (&row.ours, &row.raw) else {
+        return;
+    };
+    if let Some(ratio) = per_round_ratio(&event_loop.figures(), &threads.figures()) {
+        rep.figure_per_round(
+            "serve",
+            format!(
+                "{label}: raw event loop on {} threads / threads design, requests/s",
+                executor_threads()
+            ),
+            ratio,
+            "x",
+        );
+    }
+    let mut vs_loop = Row::new(
+        "serve",
+        format!(
+            "{label}: async (raw: the same design in raw driver calls, {} threads each enqueuing and polling its clients' events)",
+            executor_threads()
+        ),
+        "requests/s",
+        Better::Higher,
+    );
+    (vs_loop.ours, vs_loop.raw) = (Some(ours.clone()), Some(event_loop));
+    rep.push(vs_loop.check_vs_raw(0.95, Source::Goal));
 }
 
 /// One request of the async design: the client goes into the future and comes back
