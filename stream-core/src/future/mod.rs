@@ -87,8 +87,9 @@
 //! # Completion: an event, and one completion thread per device
 //!
 //! After an operation's work, the future's constructor records an event on the stream
-//! (`CU_EVENT_BLOCKING_SYNC`, no timing; taken from the completion thread's spares, so
-//! no event is created on the hot path) and hands it to its device's completion thread,
+//! (no timing, and `CU_EVENT_BLOCKING_SYNC` unless the device's completion mode is
+//! [`CompletionMode::Poll`]; taken from the completion thread's spares, so no event is
+//! created on the hot path) and hands it to its device's completion thread,
 //! a thread of this crate started with the device's first operation. That thread sleeps
 //! on its queue while it has nothing to watch; otherwise it finishes every operation
 //! whose event `cuEventQuery` reports complete (it asks about the oldest of each stream,
@@ -171,6 +172,7 @@ mod copy;
 mod doorbell;
 mod owned_host;
 mod run_owned;
+mod spare_events;
 mod stats;
 mod watcher;
 

@@ -21,7 +21,11 @@
 //! Nothing spins: the thread is asleep in step 1 or 3 whenever no operation it watches
 //! has ended. In [`CompletionMode::Poll`] (opt-in, per device), step 3 is skipped: the
 //! thread yields its core and goes back to step 2, taking the operations handed over
-//! meanwhile, for as long as any is in flight; it still sleeps in step 1.
+//! meanwhile, for as long as any is in flight; it still sleeps in step 1. Operations
+//! made while it polls record plain events, which cost the GPU less than blocking-sync
+//! ones (see [`spare_events`](super::spare_events)) but cannot be slept on: should the
+//! mode switch back to sleeping before such an operation ends, the thread keeps polling
+//! until the oldest operation is one it can sleep on.
 //!
 //! **Head of line.** While the thread sleeps on the oldest operation (step 3), an
 //! operation of another stream that ends earlier is noticed only when that oldest one
@@ -52,15 +56,12 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use super::completion::{finish_caught, lock, Outcome, Signal};
 use super::completion_mode::{CompletionMode, ModeCell};
 use super::doorbell::{Doorbell, StreamsWithWork};
+use super::spare_events::{EventKind, SpareEvents};
 use crate::device::{Device, Stream};
 use crate::driver::device::DeviceId;
 use crate::driver::event::RawEvent;
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
-
-/// Spare events a completion thread keeps for reuse; beyond that, spent events are
-/// destroyed. Enough for every request of a busy server in flight at once.
-const SPARE_EVENTS: usize = 1024;
 
 /// The completion thread of one device, as the operations see it: where they take a
 /// spare event and hand the recorded one over.
@@ -82,9 +83,8 @@ pub(super) struct Watcher {
 struct State {
     /// Operations handed over since the thread last looked, in the order handed.
     handed: Vec<Watched>,
-    /// Spent events, for reuse (blocking-sync, of this device's context, perhaps of a
-    /// context released since: checked when taken).
-    spare: Vec<RawEvent>,
+    /// Spent events, for reuse.
+    spare: SpareEvents,
     /// The thread sleeps on [`Watcher::handed`] with nothing to watch.
     sleeping: bool,
     /// The operations handed over and not yet finished by the thread, per stream: an
@@ -96,6 +96,8 @@ struct State {
 /// signal (which keeps the device, hence the event's context, alive).
 struct Watched {
     event: RawEvent,
+    /// The event's kind: whether the thread may sleep on it.
+    kind: EventKind,
     signal: Arc<Signal>,
     /// The stream the event was recorded on, as a key (work of one stream completes in
     /// order).
@@ -120,7 +122,7 @@ impl Watcher {
             ordinal: device.inner.ordinal,
             state: Mutex::new(State {
                 handed: Vec::new(),
-                spare: Vec::new(),
+                spare: SpareEvents::default(),
                 sleeping: false,
                 with_work: StreamsWithWork::default(),
             }),
@@ -163,32 +165,22 @@ impl Watcher {
     /// has the stream's context bound. On `Err` nothing was handed over.
     pub(super) fn watch(&self, stream: &Stream, signal: Arc<Signal>) -> Result<()> {
         let context = &stream.device.inner.context;
-        let (spare, stale) = {
-            let mut state = lock(&self.state);
-            let mut stale = Vec::new();
-            let mut spare = None;
-            while let Some(event) = state.spare.pop() {
-                if event.belongs_to(context) {
-                    spare = Some(event);
-                    break;
-                }
-                stale.push(event); // of a context released since: gone with it
-            }
-            (spare, stale)
-        };
-        drop(stale);
+        let kind = EventKind::for_mode(self.mode.get());
+        let (spare, stale) = lock(&self.state).spare.take(kind, context);
+        drop(stale); // destroyed outside the lock
         let event = match spare {
             Some(event) => event,
-            None => RawEvent::new_blocking(context)?,
+            None => kind.create(context)?,
         };
         if let Err(e) = event.record(&stream.raw) {
             // Not recorded: its last record (if any) completed before it became a spare.
-            lock(&self.state).spare.push(event);
+            lock(&self.state).spare.put(kind, event);
             return Err(e);
         }
         let key = stream.raw.raw() as usize;
         let watched = Watched {
             event,
+            kind,
             signal,
             stream: key,
             order: 0,
@@ -242,11 +234,10 @@ impl Watcher {
                 for stream in spent.streams.drain(..) {
                     state.with_work.remove(stream);
                 }
-                state.spare.append(&mut spent.events);
-                let excess = match state.spare.len() > SPARE_EVENTS {
-                    true => state.spare.split_off(SPARE_EVENTS),
-                    false => Vec::new(),
-                };
+                for (kind, event) in spent.events.drain(..) {
+                    state.spare.put(kind, event);
+                }
+                let excess = state.spare.excess();
                 while state.handed.is_empty() && lanes.is_empty() {
                     state.sleeping = true;
                     state = self
@@ -262,10 +253,11 @@ impl Watcher {
             };
             drop(excess); // destroyed outside the lock
             if lanes.finish_completed(&mut spent) == 0 {
-                match self.mode.get() {
-                    CompletionMode::Sleep => lanes.wait_for_oldest(&mut spent),
+                let slept =
+                    self.mode.get() == CompletionMode::Sleep && lanes.wait_for_oldest(&mut spent);
+                if !slept {
                     // Back to the top: take what was handed over meanwhile, query again.
-                    CompletionMode::Poll => std::thread::yield_now(),
+                    std::thread::yield_now();
                 }
             }
         }
@@ -321,22 +313,25 @@ impl Lanes {
     }
 
     /// Sleeps until the oldest operation's event has completed (blocking-sync: no
-    /// spinning), and finishes it.
-    fn wait_for_oldest(&mut self, spent: &mut Spent) {
+    /// spinning), and finishes it; `false`, without waiting, when there is none or its
+    /// event was made for polling (it cannot be slept on).
+    fn wait_for_oldest(&mut self, spent: &mut Spent) -> bool {
         let oldest = self
             .by_stream
             .iter()
             .filter_map(|(stream, lane)| lane.front().map(|w| (w.order, *stream)))
             .min();
         let Some((_, stream)) = oldest else {
-            return;
+            return false;
         };
-        let Some(watched) = self
-            .by_stream
-            .get_mut(&stream)
-            .and_then(VecDeque::pop_front)
-        else {
-            return;
+        let Some(lane) = self.by_stream.get_mut(&stream) else {
+            return false;
+        };
+        if lane.front().map(|w| w.kind) != Some(EventKind::Blocking) {
+            return false;
+        }
+        let Some(watched) = lane.pop_front() else {
+            return false;
         };
         let device = &watched.signal.device.inner;
         let outcome = match watched.event.synchronize(&device.context) {
@@ -345,6 +340,7 @@ impl Lanes {
         };
         finish(watched, outcome, spent);
         self.by_stream.retain(|_, lane| !lane.is_empty());
+        true
     }
 }
 
@@ -352,7 +348,7 @@ impl Lanes {
 /// and the stream of each operation (for [`State::with_work`]).
 #[derive(Default)]
 struct Spent {
-    events: Vec<RawEvent>,
+    events: Vec<(EventKind, RawEvent)>,
     streams: Vec<usize>,
 }
 
@@ -362,6 +358,7 @@ struct Spent {
 fn finish(watched: Watched, outcome: Outcome, spent: &mut Spent) {
     let Watched {
         event,
+        kind,
         signal,
         stream,
         ..
@@ -370,7 +367,7 @@ fn finish(watched: Watched, outcome: Outcome, spent: &mut Spent) {
     finish_caught(signal, outcome);
     spent.streams.push(stream);
     match reusable {
-        true => spent.events.push(event),
+        true => spent.events.push((kind, event)),
         false => drop(event), // failed: not reused
     }
 }
