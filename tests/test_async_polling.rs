@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_support::workers::{self, Kind};
-use async_support::{new_streams, serial, LONG_SPIN};
+use async_support::{new_streams, process_cpu_time, serial, LONG_SPIN};
 use gpu_tests::{
     check_eq, device, ensure, gpu_status, spin, tests, Element, GpuStatus, Rng, Test, TestResult,
 };
@@ -304,22 +304,4 @@ fn a_polling_thread_with_nothing_in_flight_sleeps() -> TestResult {
          polling thread did not go to sleep"
     );
     Ok(())
-}
-
-/// User + system CPU time of this process so far (Linux `/proc/self/stat`, in clock
-/// ticks: USER_HZ, 100 on Linux).
-fn process_cpu_time() -> TestResult<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat")
-        .map_err(|e| gpu_tests::Failed::from(format!("cannot read /proc/self/stat: {e}")))?;
-    // The fields after the command name (which may hold spaces, inside parentheses):
-    // state is the first, utime the 12th and stime the 13th.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
-    match (ticks(11), ticks(12)) {
-        (Some(user), Some(system)) => Ok(Duration::from_millis((user + system) * 10)),
-        _ => Err(format!("unexpected /proc/self/stat: {stat}").into()),
-    }
 }

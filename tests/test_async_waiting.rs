@@ -2,8 +2,9 @@
 //! tokio's multi-threaded runtime and on the workspace's `mini-executor`: while a
 //! one-second kernel runs behind a future, the executor's one worker runs other tasks;
 //! with the head-of-line bypass on, a short operation resolves long before a long one
-//! of another stream that the completion thread sleeps on; and a bypass stream dropped
-//! while its operation is pending still resolves it.
+//! of another stream that the completion thread sleeps on; a bypass stream dropped
+//! while its operation is pending still resolves it; and the completion thread sleeps,
+//! rather than spins, while an operation's work runs.
 //!
 //! The tests of this file take one lock each, so that they run one at a time: their
 //! timings and the completion counters they compare are shared by the process.
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_support::workers::{self, joined, spawn_spin, Kind};
-use async_support::{serial, LONG_SPIN, SPIN};
+use async_support::{process_cpu_time, serial, LONG_SPIN, SPIN};
 use gpu_tests::{check_eq, device, ensure, spin, Rng, TestResult};
 use mini_executor::block_on;
 use stream_core::future::completion_stats;
@@ -32,6 +33,7 @@ gpu_tests::test_main! {
         head_of_line_bypass_on_mini_executor_resolves_a_short_operation_before_a_long_one_of_another_stream =
             || short_operation_is_not_held_behind_a_long_one(Kind::Mini),
         bypass_stream_dropped_while_its_operation_is_pending_still_resolves_it,
+        the_sleeping_completion_thread_burns_no_core_while_a_long_kernel_runs,
     ],
 }
 
@@ -109,6 +111,36 @@ fn bypass_stream_dropped_while_its_operation_is_pending_still_resolves_it() -> T
         completion_stats().in_flight == in_flight_before,
         "operations still in flight 10 s after both futures resolved: {} (before: {in_flight_before})",
         completion_stats().in_flight
+    );
+    Ok(())
+}
+
+/// In the default mode the completion thread sleeps while an operation's work runs:
+/// over 300 ms of a one-second kernel's operation in flight, the whole process burns
+/// well under a core (the thread sleeps in `cuEventSynchronize` on the operation's
+/// blocking-sync event; an event without that flag would be waited for spinning), and
+/// the operation still resolves after its kernel.
+fn the_sleeping_completion_thread_burns_no_core_while_a_long_kernel_runs() -> TestResult {
+    let _serial = serial();
+    let dev = device()?;
+    let stream = dev.new_stream()?;
+    block_on(stream.run_owned((), |s, ()| spin(s, 1)))?; // the module and the thread
+    let begin = Instant::now();
+    let op = stream.run_owned((), |s, ()| spin(s, LONG_SPIN));
+    let cpu = process_cpu_time()?;
+    std::thread::sleep(Duration::from_millis(300));
+    let (burned, elapsed) = (process_cpu_time()? - cpu, begin.elapsed());
+    block_on(op)?;
+    let resolved_after = begin.elapsed();
+    ensure!(
+        resolved_after > Duration::from_millis(300),
+        "the one-second kernel's operation resolved after {resolved_after:?}: the test \
+         proves nothing"
+    );
+    ensure!(
+        burned < elapsed / 3,
+        "while the operation ran, the process burned {burned:?} of CPU in {elapsed:?}: \
+         the completion thread did not sleep"
     );
     Ok(())
 }

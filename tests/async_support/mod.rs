@@ -1,7 +1,8 @@
 //! What the async test binaries share (`test_async`, `test_async_release`,
 //! `test_async_waiting`): the executors they run on ([`workers`]), one request of each
-//! kind checked against the CPU, the pool statistics once nothing is in flight, and a
-//! future wrapper that drops what it polls after a few polls. Each binary uses the part
+//! kind checked against the CPU, the pool statistics once nothing is in flight, a
+//! future wrapper that drops what it polls after a few polls, and the process's CPU
+//! time (whether the completion thread sleeps). Each binary uses the part
 //! it needs.
 #![allow(dead_code)]
 
@@ -153,5 +154,23 @@ impl<F: Future + Unpin> Future for DropAfter<F> {
                 Poll::Pending
             }
         }
+    }
+}
+
+/// User + system CPU time of this process so far (Linux `/proc/self/stat`, in clock
+/// ticks: USER_HZ, 100 on Linux).
+pub fn process_cpu_time() -> TestResult<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat")
+        .map_err(|e| gpu_tests::Failed::from(format!("cannot read /proc/self/stat: {e}")))?;
+    // The fields after the command name (which may hold spaces, inside parentheses):
+    // state is the first, utime the 12th and stime the 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => Ok(Duration::from_millis((user + system) * 10)),
+        _ => Err(format!("unexpected /proc/self/stat: {stat}").into()),
     }
 }
