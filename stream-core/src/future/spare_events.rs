@@ -9,11 +9,12 @@
 //! 0.84x the requests per second of the same loop with plain events (raw driver calls on
 //! both sides). The polling mode never sleeps on an event, so it records plain ones.
 
+use std::sync::Arc;
+
 use super::completion_mode::CompletionMode;
 use crate::driver::context::PrimaryContext;
 use crate::driver::event::RawEvent;
 use crate::error::Result;
-use std::sync::Arc;
 
 /// Spare events kept per kind; beyond that, spent events are destroyed. Enough for
 /// every request of a busy server in flight at once.
