@@ -25,11 +25,11 @@
 //! (at least 0.8x in the median over the rounds and 0.6x in the worst round); and
 //! against each host memcpy (raw). Every buffer is checked afterwards: what came back
 //! from the device must be what went up.
-#![allow(unsafe_code)]
 
 mod cache_state;
 mod contention;
 mod host_memcpy;
+mod raw_copy;
 mod stragglers;
 mod sweep;
 mod trace;
@@ -38,7 +38,7 @@ mod variables;
 use std::cell::RefCell;
 use std::time::Instant;
 
-use cudarc::driver::{result, sys, CudaSlice};
+use cudarc::driver::CudaSlice;
 use stream_core::staging::staged_copy_counts;
 use stream_core::{scope, DeviceVec};
 
@@ -301,7 +301,7 @@ fn measure(
             ),
             (
                 "raw, pageable",
-                Box::new(|| raw_copy(raw_stream, up, raw_device, raw_host)),
+                Box::new(|| raw_copy::timed(raw_stream, up, raw_device, raw_host)),
             ),
             (
                 "cudarc, pageable",
@@ -320,7 +320,9 @@ fn measure(
             ),
             (
                 "raw, pinned",
-                Box::new(|| raw_copy(raw_stream, up, pinned_device, pinned_host.as_mut_slice())),
+                Box::new(|| {
+                    raw_copy::timed(raw_stream, up, pinned_device, pinned_host.as_mut_slice())
+                }),
             ),
         ];
         let memcpy = &*memcpy;
@@ -419,32 +421,4 @@ impl StagedCopy<'_> {
         })?;
         Ok(t.elapsed().as_secs_f64())
     }
-}
-
-/// Host seconds of one `cuMemcpyHtoDAsync` from `host` (when `up`) or
-/// `cuMemcpyDtoHAsync` into it, and the synchronisation after it.
-fn raw_copy(
-    stream: sys::CUstream,
-    up: bool,
-    device: &RawDeviceMem,
-    host: &mut [f32],
-) -> Result<f64> {
-    if device.bytes != std::mem::size_of_val(host) {
-        return Err(Error::msg("raw copy: host and device sizes differ"));
-    }
-    let t = Instant::now();
-    let copied = if up {
-        // SAFETY: `device` holds as many bytes as `host`; `host` is borrowed until the
-        // stream is synchronised below.
-        unsafe { result::memcpy_htod_async(device.ptr, &*host, stream) }
-            .context("cuMemcpyHtoDAsync")
-    } else {
-        // SAFETY: as above; `host` is borrowed exclusively, so nothing reads it before
-        // the synchronisation below.
-        unsafe { result::memcpy_dtoh_async(host, device.ptr, stream) }.context("cuMemcpyDtoHAsync")
-    };
-    // SAFETY: the stream is alive (owned by `Env`).
-    unsafe { result::stream::synchronize(stream) }.context("cuStreamSynchronize")?;
-    copied?;
-    Ok(t.elapsed().as_secs_f64())
 }

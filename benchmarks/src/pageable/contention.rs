@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 use stream_core::DeviceVec;
 
+use super::raw_copy::enqueue;
 use crate::env::{Env, MIB};
 use crate::error::{Context, Error, Result};
 use crate::raw::{RawDeviceMem, RawPinned};
@@ -161,23 +162,10 @@ fn dma_batch(
     device: &RawDeviceMem,
     pinned: &mut [f32],
 ) -> Result<f64> {
-    if device.bytes != std::mem::size_of_val(pinned) {
-        return Err(Error::msg("contention: pinned and device sizes differ"));
-    }
     let t = Instant::now();
     let mut enqueued = Ok(());
     for _ in 0..DMA_BATCH {
-        let copied = if up {
-            // SAFETY: `device` holds as many bytes as `pinned`, which stays borrowed
-            // until the synchronisation below.
-            unsafe { result::memcpy_htod_async(device.ptr, &*pinned, stream) }
-                .context("cuMemcpyHtoDAsync")
-        } else {
-            // SAFETY: as above; `pinned` is borrowed exclusively, so nothing reads it
-            // before the synchronisation below.
-            unsafe { result::memcpy_dtoh_async(&mut *pinned, device.ptr, stream) }
-                .context("cuMemcpyDtoHAsync")
-        };
+        let copied = enqueue(stream, up, device, pinned);
         if copied.is_err() {
             enqueued = copied;
             break;
