@@ -86,10 +86,18 @@ pub struct RawEvent(pub sys::CUevent);
 impl RawEvent {
     /// A new event in the current context.
     pub fn new() -> Result<Self> {
-        Ok(RawEvent(
-            result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-                .context("cuEventCreate")?,
-        ))
+        Self::with_flags(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
+    }
+
+    /// A new event in the current context with `flags` (`CUevent_flags` bits).
+    pub fn with_flags(flags: u32) -> Result<Self> {
+        let mut event = std::ptr::null_mut();
+        // SAFETY: `event` is a live out-pointer the driver writes the new event to; the
+        // context is current (the benchmark's `Device` bound it, or the caller's thread).
+        unsafe { sys::cuEventCreate(&mut event, flags) }
+            .result()
+            .context("cuEventCreate")?;
+        Ok(RawEvent(event))
     }
 }
 

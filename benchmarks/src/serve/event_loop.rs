@@ -24,14 +24,14 @@ use cudarc::driver::{result, sys};
 use super::client::{input, CLIENTS, ITERS};
 use crate::cuda::work_config;
 use crate::error::{Context, Error, Result};
-use crate::raw::{arg, RawContext, RawDeviceMem, RawFunction, RawPinned, RawStream};
+use crate::raw::{arg, RawContext, RawDeviceMem, RawEvent, RawFunction, RawPinned, RawStream};
 
 /// One client of the raw event loop: its stream, the event recorded after each of its
 /// requests, its pinned request and reply buffers and, in the loop that keeps them, its
 /// device buffers.
 pub(super) struct RawClient {
     stream: RawStream,
-    done: sys::CUevent,
+    done: RawEvent,
     input: RawPinned,
     output: RawPinned,
     kept: Option<(RawDeviceMem, RawDeviceMem)>,
@@ -47,8 +47,6 @@ impl Drop for RawClient {
         // Waits for the client's last request before its buffers are freed (the fields
         // drop after this).
         let _ = self.stream.sync();
-        // SAFETY: created in `raw_clients`, destroyed once, here, after its stream's work.
-        let _ = unsafe { result::event::destroy(self.done) };
     }
 }
 
@@ -69,11 +67,7 @@ pub(super) fn raw_clients(elems: usize, keep_device_buffers: bool) -> Result<Vec
     (0..CLIENTS)
         .map(|_| {
             let stream = RawStream::new()?;
-            let mut done = std::ptr::null_mut();
-            // SAFETY: `done` is a valid out-pointer; the context is current.
-            unsafe { sys::cuEventCreate(&mut done, flags) }
-                .result()
-                .context("cuEventCreate")?;
+            let done = RawEvent::with_flags(flags)?;
             let mut input_buffer = RawPinned::new(elems)?;
             for (j, v) in input_buffer.as_mut_slice().iter_mut().enumerate() {
                 *v = input(j);
@@ -140,7 +134,7 @@ fn serve(work: RawFunction, clients: &mut [RawClient], per_client: usize) -> Res
                 continue; // this client has finished
             }
             // SAFETY: the client's event, alive while the client is.
-            match unsafe { sys::cuEventQuery(client.done) } {
+            match unsafe { sys::cuEventQuery(client.done.0) } {
                 sys::CUresult::CUDA_SUCCESS if *sent < per_client => {
                     enqueue(work, client)?;
                     *sent += 1;
@@ -193,5 +187,5 @@ fn enqueue(work: RawFunction, client: &mut RawClient) -> Result<()> {
         unsafe { result::free_async(y, st) }.context("cuMemFreeAsync")?;
     }
     // SAFETY: the client's event and stream, both alive.
-    unsafe { result::event::record(client.done, st) }.context("cuEventRecord")
+    unsafe { result::event::record(client.done.0, st) }.context("cuEventRecord")
 }
