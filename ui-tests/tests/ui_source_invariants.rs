@@ -387,7 +387,10 @@ const FOLDER_USES: &[(&str, &[&str])] = &[
         ],
     ),
     ("timing", &["scope", "device", "driver"]),
-    ("nccl", &["scope", "trace", "memory", "device", "driver"]),
+    (
+        "nccl",
+        &["graph", "scope", "trace", "memory", "device", "driver"],
+    ),
     ("future", &["scope", "host", "memory", "device", "driver"]),
     ("interop", &["graph", "scope", "memory", "device", "driver"]),
 ];
@@ -483,8 +486,9 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
         "graph",
         &["launch", "module", "stream", "context", "versions"],
     ),
-    ("nccl", &["stream", "context"]),
-    ("nccl_join", &["nccl", "context"]),
+    ("nccl_abort", &["context"]),
+    ("nccl", &["nccl_abort", "stream", "context"]),
+    ("nccl_join", &["nccl", "nccl_abort", "context"]),
 ];
 
 /// The driver files `source` uses in code: `super::<file>` or `crate::driver::<file>`

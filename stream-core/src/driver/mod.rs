@@ -44,6 +44,7 @@ pub(crate) mod managed;
 pub(crate) mod memory;
 pub(crate) mod module;
 pub(crate) mod nccl;
+pub(crate) mod nccl_abort;
 pub(crate) mod nccl_join;
 pub(crate) mod nvrtc;
 pub(crate) mod nvtx;

@@ -11,12 +11,13 @@
 //! the operation has completed on this rank's stream.
 
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use cudarc::nccl::{result, sys};
 
 use super::context::PrimaryContext;
+use super::nccl_abort::abort_elsewhere;
 use super::stream::RawStream;
 use crate::error::{Error, Nccl, Result};
 
@@ -146,8 +147,11 @@ pub(crate) struct CommControl {
     aborted: AtomicBool,
     /// What to wait for before this communicator is destroyed (not before an abort,
     /// which may come when a peer died): for one made by `join_within`, the abort of its
-    /// parent on a thread of its own (`nccl_join::wait_for_parent_aborts`).
+    /// parent on a thread of its own (`nccl_abort::wait_for_aborts`).
     before_destroy: Option<fn()>,
+    /// How many CUDA graphs (and captures under way) keep this communicator
+    /// ([`GraphKeep`]): while there are any, an abort runs on a thread of its own.
+    graphs: AtomicUsize,
 }
 
 // SAFETY: `comm` is only passed to `ncclCommGetAsyncError` and `ncclCommAbort`, which
@@ -185,8 +189,18 @@ impl CommControl {
     /// on any stream stop, so those streams can be synchronised, and NCCL frees it.
     /// Nothing may be enqueued on it afterwards (every call checks); aborting again does
     /// nothing.
+    ///
+    /// While a CUDA graph that captured collectives on it exists ([`GraphKeep`]), NCCL's
+    /// abort sets the flags that stop its kernels at once but then waits until every
+    /// such graph has been destroyed; that abort runs on a thread of its own
+    /// (`nccl_abort.rs`), and returns here once it is started: the streams drain all the
+    /// same, and the graphs, which no longer replay, finish it when they are dropped.
     pub(crate) fn abort(&self) {
         if self.aborted.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if self.graphs.load(Ordering::Acquire) > 0 {
+            abort_elsewhere(self.comm, &self.context);
             return;
         }
         let _bound = self.context.bind();
@@ -195,8 +209,9 @@ impl CommControl {
         // is blocked; every later call checks the flag first and uses it no more. No
         // call can be between its check and NCCL: the aborts come from
         // `Communicator::abort` (not `Sync`: the holder's thread) and from the watch of a
-        // scope (its thread), whose collectives borrow the communicator until it ends,
-        // so only that thread can enqueue on it meanwhile.
+        // scope (its thread), whose collectives, and replays of graphs with collectives
+        // (`Scope::replay_with`), borrow the communicator until it ends, so only that
+        // thread can enqueue on it meanwhile. (A graph's replay calls no NCCL function.)
         let _ = unsafe { result::comm_abort(self.comm) };
     }
 
@@ -228,6 +243,30 @@ impl Drop for CommControl {
     }
 }
 
+/// A communicator kept by a CUDA graph (or a capture under way) that recorded
+/// collectives on it: it is not destroyed before the graph, whose nodes name it (NCCL's
+/// destruction would wait for the graph anyway), and its abort, while any is kept, runs
+/// on a thread of its own (see [`CommControl::abort`]). Dropped after the graph.
+pub(crate) struct GraphKeep(Arc<CommControl>);
+
+impl GraphKeep {
+    pub(crate) fn new(control: &Arc<CommControl>) -> Self {
+        control.graphs.fetch_add(1, Ordering::AcqRel);
+        GraphKeep(Arc::clone(control))
+    }
+
+    /// The communicator kept.
+    pub(crate) fn control(&self) -> &Arc<CommControl> {
+        &self.0
+    }
+}
+
+impl Drop for GraphKeep {
+    fn drop(&mut self) {
+        self.0.graphs.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// A communicator: one rank's member of a clique of ranks, on the device whose primary
 /// context it was made in, through which collectives are enqueued. `Send`, not `Sync`:
 /// NCCL's calls on one communicator must not run concurrently (its user guide:
@@ -256,6 +295,7 @@ impl RawComm {
                 context: Arc::clone(context),
                 aborted: AtomicBool::new(false),
                 before_destroy,
+                graphs: AtomicUsize::new(0),
             }),
             _not_sync: std::marker::PhantomData,
         }

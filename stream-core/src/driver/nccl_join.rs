@@ -13,18 +13,18 @@
 //! config of its own; the parent is non-blocking, so the split is too, and is polled the
 //! same way), after which the non-blocking one is aborted, on a thread of its own (it
 //! took up to a second), which the member's destruction and the process's exit wait for
-//! ([`wait_for_parent_aborts`]). The member returned is a plain blocking communicator,
+//! ([`wait_for_aborts`](super::nccl_abort::wait_for_aborts)). The member returned is a plain blocking communicator,
 //! as `ncclCommInitRank` would have made.
 
 use std::ffi::{c_int, c_uint};
-use std::sync::{Arc, Mutex, Once, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cudarc::nccl::{result, sys};
 
 use super::context::PrimaryContext;
 use super::nccl::{check, nccl_error, require_split, RawComm, RawUniqueId};
+use super::nccl_abort::{abort_elsewhere, wait_for_aborts};
 use crate::error::{Error, Library, Result};
 
 /// The first fields of NCCL's `ncclConfig_t`, as NCCL 2.14 defined it (the version that
@@ -130,11 +130,7 @@ impl RawComm {
             blocking: Config::new(true),
         });
         match make(&mut slots, context, size, id, rank, deadline, limit) {
-            Ok(child) => Ok(RawComm::owning(
-                child,
-                context,
-                Some(wait_for_parent_aborts),
-            )),
+            Ok(child) => Ok(RawComm::owning(child, context, Some(wait_for_aborts))),
             Err(e) => {
                 Box::leak(slots);
                 Err(e)
@@ -211,108 +207,6 @@ fn make(
     // H200s, NCCL 2.28.3; rank 1's took 0.1 ms, and the whole join ~100 ms).
     abort_elsewhere(parent.into_raw(), context);
     Ok(child.into_raw())
-}
-
-/// A made communicator that nothing else uses any more, on its way to the thread that
-/// aborts it.
-struct Unused(sys::ncclComm_t);
-
-// SAFETY: NCCL's communicators are plain handles that any thread may use, one thread at
-// a time (its user guide); this one is handed over whole, and no other thread keeps it.
-unsafe impl Send for Unused {}
-
-impl Unused {
-    fn abort(self, context: &PrimaryContext) {
-        let _bound = context.bind();
-        // SAFETY: `self.0` is a made communicator, used by nothing else (see `Unused`)
-        // and aborted once, here, which frees it.
-        let _ = unsafe { result::comm_abort(self.0) };
-    }
-}
-
-/// The threads aborting parents ([`abort_elsewhere`]) that have not been seen to finish.
-static ABORTING: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
-
-/// How long [`wait_for_parent_aborts`] waits: five times the longest abort measured
-/// (about a second, on the rank that made the id). An abort whose peer died can take
-/// far longer, or never return (rank 0's, its peer killed, was still running when the
-/// test killed the process two minutes later); it is left running then.
-const PARENT_ABORT_PATIENCE: Duration = Duration::from_secs(5);
-
-/// Returns once every parent abort started so far has finished, or after
-/// [`PARENT_ABORT_PATIENCE`]. A member made by `join_within` calls it before it is
-/// destroyed, and the process calls it as it exits (registered with `atexit` when the
-/// first abort starts): NCCL's teardown of the parent running beside the member's, or
-/// beside the CUDA driver's own teardown at exit, crashed the process (SIGSEGV, on two
-/// H200s, NCCL 2.28.3, in programs that ended within the second rank 0's abort
-/// takes). The lock is held while waiting, so that a second caller also returns only
-/// after the first's wait; the abort threads never take it.
-pub(crate) fn wait_for_parent_aborts() {
-    let mut aborting = ABORTING.lock().unwrap_or_else(PoisonError::into_inner);
-    let deadline = Instant::now() + PARENT_ABORT_PATIENCE;
-    while aborting.iter().any(|thread| !thread.is_finished()) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    // The finished ones are joined (a panic in one is its own); the others stay listed.
-    let (finished, running): (Vec<_>, Vec<_>) =
-        aborting.drain(..).partition(|thread| thread.is_finished());
-    *aborting = running;
-    for thread in finished {
-        let _ = thread.join();
-    }
-}
-
-/// [`wait_for_parent_aborts`] as the process exits.
-extern "C" fn wait_for_parent_aborts_at_exit() {
-    wait_for_parent_aborts();
-}
-
-extern "C" {
-    /// The C library's: runs `function` when the process exits (`exit`, or a return
-    /// from `main`), before the functions registered earlier, such as the CUDA
-    /// driver's, which it loaded before any communicator was made.
-    fn atexit(function: extern "C" fn()) -> c_int;
-}
-
-/// Aborts `comm` on a thread of its own (here, if no thread can be started), with
-/// `context`, its device's, bound there; [`wait_for_parent_aborts`] waits for it.
-fn abort_elsewhere(comm: sys::ncclComm_t, context: &Arc<PrimaryContext>) {
-    static AT_EXIT: Once = Once::new();
-    AT_EXIT.call_once(|| {
-        // SAFETY: `atexit` only records the pointer of a function that lives as long as
-        // the program; the function takes no arguments, as `atexit` calls it, and cannot
-        // unwind into C (a panic in an `extern "C"` function aborts). If it could not be
-        // registered (`atexit` returned non-zero), the aborts are still waited for by
-        // the members' teardown.
-        let _ = unsafe { atexit(wait_for_parent_aborts_at_exit) };
-    });
-    // Shared, so that it can be taken back if the thread cannot be started (the closure
-    // is then dropped unrun). The lock is held until the thread is listed, so that no
-    // wait can miss it.
-    let mut aborting = ABORTING.lock().unwrap_or_else(PoisonError::into_inner);
-    let unused = Arc::new(Mutex::new(Some(Unused(comm))));
-    let (for_thread, on) = (Arc::clone(&unused), Arc::clone(context));
-    let spawned = std::thread::Builder::new()
-        .name("nccl-abort".into())
-        .spawn(move || {
-            if let Some(u) = take(&for_thread) {
-                u.abort(&on);
-            }
-        });
-    match spawned {
-        Ok(thread) => aborting.push(thread),
-        Err(_) => {
-            drop(aborting);
-            if let Some(u) = take(&unused) {
-                u.abort(context);
-            }
-        }
-    }
-}
-
-/// The communicator in `slot`, once.
-fn take(slot: &Mutex<Option<Unused>>) -> Option<Unused> {
-    slot.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
 #[cold]

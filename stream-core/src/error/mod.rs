@@ -338,6 +338,16 @@ pub enum Error {
         timeout: std::time::Duration,
     },
 
+    /// A graph with NCCL collectives was replayed without one of the communicators they
+    /// run on ([`Scope::replay`](crate::Scope::replay) instead of
+    /// [`Scope::replay_with`](crate::Scope::replay_with), or a communicator missing from
+    /// its list). Nothing was launched.
+    #[error("cannot replay the graph: {reason}")]
+    GraphCommunicators {
+        /// What was missing, and what to do instead.
+        reason: &'static str,
+    },
+
     /// NCCL's group calls were used in a way that could leave a collective unissued
     /// while its buffers are released, or deadlock the thread; nothing was enqueued.
     #[error("NCCL group misuse: {reason}")]

@@ -8,8 +8,10 @@ use crate::device::{Device, Stream};
 use crate::driver::context::PrimaryContext;
 use crate::driver::event::RawEvent;
 use crate::driver::graph::{end_capture, RawGraph};
+use crate::driver::nccl::CommControl;
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
+use crate::graph::collectives::GraphCommunicators;
 use crate::graph::hold::{Hold, HoldPermit};
 use crate::graph::kernel_node::KernelRecord;
 use crate::graph::Graph;
@@ -79,6 +81,8 @@ pub(crate) struct CaptureState {
     /// What the capture's inner scope would list staged downloads in: always empty, since
     /// a capture offers none of the scope's host copies (a scope needs the list).
     no_downloads: Outstanding,
+    /// The communicators of the collectives recorded (`nccl/captured.rs`).
+    communicators: Mutex<GraphCommunicators>,
 }
 
 impl CaptureState {
@@ -92,6 +96,7 @@ impl CaptureState {
             streams: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             no_downloads: Outstanding::default(),
+            communicators: Mutex::new(GraphCommunicators::default()),
         }
     }
 
@@ -151,15 +156,38 @@ impl CaptureState {
             .map(f)
     }
 
-    /// The kernel launches and the number of allocations recorded. Call once the
-    /// capture has ended (the forks' streams go with the state).
-    pub(super) fn into_parts(self) -> (Vec<KernelRecord>, usize) {
-        let kernels = self
-            .kernels
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner);
-        (kernels, self.allocations.into_inner())
+    /// Keeps the communicator `control` for the graph: a collective on it is being
+    /// recorded.
+    pub(crate) fn keep_communicator(&self, control: &Arc<CommControl>) {
+        self.communicators
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keep(control);
     }
+
+    /// What was recorded: the kernel launches, the number of allocations, the
+    /// communicators of the collectives. Call once the capture has ended (the forks'
+    /// streams go with the state).
+    pub(super) fn into_parts(self) -> Recorded {
+        Recorded {
+            kernels: self
+                .kernels
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner),
+            allocations: self.allocations.into_inner(),
+            communicators: self
+                .communicators
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner),
+        }
+    }
+}
+
+/// What a capture recorded, besides the graph itself (see [`CaptureState::into_parts`]).
+pub(super) struct Recorded {
+    pub(super) kernels: Vec<KernelRecord>,
+    pub(super) allocations: usize,
+    pub(super) communicators: GraphCommunicators,
 }
 
 impl Device {
@@ -246,8 +274,7 @@ impl Device {
         let (mut template, out) = record(self, &mut held, &state, f)?;
         let exec = template.instantiate().map_err(E::from)?;
         let id = state.id();
-        let (kernels, allocations) = state.into_parts();
-        let graph = Graph::instantiated(exec, template, kernels, allocations, held, id, self);
+        let graph = Graph::instantiated(exec, template, state.into_parts(), held, id, self);
         Ok((graph, out))
     }
 }
@@ -441,8 +468,9 @@ impl<'g> Capture<'g> {
         Some(self.last_kernel.load(Ordering::Relaxed)).filter(|&i| i != NO_KERNEL)
     }
 
-    /// The capture's scope, for the graph's own operations.
-    pub(super) fn scope(&self) -> &Scope<'g, 'g> {
+    /// The capture's scope, for the graph's own operations (and the collectives of
+    /// `nccl/captured.rs`).
+    pub(crate) fn scope(&self) -> &Scope<'g, 'g> {
         &self.scope
     }
 

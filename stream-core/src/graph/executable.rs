@@ -2,6 +2,8 @@
 
 use crate::device::Device;
 use crate::driver::graph::{RawGraph, RawGraphExec};
+use crate::graph::capture::Recorded;
+use crate::graph::collectives::GraphCommunicators;
 use crate::graph::hold::Hold;
 use crate::graph::kernel_node::KernelRecord;
 
@@ -60,6 +62,9 @@ pub struct Graph<H = ()> {
     pub(super) exec: RawGraphExec,
     /// The captured graph, kept for its kernel nodes (which name the instance's nodes).
     pub(super) template: RawGraph,
+    /// The communicators of its collectives: dropped after the instance and the graph,
+    /// whose nodes name them.
+    pub(super) communicators: GraphCommunicators,
     /// The kernel launches recorded, in order.
     pub(super) kernels: Vec<KernelRecord>,
     /// How many allocations of its own the graph makes in each replay.
@@ -76,8 +81,7 @@ impl<H: Hold> Graph<H> {
     pub(super) fn instantiated(
         exec: RawGraphExec,
         template: RawGraph,
-        kernels: Vec<KernelRecord>,
-        allocations: usize,
+        recorded: Recorded,
         held: H,
         id: u64,
         device: &Device,
@@ -85,8 +89,9 @@ impl<H: Hold> Graph<H> {
         Graph {
             exec,
             template,
-            kernels,
-            allocations,
+            communicators: recorded.communicators,
+            kernels: recorded.kernels,
+            allocations: recorded.allocations,
             held,
             id,
             device: device.clone(),
@@ -127,6 +132,11 @@ impl<H> Graph<H> {
     /// The device the graph runs on.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// The communicators of its collectives.
+    pub(crate) fn communicators(&self) -> &GraphCommunicators {
+        &self.communicators
     }
 
     /// How many kernel launches the graph recorded.

@@ -23,6 +23,7 @@
 //!    exclusively until it is known complete (its `Pending`, or the scope's end).
 
 mod capture;
+mod collectives;
 mod enqueue;
 mod executable;
 pub(crate) mod fork;

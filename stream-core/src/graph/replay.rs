@@ -1,6 +1,7 @@
 //! [`Scope::replay`]: one run of a captured graph on a scope's stream.
 
 use crate::error::Result;
+use crate::graph::collectives::not_given;
 use crate::graph::Graph;
 use crate::scope::{Pending, Scope};
 use crate::trace::Category;
@@ -35,6 +36,11 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// as the memory's) when the scope runs on another device, and the driver's error
     /// when the launch fails (the graph then stays borrowed until the scope ends).
     ///
+    /// A graph with NCCL collectives (recorded with [`Capture`](crate::Capture)'s
+    /// collective methods) is replayed with [`replay_with`](Self::replay_with), which
+    /// borrows their communicators; here it is
+    /// [`Error::GraphCommunicators`](crate::Error::GraphCommunicators).
+    ///
     /// Reading an output before the replay is known complete does not compile (see
     /// `ui-tests/tests/ui/graph/read-graph-output-before-replay-completes.rs`):
     ///
@@ -54,6 +60,18 @@ impl<'s, 'env> Scope<'s, 'env> {
         graph: &'env mut Graph<H>,
     ) -> Result<Pending<'s, &'env mut Graph<H>>> {
         let _nvtx = crate::driver::nvtx::range(c"stream_core::replay");
+        if !graph.communicators.is_empty() {
+            return Err(not_given());
+        }
+        self.launch_replay(graph)
+    }
+
+    /// Enqueues one run of `graph` (see [`replay`](Self::replay)); its communicators, if
+    /// it has collectives, were checked and are watched by this scope (`replay_with`).
+    pub(crate) fn launch_replay<H>(
+        &'s self,
+        graph: &'env mut Graph<H>,
+    ) -> Result<Pending<'s, &'env mut Graph<H>>> {
         self.device().ensure_same_device(&graph.device)?;
         let context = &self.stream.device.inner.context;
         self.traced("graph replay", Category::Graph, None, || {

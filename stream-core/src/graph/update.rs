@@ -3,9 +3,16 @@
 
 use crate::driver::graph::UpdateRefused;
 use crate::error::Error;
-use crate::graph::capture::{record, CaptureState};
+use crate::graph::capture::{record, CaptureState, Recorded};
 use crate::graph::hold::Hold;
 use crate::graph::{Capture, Graph};
+
+/// Why a graph with collectives is not updated: an update keeps the instance's nodes and
+/// their resources, while NCCL ties each captured operation's resources (its persistent
+/// plan) to the graph it was captured into, which the update then destroys.
+const COLLECTIVES_NOT_UPDATED: &str =
+    "a graph with NCCL collectives is not updated in place (NCCL ties each captured \
+     operation to the graph it was captured into): capture a new graph instead";
 
 impl<H: Hold> Graph<H> {
     /// Captures `f` again, with views of the same held memory, and makes later replays
@@ -19,7 +26,9 @@ impl<H: Hold> Graph<H> {
     /// [`Error::GraphUpdate`] saying what differs, and the graph stays exactly as it was
     /// (replays run the previous capture). So does a graph with allocations of its own
     /// (see [`Capture::alloc`]), which is refused before capturing: an allocation's
-    /// address is fixed when it is captured, so a new capture would name other memory.
+    /// address is fixed when it is captured, so a new capture would name other memory;
+    /// and a graph with NCCL collectives (before capturing, and when the new capture
+    /// records one): NCCL ties each captured operation to the graph it was captured into.
     /// Handles to scalar arguments ([`KernelNode::scalar`](crate::KernelNode::scalar))
     /// made in `f` name this graph's launches in the same order, like the old ones.
     ///
@@ -54,10 +63,22 @@ impl<H: Hold> Graph<H> {
                 ),
             })));
         }
+        if !self.communicators.is_empty() {
+            return Err(E::from(Error::from(crate::error::GraphUpdate {
+                reason: COLLECTIVES_NOT_UPDATED.to_owned(),
+            })));
+        }
         let state = CaptureState::new(self.id);
         let (mut graph, out) = record(&self.device, &mut self.held, &state, f)?;
-        let (kernels, allocations) = state.into_parts();
+        let Recorded {
+            kernels,
+            allocations,
+            communicators,
+        } = state.into_parts();
         let refuse = |reason: String| E::from(Error::from(crate::error::GraphUpdate { reason }));
+        if !communicators.is_empty() {
+            return Err(refuse(COLLECTIVES_NOT_UPDATED.to_owned()));
+        }
         if allocations > 0 {
             return Err(refuse(format!(
                 "the new capture makes {allocations} allocation(s) of its own, which the \

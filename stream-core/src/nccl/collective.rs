@@ -78,6 +78,159 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
     }
 }
 
+/// The collective methods, written once for the two places that issue them: [`Scope`]
+/// (enqueued now, `issue_now`) and [`Capture`](crate::Capture) (recorded into the graph,
+/// `nccl/captured.rs`). `$issue(self, comm, request)` issues one request; the
+/// communicator is borrowed for `$comm` (a scope's for the scope, so that no other
+/// thread can be enqueuing on it when the scope's end aborts it; a capture's for the
+/// call, since the graph keeps it); the attributes given go on `all_reduce` (its
+/// example).
+macro_rules! collective_methods {
+    ($issue:ident, &$($comm:lifetime)?, $(#[$all_reduce_doc:meta])*) => {
+        /// Every rank's `send` reduced by `op` into every rank's `recv` (`ncclAllReduce`).
+        $(#[$all_reduce_doc])*
+        pub fn all_reduce<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            send: &impl DeviceMemory<'s, T>,
+            recv: &mut impl DeviceMemoryMut<'s, T>,
+            op: impl ReduceOp<T>,
+        ) -> Result<()> {
+            let request = Request::all_reduce(Operands::Apart(read(send), write(recv)), op);
+            $issue(self, comm, request)
+        }
+
+        /// [`all_reduce`](Self::all_reduce) with `buf` both the input and the result.
+        pub fn all_reduce_in_place<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            buf: &mut impl DeviceMemoryMut<'s, T>,
+            op: impl ReduceOp<T>,
+        ) -> Result<()> {
+            $issue(self, comm, Request::all_reduce(Operands::InPlace(write(buf)), op))
+        }
+
+        /// Rank `root`'s `send` into every rank's `recv` (`ncclBroadcast`; `send` is read
+        /// on the root only, but every rank passes one of the same length).
+        pub fn broadcast<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            send: &impl DeviceMemory<'s, T>,
+            recv: &mut impl DeviceMemoryMut<'s, T>,
+            root: usize,
+        ) -> Result<()> {
+            let request = Request::broadcast(Operands::Apart(read(send), write(recv)), root)?;
+            $issue(self, comm, request)
+        }
+
+        /// Rank `root`'s `buf` into every rank's `buf`.
+        pub fn broadcast_in_place<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            buf: &mut impl DeviceMemoryMut<'s, T>,
+            root: usize,
+        ) -> Result<()> {
+            $issue(self, comm, Request::broadcast(Operands::InPlace(write(buf)), root)?)
+        }
+
+        /// Every rank's `send` reduced by `op` into rank `root`'s `recv` (`ncclReduce`).
+        /// NCCL requires `recv` only on the root: on the other ranks it is borrowed all
+        /// the same, and its contents afterwards are unspecified (valid numbers, every bit
+        /// pattern of an [`NcclElement`] being one).
+        pub fn reduce<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            send: &impl DeviceMemory<'s, T>,
+            recv: &mut impl DeviceMemoryMut<'s, T>,
+            op: impl ReduceOp<T>,
+            root: usize,
+        ) -> Result<()> {
+            let request = Request::reduce(Operands::Apart(read(send), write(recv)), op, root)?;
+            $issue(self, comm, request)
+        }
+
+        /// [`reduce`](Self::reduce) into the root's `buf` (on the other ranks, `buf`'s
+        /// contents afterwards are unspecified, as for `reduce`'s `recv`).
+        pub fn reduce_in_place<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            buf: &mut impl DeviceMemoryMut<'s, T>,
+            op: impl ReduceOp<T>,
+            root: usize,
+        ) -> Result<()> {
+            $issue(self, comm, Request::reduce(Operands::InPlace(write(buf)), op, root)?)
+        }
+
+        /// Every rank's `send`, in rank order, into every rank's `recv`, which holds
+        /// `comm.size()` times as many elements (`ncclAllGather`).
+        pub fn all_gather<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            send: &impl DeviceMemory<'s, T>,
+            recv: &mut impl DeviceMemoryMut<'s, T>,
+        ) -> Result<()> {
+            $issue(self, comm, Request::all_gather(Operands::Apart(read(send), write(recv))))
+        }
+
+        /// [`all_gather`](Self::all_gather) in `buf` (`comm.size()` blocks): this rank's
+        /// block, number `comm.rank()`, is its input.
+        pub fn all_gather_in_place<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            buf: &mut impl DeviceMemoryMut<'s, T>,
+        ) -> Result<()> {
+            $issue(self, comm, Request::all_gather(Operands::InPlace(write(buf))))
+        }
+
+        /// The reduction by `op` of every rank's `send` (`comm.size()` blocks of
+        /// `recv.len()`), block `r` of it into rank `r`'s `recv` (`ncclReduceScatter`).
+        pub fn reduce_scatter<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            send: &impl DeviceMemory<'s, T>,
+            recv: &mut impl DeviceMemoryMut<'s, T>,
+            op: impl ReduceOp<T>,
+        ) -> Result<()> {
+            let request = Request::reduce_scatter(Operands::Apart(read(send), write(recv)), op);
+            $issue(self, comm, request)
+        }
+
+        /// [`reduce_scatter`](Self::reduce_scatter) in `buf` (`comm.size()` blocks): the
+        /// result lands in this rank's block, number `comm.rank()`.
+        pub fn reduce_scatter_in_place<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            buf: &mut impl DeviceMemoryMut<'s, T>,
+            op: impl ReduceOp<T>,
+        ) -> Result<()> {
+            $issue(self, comm, Request::reduce_scatter(Operands::InPlace(write(buf)), op))
+        }
+
+        /// `buf` to rank `peer`, which receives it with [`recv`](Self::recv) (`ncclSend`).
+        /// A send to this rank itself needs its receive in the same
+        /// [`nccl::group`](crate::nccl::group).
+        pub fn send<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            buf: &impl DeviceMemory<'s, T>,
+            peer: usize,
+        ) -> Result<()> {
+            $issue(self, comm, Request::send(read(buf), peer)?)
+        }
+
+        /// `buf` from rank `peer`'s [`send`](Self::send) of as many elements (`ncclRecv`).
+        pub fn recv<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            buf: &mut impl DeviceMemoryMut<'s, T>,
+            peer: usize,
+        ) -> Result<()> {
+            $issue(self, comm, Request::recv(write(buf), peer)?)
+        }
+    };
+}
+pub(crate) use collective_methods;
+
 /// Collectives (NCCL) on the scope's stream, through a [`Communicator`] of the scope's
 /// device. Every rank of the communicator makes the matching call with the same
 /// lengths. Checked before anything is enqueued: the communicator's device is the
@@ -90,207 +243,36 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
 /// ([`Error::NcclGroup`](crate::Error::NcclGroup): use the group's methods there). An
 /// operation on zero elements enqueues nothing.
 impl<'s, 'env> Scope<'s, 'env> {
-    /// Every rank's `send` reduced by `op` into every rank's `recv` (`ncclAllReduce`).
-    ///
-    /// ```no_run
-    /// use stream_core::{nccl::{Communicator, Sum}, scope, Device, Error};
-    /// # fn main() -> stream_core::Result<()> {
-    /// let dev = Device::new(0)?;
-    /// let comm = Communicator::for_devices(&[dev.clone()])?.remove(0);
-    /// let stream = dev.new_stream()?;
-    /// let mut out = vec![0f32; 4];
-    /// scope(&stream, |s| {
-    ///     let grad = s.upload(&[1.0f32, 2.0, 3.0, 4.0])?;
-    ///     let mut sum = s.alloc::<f32>(4)?;
-    ///     s.all_reduce(&comm, &grad, &mut sum, Sum)?;
-    ///     s.copy_to_host(&sum, &mut out)?.wait()?;
-    ///     Ok::<_, Error>(())
-    /// })?;
-    /// assert_eq!(out, [1.0, 2.0, 3.0, 4.0]); // one rank: the sum is the input
-    /// # Ok(()) }
-    /// ```
-    pub fn all_reduce<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        send: &impl DeviceMemory<'s, T>,
-        recv: &mut impl DeviceMemoryMut<'s, T>,
-        op: impl ReduceOp<T>,
-    ) -> Result<()> {
-        issue(
-            self,
-            comm,
-            Request::all_reduce(Operands::Apart(read(send), write(recv)), op),
-            None,
-        )
-    }
+    collective_methods!(
+        issue_now,
+        &'s,
+        ///
+        /// ```no_run
+        /// use stream_core::{nccl::{Communicator, Sum}, scope, Device, Error};
+        /// # fn main() -> stream_core::Result<()> {
+        /// let dev = Device::new(0)?;
+        /// let comm = Communicator::for_devices(&[dev.clone()])?.remove(0);
+        /// let stream = dev.new_stream()?;
+        /// let mut out = vec![0f32; 4];
+        /// scope(&stream, |s| {
+        ///     let grad = s.upload(&[1.0f32, 2.0, 3.0, 4.0])?;
+        ///     let mut sum = s.alloc::<f32>(4)?;
+        ///     s.all_reduce(&comm, &grad, &mut sum, Sum)?;
+        ///     s.copy_to_host(&sum, &mut out)?.wait()?;
+        ///     Ok::<_, Error>(())
+        /// })?;
+        /// assert_eq!(out, [1.0, 2.0, 3.0, 4.0]); // one rank: the sum is the input
+        /// # Ok(()) }
+        /// ```
+    );
+}
 
-    /// [`all_reduce`](Self::all_reduce) with `buf` both the input and the result.
-    pub fn all_reduce_in_place<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        buf: &mut impl DeviceMemoryMut<'s, T>,
-        op: impl ReduceOp<T>,
-    ) -> Result<()> {
-        issue(
-            self,
-            comm,
-            Request::all_reduce(Operands::InPlace(write(buf)), op),
-            None,
-        )
-    }
-
-    /// Rank `root`'s `send` into every rank's `recv` (`ncclBroadcast`; `send` is read on
-    /// the root only, but every rank passes one of the same length).
-    pub fn broadcast<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        send: &impl DeviceMemory<'s, T>,
-        recv: &mut impl DeviceMemoryMut<'s, T>,
-        root: usize,
-    ) -> Result<()> {
-        issue(
-            self,
-            comm,
-            Request::broadcast(Operands::Apart(read(send), write(recv)), root)?,
-            None,
-        )
-    }
-
-    /// Rank `root`'s `buf` into every rank's `buf`.
-    pub fn broadcast_in_place<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        buf: &mut impl DeviceMemoryMut<'s, T>,
-        root: usize,
-    ) -> Result<()> {
-        issue(
-            self,
-            comm,
-            Request::broadcast(Operands::InPlace(write(buf)), root)?,
-            None,
-        )
-    }
-
-    /// Every rank's `send` reduced by `op` into rank `root`'s `recv` (`ncclReduce`).
-    /// NCCL requires `recv` only on the root: on the other ranks it is borrowed all the
-    /// same, and its contents afterwards are unspecified (valid numbers, every bit
-    /// pattern of an [`NcclElement`] being one).
-    pub fn reduce<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        send: &impl DeviceMemory<'s, T>,
-        recv: &mut impl DeviceMemoryMut<'s, T>,
-        op: impl ReduceOp<T>,
-        root: usize,
-    ) -> Result<()> {
-        issue(
-            self,
-            comm,
-            Request::reduce(Operands::Apart(read(send), write(recv)), op, root)?,
-            None,
-        )
-    }
-
-    /// [`reduce`](Self::reduce) into the root's `buf` (on the other ranks, `buf`'s
-    /// contents afterwards are unspecified, as for `reduce`'s `recv`).
-    pub fn reduce_in_place<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        buf: &mut impl DeviceMemoryMut<'s, T>,
-        op: impl ReduceOp<T>,
-        root: usize,
-    ) -> Result<()> {
-        issue(
-            self,
-            comm,
-            Request::reduce(Operands::InPlace(write(buf)), op, root)?,
-            None,
-        )
-    }
-
-    /// Every rank's `send`, in rank order, into every rank's `recv`, which holds
-    /// `comm.size()` times as many elements (`ncclAllGather`).
-    pub fn all_gather<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        send: &impl DeviceMemory<'s, T>,
-        recv: &mut impl DeviceMemoryMut<'s, T>,
-    ) -> Result<()> {
-        issue(
-            self,
-            comm,
-            Request::all_gather(Operands::Apart(read(send), write(recv))),
-            None,
-        )
-    }
-
-    /// [`all_gather`](Self::all_gather) in `buf` (`comm.size()` blocks): this rank's
-    /// block, number `comm.rank()`, is its input.
-    pub fn all_gather_in_place<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        buf: &mut impl DeviceMemoryMut<'s, T>,
-    ) -> Result<()> {
-        issue(
-            self,
-            comm,
-            Request::all_gather(Operands::InPlace(write(buf))),
-            None,
-        )
-    }
-
-    /// The reduction by `op` of every rank's `send` (`comm.size()` blocks of
-    /// `recv.len()`), block `r` of it into rank `r`'s `recv` (`ncclReduceScatter`).
-    pub fn reduce_scatter<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        send: &impl DeviceMemory<'s, T>,
-        recv: &mut impl DeviceMemoryMut<'s, T>,
-        op: impl ReduceOp<T>,
-    ) -> Result<()> {
-        issue(
-            self,
-            comm,
-            Request::reduce_scatter(Operands::Apart(read(send), write(recv)), op),
-            None,
-        )
-    }
-
-    /// [`reduce_scatter`](Self::reduce_scatter) in `buf` (`comm.size()` blocks): the
-    /// result lands in this rank's block, number `comm.rank()`.
-    pub fn reduce_scatter_in_place<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        buf: &mut impl DeviceMemoryMut<'s, T>,
-        op: impl ReduceOp<T>,
-    ) -> Result<()> {
-        issue(
-            self,
-            comm,
-            Request::reduce_scatter(Operands::InPlace(write(buf)), op),
-            None,
-        )
-    }
-
-    /// `buf` to rank `peer`, which receives it with [`recv`](Self::recv) (`ncclSend`).
-    /// A send to this rank itself needs its receive in the same
-    /// [`nccl::group`](super::group).
-    pub fn send<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        buf: &impl DeviceMemory<'s, T>,
-        peer: usize,
-    ) -> Result<()> {
-        issue(self, comm, Request::send(read(buf), peer)?, None)
-    }
-
-    /// `buf` from rank `peer`'s [`send`](Self::send) of as many elements (`ncclRecv`).
-    pub fn recv<T: NcclElement>(
-        &'s self,
-        comm: &'s Communicator,
-        buf: &mut impl DeviceMemoryMut<'s, T>,
-        peer: usize,
-    ) -> Result<()> {
-        issue(self, comm, Request::recv(write(buf), peer)?, None)
-    }
+/// [`issue`] outside a group: a scope's own collective.
+#[inline(always)]
+fn issue_now<'a, 's: 'a, T: NcclElement>(
+    s: &'s Scope<'s, '_>,
+    comm: &'s Communicator,
+    request: Request<'a, 's, T>,
+) -> Result<()> {
+    issue(s, comm, request, None)
 }

@@ -142,6 +142,7 @@
 
 mod all_to_all;
 mod barrier;
+mod captured;
 mod collective;
 mod communicator;
 mod element;

@@ -58,7 +58,7 @@ fn invalid_rank(rank: usize, size: usize) -> Error {
 #[inline(always)] // so that each method's `Request` folds to its one path
 pub(crate) fn issue<'a, 's: 'a, T: NcclElement>(
     s: &'s Scope<'s, '_>,
-    comm: &'s Communicator,
+    comm: &Communicator,
     request: Request<'a, 's, T>,
     group: Option<&'a Group<'a, '_>>,
 ) -> Result<()> {
@@ -79,7 +79,7 @@ pub(crate) enum Role {
 #[inline(always)]
 pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
     s: &'s Scope<'s, '_>,
-    comm: &'s Communicator,
+    comm: &Communicator,
     request: Request<'a, 's, T>,
     group: Option<&'a Group<'a, '_>>,
     role: Role,

@@ -26,7 +26,7 @@ use super::ledger::Call;
 /// receives. Inside `group` when one is given, which keeps the scratch memory.
 pub(crate) fn stand_in<'a, 's: 'a>(
     s: &'s Scope<'s, '_>,
-    comm: &'s Communicator,
+    comm: &Communicator,
     call: Call,
     group: Option<&'a Group<'a, '_>>,
 ) -> Result<()> {
@@ -51,7 +51,7 @@ pub(crate) fn stand_in<'a, 's: 'a>(
 /// [`stand_in`] with the call's element type.
 fn on_scratch<'a, 's: 'a, T: NcclElement>(
     s: &'s Scope<'s, '_>,
-    comm: &'s Communicator,
+    comm: &Communicator,
     call: Call,
     group: Option<&'a Group<'a, '_>>,
 ) -> Result<()> {
@@ -72,7 +72,7 @@ fn on_scratch<'a, 's: 'a, T: NcclElement>(
 /// there is one).
 fn issue_on<'a, 's: 'a, T: NcclElement>(
     s: &'s Scope<'s, '_>,
-    comm: &'s Communicator,
+    comm: &Communicator,
     call: Call,
     send: &'a DeviceBuffer<'s, T>,
     recv: &'a mut DeviceBuffer<'s, T>,

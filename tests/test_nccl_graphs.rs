@@ -1,0 +1,261 @@
+//! NCCL collectives recorded into CUDA graphs (`stream-core/src/nccl/captured.rs`,
+//! `graph/collectives.rs`): each replay (`Scope::replay_with`) runs them again on new
+//! inputs; a replay without the graph's communicators is refused; a graph dropped after
+//! its `Communicator` destroys it without a hang; an abort while a graph exists returns
+//! at once (NCCL's own abort waits for the graph) and the graph's replays are then
+//! refused; a graph with collectives is not updated in place.
+//!
+//! The ranks are every visible GPU, one thread each (one rank on one GPU). A replay
+//! whose peer never replays: `test_nccl_hung`.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use gpu_tests::nccl_ranks::{error_variant, on_ranks, rank_count, rank_input};
+use gpu_tests::{check_eq, ensure, Failed, TestResult};
+use stream_core::nccl::{Communicator, Sum};
+use stream_core::{scope, Device, Error, Graph, PinnedBuffer, Stream};
+
+gpu_tests::test_main! {
+    gpu: [
+        a_captured_all_reduce_and_all_gather_run_again_at_every_replay,
+        a_replay_without_the_graphs_communicators_is_refused,
+        a_graph_dropped_after_its_communicator_destroys_it_without_a_hang,
+        an_abort_while_a_graph_exists_returns_and_the_graph_then_refuses_to_replay,
+        a_graph_with_collectives_is_not_updated,
+    ],
+}
+
+/// Elements per rank.
+const LEN: usize = 4099;
+
+/// The graph of these tests: the input (pinned) uploaded into the graph's memory,
+/// all-reduced (sum) into one output and all-gathered into the other, both copied out
+/// to pinned buffers.
+type StepGraph = Graph<(PinnedBuffer<f32>, PinnedBuffer<f32>, PinnedBuffer<f32>)>;
+
+fn capture_step(dev: &Device, comm: &Communicator) -> Result<StepGraph, Failed> {
+    let held = (
+        dev.alloc_pinned::<f32>(LEN)?,
+        dev.alloc_pinned::<f32>(LEN)?,
+        dev.alloc_pinned::<f32>(LEN * comm.size())?,
+    );
+    let (graph, ()) = dev.capture(held, |g, (x_host, mut sum_host, mut all_host)| {
+        let x = g.upload(&x_host)?;
+        let mut sum = g.alloc::<f32>(LEN)?;
+        let mut all = g.alloc::<f32>(LEN * comm.size())?;
+        g.all_reduce(comm, &x, &mut sum, Sum)?;
+        g.all_gather(comm, &x, &mut all)?;
+        g.copy_to_host(&sum, &mut sum_host)?;
+        g.copy_to_host(&all, &mut all_host)?;
+        Ok::<_, Error>(())
+    })?;
+    Ok(graph)
+}
+
+/// Rank `rank`'s input in round `round`: integers, so the sums are exact.
+fn input(round: u64, rank: usize) -> Vec<f32> {
+    rank_input::<f32>(0x6a4e_0000 + round, rank, LEN, false)
+}
+
+/// Writes round `round`'s input, poisons the outputs, replays on `stream` and checks
+/// both outputs against every rank's input of that round.
+fn replay_round(
+    graph: &mut StepGraph,
+    comm: &Communicator,
+    stream: &Stream,
+    round: u64,
+    rank: usize,
+    ranks: usize,
+) -> TestResult {
+    {
+        let (x, sum, all) = graph.held_mut();
+        x.copy_from_slice(&input(round, rank));
+        sum.fill(f32::NAN);
+        all.fill(f32::NAN);
+    }
+    scope(stream, |s| {
+        s.replay_with(&mut *graph, &[comm])?.wait().map(drop)
+    })?;
+    let inputs: Vec<Vec<f32>> = (0..ranks).map(|r| input(round, r)).collect();
+    let want_sum: Vec<f32> = (0..LEN)
+        .map(|i| inputs.iter().map(|x| x[i]).sum())
+        .collect();
+    let want_all: Vec<f32> = inputs.concat();
+    let (_, sum, all) = graph.held();
+    check_eq(&format!("round {round}: the all_reduce"), sum, &want_sum)?;
+    check_eq(&format!("round {round}: the all_gather"), all, &want_all)?;
+    Ok(())
+}
+
+/// On every rank: one capture, then four replays on new inputs, each compared with the
+/// CPU's sum and concatenation of every rank's input.
+fn a_captured_all_reduce_and_all_gather_run_again_at_every_replay() -> TestResult {
+    let ranks = rank_count()?;
+    on_ranks(ranks, |rank, comm, stream| {
+        let mut graph = capture_step(stream.device(), comm)?;
+        for round in 0..4 {
+            replay_round(&mut graph, comm, stream, round, rank, ranks)?;
+        }
+        Ok(())
+    })
+}
+
+/// One rank on GPU 0: `replay` of a graph with a collective, and `replay_with` without
+/// its communicator or with another one, are `GraphCommunicators`, before anything is
+/// launched (the outputs keep their poison); with it, the replay runs.
+fn a_replay_without_the_graphs_communicators_is_refused() -> TestResult {
+    let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
+    let dev = Device::new(0)?;
+    let stream = dev.new_stream()?;
+    let comm = Communicator::for_devices(std::slice::from_ref(&dev))?.remove(0);
+    let other = Communicator::for_devices(std::slice::from_ref(&dev))?.remove(0);
+    let mut graph = capture_step(&dev, &comm)?;
+    graph.held_mut().1.fill(f32::NAN);
+    let attempts: [(&str, &[&Communicator]); 3] = [
+        ("replay", &[]),
+        ("replay_with another communicator", &[&other]),
+        ("replay_with no communicator", &[]),
+    ];
+    for (at, (what, comms)) in attempts.into_iter().enumerate() {
+        let refused = scope(&stream, |s| match at {
+            0 => s.replay(&mut graph).map(drop),
+            _ => s.replay_with(&mut graph, comms).map(drop),
+        });
+        ensure!(
+            matches!(refused, Err(Error::GraphCommunicators { .. })),
+            "{what} returned {refused:?}, expected GraphCommunicators"
+        );
+    }
+    ensure!(
+        graph.held().1.iter().all(|v| v.is_nan()),
+        "a refused replay wrote the output"
+    );
+    replay_round(&mut graph, &comm, &stream, 0, 0, 1)
+}
+
+/// On every rank: the `Communicator` is dropped after a replay, while the graph (which
+/// keeps the communicator) lives; the graph can no longer be replayed (no communicator
+/// to pass), and dropping it destroys the communicator within seconds (NCCL's
+/// destruction waits for the graph's captured operations, released with it).
+fn a_graph_dropped_after_its_communicator_destroys_it_without_a_hang() -> TestResult {
+    let ranks = rank_count()?;
+    let id = stream_core::nccl::UniqueId::new()?;
+    let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
+    std::thread::scope(|threads| {
+        let handles: Vec<_> = (0..ranks)
+            .map(|rank| {
+                let id = &id;
+                threads.spawn(move || -> TestResult {
+                    let dev = Device::new(rank)?;
+                    let comm = Communicator::join(&dev, id, rank, ranks)?;
+                    comm.set_timeout(Duration::from_secs(20));
+                    let stream = dev.new_stream()?;
+                    let mut graph = capture_step(&dev, &comm)?;
+                    replay_round(&mut graph, &comm, &stream, 0, rank, ranks)?;
+                    drop(comm);
+                    let refused = scope(&stream, |s| s.replay(&mut graph).map(drop));
+                    ensure!(
+                        matches!(refused, Err(Error::GraphCommunicators { .. })),
+                        "a replay after the communicator was dropped returned {refused:?}"
+                    );
+                    returns_within("dropping the graph", move || drop(graph))
+                })
+            })
+            .collect();
+        for (rank, handle) in handles.into_iter().enumerate() {
+            handle
+                .join()
+                .map_err(|_| format!("rank {rank}'s thread panicked"))?
+                .map_err(|e| format!("rank {rank}: {}", e.message().unwrap_or("failed")))?;
+        }
+        Ok(())
+    })
+}
+
+/// Runs `f` on a thread of its own and waits up to 20 s for it: a hang fails the test
+/// instead of stopping the binary (the thread is left behind then).
+fn returns_within<R: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, Failed> {
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    finished
+        .recv_timeout(Duration::from_secs(20))
+        .map_err(|_| Failed::from(format!("{what} did not return within 20 s")))
+}
+
+/// One rank on GPU 0: a graph with an all_reduce replays; `Communicator::abort` while
+/// the graph exists returns within seconds (NCCL's abort itself waits until the graph
+/// is destroyed, so it runs on a thread of its own); the graph's next replay is
+/// `CommunicatorAborted`, before anything is launched; dropping the graph then lets the
+/// abort finish. The abort runs on a helper thread here, so that a hang fails the test
+/// instead of stopping the binary.
+fn an_abort_while_a_graph_exists_returns_and_the_graph_then_refuses_to_replay() -> TestResult {
+    let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
+    let dev = Device::new(0)?;
+    let stream = dev.new_stream()?;
+    let comm = Communicator::for_devices(std::slice::from_ref(&dev))?.remove(0);
+    let mut graph = capture_step(&dev, &comm)?;
+    replay_round(&mut graph, &comm, &stream, 0, 0, 1)?;
+    let comm = returns_within(
+        "Communicator::abort while a graph that captured on it exists",
+        move || {
+            comm.abort();
+            comm
+        },
+    )?;
+    ensure!(
+        comm.is_aborted(),
+        "the communicator is not aborted after abort()"
+    );
+    let refused = scope(&stream, |s| s.replay_with(&mut graph, &[&comm]).map(drop));
+    ensure!(
+        matches!(refused, Err(Error::CommunicatorAborted { .. })),
+        "a replay after the abort returned {:?}, expected CommunicatorAborted",
+        refused.as_ref().err().map(error_variant)
+    );
+    // The stream still works, and dropping the graph (which lets the abort finish) and
+    // the communicator returns.
+    replay_free_round_trip(&stream)?;
+    returns_within("dropping the graph after the abort", move || drop(graph))?;
+    drop(comm);
+    Ok(())
+}
+
+/// A copy round trip on `stream`: the device is usable.
+fn replay_free_round_trip(stream: &Stream) -> TestResult {
+    let mut back = [0u32; 64];
+    scope(stream, |s| {
+        let x = s.upload(&[9u32; 64])?;
+        s.copy_to_host(&x, &mut back)?.wait().map(drop)
+    })?;
+    check_eq("the round trip after the abort", &back[..], &[9u32; 64][..])
+}
+
+/// One rank on GPU 0: `Graph::update` of a graph with a collective is `GraphUpdate`,
+/// refused before capturing (the closure never runs), and the graph still replays.
+fn a_graph_with_collectives_is_not_updated() -> TestResult {
+    let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
+    let dev = Device::new(0)?;
+    let stream = dev.new_stream()?;
+    let comm = Communicator::for_devices(std::slice::from_ref(&dev))?.remove(0);
+    let mut graph = capture_step(&dev, &comm)?;
+    let mut ran = false;
+    let updated = graph.update(|_, _| {
+        ran = true;
+        Ok::<_, Error>(())
+    });
+    match updated {
+        Err(Error::GraphUpdate(refusal)) => ensure!(
+            refusal.to_string().contains("NCCL"),
+            "the refusal does not say why: {refusal}"
+        ),
+        other => return Err(format!("expected GraphUpdate, got {other:?}").into()),
+    }
+    ensure!(!ran, "the update's closure ran before the refusal");
+    replay_round(&mut graph, &comm, &stream, 1, 0, 1)
+}
