@@ -23,6 +23,7 @@ gpu_tests::test_main! {
         a_graph_dropped_after_its_communicator_destroys_it_without_a_hang,
         an_abort_while_a_graph_exists_returns_and_the_graph_then_refuses_to_replay,
         a_graph_with_collectives_is_not_updated,
+        a_capture_that_panics_after_a_collective_leaves_the_communicator_usable,
     ],
 }
 
@@ -237,7 +238,9 @@ fn replay_free_round_trip(stream: &Stream) -> TestResult {
 }
 
 /// One rank on GPU 0: `Graph::update` of a graph with a collective is `GraphUpdate`,
-/// refused before capturing (the closure never runs), and the graph still replays.
+/// refused before capturing (the closure never runs), and the graph still replays; so
+/// is the update of a graph without one by a capture that records one (that capture is
+/// discarded, and the graph still replays as before).
 fn a_graph_with_collectives_is_not_updated() -> TestResult {
     let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
     let dev = Device::new(0)?;
@@ -249,13 +252,73 @@ fn a_graph_with_collectives_is_not_updated() -> TestResult {
         ran = true;
         Ok::<_, Error>(())
     });
-    match updated {
-        Err(Error::GraphUpdate(refusal)) => ensure!(
-            refusal.to_string().contains("NCCL"),
-            "the refusal does not say why: {refusal}"
-        ),
-        other => return Err(format!("expected GraphUpdate, got {other:?}").into()),
-    }
+    refused_for_collectives("a graph with collectives", updated)?;
     ensure!(!ran, "the update's closure ran before the refusal");
-    replay_round(&mut graph, &comm, &stream, 1, 0, 1)
+    replay_round(&mut graph, &comm, &stream, 1, 0, 1)?;
+
+    let mut values = dev.alloc_vec::<u32>(1024)?;
+    let (mut plain, ()) = dev.capture(&mut values, |g, mut v| g.fill(&mut v, 5u32))?;
+    let updated = plain.update(|g, mut v| g.all_reduce_in_place(&comm, &mut v, Sum));
+    refused_for_collectives("an update that records a collective", updated)?;
+    scope(&stream, |s| s.replay(&mut plain).map(drop))?;
+    let held: &stream_core::DeviceVec<u32> = plain.held();
+    check_eq(
+        "the graph after the refused update",
+        &held.to_host_vec()?,
+        &vec![5u32; 1024],
+    )
+}
+
+/// `updated` is `GraphUpdate` naming NCCL.
+fn refused_for_collectives(what: &str, updated: stream_core::Result<()>) -> TestResult {
+    match updated {
+        Err(Error::GraphUpdate(refusal)) => {
+            ensure!(
+                refusal.to_string().contains("NCCL"),
+                "{what}: the refusal does not say why: {refusal}"
+            );
+            Ok(())
+        }
+        other => Err(format!("{what}: expected GraphUpdate, got {other:?}").into()),
+    }
+}
+
+/// One rank on GPU 0: a capture that panics after recording an all_reduce (caught) makes
+/// no graph and keeps nothing: the communicator then runs a scope's all_reduce, and its
+/// abort returns (it would wait for a graph that kept it).
+fn a_capture_that_panics_after_a_collective_leaves_the_communicator_usable() -> TestResult {
+    let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
+    let dev = Device::new(0)?;
+    let stream = dev.new_stream()?;
+    let comm = Communicator::for_devices(std::slice::from_ref(&dev))?.remove(0);
+    let mut values = dev.upload_vec(&[2.0f32; 1024])?;
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = dev.capture(&mut values, |g, mut v| {
+            g.all_reduce_in_place(&comm, &mut v, Sum)?;
+            panic!("a panic inside the capture, after its collective");
+            #[allow(unreachable_code)]
+            Ok::<_, Error>(())
+        });
+    }));
+    ensure!(caught.is_err(), "the capture's panic was not propagated");
+    let mut back = vec![0f32; 1024];
+    scope(&stream, |s| {
+        let mut v = s.upload(&[3.0f32; 1024])?;
+        s.all_reduce_in_place(&comm, &mut v, Sum)?;
+        s.copy_to_host(&v, &mut back)?.wait().map(drop)
+    })?;
+    check_eq(
+        "a scope's all_reduce after the panicked capture",
+        &back,
+        &vec![3.0f32; 1024],
+    )?;
+    let comm = returns_within("Communicator::abort with no graph left", move || {
+        comm.abort();
+        comm
+    })?;
+    ensure!(
+        comm.is_aborted(),
+        "the communicator is not aborted after abort()"
+    );
+    Ok(())
 }

@@ -2,8 +2,9 @@
 //! calls, in one process over every visible GPU (at most two): bus bandwidth from 8 B
 //! to 1 GiB (nccl-tests' definition, busbw = algbw × 2(n−1)/n; with one GPU, where it
 //! is zero by definition, the rows show algbw), the same for all-to-all against raw
-//! grouped sends and receives (`all_to_all.rs`), and the host cost of enqueuing one
-//! small collective on a communicator of one rank.
+//! grouped sends and receives (`all_to_all.rs`), a step of small all-reduces replayed
+//! as a CUDA graph against raw NCCL's captured and eager (`graph_step.rs`), and the host
+//! cost of enqueuing one small collective on a communicator of one rank.
 //!
 //! Both sides use communicators made with `ncclCommInitAll` over the same devices, their
 //! own device memory of the same size, out-of-place sums of `f32`, and on two GPUs one
@@ -13,6 +14,7 @@
 #![allow(unsafe_code)]
 
 mod all_to_all;
+mod graph_step;
 mod ours;
 mod raw_ranks;
 
@@ -133,6 +135,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         }
     }
     all_to_all::rows(env, &comms, &streams, &raw, rep)?;
+    graph_step::rows(env, &devices[0], rep)?;
     enqueue_cost(env, &devices[0], rep)
 }
 

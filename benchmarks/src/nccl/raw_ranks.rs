@@ -22,7 +22,7 @@ pub(super) struct RawRanks {
 /// Raw send and receive memory per rank.
 pub(super) struct RawBuffers {
     count: usize,
-    send: Vec<RawMem>,
+    pub(super) send: Vec<RawMem>,
     pub(super) recv: Vec<RawMem>,
 }
 

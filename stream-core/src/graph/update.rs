@@ -54,6 +54,11 @@ impl<H: Hold> Graph<H> {
         F: for<'g> FnOnce(&'g Capture<'g>, H::Views<'g>) -> std::result::Result<T, E>,
         E: From<Error>,
     {
+        if !self.communicators.is_empty() {
+            return Err(E::from(Error::from(crate::error::GraphUpdate {
+                reason: COLLECTIVES_NOT_UPDATED.to_owned(),
+            })));
+        }
         if self.allocations > 0 {
             return Err(E::from(Error::from(crate::error::GraphUpdate {
                 reason: format!(
@@ -61,11 +66,6 @@ impl<H: Hold> Graph<H> {
                      capture's allocations would be other memory",
                     self.allocations
                 ),
-            })));
-        }
-        if !self.communicators.is_empty() {
-            return Err(E::from(Error::from(crate::error::GraphUpdate {
-                reason: COLLECTIVES_NOT_UPDATED.to_owned(),
             })));
         }
         let state = CaptureState::new(self.id);
