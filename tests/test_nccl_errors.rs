@@ -8,12 +8,12 @@
 //! stderr says which were left out and why. Scenarios that abort a communicator on
 //! purpose run in a child process of this binary ([`CHILD_ENV`]).
 
-use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
 
-use gpu_tests::child::{run_command, run_self, ChildOutput};
+use gpu_tests::child::run_command;
 use gpu_tests::nccl_ranks::{error_variant, exclusive, on_ranks, rank_count};
+use gpu_tests::rank_processes::{free_port, two_ranks};
 use gpu_tests::tests;
 use gpu_tests::{ensure, gpu_status, poisoned, GpuStatus, Test, TestFn, TestResult};
 use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
@@ -74,24 +74,6 @@ fn torchrun() -> Option<std::path::PathBuf> {
             .map(|dir| dir.join("torchrun"))
             .find(|p| p.is_file())
     })
-}
-
-/// A TCP port that was free a moment ago, with the port after it free too (under
-/// `torchrun`, whose own store holds `MASTER_PORT`, the ranks meet at `MASTER_PORT + 1`).
-/// Taken below Linux's ephemeral range (32768 and up), from which the system gives
-/// every outgoing connection its local port: a port picked there (as binding port 0
-/// does) was once the local port of torchrun's own connection to its store by the time
-/// rank 0 listened on it ("Address already in use").
-fn free_port() -> Result<u16, gpu_tests::Failed> {
-    let mut rng = gpu_tests::Rng::new();
-    for _ in 0..200 {
-        let port = 20_000 + rng.below(12_000) as u16;
-        let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
-        if free(port) && free(port + 1) {
-            return Ok(port);
-        }
-    }
-    Err("no free pair of TCP ports in 20000..32001 after 200 tries".into())
 }
 
 fn lengths_that_disagree_are_refused_and_the_scope_goes_on() -> TestResult {
@@ -270,37 +252,6 @@ fn a_communicator_of_another_device_is_device_mismatch() -> TestResult {
     })
 }
 
-/// Runs this binary twice at once as child `mode`, ranks 0 and 1 of a world of two
-/// meeting at a free local port (the `RANK` variables, as set by hand), each with
-/// `extra(rank)` added to its environment; their outputs, rank 0's first.
-fn two_ranks(
-    mode: &'static str,
-    extra: impl Fn(&'static str) -> Vec<(&'static str, Option<&'static str>)>,
-) -> Result<[ChildOutput; 2], gpu_tests::Failed> {
-    let port = free_port()?.to_string();
-    let spawn = |r: &'static str| {
-        let mut env = vec![
-            (CHILD_ENV, Some(mode.to_owned())),
-            ("RANK", Some(r.to_owned())),
-            ("LOCAL_RANK", Some(r.to_owned())),
-            ("WORLD_SIZE", Some("2".to_owned())),
-            ("MASTER_ADDR", Some("127.0.0.1".to_owned())),
-            ("MASTER_PORT", Some(port.clone())),
-            ("TORCHELASTIC_RUN_ID", None),
-        ];
-        env.extend(extra(r).into_iter().map(|(k, v)| (k, v.map(str::to_owned))));
-        std::thread::spawn(move || {
-            let env: Vec<(&str, Option<&str>)> =
-                env.iter().map(|(k, v)| (*k, v.as_deref())).collect();
-            run_self(&format!("rank {r}"), &env, Duration::from_secs(120))
-        })
-    };
-    let (zero, one) = (spawn("0"), spawn("1"));
-    let zero = zero.join().map_err(|_| "rank 0's thread panicked")??;
-    let one = one.join().map_err(|_| "rank 1's thread panicked")??;
-    Ok([zero, one])
-}
-
 /// Two processes join (through `World`, which makes its members within the rendezvous
 /// timeout: `join_within`, whose parent communicator is aborted on a thread of its own
 /// for up to a second) and leave at once, three times each way: dropping the member,
@@ -310,7 +261,7 @@ fn ranks_that_leave_right_after_joining_exit_cleanly() -> TestResult {
     let _one_at_a_time = exclusive();
     for round in 0..3 {
         for mode in ["join_then_drop", "join_then_exit"] {
-            let ranks = two_ranks(mode, |_| Vec::new())?;
+            let ranks = two_ranks(CHILD_ENV, mode, |_| Vec::new())?;
             for (r, out) in ranks.iter().enumerate() {
                 ensure!(
                     out.status.success(),
@@ -328,7 +279,7 @@ fn ranks_that_leave_right_after_joining_exit_cleanly() -> TestResult {
 /// within the communicator's timeout (10 s here), not hang.
 fn a_rank_killed_mid_collective_ends_in_an_err_not_a_hang() -> TestResult {
     let _one_at_a_time = exclusive();
-    let [zero, one] = two_ranks("killed_rank", |_| {
+    let [zero, one] = two_ranks(CHILD_ENV, "killed_rank", |_| {
         vec![("STREAM_CORE_NCCL_TIMEOUT_S", Some("10"))]
     })?;
     ensure!(!one.status.success(), "rank 1 was meant to die.\n{one}");
@@ -347,7 +298,7 @@ fn a_rank_killed_mid_collective_ends_in_an_err_not_a_hang() -> TestResult {
 /// reduce (NCCL would refuse two ranks on one GPU, so success shows they are distinct).
 fn ranks_given_one_gpu_each_by_cuda_visible_devices_use_it() -> TestResult {
     let _one_at_a_time = exclusive();
-    let [zero, one] = two_ranks("join_and_reduce", |r| {
+    let [zero, one] = two_ranks(CHILD_ENV, "join_and_reduce", |r| {
         vec![("CUDA_VISIBLE_DEVICES", Some(r))]
     })?;
     for (r, out) in [(0, &zero), (1, &one)] {

@@ -5,16 +5,19 @@
 //! at once (NCCL's own abort waits for the graph) and the graph's replays are then
 //! refused; a graph with collectives is not updated in place.
 //!
-//! The ranks are every visible GPU, one thread each (one rank on one GPU). A replay
-//! whose peer never replays: `test_nccl_hung`.
+//! A communicator of one rank on GPU 0: collectives are captured on communicators
+//! whose peers are in other processes (with `NCCL_GRAPH_REGISTER=0`) or on ones of one
+//! rank (see `Capture`'s collectives); ranks in processes of their own, the refusals of
+//! other communicators and a peer that never replays: `test_nccl_graph_ranks`.
 
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpu_tests::nccl_ranks::{error_variant, on_ranks, rank_count, rank_input};
+use gpu_tests::nccl_graph_step::{capture_step, replay_round};
+use gpu_tests::nccl_ranks::{error_variant, exclusive};
 use gpu_tests::{check_eq, ensure, Failed, TestResult};
 use stream_core::nccl::{Communicator, Sum};
-use stream_core::{scope, Device, Error, Graph, PinnedBuffer, Stream};
+use stream_core::{scope, Device, Error, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -27,89 +30,39 @@ gpu_tests::test_main! {
     ],
 }
 
-/// Elements per rank.
-const LEN: usize = 4099;
-
-/// The graph of these tests: the input (pinned) uploaded into the graph's memory,
-/// all-reduced (sum) into one output and all-gathered into the other, both copied out
-/// to pinned buffers.
-type StepGraph = Graph<(PinnedBuffer<f32>, PinnedBuffer<f32>, PinnedBuffer<f32>)>;
-
-fn capture_step(dev: &Device, comm: &Communicator) -> Result<StepGraph, Failed> {
-    let held = (
-        dev.alloc_pinned::<f32>(LEN)?,
-        dev.alloc_pinned::<f32>(LEN)?,
-        dev.alloc_pinned::<f32>(LEN * comm.size())?,
-    );
-    let (graph, ()) = dev.capture(held, |g, (x_host, mut sum_host, mut all_host)| {
-        let x = g.upload(&x_host)?;
-        let mut sum = g.alloc::<f32>(LEN)?;
-        let mut all = g.alloc::<f32>(LEN * comm.size())?;
-        g.all_reduce(comm, &x, &mut sum, Sum)?;
-        g.all_gather(comm, &x, &mut all)?;
-        g.copy_to_host(&sum, &mut sum_host)?;
-        g.copy_to_host(&all, &mut all_host)?;
-        Ok::<_, Error>(())
-    })?;
-    Ok(graph)
-}
-
-/// Rank `rank`'s input in round `round`: integers, so the sums are exact.
-fn input(round: u64, rank: usize) -> Vec<f32> {
-    rank_input::<f32>(0x6a4e_0000 + round, rank, LEN, false)
-}
-
-/// Writes round `round`'s input, poisons the outputs, replays on `stream` and checks
-/// both outputs against every rank's input of that round.
-fn replay_round(
-    graph: &mut StepGraph,
-    comm: &Communicator,
-    stream: &Stream,
-    round: u64,
-    rank: usize,
-    ranks: usize,
-) -> TestResult {
-    {
-        let (x, sum, all) = graph.held_mut();
-        x.copy_from_slice(&input(round, rank));
-        sum.fill(f32::NAN);
-        all.fill(f32::NAN);
+/// One capture, then four replays on new inputs, each compared with the CPU (one rank:
+/// the sum and the gathered blocks are the input).
+fn a_captured_all_reduce_and_all_gather_run_again_at_every_replay() -> TestResult {
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
+    let mut graph = capture_step(&dev, &comm)?;
+    for round in 0..4 {
+        replay_round(&mut graph, &comm, &stream, round, 0, 1)?;
     }
-    scope(stream, |s| {
-        s.replay_with(&mut *graph, &[comm])?.wait().map(drop)
-    })?;
-    let inputs: Vec<Vec<f32>> = (0..ranks).map(|r| input(round, r)).collect();
-    let want_sum: Vec<f32> = (0..LEN)
-        .map(|i| inputs.iter().map(|x| x[i]).sum())
-        .collect();
-    let want_all: Vec<f32> = inputs.concat();
-    let (_, sum, all) = graph.held();
-    check_eq(&format!("round {round}: the all_reduce"), sum, &want_sum)?;
-    check_eq(&format!("round {round}: the all_gather"), all, &want_all)?;
     Ok(())
 }
 
-/// On every rank: one capture, then four replays on new inputs, each compared with the
-/// CPU's sum and concatenation of every rank's input.
-fn a_captured_all_reduce_and_all_gather_run_again_at_every_replay() -> TestResult {
-    let ranks = rank_count()?;
-    on_ranks(ranks, |rank, comm, stream| {
-        let mut graph = capture_step(stream.device(), comm)?;
-        for round in 0..4 {
-            replay_round(&mut graph, comm, stream, round, rank, ranks)?;
-        }
-        Ok(())
-    })
-}
-
-/// One rank on GPU 0: `replay` of a graph with a collective, and `replay_with` without
-/// its communicator or with another one, are `GraphCommunicators`, before anything is
-/// launched (the outputs keep their poison); with it, the replay runs.
-fn a_replay_without_the_graphs_communicators_is_refused() -> TestResult {
-    let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
+/// GPU 0, a stream and a communicator of one rank, holding the NCCL tests' lock.
+fn one_rank() -> Result<
+    (
+        std::sync::MutexGuard<'static, ()>,
+        Device,
+        Stream,
+        Communicator,
+    ),
+    Failed,
+> {
+    let guard = exclusive();
     let dev = Device::new(0)?;
     let stream = dev.new_stream()?;
     let comm = Communicator::for_devices(std::slice::from_ref(&dev))?.remove(0);
+    Ok((guard, dev, stream, comm))
+}
+
+/// `replay` of a graph with a collective, and `replay_with` without
+/// its communicator or with another one, are `GraphCommunicators`, before anything is
+/// launched (the outputs keep their poison); with it, the replay runs.
+fn a_replay_without_the_graphs_communicators_is_refused() -> TestResult {
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
     let other = Communicator::for_devices(std::slice::from_ref(&dev))?.remove(0);
     let mut graph = capture_step(&dev, &comm)?;
     graph.held_mut().1.fill(f32::NAN);
@@ -135,43 +88,21 @@ fn a_replay_without_the_graphs_communicators_is_refused() -> TestResult {
     replay_round(&mut graph, &comm, &stream, 0, 0, 1)
 }
 
-/// On every rank: the `Communicator` is dropped after a replay, while the graph (which
-/// keeps the communicator) lives; the graph can no longer be replayed (no communicator
-/// to pass), and dropping it destroys the communicator within seconds (NCCL's
-/// destruction waits for the graph's captured operations, released with it).
+/// The `Communicator` is dropped after a replay, while the graph (which keeps the
+/// communicator) lives; the graph can no longer be replayed (no communicator to pass),
+/// and dropping it destroys the communicator within seconds (NCCL's destruction waits
+/// for the graph's captured operations, released with it).
 fn a_graph_dropped_after_its_communicator_destroys_it_without_a_hang() -> TestResult {
-    let ranks = rank_count()?;
-    let id = stream_core::nccl::UniqueId::new()?;
-    let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
-    std::thread::scope(|threads| {
-        let handles: Vec<_> = (0..ranks)
-            .map(|rank| {
-                let id = &id;
-                threads.spawn(move || -> TestResult {
-                    let dev = Device::new(rank)?;
-                    let comm = Communicator::join(&dev, id, rank, ranks)?;
-                    comm.set_timeout(Duration::from_secs(20));
-                    let stream = dev.new_stream()?;
-                    let mut graph = capture_step(&dev, &comm)?;
-                    replay_round(&mut graph, &comm, &stream, 0, rank, ranks)?;
-                    drop(comm);
-                    let refused = scope(&stream, |s| s.replay(&mut graph).map(drop));
-                    ensure!(
-                        matches!(refused, Err(Error::GraphCommunicators { .. })),
-                        "a replay after the communicator was dropped returned {refused:?}"
-                    );
-                    returns_within("dropping the graph", move || drop(graph))
-                })
-            })
-            .collect();
-        for (rank, handle) in handles.into_iter().enumerate() {
-            handle
-                .join()
-                .map_err(|_| format!("rank {rank}'s thread panicked"))?
-                .map_err(|e| format!("rank {rank}: {}", e.message().unwrap_or("failed")))?;
-        }
-        Ok(())
-    })
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
+    let mut graph = capture_step(&dev, &comm)?;
+    replay_round(&mut graph, &comm, &stream, 0, 0, 1)?;
+    drop(comm);
+    let refused = scope(&stream, |s| s.replay(&mut graph).map(drop));
+    ensure!(
+        matches!(refused, Err(Error::GraphCommunicators { .. })),
+        "a replay after the communicator was dropped returned {refused:?}"
+    );
+    returns_within("dropping the graph", move || drop(graph))
 }
 
 /// Runs `f` on a thread of its own and waits up to 20 s for it: a hang fails the test
@@ -189,17 +120,14 @@ fn returns_within<R: Send + 'static>(
         .map_err(|_| Failed::from(format!("{what} did not return within 20 s")))
 }
 
-/// One rank on GPU 0: a graph with an all_reduce replays; `Communicator::abort` while
+/// a graph with an all_reduce replays; `Communicator::abort` while
 /// the graph exists returns within seconds (NCCL's abort itself waits until the graph
 /// is destroyed, so it runs on a thread of its own); the graph's next replay is
 /// `CommunicatorAborted`, before anything is launched; dropping the graph then lets the
 /// abort finish. The abort runs on a helper thread here, so that a hang fails the test
 /// instead of stopping the binary.
 fn an_abort_while_a_graph_exists_returns_and_the_graph_then_refuses_to_replay() -> TestResult {
-    let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
-    let dev = Device::new(0)?;
-    let stream = dev.new_stream()?;
-    let comm = Communicator::for_devices(std::slice::from_ref(&dev))?.remove(0);
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
     let mut graph = capture_step(&dev, &comm)?;
     replay_round(&mut graph, &comm, &stream, 0, 0, 1)?;
     let comm = returns_within(
@@ -237,15 +165,12 @@ fn replay_free_round_trip(stream: &Stream) -> TestResult {
     check_eq("the round trip after the abort", &back[..], &[9u32; 64][..])
 }
 
-/// One rank on GPU 0: `Graph::update` of a graph with a collective is `GraphUpdate`,
+/// `Graph::update` of a graph with a collective is `GraphUpdate`,
 /// refused before capturing (the closure never runs), and the graph still replays; so
 /// is the update of a graph without one by a capture that records one (that capture is
 /// discarded, and the graph still replays as before).
 fn a_graph_with_collectives_is_not_updated() -> TestResult {
-    let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
-    let dev = Device::new(0)?;
-    let stream = dev.new_stream()?;
-    let comm = Communicator::for_devices(std::slice::from_ref(&dev))?.remove(0);
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
     let mut graph = capture_step(&dev, &comm)?;
     let mut ran = false;
     let updated = graph.update(|_, _| {
@@ -283,14 +208,11 @@ fn refused_for_collectives(what: &str, updated: stream_core::Result<()>) -> Test
     }
 }
 
-/// One rank on GPU 0: a capture that panics after recording an all_reduce (caught) makes
+/// a capture that panics after recording an all_reduce (caught) makes
 /// no graph and keeps nothing: the communicator then runs a scope's all_reduce, and its
 /// abort returns (it would wait for a graph that kept it).
 fn a_capture_that_panics_after_a_collective_leaves_the_communicator_usable() -> TestResult {
-    let _one_at_a_time = gpu_tests::nccl_ranks::exclusive();
-    let dev = Device::new(0)?;
-    let stream = dev.new_stream()?;
-    let comm = Communicator::for_devices(std::slice::from_ref(&dev))?.remove(0);
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
     let mut values = dev.upload_vec(&[2.0f32; 1024])?;
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _ = dev.capture(&mut values, |g, mut v| {

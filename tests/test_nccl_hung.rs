@@ -3,8 +3,8 @@
 //! `CollectiveTimedOut`, also while unwinding; and so does every host wait inside the
 //! scope that is queued behind it (a download's `Pending::wait`, pinned or staged, and
 //! the copies between device and pageable memory that hold the host until the stream
-//! reaches them). Never a hang. A barrier a rank never reaches ends the same way, and so
-//! does the replay of a graph with a collective that the peer never replays.
+//! reaches them). Never a hang. A barrier a rank never reaches ends the same way. (A
+//! graph's replay whose peer never replays: `test_nccl_graph_ranks`.)
 //! (Ranks of one process that disagree on a length: `test_nccl_ledger`.)
 //!
 //! Two GPUs (NCCL refuses two ranks on one); each scenario runs in a child process of
@@ -32,13 +32,11 @@ fn main() {
             ("barrier", barrier_child),
             ("hung", hung_child),
             ("host_waits", host_waits_child),
-            ("graph", graph_child),
         ],
         tests![
             a_collective_that_never_completes_times_out_instead_of_hanging,
             host_waits_behind_a_hung_collective_time_out_too,
             a_barrier_a_rank_never_reaches_times_out,
-            a_replay_whose_peer_never_replays_times_out_instead_of_hanging,
         ],
     );
 }
@@ -114,76 +112,6 @@ fn a_barrier_a_rank_never_reaches_times_out() -> TestResult {
         "the barrier returned after {waited} s; the timeout was 1 s.\n{out}"
     );
     Ok(())
-}
-
-/// In a child, with two GPUs: both ranks capture a graph with an all_reduce; rank 0
-/// replays it, rank 1 never does; the replaying scope's end times out after 2 s, aborts
-/// the communicator (on a thread of its own, since a graph that captured on it exists)
-/// and returns `CollectiveTimedOut`; the graph's next replay is `CommunicatorAborted`;
-/// dropping the graphs and aborting rank 1 return.
-fn a_replay_whose_peer_never_replays_times_out_instead_of_hanging() -> TestResult {
-    let _one_at_a_time = exclusive();
-    let out = run_self(
-        "a replay whose peer never replays",
-        &[(CHILD_ENV, Some("graph"))],
-        Duration::from_secs(90),
-    )?;
-    ensure!(out.status.success(), "the child failed.\n{out}");
-    out.expect("replay", "CollectiveTimedOut")?;
-    out.expect("aborted", "true")?;
-    out.expect("later", "CommunicatorAborted")?;
-    out.expect("dropped", "true")?;
-    out.expect("device_still_works", "true")?;
-    let waited: f64 = out.value("waited_s")?.parse()?;
-    ensure!(
-        (1.9..30.0).contains(&waited),
-        "the replaying scope ended after {waited} s; the timeout was 2 s.\n{out}"
-    );
-    Ok(())
-}
-
-/// See [`a_replay_whose_peer_never_replays_times_out_instead_of_hanging`].
-fn graph_child() -> TestResult {
-    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
-    let stream = d0.new_stream()?;
-    let ranks = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
-    let capture = |device: &Device, comm: &Communicator| -> Result<_, Error> {
-        let held = device.alloc_pinned::<u32>(1024)?;
-        let (graph, ()) = device.capture(held, |g, x| {
-            let mut y = g.upload(&x)?;
-            g.all_reduce_in_place(comm, &mut y, Sum)
-        })?;
-        Ok(graph)
-    };
-    // Both ranks capture at once (rank 1's communicator moves to its thread and back).
-    let (zero, one) = ranks;
-    let (graph0, rank1) = std::thread::scope(|t| {
-        let rank1 = t.spawn(|| capture(&d1, &one).map(|graph| (graph, one)));
-        (capture(&d0, &zero), rank1.join())
-    });
-    let mut graph0 = graph0?;
-    let (graph1, one) = rank1.map_err(|_| "rank 1 panicked")??;
-    zero.set_timeout(Duration::from_secs(2));
-    let start = Instant::now();
-    let ended = scope(&stream, |s| s.replay_with(&mut graph0, &[&zero]).map(drop));
-    println!("waited_s = {:.3}", start.elapsed().as_secs_f64());
-    println!(
-        "replay = {}",
-        ended.as_ref().err().map_or("ok", error_variant)
-    );
-    println!("aborted = {}", zero.is_aborted());
-    let later = scope(&stream, |s| s.replay_with(&mut graph0, &[&zero]).map(drop));
-    println!(
-        "later = {}",
-        later.as_ref().err().map_or("ok", error_variant)
-    );
-    // NCCL's aborts finish once the graphs are gone; each step returns at once.
-    drop(graph0);
-    one.abort();
-    drop(graph1);
-    drop((zero, one));
-    println!("dropped = true");
-    print_whether_the_device_still_works(&stream)
 }
 
 /// See [`a_barrier_a_rank_never_reaches_times_out`].

@@ -28,7 +28,8 @@ MIB = 1 << 20
 # sample of the host-cost keys, kernels in the replayed graph, the SGEMM's side, SGEMMs
 # and all_reduces per sample, graph replays per sample.
 LOOP_SIZES = (
-    "BATCH", "OPS", "GRAPH_KERNELS", "GEMM_N", "GEMM_CALLS", "ALL_REDUCE_CALLS", "GRAPH_REPLAYS"
+    "BATCH", "OPS", "GRAPH_KERNELS", "GEMM_N", "GEMM_CALLS", "ALL_REDUCE_CALLS", "GRAPH_REPLAYS",
+    "GRAPH_ALL_REDUCES", "GRAPH_ALL_REDUCE_ELEMENTS",
 )
 
 
@@ -155,14 +156,20 @@ class Torch(Peer):
             ns = time.perf_counter_ns() - t
         return 2 * GEMM_N**3 * GEMM_CALLS / ns  # flop/ns = GFLOP/s
 
-    def all_reduce(self, key):
-        torch = self.torch
+    def process_group(self):
+        """A process group of one rank (made once): `torch.distributed`'s NCCL backend."""
         import torch.distributed as dist
 
-        if "comm" not in self.state:
+        if not dist.is_initialized():
             dist.init_process_group(
                 "nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=self.dev
             )
+        return dist
+
+    def all_reduce(self, key):
+        torch = self.torch
+        dist = self.process_group()
+        if "comm" not in self.state:
             n = copy_size(key) // 4
             self.state["comm"] = torch.ones(n, dtype=torch.float32, device=self.dev)
         x = self.state["comm"]
@@ -172,6 +179,25 @@ class Torch(Peer):
             dist.all_reduce(x)  # on the process group's stream
         torch.cuda.synchronize(self.dev)
         return (time.perf_counter_ns() - t) / 1e3 / ALL_REDUCE_CALLS
+
+    def graph_all_reduces(self):
+        """GRAPH_REPLAYS replays of a CUDA graph of GRAPH_ALL_REDUCES in-place
+        all_reduces, each waited for: us per replay."""
+        torch = self.torch
+        dist = self.process_group()
+        if "ar_graph" not in self.state:
+            x = torch.ones(GRAPH_ALL_REDUCE_ELEMENTS, dtype=torch.float32, device=self.dev)
+            with torch.cuda.stream(self.stream):
+                dist.all_reduce(x)  # NCCL's first call, outside the capture
+            self.sync()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=self.stream):
+                for _ in range(GRAPH_ALL_REDUCES):
+                    dist.all_reduce(x)
+            self.state["ar_graph"] = (graph, x)
+        graph, _ = self.state["ar_graph"]
+        with torch.cuda.stream(self.stream):
+            return self.replays(graph.replay) * GRAPH_KERNELS / 1e3
 
     def close(self):
         import torch.distributed as dist
@@ -275,20 +301,26 @@ class CuPy(Peer):
             self.sync()
             return 2 * GEMM_N**3 * GEMM_CALLS / (time.perf_counter_ns() - t)
 
-    def all_reduce(self, key):
-        cupy = self.cupy
-        if "comm" not in self.state:
+    def communicator(self):
+        """`cupy.cuda.nccl` and a communicator of one rank (made once)."""
+        if "nccl" not in self.state:
             try:
                 from cupy.cuda import nccl
             except ImportError as e:
                 raise Absent(f"cupy.cuda.nccl is not importable ({e})")
             if not getattr(nccl, "available", True):
                 raise Absent("this CuPy was built without NCCL")
-            comm = nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
+            self.state["nccl"] = (nccl, nccl.NcclCommunicator(1, nccl.get_unique_id(), 0))
+        return self.state["nccl"]
+
+    def all_reduce(self, key):
+        cupy = self.cupy
+        nccl, comm = self.communicator()
+        if "comm" not in self.state:
             with self.stream:
                 x = cupy.ones(copy_size(key) // 4, dtype=cupy.float32)
-            self.state["comm"] = (nccl, comm, x)
-        nccl, comm, x = self.state["comm"]
+            self.state["comm"] = x
+        x = self.state["comm"]
         self.sync()
         t = time.perf_counter_ns()
         for _ in range(ALL_REDUCE_CALLS):
@@ -297,6 +329,25 @@ class CuPy(Peer):
             )
         self.sync()
         return (time.perf_counter_ns() - t) / 1e3 / ALL_REDUCE_CALLS
+
+    def graph_all_reduces(self):
+        """As `Torch.graph_all_reduces`, with `allReduce` captured on the stream."""
+        cupy = self.cupy
+        nccl, comm = self.communicator()
+        if "ar_graph" not in self.state:
+            with self.stream:
+                x = cupy.ones(GRAPH_ALL_REDUCE_ELEMENTS, dtype=cupy.float32)
+            reduce = lambda: comm.allReduce(
+                x.data.ptr, x.data.ptr, x.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, self.stream.ptr
+            )
+            reduce()  # NCCL's first call, outside the capture
+            self.sync()
+            self.stream.begin_capture()
+            for _ in range(GRAPH_ALL_REDUCES):
+                reduce()
+            self.state["ar_graph"] = (self.stream.end_capture(), x)
+        graph, _ = self.state["ar_graph"]
+        return self.replays(lambda: graph.launch(stream=self.stream)) * GRAPH_KERNELS / 1e3
 
     def close(self):
         pass
@@ -321,6 +372,8 @@ def sample(peer, key):
         return peer.graph_replay()
     if key == "sgemm":
         return peer.sgemm()
+    if key == "graph_all_reduces":
+        return peer.graph_all_reduces()
     if key.startswith("all_reduce_"):
         return peer.all_reduce(key)
     raise Absent(f"no measurement named {key!r}")

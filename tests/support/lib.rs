@@ -29,8 +29,10 @@ mod gpu;
 mod gpu_work;
 pub mod graph_kernels;
 mod harness;
+pub mod nccl_graph_step;
 pub mod nccl_ranks;
 pub mod pool;
+pub mod rank_processes;
 mod rng;
 
 pub use check::{check_eq, check_error, expect_err, panic_message, poison, poisoned};

@@ -46,7 +46,7 @@ const fn peered(
 }
 
 /// Every measurement, in table order.
-const MEASUREMENTS: [Peered; 13] = [
+const MEASUREMENTS: [Peered; 14] = [
     peered(
         "launch",
         "launch a tiny kernel (fill one element), batches of 256",
@@ -125,6 +125,13 @@ const MEASUREMENTS: [Peered; 13] = [
         true,
     ),
     peered(
+        "graph_all_reduces",
+        "replay a graph of 32 all_reduces of 64 KiB f32 in place, one rank, 10 replays (host time of the calls, per replay)",
+        "us",
+        Better::Lower,
+        true,
+    ),
+    peered(
         "sgemm",
         "cuBLAS SGEMM 4096^3, 3 calls until done (no TF32)",
         "GFLOP/s",
@@ -148,7 +155,8 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let python = std::env::var("BENCH_PYTHON").unwrap_or_else(|_| "python3".to_owned());
     let cfg = env.cfg;
     let mut graph_buf = env.dev.alloc_vec::<f32>(1)?;
-    let mut ours = Ours::new(&env.dev, &mut graph_buf)?;
+    let mut all_reduce_buf = env.dev.alloc_vec::<f32>(ours::GRAPH_ALL_REDUCE_ELEMENTS)?;
+    let mut ours = Ours::new(&env.dev, &mut graph_buf, &mut all_reduce_buf)?;
     for (framework, name) in FRAMEWORKS {
         let mut peer =
             match PeerProcess::start(&python, framework, env.dev.ordinal(), ours::LOOP_SIZES)? {

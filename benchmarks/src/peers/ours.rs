@@ -27,6 +27,10 @@ pub const ALL_REDUCE_CALLS: usize = 5;
 /// Graph replays per sample: one replay is a few microseconds, and a sample follows the
 /// other process's, so a single one measures mostly cold caches.
 pub const GRAPH_REPLAYS: usize = 10;
+/// In-place all_reduces in the graph of `graph_all_reduces`.
+pub const GRAPH_ALL_REDUCES: usize = 32;
+/// Elements (`f32`) of each of them: 64 KiB.
+pub const GRAPH_ALL_REDUCE_ELEMENTS: usize = 16 << 10;
 
 /// The loop sizes the peer is given, so that both sides time the same loops.
 pub const LOOP_SIZES: &[(&str, usize)] = &[
@@ -37,6 +41,8 @@ pub const LOOP_SIZES: &[(&str, usize)] = &[
     ("GEMM_CALLS", GEMM_CALLS),
     ("ALL_REDUCE_CALLS", ALL_REDUCE_CALLS),
     ("GRAPH_REPLAYS", GRAPH_REPLAYS),
+    ("GRAPH_ALL_REDUCES", GRAPH_ALL_REDUCES),
+    ("GRAPH_ALL_REDUCE_ELEMENTS", GRAPH_ALL_REDUCE_ELEMENTS),
 ];
 
 /// Bytes of a copy key: `..._64` is 64 MiB, `..._1024` 1 GiB (the peer's `copy_size`).
@@ -72,12 +78,21 @@ pub struct Ours<'a> {
     graph: Graph<&'a mut DeviceVec<f32>>,
     gemm: Option<Gemm>,
     comm: Option<(Communicator, DeviceVec<f32>)>,
+    /// The buffer of the graph of all_reduces, until that graph is captured (at first
+    /// use: it needs a communicator), then the communicator and the graph.
+    all_reduce_buf: Option<&'a mut DeviceVec<f32>>,
+    all_reduce_graph: Option<(Communicator, Graph<&'a mut DeviceVec<f32>>)>,
 }
 
 impl<'a> Ours<'a> {
     /// Streams of `dev`, and a graph of `KERNELS` one-element fills of `graph_buf` (the
-    /// peer's graph fills a tensor of its own in the same way).
-    pub fn new(dev: &Device, graph_buf: &'a mut DeviceVec<f32>) -> Result<Ours<'a>> {
+    /// peer's graph fills a tensor of its own in the same way); `all_reduce_buf`, of
+    /// `GRAPH_ALL_REDUCE_ELEMENTS`, is the buffer of the graph of all_reduces.
+    pub fn new(
+        dev: &Device,
+        graph_buf: &'a mut DeviceVec<f32>,
+        all_reduce_buf: &'a mut DeviceVec<f32>,
+    ) -> Result<Ours<'a>> {
         let (graph, ()) = dev.capture(graph_buf, |g, mut y| {
             for _ in 0..KERNELS {
                 kernels::fill(g, &mut y, 1.0f32)?;
@@ -96,6 +111,8 @@ impl<'a> Ours<'a> {
             graph,
             gemm: None,
             comm: None,
+            all_reduce_buf: Some(all_reduce_buf),
+            all_reduce_graph: None,
         })
     }
 
@@ -107,6 +124,7 @@ impl<'a> Ours<'a> {
             "fork_join" => self.fork_join(),
             "alloc_free" => self.alloc_free(),
             "graph_replay" => self.graph_replay(),
+            "graph_all_reduces" => self.graph_all_reduces(),
             "sgemm" => self.sgemm(),
             _ if key.starts_with("pinned_") || key.starts_with("pageable_") => self.copy(key),
             _ if key.starts_with("all_reduce_") => self.all_reduce(key),
@@ -205,6 +223,39 @@ impl<'a> Ours<'a> {
                 graph = pending.wait()?;
             }
             Ok::<_, Error>(ns / (GRAPH_REPLAYS * KERNELS) as f64)
+        })
+    }
+
+    /// `GRAPH_REPLAYS` replays of a graph of `GRAPH_ALL_REDUCES` in-place sums over a
+    /// one-rank communicator (the peer: a CUDA graph of `all_reduce` calls), each waited
+    /// for: host us of the replay calls, per replay.
+    fn graph_all_reduces(&mut self) -> Result<f64> {
+        if let Some(buf) = self.all_reduce_buf.take() {
+            let comm = Communicator::for_devices(std::slice::from_ref(&self.dev))?
+                .pop()
+                .ok_or_else(|| Error::msg("no communicator for one device"))?;
+            let (graph, ()) = self.dev.capture(buf, |g, mut x| {
+                for _ in 0..GRAPH_ALL_REDUCES {
+                    g.all_reduce_in_place(&comm, &mut x, Sum)?;
+                }
+                Ok::<_, CoreError>(())
+            })?;
+            self.all_reduce_graph = Some((comm, graph));
+        }
+        let (comm, graph) = self
+            .all_reduce_graph
+            .as_mut()
+            .ok_or_else(|| Error::msg("no graph of all_reduces"))?;
+        let mut graph = graph;
+        scope(&self.stream, |s| {
+            let mut ns = 0.0;
+            for _ in 0..GRAPH_REPLAYS {
+                let t = Instant::now();
+                let pending = s.replay_with(graph, &[&*comm])?;
+                ns += t.elapsed().as_nanos() as f64;
+                graph = pending.wait()?;
+            }
+            Ok::<_, Error>(ns / 1e3 / GRAPH_REPLAYS as f64)
         })
     }
 

@@ -338,11 +338,14 @@ pub enum Error {
         timeout: std::time::Duration,
     },
 
-    /// A graph with NCCL collectives was replayed without one of the communicators they
-    /// run on ([`Scope::replay`](crate::Scope::replay) instead of
+    /// NCCL collectives and CUDA graphs, used as they cannot be: a graph with
+    /// collectives replayed without one of the communicators they run on
+    /// ([`Scope::replay`](crate::Scope::replay) instead of
     /// [`Scope::replay_with`](crate::Scope::replay_with), or a communicator missing from
-    /// its list). Nothing was launched.
-    #[error("cannot replay the graph: {reason}")]
+    /// its list; nothing was launched), or a collective captured on a communicator whose
+    /// peers could reach this rank's buffers during replays (see
+    /// [`Capture::all_reduce`](crate::Capture::all_reduce); nothing was recorded).
+    #[error("NCCL collectives in a CUDA graph: {reason}")]
     GraphCommunicators {
         /// What was missing, and what to do instead.
         reason: &'static str,

@@ -11,7 +11,7 @@
 use super::collective::collective_methods;
 use super::request::{issue, read, write, Operands, Request};
 use super::{Communicator, NcclElement, ReduceOp};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::graph::{Capture, Graph};
 use crate::memory::{DeviceMemory, DeviceMemoryMut};
 use crate::scope::{Pending, Scope};
@@ -50,6 +50,27 @@ use crate::scope::{Pending, Scope};
 /// waits for every graph that captured on the communicator to be destroyed, so it runs
 /// on a thread of its own and completes when they are dropped. A graph with collectives
 /// is not [updated](crate::Graph::update): capture a new one.
+///
+/// # Which communicators
+///
+/// A scope's collective reaches a peer's buffers only while it runs, through NCCL's own
+/// staging buffers across processes, and the ledger compares the calls of ranks of one
+/// process, which NCCL may reach directly (see [Lengths that disagree across
+/// ranks](super#lengths-that-disagree-across-ranks)). A graph changes both: its replays
+/// bypass the ledger, and NCCL registers the buffers of captured collectives with the
+/// peers (`NCCL_GRAPH_REGISTER`, on by default), so a rank whose lengths disagree could
+/// write past this rank's buffers. So a collective is recorded
+///
+/// * on a communicator of one rank, or
+/// * on a communicator whose other ranks are all in other processes (`torchrun`,
+///   `srun`, `mpirun`, [`World`](super::World)), with `NCCL_GRAPH_REGISTER=0` in the
+///   environment (set it before the process starts: NCCL reads it once, when a
+///   collective is first captured; without registration NCCL moves the data through
+///   its own buffers, as for a scope's collectives, and ranks whose lengths disagree
+///   wait for each other until the timeout).
+///
+/// Otherwise the call is [`Error::GraphCommunicators`](crate::Error::GraphCommunicators)
+/// and nothing is recorded.
 impl<'s> Capture<'s> {
     collective_methods!(record_collective, &,);
 }
@@ -61,9 +82,42 @@ fn record_collective<'a, 's: 'a, T: NcclElement>(
     comm: &Communicator,
     request: Request<'a, 's, T>,
 ) -> Result<()> {
+    capturable(comm)?;
     capture.state().keep_communicator(comm.raw().control());
     issue(capture.scope(), comm, request, None)
 }
+
+/// Refuses a communicator whose peers could reach this rank's buffers in a replay (see
+/// the impl block's docs): one with other members in this process (whose calls the
+/// ledger compares, but whose replays it does not see), or one of several processes
+/// while NCCL may register captured buffers (`NCCL_GRAPH_REGISTER` not `0`).
+#[inline]
+fn capturable(comm: &Communicator) -> Result<()> {
+    if comm.size() == 1 {
+        return Ok(());
+    }
+    if comm.has_members_in_this_process() {
+        return Err(Error::GraphCommunicators {
+            reason: "the communicator has other ranks in this process, which NCCL may reach \
+                     directly and whose calls are compared one by one (a graph's replays \
+                     bypass that): capture collectives on communicators of one rank per \
+                     process (torchrun, srun, mpirun, or Communicator::join in processes of \
+                     their own)",
+        });
+    }
+    if std::env::var_os(GRAPH_REGISTER).is_none_or(|value| value != "0") {
+        return Err(Error::GraphCommunicators {
+            reason: "NCCL registers the buffers of captured collectives with the peers \
+                     (NCCL_GRAPH_REGISTER, on by default), so that a rank whose lengths \
+                     disagree could write past this rank's buffers: set \
+                     NCCL_GRAPH_REGISTER=0 in every rank's environment before it starts",
+        });
+    }
+    Ok(())
+}
+
+/// NCCL's variable for the registration of captured buffers (`1` by default).
+const GRAPH_REGISTER: &str = "NCCL_GRAPH_REGISTER";
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// [`replay`](Self::replay) of a graph with NCCL collectives: `comms` are the

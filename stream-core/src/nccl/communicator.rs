@@ -417,6 +417,13 @@ impl Communicator {
         }
     }
 
+    /// `true` when other members of this communicator live in this process (their calls
+    /// are compared with this one's, `ledger.rs`).
+    #[inline]
+    pub(crate) fn has_members_in_this_process(&self) -> bool {
+        self.seat.is_some()
+    }
+
     /// Compares `call`, this member's next, with the calls of the same number by the
     /// other members of this process (see `ledger.rs`): what to do with it. A member
     /// alone in this process has nothing to compare: [`Agreement::Issue`].

@@ -1,0 +1,75 @@
+//! The graph the NCCL graph tests capture and replay (`test_nccl_graphs`,
+//! `test_nccl_graph_ranks`): a step that uploads a pinned input, all-reduces (sum) it
+//! into one output and all-gathers it into another, both copied out to pinned buffers;
+//! and one replay of it checked against the CPU.
+
+use libtest_mimic::Failed;
+use stream_core::nccl::{Communicator, Sum};
+use stream_core::{scope, Device, Error, Graph, PinnedBuffer, Stream};
+
+use crate::check_eq;
+use crate::nccl_ranks::rank_input;
+use crate::TestResult;
+
+/// Elements per rank.
+pub const LEN: usize = 4099;
+
+/// The graph of these tests: the input (pinned) uploaded into the graph's memory,
+/// all-reduced (sum) into one output and all-gathered into the other, both copied out
+/// to pinned buffers.
+pub type StepGraph = Graph<(PinnedBuffer<f32>, PinnedBuffer<f32>, PinnedBuffer<f32>)>;
+
+/// Captures the step on `dev` through `comm`, holding its three pinned buffers.
+pub fn capture_step(dev: &Device, comm: &Communicator) -> Result<StepGraph, Failed> {
+    let held = (
+        dev.alloc_pinned::<f32>(LEN)?,
+        dev.alloc_pinned::<f32>(LEN)?,
+        dev.alloc_pinned::<f32>(LEN * comm.size())?,
+    );
+    let (graph, ()) = dev.capture(held, |g, (x_host, mut sum_host, mut all_host)| {
+        let x = g.upload(&x_host)?;
+        let mut sum = g.alloc::<f32>(LEN)?;
+        let mut all = g.alloc::<f32>(LEN * comm.size())?;
+        g.all_reduce(comm, &x, &mut sum, Sum)?;
+        g.all_gather(comm, &x, &mut all)?;
+        g.copy_to_host(&sum, &mut sum_host)?;
+        g.copy_to_host(&all, &mut all_host)?;
+        Ok::<_, Error>(())
+    })?;
+    Ok(graph)
+}
+
+/// Rank `rank`'s input in round `round`: integers, so the sums are exact.
+pub fn input(round: u64, rank: usize) -> Vec<f32> {
+    rank_input::<f32>(0x6a4e_0000 + round, rank, LEN, false)
+}
+
+/// Writes round `round`'s input, poisons the outputs, replays on `stream` and checks
+/// both outputs against every rank's input of that round.
+pub fn replay_round(
+    graph: &mut StepGraph,
+    comm: &Communicator,
+    stream: &Stream,
+    round: u64,
+    rank: usize,
+    ranks: usize,
+) -> TestResult {
+    {
+        let (x, sum, all) = graph.held_mut();
+        x.copy_from_slice(&input(round, rank));
+        sum.fill(f32::NAN);
+        all.fill(f32::NAN);
+    }
+    scope(stream, |s| {
+        s.replay_with(&mut *graph, &[comm])?.wait().map(drop)
+    })?;
+    let inputs: Vec<Vec<f32>> = (0..ranks).map(|r| input(round, r)).collect();
+    let want_sum: Vec<f32> = (0..LEN)
+        .map(|i| inputs.iter().map(|x| x[i]).sum())
+        .collect();
+    let want_all: Vec<f32> = inputs.concat();
+    let (_, sum, all) = graph.held();
+    check_eq(&format!("round {round}: the all_reduce"), sum, &want_sum)?;
+    check_eq(&format!("round {round}: the all_gather"), all, &want_all)?;
+    Ok(())
+}
