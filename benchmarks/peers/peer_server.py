@@ -26,10 +26,11 @@ import time
 MIB = 1 << 20
 # Set from the command line (see main): launches per launch sample, operations per
 # sample of the host-cost keys, kernels in the replayed graph, the SGEMM's side, SGEMMs
-# and all_reduces per sample, graph replays per sample.
+# and all_reduces per sample, graph replays per sample, all_gathers in the graph of
+# all_gathers and the elements of each.
 LOOP_SIZES = (
     "BATCH", "OPS", "GRAPH_KERNELS", "GEMM_N", "GEMM_CALLS", "ALL_REDUCE_CALLS", "GRAPH_REPLAYS",
-    "GRAPH_ALL_REDUCES", "GRAPH_ALL_REDUCE_ELEMENTS",
+    "GRAPH_ALL_GATHERS", "GRAPH_ALL_GATHER_ELEMENTS",
 )
 
 
@@ -180,22 +181,24 @@ class Torch(Peer):
         torch.cuda.synchronize(self.dev)
         return (time.perf_counter_ns() - t) / 1e3 / ALL_REDUCE_CALLS
 
-    def graph_all_reduces(self):
-        """GRAPH_REPLAYS replays of a CUDA graph of GRAPH_ALL_REDUCES in-place
-        all_reduces, each waited for: us per replay."""
+    def graph_all_gathers(self):
+        """GRAPH_REPLAYS replays of a CUDA graph of GRAPH_ALL_GATHERS out-of-place
+        all_gathers (one rank: a copy each), each waited for: us of the replay calls,
+        per replay."""
         torch = self.torch
         dist = self.process_group()
-        if "ar_graph" not in self.state:
-            x = torch.ones(GRAPH_ALL_REDUCE_ELEMENTS, dtype=torch.float32, device=self.dev)
+        if "ag_graph" not in self.state:
+            x = torch.ones(GRAPH_ALL_GATHER_ELEMENTS, dtype=torch.float32, device=self.dev)
+            y = torch.empty_like(x)
             with torch.cuda.stream(self.stream):
-                dist.all_reduce(x)  # NCCL's first call, outside the capture
+                dist.all_gather_into_tensor(y, x)  # NCCL's first call, outside the capture
             self.sync()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=self.stream):
-                for _ in range(GRAPH_ALL_REDUCES):
-                    dist.all_reduce(x)
-            self.state["ar_graph"] = (graph, x)
-        graph, _ = self.state["ar_graph"]
+                for _ in range(GRAPH_ALL_GATHERS):
+                    dist.all_gather_into_tensor(y, x)
+            self.state["ag_graph"] = (graph, x, y)
+        graph = self.state["ag_graph"][0]
         with torch.cuda.stream(self.stream):
             return self.replays(graph.replay) * GRAPH_KERNELS / 1e3
 
@@ -330,23 +333,24 @@ class CuPy(Peer):
         self.sync()
         return (time.perf_counter_ns() - t) / 1e3 / ALL_REDUCE_CALLS
 
-    def graph_all_reduces(self):
-        """As `Torch.graph_all_reduces`, with `allReduce` captured on the stream."""
+    def graph_all_gathers(self):
+        """As `Torch.graph_all_gathers`, with `allGather` captured on the stream."""
         cupy = self.cupy
         nccl, comm = self.communicator()
-        if "ar_graph" not in self.state:
+        if "ag_graph" not in self.state:
             with self.stream:
-                x = cupy.ones(GRAPH_ALL_REDUCE_ELEMENTS, dtype=cupy.float32)
-            reduce = lambda: comm.allReduce(
-                x.data.ptr, x.data.ptr, x.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, self.stream.ptr
+                x = cupy.ones(GRAPH_ALL_GATHER_ELEMENTS, dtype=cupy.float32)
+                y = cupy.empty_like(x)
+            gather = lambda: comm.allGather(
+                x.data.ptr, y.data.ptr, x.size, nccl.NCCL_FLOAT32, self.stream.ptr
             )
-            reduce()  # NCCL's first call, outside the capture
+            gather()  # NCCL's first call, outside the capture
             self.sync()
             self.stream.begin_capture()
-            for _ in range(GRAPH_ALL_REDUCES):
-                reduce()
-            self.state["ar_graph"] = (self.stream.end_capture(), x)
-        graph, _ = self.state["ar_graph"]
+            for _ in range(GRAPH_ALL_GATHERS):
+                gather()
+            self.state["ag_graph"] = (self.stream.end_capture(), x, y)
+        graph = self.state["ag_graph"][0]
         return self.replays(lambda: graph.launch(stream=self.stream)) * GRAPH_KERNELS / 1e3
 
     def close(self):
@@ -372,8 +376,8 @@ def sample(peer, key):
         return peer.graph_replay()
     if key == "sgemm":
         return peer.sgemm()
-    if key == "graph_all_reduces":
-        return peer.graph_all_reduces()
+    if key == "graph_all_gathers":
+        return peer.graph_all_gathers()
     if key.startswith("all_reduce_"):
         return peer.all_reduce(key)
     raise Absent(f"no measurement named {key!r}")

@@ -29,12 +29,12 @@
 //!     |       workspaces; cudarc's context, streams and slices converted both ways
 //!   future/   owned-buffer futures: Stream::run_owned, upload_owned, download_owned,
 //!     |       a completion thread per device, a doorbell for the head-of-line bypass
-//!   graph/    Device::capture, Graph, replay, held memory, kernel-node scalars
-//!     |
+//!   nccl/     Communicator, collectives on a scope's branded memory and in a capture
+//!     |       (replay_with), nccl::group, World (torchrun, srun, mpirun), rendezvous
+//!   graph/    Device::capture, Graph, replay, held memory, kernel-node scalars, the
+//!     |       communicators its collectives keep
 //!   managed/  ManagedVec: managed memory whose residency is a type (attach, prefetch,
 //!     |       advice)
-//!   nccl/     Communicator, collectives on a scope's branded memory, nccl::group,
-//!     |       World (torchrun, srun, mpirun) and the rendezvous of its ranks
 //!   timing/   GpuTimer: GPU time between timing events recorded in scopes
 //!     |
 //!   scope/    scope(), Scope and every operation it issues, Pending, fork, hand_off,
@@ -69,7 +69,7 @@
 //!
 //! | folder      | unsafe blocks | what they prove |
 //! |-------------|---------------|-----------------|
-//! | `driver/`   | 140 | the driver's own rules for each raw call (25 of them NCCL's, in `driver/nccl.rs` and `driver/nccl_join.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool; what an owner releases, a stream-ordered allocation, a pinned block, managed memory, a module, is released by a safe consuming method there, as a `Box` is dropped: the proofs are at the uses) |
+//! | `driver/`   | 140 | the driver's own rules for each raw call (25 of them NCCL's, in `driver/nccl.rs`, `driver/nccl_join.rs` and `driver/nccl_abort.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool; what an owner releases, a stream-ordered allocation, a pinned block, managed memory, a module, is released by a safe consuming method there, as a `Box` is dropped: the proofs are at the uses) |
 //! | `memory/`   | 7  | byte views of element slices; `DeviceVec`'s blocking copies; the out-of-memory wait for this thread's open scopes (a scope's memory reaches the staged copies as a `StreamRange`, made safely from its brand and borrow; stream-ordered allocations are owned `StreamOrdered` values, freed safely) |
 //! | `host/`     | 12 | pinned memory as typed slices; staged copies' DMAs, copy-out thread and streaming stores; the download snapshot's and the calibration's device memory (as `StreamRange`s) |
 //! | `scope/`    | 11 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
@@ -111,10 +111,12 @@
 //!   collective an `unsafe fn` stating NCCL's rule: the buffers hold `count` elements
 //!   of the type on the communicator's device), and from `driver/nccl_join.rs` (a
 //!   communicator made within a time limit: NCCL's non-blocking mode, its config, the
-//!   split into a blocking member). `nccl/` sits beside `managed/`: it uses
+//!   split into a blocking member; `driver/nccl_abort.rs`, an abort on a thread of its
+//!   own). `nccl/` sits above `graph/`: it uses
 //!   `scope/` to enqueue on a scope's stream (and to bound the scope's end with a watch
 //!   that aborts a communicator whose peer died), `memory/` for branded send and
-//!   receive views, `device/` for ordinals. Its collectives' one proof is a kernel's:
+//!   receive views, `device/` for ordinals, and `graph/` to record collectives into a
+//!   capture (`nccl/captured.rs`). Its collectives' one proof is a kernel's:
 //!   the collective runs on the scope's stream, so call-length borrows suffice, except
 //!   inside `nccl::group`, whose borrows last until the group's end (see [`nccl`]). The
 //!   group's other three blocks keep a value (a stand-in's scratch memory) boxed until
@@ -128,6 +130,14 @@
 //! * The launcher's environment (`torchrun`, Slurm, Open MPI) and the TCP exchange of
 //!   NCCL's unique id are host code with no `unsafe` at all, so they sit in `nccl/`
 //!   beside the communicator they make.
+//! * **Collectives in CUDA graphs** touch two folders, and go in the higher one:
+//!   `nccl/captured.rs` records a collective through the capture's own scope, with
+//!   `request.rs`'s checks and proof, and gives `Scope::replay_with`. What the graph must
+//!   keep is below both, a driver handle (`driver::nccl::GraphKeep`: the communicator is
+//!   destroyed after the graph, and aborted on a thread of its own while a graph keeps
+//!   it, since NCCL's abort waits for such graphs), so `graph/` keeps it
+//!   (`graph/collectives.rs`) and checks it at replay without knowing `nccl/`. No
+//!   `unsafe` block was added.
 //! * An operation composed of existing ones adds no `unsafe` either: `nccl/all_to_all.rs`
 //!   (the all-to-all NCCL has no call for before 2.28) is a group of the sends and
 //!   receives whose checks and proof `nccl/request.rs` already has; it splits its

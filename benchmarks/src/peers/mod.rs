@@ -125,8 +125,8 @@ const MEASUREMENTS: [Peered; 14] = [
         true,
     ),
     peered(
-        "graph_all_reduces",
-        "replay a graph of 32 all_reduces of 64 KiB f32 in place, one rank, 10 replays (host time of the calls, per replay)",
+        "graph_all_gathers",
+        "replay a graph of 32 all_gathers of 64 KiB f32, one rank (a copy each), 10 replays (host time of the calls, per replay)",
         "us",
         Better::Lower,
         true,
@@ -155,8 +155,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let python = std::env::var("BENCH_PYTHON").unwrap_or_else(|_| "python3".to_owned());
     let cfg = env.cfg;
     let mut graph_buf = env.dev.alloc_vec::<f32>(1)?;
-    let mut all_reduce_buf = env.dev.alloc_vec::<f32>(ours::GRAPH_ALL_REDUCE_ELEMENTS)?;
-    let mut ours = Ours::new(&env.dev, &mut graph_buf, &mut all_reduce_buf)?;
+    let gather_in = env.dev.alloc_vec::<f32>(ours::GRAPH_ALL_GATHER_ELEMENTS)?;
+    let mut gather_out = env.dev.alloc_vec::<f32>(ours::GRAPH_ALL_GATHER_ELEMENTS)?;
+    let mut ours = Ours::new(&env.dev, &mut graph_buf, (&gather_in, &mut gather_out))?;
     for (framework, name) in FRAMEWORKS {
         let mut peer =
             match PeerProcess::start(&python, framework, env.dev.ordinal(), ours::LOOP_SIZES)? {

@@ -27,10 +27,10 @@ pub const ALL_REDUCE_CALLS: usize = 5;
 /// Graph replays per sample: one replay is a few microseconds, and a sample follows the
 /// other process's, so a single one measures mostly cold caches.
 pub const GRAPH_REPLAYS: usize = 10;
-/// In-place all_reduces in the graph of `graph_all_reduces`.
-pub const GRAPH_ALL_REDUCES: usize = 32;
+/// Out-of-place all_gathers in the graph of `graph_all_gathers` (one rank: a copy each).
+pub const GRAPH_ALL_GATHERS: usize = 32;
 /// Elements (`f32`) of each of them: 64 KiB.
-pub const GRAPH_ALL_REDUCE_ELEMENTS: usize = 16 << 10;
+pub const GRAPH_ALL_GATHER_ELEMENTS: usize = 16 << 10;
 
 /// The loop sizes the peer is given, so that both sides time the same loops.
 pub const LOOP_SIZES: &[(&str, usize)] = &[
@@ -41,8 +41,8 @@ pub const LOOP_SIZES: &[(&str, usize)] = &[
     ("GEMM_CALLS", GEMM_CALLS),
     ("ALL_REDUCE_CALLS", ALL_REDUCE_CALLS),
     ("GRAPH_REPLAYS", GRAPH_REPLAYS),
-    ("GRAPH_ALL_REDUCES", GRAPH_ALL_REDUCES),
-    ("GRAPH_ALL_REDUCE_ELEMENTS", GRAPH_ALL_REDUCE_ELEMENTS),
+    ("GRAPH_ALL_GATHERS", GRAPH_ALL_GATHERS),
+    ("GRAPH_ALL_GATHER_ELEMENTS", GRAPH_ALL_GATHER_ELEMENTS),
 ];
 
 /// Bytes of a copy key: `..._64` is 64 MiB, `..._1024` 1 GiB (the peer's `copy_size`).
@@ -52,6 +52,9 @@ pub fn copy_size(key: &str) -> Result<usize> {
         .map(|mib| mib * MIB)
         .ok_or_else(|| Error::msg(format!("peers: {key:?} names no size")))
 }
+
+/// The input and output of the graph of all_gathers.
+pub type GatherBuffers<'a> = (&'a DeviceVec<f32>, &'a mut DeviceVec<f32>);
 
 /// A cuBLAS handle and the SGEMM's `a`, `b` and `c`.
 type Gemm = (
@@ -78,20 +81,21 @@ pub struct Ours<'a> {
     graph: Graph<&'a mut DeviceVec<f32>>,
     gemm: Option<Gemm>,
     comm: Option<(Communicator, DeviceVec<f32>)>,
-    /// The buffer of the graph of all_reduces, until that graph is captured (at first
-    /// use: it needs a communicator), then the communicator and the graph.
-    all_reduce_buf: Option<&'a mut DeviceVec<f32>>,
-    all_reduce_graph: Option<(Communicator, Graph<&'a mut DeviceVec<f32>>)>,
+    /// The buffers of the graph of all_gathers (input, output), until that graph is
+    /// captured (at first use: it needs a communicator), then the communicator and the
+    /// graph.
+    gather_bufs: Option<GatherBuffers<'a>>,
+    gather_graph: Option<(Communicator, Graph<GatherBuffers<'a>>)>,
 }
 
 impl<'a> Ours<'a> {
     /// Streams of `dev`, and a graph of `KERNELS` one-element fills of `graph_buf` (the
-    /// peer's graph fills a tensor of its own in the same way); `all_reduce_buf`, of
-    /// `GRAPH_ALL_REDUCE_ELEMENTS`, is the buffer of the graph of all_reduces.
+    /// peer's graph fills a tensor of its own in the same way); `gather_bufs`, of
+    /// `GRAPH_ALL_GATHER_ELEMENTS` each, are the buffers of the graph of all_gathers.
     pub fn new(
         dev: &Device,
         graph_buf: &'a mut DeviceVec<f32>,
-        all_reduce_buf: &'a mut DeviceVec<f32>,
+        gather_bufs: GatherBuffers<'a>,
     ) -> Result<Ours<'a>> {
         let (graph, ()) = dev.capture(graph_buf, |g, mut y| {
             for _ in 0..KERNELS {
@@ -111,8 +115,8 @@ impl<'a> Ours<'a> {
             graph,
             gemm: None,
             comm: None,
-            all_reduce_buf: Some(all_reduce_buf),
-            all_reduce_graph: None,
+            gather_bufs: Some(gather_bufs),
+            gather_graph: None,
         })
     }
 
@@ -124,7 +128,7 @@ impl<'a> Ours<'a> {
             "fork_join" => self.fork_join(),
             "alloc_free" => self.alloc_free(),
             "graph_replay" => self.graph_replay(),
-            "graph_all_reduces" => self.graph_all_reduces(),
+            "graph_all_gathers" => self.graph_all_gathers(),
             "sgemm" => self.sgemm(),
             _ if key.starts_with("pinned_") || key.starts_with("pageable_") => self.copy(key),
             _ if key.starts_with("all_reduce_") => self.all_reduce(key),
@@ -226,26 +230,27 @@ impl<'a> Ours<'a> {
         })
     }
 
-    /// `GRAPH_REPLAYS` replays of a graph of `GRAPH_ALL_REDUCES` in-place sums over a
-    /// one-rank communicator (the peer: a CUDA graph of `all_reduce` calls), each waited
-    /// for: host us of the replay calls, per replay.
-    fn graph_all_reduces(&mut self) -> Result<f64> {
-        if let Some(buf) = self.all_reduce_buf.take() {
+    /// `GRAPH_REPLAYS` replays of a graph of `GRAPH_ALL_GATHERS` out-of-place
+    /// all_gathers over a one-rank communicator (the peer: a CUDA graph of
+    /// `all_gather_into_tensor` or `allGather` calls), each waited for: host us of the
+    /// replay calls, per replay.
+    fn graph_all_gathers(&mut self) -> Result<f64> {
+        if let Some(bufs) = self.gather_bufs.take() {
             let comm = Communicator::for_devices(std::slice::from_ref(&self.dev))?
                 .pop()
                 .ok_or_else(|| Error::msg("no communicator for one device"))?;
-            let (graph, ()) = self.dev.capture(buf, |g, mut x| {
-                for _ in 0..GRAPH_ALL_REDUCES {
-                    g.all_reduce_in_place(&comm, &mut x, Sum)?;
+            let (graph, ()) = self.dev.capture(bufs, |g, (x, mut y)| {
+                for _ in 0..GRAPH_ALL_GATHERS {
+                    g.all_gather(&comm, &x, &mut y)?;
                 }
                 Ok::<_, CoreError>(())
             })?;
-            self.all_reduce_graph = Some((comm, graph));
+            self.gather_graph = Some((comm, graph));
         }
         let (comm, graph) = self
-            .all_reduce_graph
+            .gather_graph
             .as_mut()
-            .ok_or_else(|| Error::msg("no graph of all_reduces"))?;
+            .ok_or_else(|| Error::msg("no graph of all_gathers"))?;
         let mut graph = graph;
         scope(&self.stream, |s| {
             let mut ns = 0.0;

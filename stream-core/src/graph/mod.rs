@@ -5,7 +5,9 @@
 //! `#[kernel]` wrappers and the launch entry), [`Capture`] and its operations (graph
 //! allocations, pinned copies, fills, kernel launches, forks), [`Graph`] and what it
 //! [holds](Hold), the pinned views a capture copies through, replays, kernel nodes and
-//! their scalar arguments, whole-graph updates. Uses: `driver/` (the graph calls, in
+//! their scalar arguments, whole-graph updates, the communicators a graph's collectives
+//! keep (`collectives.rs`; the collectives themselves are `nccl/`'s, which uses this
+//! folder). Uses: `driver/` (the graph calls, in
 //! `driver::graph`), `device/`, `memory/` (the brands, and the `HoldToken` that makes
 //! views of held memory safe), `host/` (pinned buffers), `kernel/`, `scope/` (a capture
 //! records through a private scope on its own stream; a replay is a scope's

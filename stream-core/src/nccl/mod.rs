@@ -122,11 +122,25 @@
 //!   process compares nothing: one branch.
 //! * **Ranks of different processes.** NCCL reaches no user buffer across processes
 //!   unless the buffer was registered with it (`ncclCommRegister`, `ncclMemAlloc`,
-//!   collectives captured in CUDA graphs), which this crate never does: each rank's
+//!   collectives captured in CUDA graphs while `NCCL_GRAPH_REGISTER` is on), which this
+//!   crate never does (it captures collectives only with that variable `0`, see
+//!   [`Capture::all_reduce`](crate::Capture::all_reduce)): each rank's
 //!   kernels copy between its own buffers, with its own lengths, and NCCL's staging
 //!   buffers. Ranks that disagree make a collective that cannot complete, which ends as
 //!   a dead peer's does: the timeout, the abort, an `Err` (`test_nccl_errors` runs such
 //!   exchanges between processes).
+//!
+//! # In CUDA graphs
+//!
+//! A [`Capture`](crate::Capture) records collectives with the same methods as a scope
+//! (`g.all_reduce(&comm, ...)`), checked the same way; each replay runs them, for the
+//! cost of one launch, with [`Scope::replay_with`](crate::Scope::replay_with), which
+//! borrows the communicators as a scope's own collectives do and bounds the scope's
+//! end by their watches. On two H200s, a step of 32 all-reduces of 64 KiB (one rank)
+//! replays in 42 us, as raw NCCL captured by hand (43 us), against 196 us for the calls
+//! one by one. The graph keeps its communicators; a collective is recorded only where no
+//! peer can reach this rank's buffers during replays (see
+//! [`Capture::all_reduce`](crate::Capture::all_reduce)).
 //!
 //! # Launchers
 //!
@@ -136,9 +150,10 @@
 //! `NCCL_COMM_ID` is set.
 //!
 //! Owns: communicators, unique ids, the typed elements and reductions, collectives and
-//! groups, the ledger of one process's ranks and its stand-ins, the launcher's world
-//! and its rendezvous. Uses: `driver/` (NCCL calls), `scope/` (the stream, the scope's
-//! end), `memory/` (views), `device/`, `error`.
+//! groups, collectives recorded into a capture and `Scope::replay_with`, the ledger of
+//! one process's ranks and its stand-ins, the launcher's world and its rendezvous.
+//! Uses: `driver/` (NCCL calls), `graph/` (a capture's scope, a graph's communicators),
+//! `scope/` (the stream, the scope's end), `memory/` (views), `device/`, `error`.
 
 mod all_to_all;
 mod barrier;
