@@ -30,7 +30,7 @@ use crate::cuda::{self, TINY_CONFIG};
 use crate::env::Env;
 use crate::error::{Context, Error, Result};
 use crate::launch::check_count;
-use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction, RawStream};
+use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction, RawGraph, RawStream};
 use crate::report::{Better, Check, Report, Row, Source};
 use crate::sampling::{interleaved, GpuTimer, Sampler};
 use crate::sampling::{per_round_ratio, Rounds};
@@ -221,8 +221,7 @@ struct RawGraphBench {
     function: RawFunction,
     launch_counter: RawDeviceMem,
     replay_counter: RawDeviceMem,
-    graph: sys::CUgraph,
-    exec: sys::CUgraphExec,
+    graph: RawGraph,
     done: RawEvent,
     launched: u64,
     replayed: u64,
@@ -242,49 +241,21 @@ impl RawGraphBench {
         let len: usize = 1;
         let mut args = [arg(&replay_counter.ptr), arg(&len)];
         let (g, b) = (TINY_CONFIG.grid, TINY_CONFIG.block);
-        // SAFETY: a live stream of the current context, captured until `end_capture`
-        // below, on which nothing else is issued.
-        unsafe {
-            result::stream::begin_capture(
-                capture_stream.0,
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-            )
-        }
-        .context("cuStreamBeginCapture")?;
-        let mut recorded = Ok(());
-        for _ in 0..KERNELS {
-            // SAFETY: recorded, not run: `tiny_u32(unsigned*, size_t)` with a pointer to
-            // 4 bytes of device memory that outlives the graph and the length 1.
-            recorded =
-                unsafe { result::launch_kernel(function.0, g, b, 0, capture_stream.0, &mut args) };
-            if recorded.is_err() {
-                break;
+        let graph = RawGraph::capture(&capture_stream, |stream| {
+            for _ in 0..KERNELS {
+                // SAFETY: recorded, not run: `tiny_u32(unsigned*, size_t)` with a pointer
+                // to 4 bytes of device memory that outlives the graph and the length 1.
+                unsafe { result::launch_kernel(function.0, g, b, 0, stream, &mut args) }
+                    .context("cuLaunchKernel (captured)")?;
             }
-        }
-        // SAFETY: ends the capture begun above on the same stream.
-        let graph = unsafe { result::stream::end_capture(capture_stream.0) }
-            .context("cuStreamEndCapture")?;
-        recorded.context("cuLaunchKernel (captured)")?;
-        if graph.is_null() {
-            return Err(Error::msg("raw: the capture was invalidated"));
-        }
-        let flags = sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
-        // SAFETY: `graph` is the live graph just captured.
-        let exec = match unsafe { result::graph::instantiate(graph, flags) } {
-            Ok(exec) => exec,
-            Err(e) => {
-                // SAFETY: destroyed once, here.
-                let _ = unsafe { result::graph::destroy(graph) };
-                return Err(Error::from(e)).context("cuGraphInstantiateWithFlags");
-            }
-        };
+            Ok(())
+        })?;
         Ok(RawGraphBench {
             stream: env.raw_streams[0].0,
             function,
             launch_counter,
             replay_counter,
             graph,
-            exec,
             done: RawEvent::new()?,
             launched: 0,
             replayed: 0,
@@ -335,7 +306,7 @@ impl RawGraphBench {
         let t = Instant::now();
         // SAFETY: the instance and the stream are alive; the graph's only memory is the
         // counter, alive until the end of the run.
-        let launched = unsafe { result::graph::launch(self.exec, self.stream) };
+        let launched = unsafe { result::graph::launch(self.graph.exec, self.stream) };
         // SAFETY: a live event and stream of the current context.
         let recorded = unsafe { result::event::record(self.done.0, self.stream) };
         let host = per_kernel(t);
@@ -370,14 +341,5 @@ impl RawGraphBench {
             check_count(who, Some(got[0]), want)?;
         }
         Ok(())
-    }
-}
-
-impl Drop for RawGraphBench {
-    fn drop(&mut self) {
-        // SAFETY: made in `new`, destroyed once, here; every replay was waited for.
-        let _ = unsafe { result::graph::exec_destroy(self.exec) };
-        // SAFETY: as above.
-        let _ = unsafe { result::graph::destroy(self.graph) };
     }
 }

@@ -294,3 +294,62 @@ pub fn order(event: sys::CUevent, from: sys::CUstream, to: sys::CUstream) -> Res
 pub fn arg<T>(value: &T) -> *mut c_void {
     (value as *const T).cast_mut().cast()
 }
+
+/// A CUDA graph captured with raw calls and instantiated (`AUTO_FREE_ON_LAUNCH`, as the
+/// library's graphs are), owned: its instance and graph are destroyed on drop.
+pub struct RawGraph {
+    graph: sys::CUgraph,
+    /// The instance, for `cuGraphLaunch`.
+    pub exec: sys::CUgraphExec,
+}
+
+impl RawGraph {
+    /// Captures, in relaxed mode, what `record` issues on `stream` (of the current
+    /// context; nothing else may be issued on it meanwhile), and instantiates it. The
+    /// memory the recorded work uses must outlive the graph.
+    pub fn capture(
+        stream: &RawStream,
+        record: impl FnOnce(sys::CUstream) -> Result<()>,
+    ) -> Result<Self> {
+        // SAFETY: a live stream of the current context, captured until `end_capture`
+        // below, on which only `record` issues work.
+        unsafe {
+            result::stream::begin_capture(
+                stream.0,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+            )
+        }
+        .context("cuStreamBeginCapture")?;
+        let recorded = record(stream.0);
+        // SAFETY: ends the capture begun above on the same stream.
+        let graph =
+            unsafe { result::stream::end_capture(stream.0) }.context("cuStreamEndCapture")?;
+        if graph.is_null() {
+            return Err(Error::msg("raw: the capture was invalidated"));
+        }
+        let flags = sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+        let exec = recorded.and_then(|()| {
+            // SAFETY: `graph` is the live graph just captured.
+            unsafe { result::graph::instantiate(graph, flags) }
+                .context("cuGraphInstantiateWithFlags")
+        });
+        match exec {
+            Ok(exec) => Ok(RawGraph { graph, exec }),
+            Err(e) => {
+                // SAFETY: destroyed once, here; never instantiated.
+                let _ = unsafe { result::graph::destroy(graph) };
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for RawGraph {
+    fn drop(&mut self) {
+        // SAFETY: made in `capture`, destroyed once, here; its users synchronised every
+        // launch before dropping it.
+        let _ = unsafe { result::graph::exec_destroy(self.exec) };
+        // SAFETY: as above.
+        let _ = unsafe { result::graph::destroy(self.graph) };
+    }
+}

@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::result;
 use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
 use stream_core::nccl::{Communicator, Sum, UniqueId};
 use stream_core::{scope, Device};
@@ -22,7 +22,7 @@ use super::raw_ranks::{RawBuffers, RawRanks};
 use crate::env::Env;
 use crate::error::{Context, Error, Result};
 use crate::measurement::Measurement;
-use crate::raw::RawStream;
+use crate::raw::{RawGraph, RawStream};
 use crate::report::{Better, Report, Row, Source};
 
 /// All-reduces per step.
@@ -104,61 +104,32 @@ fn check_output(output: &stream_core::DeviceVec<f32>) -> Result<()> {
 
 /// The raw step: [`REDUCES`] out-of-place `ncclAllReduce`s of the raw buffers, captured
 /// on a stream of its own and instantiated.
-struct RawStepGraph {
-    graph: sys::CUgraph,
-    exec: sys::CUgraphExec,
-}
+struct RawStepGraph(RawGraph);
 
 impl RawStepGraph {
     fn capture(raw: &RawRanks, buffers: &RawBuffers) -> Result<Self> {
         let capturing = RawStream::new()?;
-        // SAFETY: a live stream of the current context (rank 0's, bound by `RawRanks`),
-        // captured until `end_capture` below, on which nothing else is issued.
-        unsafe {
-            result::stream::begin_capture(
-                capturing.0,
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-            )
-        }
-        .context("cuStreamBeginCapture")?;
-        let mut recorded = Ok(());
-        for _ in 0..REDUCES {
-            // SAFETY: recorded, not run: both buffers hold `COUNT` f32s of the device and
-            // outlive the graph (freed after it is destroyed); the communicator is of
-            // that device.
-            recorded = unsafe {
-                nccl_result::all_reduce(
-                    buffers.send[0].ptr() as *const _,
-                    buffers.recv[0].ptr() as *mut _,
-                    COUNT,
-                    nccl_sys::ncclDataType_t::ncclFloat32,
-                    nccl_sys::ncclRedOp_t::ncclSum,
-                    raw.comms[0],
-                    capturing.0 as nccl_sys::cudaStream_t,
-                )
+        let graph = RawGraph::capture(&capturing, |stream| {
+            for _ in 0..REDUCES {
+                // SAFETY: recorded, not run: both buffers hold `COUNT` f32s of the device
+                // and outlive the graph (freed after it is destroyed); the communicator is
+                // of that device.
+                unsafe {
+                    nccl_result::all_reduce(
+                        buffers.send[0].ptr() as *const _,
+                        buffers.recv[0].ptr() as *mut _,
+                        COUNT,
+                        nccl_sys::ncclDataType_t::ncclFloat32,
+                        nccl_sys::ncclRedOp_t::ncclSum,
+                        raw.comms[0],
+                        stream as nccl_sys::cudaStream_t,
+                    )
+                }
+                .map_err(|e| Error::msg(format!("ncclAllReduce (captured): {e:?}")))?;
             }
-            .map(drop);
-            if recorded.is_err() {
-                break;
-            }
-        }
-        // SAFETY: ends the capture begun above on the same stream.
-        let graph =
-            unsafe { result::stream::end_capture(capturing.0) }.context("cuStreamEndCapture")?;
-        recorded.map_err(|e| Error::msg(format!("ncclAllReduce (captured): {e:?}")))?;
-        if graph.is_null() {
-            return Err(Error::msg("raw NCCL graph: the capture was invalidated"));
-        }
-        let flags = sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
-        // SAFETY: `graph` is the live graph just captured.
-        match unsafe { result::graph::instantiate(graph, flags) } {
-            Ok(exec) => Ok(RawStepGraph { graph, exec }),
-            Err(e) => {
-                // SAFETY: destroyed once, here.
-                let _ = unsafe { result::graph::destroy(graph) };
-                Err(Error::from(e)).context("cuGraphInstantiateWithFlags")
-            }
-        }
+            Ok(())
+        })?;
+        Ok(RawStepGraph(graph))
     }
 
     /// One replay on rank 0's stream and its synchronisation; seconds.
@@ -166,17 +137,8 @@ impl RawStepGraph {
         let stream = &raw.streams[0];
         let start = Instant::now();
         // SAFETY: the instance and the stream are alive; the graph's buffers outlive it.
-        unsafe { result::graph::launch(self.exec, stream.0) }.context("cuGraphLaunch")?;
+        unsafe { result::graph::launch(self.0.exec, stream.0) }.context("cuGraphLaunch")?;
         stream.sync()?;
         Ok(start.elapsed().as_secs_f64())
-    }
-}
-
-impl Drop for RawStepGraph {
-    fn drop(&mut self) {
-        // SAFETY: made in `capture`, destroyed once, here; every replay was synchronised.
-        let _ = unsafe { result::graph::exec_destroy(self.exec) };
-        // SAFETY: as above.
-        let _ = unsafe { result::graph::destroy(self.graph) };
     }
 }
