@@ -17,8 +17,9 @@ use crate::memory::{DeviceMemory, DeviceMemoryMut};
 use crate::scope::{Pending, Scope};
 
 /// Collectives (NCCL) recorded into the graph, through a [`Communicator`] of the
-/// capture's device: nothing runs now; each [replay](crate::Scope::replay) runs them, on
-/// the replaying scope's stream. Checked when recorded, as a scope's are (see
+/// capture's device: nothing runs now; each replay
+/// ([`Scope::replay_with`](crate::Scope::replay_with)) runs them, on the replaying
+/// scope's stream. Checked when recorded, as a scope's are (see
 /// [`Scope::all_reduce`](crate::Scope::all_reduce)).
 ///
 /// ```no_run
