@@ -22,11 +22,7 @@ pub(crate) struct GraphCommunicators(Vec<GraphKeep>);
 impl GraphCommunicators {
     /// Keeps `control`, unless it is kept already.
     pub(crate) fn keep(&mut self, control: &Arc<CommControl>) {
-        if !self
-            .0
-            .iter()
-            .any(|kept| Arc::ptr_eq(kept.control(), control))
-        {
+        if !self.contains(control) {
             self.0.push(GraphKeep::new(control));
         }
     }

@@ -59,7 +59,6 @@ impl<'s, 'env> Scope<'s, 'env> {
         &'s self,
         graph: &'env mut Graph<H>,
     ) -> Result<Pending<'s, &'env mut Graph<H>>> {
-        let _nvtx = crate::driver::nvtx::range(c"stream_core::replay");
         if !graph.communicators.is_empty() {
             return Err(not_given());
         }
@@ -72,6 +71,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         &'s self,
         graph: &'env mut Graph<H>,
     ) -> Result<Pending<'s, &'env mut Graph<H>>> {
+        let _nvtx = crate::driver::nvtx::range(c"stream_core::replay");
         self.device().ensure_same_device(&graph.device)?;
         let context = &self.stream.device.inner.context;
         self.traced("graph replay", Category::Graph, None, || {

@@ -54,19 +54,16 @@ impl<H: Hold> Graph<H> {
         F: for<'g> FnOnce(&'g Capture<'g>, H::Views<'g>) -> std::result::Result<T, E>,
         E: From<Error>,
     {
+        let refuse = |reason: String| E::from(Error::from(crate::error::GraphUpdate { reason }));
         if !self.communicators.is_empty() {
-            return Err(E::from(Error::from(crate::error::GraphUpdate {
-                reason: COLLECTIVES_NOT_UPDATED.to_owned(),
-            })));
+            return Err(refuse(COLLECTIVES_NOT_UPDATED.to_owned()));
         }
         if self.allocations > 0 {
-            return Err(E::from(Error::from(crate::error::GraphUpdate {
-                reason: format!(
-                    "the graph makes {} allocation(s) of its own in each replay, and a new \
-                     capture's allocations would be other memory",
-                    self.allocations
-                ),
-            })));
+            return Err(refuse(format!(
+                "the graph makes {} allocation(s) of its own in each replay, and a new \
+                 capture's allocations would be other memory",
+                self.allocations
+            )));
         }
         let state = CaptureState::new(self.id);
         let (mut graph, out) = record(&self.device, &mut self.held, &state, f)?;
@@ -75,7 +72,6 @@ impl<H: Hold> Graph<H> {
             allocations,
             communicators,
         } = state.into_parts();
-        let refuse = |reason: String| E::from(Error::from(crate::error::GraphUpdate { reason }));
         if !communicators.is_empty() {
             return Err(refuse(COLLECTIVES_NOT_UPDATED.to_owned()));
         }
