@@ -180,6 +180,7 @@ pub fn error_variant(e: &stream_core::Error) -> &'static str {
         Error::JoinTimedOut { .. } => "JoinTimedOut",
         Error::Nccl(_) => "Nccl",
         Error::CommunicatorAborted { .. } => "CommunicatorAborted",
+        Error::GraphCommunicators { .. } => "GraphCommunicators",
         Error::RanksDisagree(_) => "RanksDisagree",
         Error::LengthMismatch(_) => "LengthMismatch",
         _ => "other",
