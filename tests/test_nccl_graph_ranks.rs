@@ -1,14 +1,15 @@
-//! NCCL collectives in CUDA graphs across two GPUs: ranks in processes of their own
-//! (this binary started twice, as a launcher would, with `NCCL_GRAPH_REGISTER=0`)
-//! replay a captured step and agree with the CPU; a replay whose peer never replays
-//! ends at the timeout with an aborted communicator, never a hang; a capture is refused
-//! where a peer could reach this rank's buffers during replays (ranks of one process,
-//! or processes while NCCL registers captured buffers). One rank's graphs:
+//! NCCL collectives in CUDA graphs across two GPUs, with `NCCL_GRAPH_REGISTER=0`: ranks
+//! in processes of their own (this binary started twice, as a launcher would) and ranks
+//! of one process (two threads) replay a captured step and agree with the CPU; ranks of
+//! one process whose graphs disagree end with `RanksDisagree` within seconds; a replay
+//! whose peer never replays ends at the timeout with an aborted communicator, never a
+//! hang; a capture is refused while NCCL registers captured buffers. Every scenario runs
+//! in child processes, whose environment the test sets. One rank's graphs:
 //! `test_nccl_graphs`.
 
 use std::time::{Duration, Instant};
 
-use gpu_tests::child::two_gpu_main;
+use gpu_tests::child::{run_self, two_gpu_main};
 use gpu_tests::nccl_graph_step::{capture_step, replay_round};
 use gpu_tests::nccl_ranks::{
     error_variant, exclusive, on_ranks, print_whether_the_device_still_works,
@@ -33,9 +34,14 @@ fn main() {
             ("step", step_child),
             ("never_replays", never_replays_child),
             ("registering", registering_child),
+            ("threads", threads_child),
+            ("threads_disagree", threads_disagree_child),
+            ("threads_registering", threads_registering_child),
         ],
         tests![
             ranks_in_processes_of_their_own_replay_a_captured_step_as_the_cpu_computes_it,
+            ranks_of_one_process_replay_a_captured_step_compared_call_by_call,
+            ranks_of_one_process_whose_graphs_disagree_end_with_an_err_not_a_hang,
             a_replay_whose_peer_never_replays_times_out_instead_of_hanging,
             captures_are_refused_where_a_peer_could_reach_the_buffers,
         ],
@@ -126,26 +132,136 @@ fn never_replays_child() -> TestResult {
     print_whether_the_device_still_works(&stream)
 }
 
-/// A capture's collective is `GraphCommunicators`, before NCCL sees it, on a
-/// communicator of two ranks of this process (two threads), and in two processes
-/// started without `NCCL_GRAPH_REGISTER=0`.
+/// A capture's collective is `GraphCommunicators`, before NCCL sees it, while
+/// `NCCL_GRAPH_REGISTER` is not `0`: on a communicator of two ranks of one process (two
+/// threads), and in two processes.
 fn captures_are_refused_where_a_peer_could_reach_the_buffers() -> TestResult {
-    on_ranks(2, |_, comm, stream| {
-        let refused = capture_step(stream.device(), comm);
-        ensure!(
-            matches!(&refused, Err(e) if e.message().is_some_and(|m| m.contains("this process"))),
-            "a capture on a communicator of two ranks of this process returned {:?}",
-            refused.as_ref().err().map(|e| e.message())
-        );
-        Ok(())
-    })?;
     let _one_at_a_time = exclusive();
+    let threads = run_self(
+        "two threads capturing while NCCL registers",
+        &[
+            (CHILD_ENV, Some("threads_registering")),
+            ("NCCL_GRAPH_REGISTER", None),
+        ],
+        Duration::from_secs(90),
+    )?;
+    ensure!(threads.status.success(), "the child failed.\n{threads}");
+    threads.expect("refused", "2")?;
     let ranks = two_ranks(CHILD_ENV, "registering", |_| {
         vec![("NCCL_GRAPH_REGISTER", None)]
     })?;
     for (rank, out) in ranks.iter().enumerate() {
         ensure!(out.status.success(), "rank {rank} failed.\n{out}");
         out.expect("capture", "GraphCommunicators")?;
+    }
+    Ok(())
+}
+
+/// See [`captures_are_refused_where_a_peer_could_reach_the_buffers`].
+fn threads_registering_child() -> TestResult {
+    let refused = std::sync::atomic::AtomicUsize::new(0);
+    on_ranks(2, |_, comm, stream| {
+        let captured = capture_step(stream.device(), comm);
+        ensure!(
+            matches!(&captured, Err(e) if e.message().is_some_and(|m| m.contains("NCCL_GRAPH_REGISTER"))),
+            "a capture on two ranks of this process returned {:?}",
+            captured.as_ref().err().map(|e| e.message())
+        );
+        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    })?;
+    println!("refused = {}", refused.into_inner());
+    Ok(())
+}
+
+/// Two threads of one process (a child with `NCCL_GRAPH_REGISTER=0`), ranks 0 and 1 on
+/// GPUs 0 and 1: each captures the step and replays it four times on new inputs, each
+/// replay's calls compared by the ledger first, and agrees with the CPU.
+fn ranks_of_one_process_replay_a_captured_step_compared_call_by_call() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let out = run_self(
+        "two threads replaying the step",
+        &[(CHILD_ENV, Some("threads")), NO_GRAPH_REGISTER],
+        Duration::from_secs(90),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    out.expect("replayed", "8")?;
+    Ok(())
+}
+
+/// See [`ranks_of_one_process_replay_a_captured_step_compared_call_by_call`].
+fn threads_child() -> TestResult {
+    let replayed = std::sync::atomic::AtomicUsize::new(0);
+    on_ranks(2, |rank, comm, stream| {
+        let mut graph = capture_step(stream.device(), comm)?;
+        for round in 0..4 {
+            replay_round(&mut graph, comm, stream, round, rank, 2)?;
+            replayed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    })?;
+    println!("replayed = {}", replayed.into_inner());
+    Ok(())
+}
+
+/// Two threads of one process (`NCCL_GRAPH_REGISTER=0`): rank 0 captures an all_reduce
+/// of 1024 elements, rank 1 one of 2048; both replay. The later `replay_with` is
+/// `RanksDisagree` before it launches anything, and the earlier replay, which waits for
+/// it on the GPU, ends with the same error once its scope sees the ledger stranded:
+/// both within seconds, far below the 60 s timeout.
+fn ranks_of_one_process_whose_graphs_disagree_end_with_an_err_not_a_hang() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let out = run_self(
+        "two threads whose graphs disagree",
+        &[(CHILD_ENV, Some("threads_disagree")), NO_GRAPH_REGISTER],
+        Duration::from_secs(120),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    for rank in 0..2 {
+        out.expect(&format!("rank{rank}"), "RanksDisagree")?;
+        let took: f64 = out.value(&format!("rank{rank}_s"))?.parse()?;
+        ensure!(
+            took < 30.0,
+            "rank {rank}'s replay ended after {took} s; the timeout was 60 s.\n{out}"
+        );
+    }
+    Ok(())
+}
+
+/// See [`ranks_of_one_process_whose_graphs_disagree_end_with_an_err_not_a_hang`].
+fn threads_disagree_child() -> TestResult {
+    let id = stream_core::nccl::UniqueId::new()?;
+    let outcomes = std::thread::scope(|threads| {
+        let handles: Vec<_> = (0..2usize)
+            .map(|rank| {
+                let id = &id;
+                threads.spawn(move || -> Result<(String, f64), gpu_tests::Failed> {
+                    let device = stream_core::Device::new(rank)?;
+                    let comm = stream_core::nccl::Communicator::join(&device, id, rank, 2)?;
+                    comm.set_timeout(Duration::from_secs(60));
+                    let stream = device.new_stream()?;
+                    let held = device.alloc_pinned::<u32>(1024 * (rank + 1))?;
+                    let (mut graph, ()) = device.capture(held, |g, x| {
+                        let mut y = g.upload(&x)?;
+                        g.all_reduce_in_place(&comm, &mut y, Sum)
+                    })?;
+                    let start = Instant::now();
+                    let ended = scope(&stream, |s| s.replay_with(&mut graph, &[&comm]).map(drop));
+                    let took = start.elapsed().as_secs_f64();
+                    drop(graph);
+                    Ok((
+                        ended.as_ref().err().map_or("ok", error_variant).to_owned(),
+                        took,
+                    ))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+    });
+    for (rank, outcome) in outcomes.into_iter().enumerate() {
+        let (variant, took) = outcome.map_err(|_| format!("rank {rank} panicked"))??;
+        println!("rank{rank} = {variant}");
+        println!("rank{rank}_s = {took:.3}");
     }
     Ok(())
 }

@@ -107,7 +107,7 @@ impl CaptureState {
     }
 
     /// The graph's id.
-    pub(super) fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 

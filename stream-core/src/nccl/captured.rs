@@ -9,7 +9,10 @@
 //! it and watches it.
 
 use super::collective::collective_methods;
-use super::request::{issue, read, write, Operands, Request};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::ledger::{Agreement, Call};
+use super::request::{issue_as, read, write, Operands, Request, Role};
 use super::{Communicator, NcclElement, ReduceOp};
 use crate::error::{Error, Result};
 use crate::graph::{Capture, Graph};
@@ -57,21 +60,21 @@ use crate::scope::{Pending, Scope};
 /// A scope's collective reaches a peer's buffers only while it runs, through NCCL's own
 /// staging buffers across processes, and the ledger compares the calls of ranks of one
 /// process, which NCCL may reach directly (see [Lengths that disagree across
-/// ranks](super#lengths-that-disagree-across-ranks)). A graph changes both: its replays
-/// bypass the ledger, and NCCL registers the buffers of captured collectives with the
-/// peers (`NCCL_GRAPH_REGISTER`, on by default), so a rank whose lengths disagree could
-/// write past this rank's buffers. So a collective is recorded
-///
-/// * on a communicator of one rank, or
-/// * on a communicator whose other ranks are all in other processes (`torchrun`,
-///   `srun`, `mpirun`, [`World`](super::World)), with `NCCL_GRAPH_REGISTER=0` in the
-///   environment (set it before the process starts: NCCL reads it once, when a
-///   collective is first captured; without registration NCCL moves the data through
-///   its own buffers, as for a scope's collectives, and ranks whose lengths disagree
-///   wait for each other until the timeout).
-///
-/// Otherwise the call is [`Error::GraphCommunicators`](crate::Error::GraphCommunicators)
-/// and nothing is recorded.
+/// ranks](super#lengths-that-disagree-across-ranks)). NCCL registers the buffers of
+/// captured collectives with the peers (`NCCL_GRAPH_REGISTER`, on by default): each
+/// plan then names the peers' buffers as they were at the capture, so a rank whose
+/// lengths disagree, or that dropped the graph those buffers belong to, could be
+/// written past or into freed memory. So a collective is recorded on a communicator of
+/// one rank, or, with `NCCL_GRAPH_REGISTER=0` in the environment (set it before the
+/// process starts: NCCL reads it once, when a collective is first captured), on any
+/// communicator; otherwise the call is
+/// [`Error::GraphCommunicators`](crate::Error::GraphCommunicators) and nothing is
+/// recorded. Without registration NCCL moves the data as for a scope's collectives:
+/// ranks of other processes whose lengths disagree wait for each other until the
+/// timeout, and ranks of this process (threads of [`Communicator::join`]) have each
+/// replay's calls compared by the ledger before it is launched, as a scope's are:
+/// a disagreement is [`Error::RanksDisagree`](crate::Error::RanksDisagree) there, and
+/// the other ranks' replays end with it too instead of waiting.
 impl<'s> Capture<'s> {
     collective_methods!(record_collective, &,);
 }
@@ -84,34 +87,32 @@ fn record_collective<'a, 's: 'a, T: NcclElement>(
     request: Request<'a, 's, T>,
 ) -> Result<()> {
     capturable(comm)?;
-    capture.state().keep_communicator(comm.raw().control());
-    issue(capture.scope(), comm, request, None)
+    let state = capture.state();
+    state.keep_communicator(comm.raw().control());
+    issue_as(
+        capture.scope(),
+        comm,
+        request,
+        None,
+        Role::Captured(state.id()),
+    )
 }
 
-/// Refuses a communicator whose peers could reach this rank's buffers in a replay (see
-/// the impl block's docs): one with other members in this process (whose calls the
-/// ledger compares, but whose replays it does not see), or one of several processes
+/// Refuses a communicator whose peers could reach this rank's buffers in a replay with
+/// lengths this rank did not agree to (see the impl block's docs): one of several ranks
 /// while NCCL may register captured buffers (`NCCL_GRAPH_REGISTER` not `0`).
 #[inline]
 fn capturable(comm: &Communicator) -> Result<()> {
     if comm.size() == 1 {
         return Ok(());
     }
-    if comm.has_members_in_this_process() {
-        return Err(Error::GraphCommunicators {
-            reason: "the communicator has other ranks in this process, which NCCL may reach \
-                     directly and whose calls are compared one by one (a graph's replays \
-                     bypass that): capture collectives on communicators of one rank per \
-                     process (torchrun, srun, mpirun, or Communicator::join in processes of \
-                     their own)",
-        });
-    }
     if std::env::var_os(GRAPH_REGISTER).is_none_or(|value| value != "0") {
         return Err(Error::GraphCommunicators {
             reason: "NCCL registers the buffers of captured collectives with the peers \
                      (NCCL_GRAPH_REGISTER, on by default), so that a rank whose lengths \
-                     disagree could write past this rank's buffers: set \
-                     NCCL_GRAPH_REGISTER=0 in every rank's environment before it starts",
+                     disagree, or that dropped its graph, could write past this rank's \
+                     buffers or into freed memory: set NCCL_GRAPH_REGISTER=0 in every \
+                     rank's environment before it starts",
         });
     }
     Ok(())
@@ -125,7 +126,10 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// communicators they run on (every one of them; others are ignored), borrowed by
     /// this scope as its own collectives borrow theirs. The scope then watches them: its
     /// end and its waits (the returned `Pending`'s too) are bounded by their timeouts, as
-    /// for a collective issued in the scope (see [`nccl`](super#when-a-peer-dies)).
+    /// for a collective issued in the scope (see [`nccl`](super#when-a-peer-dies)). On a
+    /// communicator with other ranks in this process, the replay's calls are first
+    /// compared with theirs ([`Error::RanksDisagree`](crate::Error::RanksDisagree)
+    /// otherwise, nothing launched).
     ///
     /// [`Error::GraphCommunicators`](crate::Error::GraphCommunicators) when one of the
     /// graph's communicators is not in `comms`;
@@ -138,13 +142,66 @@ impl<'s, 'env> Scope<'s, 'env> {
         graph: &'env mut Graph<H>,
         comms: &[&'s Communicator],
     ) -> Result<Pending<'s, &'env mut Graph<H>>> {
+        // Before any agreement below: a refusal after it would strand the other ranks.
+        self.device().ensure_same_device(graph.device())?;
         let kept = graph.communicators();
         kept.check_given(comms.iter().map(|comm| comm.raw().control()))?;
-        for comm in comms {
-            if kept.contains(comm.raw().control()) {
-                self.outstanding.watch(comm.watch());
+        let id = graph.id();
+        let mut agreed: Vec<&Communicator> = Vec::with_capacity(comms.len());
+        for (at, &comm) in comms.iter().enumerate() {
+            let control = comm.raw().control();
+            let listed_before = comms[..at]
+                .iter()
+                .any(|c| Arc::ptr_eq(c.raw().control(), control));
+            if !kept.contains(control) || listed_before {
+                continue;
             }
+            // Ranks of this process compare the graph's calls, as they compare a scope's,
+            // before anything is launched; calls agreed on another communicator that will
+            // not run now leave their members stranded.
+            if let Err(e) = comm.agree_replay(id) {
+                agreed.iter().for_each(|c| c.strand());
+                return Err(e);
+            }
+            self.outstanding.watch(comm.watch());
+            agreed.push(comm);
         }
         self.launch_replay(graph)
+            .inspect_err(|e| agreed.iter().for_each(|c| c.issue_failed(e)))
+    }
+}
+
+/// The calls of one member's collectives recorded into graphs, by graph id, in order:
+/// what [`Scope::replay_with`] compares with the other members of this process before
+/// each replay, as a scope's collectives are compared before they are issued (`ledger.rs`).
+/// A graph's calls are fixed once captured (graphs with collectives are not updated).
+#[derive(Default)]
+pub(crate) struct CapturedCalls(Mutex<Vec<(u64, Vec<Call>)>>);
+
+impl CapturedCalls {
+    /// Appends `call` to the calls of the graph `graph`.
+    pub(crate) fn record(&self, graph: u64, call: Call) {
+        let mut graphs = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match graphs.iter_mut().find(|(id, _)| *id == graph) {
+            Some((_, calls)) => calls.push(call),
+            None => graphs.push((graph, vec![call])),
+        }
+    }
+
+    /// `agree(call)` for each call of the graph `graph`, in order: `Ok` when every one
+    /// may be issued, otherwise the first refusal's error (the caller strands the member:
+    /// the calls agreed before it may have other members waiting for this replay).
+    pub(crate) fn agree_replay(&self, graph: u64, agree: impl Fn(Call) -> Agreement) -> Result<()> {
+        let graphs = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((_, calls)) = graphs.iter().find(|(id, _)| *id == graph) else {
+            return Ok(());
+        };
+        for &call in calls {
+            match agree(call) {
+                Agreement::Issue => {}
+                Agreement::Refuse(e) | Agreement::StandIn(_, e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }

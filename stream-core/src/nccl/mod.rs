@@ -139,8 +139,9 @@
 //! end by their watches. On two H200s, a step of 32 all-reduces of 64 KiB (one rank)
 //! replays in 42 us, as raw NCCL captured by hand (43 us), against 196 us for the calls
 //! one by one. The graph keeps its communicators; a collective is recorded only where no
-//! peer can reach this rank's buffers during replays (see
-//! [`Capture::all_reduce`](crate::Capture::all_reduce)).
+//! peer can reach this rank's buffers during replays with lengths it did not agree to
+//! (see [`Capture::all_reduce`](crate::Capture::all_reduce)); ranks of one process have
+//! each replay's calls compared by the ledger, as a scope's.
 //!
 //! # Launchers
 //!

@@ -73,6 +73,9 @@ pub(crate) enum Role {
     /// A stand-in for a refused call (`stand_in.rs`), the call another member made,
     /// which the ledger has already counted.
     StandIn,
+    /// Recorded into the graph of this id (`captured.rs`): not compared now, since it
+    /// does not run now; kept, and compared at each replay (`Scope::replay_with`).
+    Captured(u64),
 }
 
 /// [`issue`], for `role`.
@@ -101,16 +104,18 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
     // After every check that refuses a call NCCL would not see, and before the empty
     // call returns (NCCL sees neither rank's empty call, so the ledger's numbering stays
     // NCCL's only if both count it).
-    if role == Role::Own {
-        let agreement = comm.agree(|| Call {
-            what: request.what,
-            collective: request.collective,
-            data_type: T::DATA_TYPE,
-            type_name: std::any::type_name::<T>(),
-            count,
-            element_bytes: size_of::<T>(),
-        });
-        match agreement {
+    let call = || Call {
+        what: request.what,
+        collective: request.collective,
+        data_type: T::DATA_TYPE,
+        type_name: std::any::type_name::<T>(),
+        count,
+        element_bytes: size_of::<T>(),
+    };
+    if let Role::Captured(graph) = role {
+        comm.record_captured(graph, call);
+    } else if role == Role::Own {
+        match comm.agree(call) {
             Agreement::Issue => {}
             Agreement::Refuse(error) => return Err(error),
             Agreement::StandIn(call, error) => {
