@@ -205,3 +205,57 @@ impl CapturedCalls {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::CapturedCalls;
+    use crate::driver::nccl::{Collective, DataType, RedOp};
+    use crate::nccl::ledger::{Call, Ledger};
+    use crate::Error;
+
+    fn all_reduce(count: usize) -> Call {
+        Call {
+            what: "all_reduce",
+            collective: Collective::AllReduce(RedOp::ncclSum),
+            data_type: DataType::ncclFloat32,
+            type_name: "f32",
+            count,
+            element_bytes: 4,
+        }
+    }
+
+    /// Two members' graphs of the same calls replay, over and over, each replay's calls
+    /// compared in order; a graph nothing was recorded for has nothing to compare.
+    #[test]
+    fn replays_of_graphs_that_agree_go_on() {
+        let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+        let graphs: Vec<CapturedCalls> = (0..2).map(|_| CapturedCalls::default()).collect();
+        for calls in &graphs {
+            calls.record(7, all_reduce(1024));
+            calls.record(7, all_reduce(0));
+            calls.record(7, all_reduce(5));
+        }
+        for _ in 0..10 {
+            for (seat, calls) in seats.iter().zip(&graphs) {
+                calls.agree_replay(7, |call| seat.agree(call)).unwrap();
+            }
+        }
+        graphs[0].agree_replay(8, |_| unreachable!()).unwrap();
+    }
+
+    /// Member 1's graph all-reduces twice the elements of member 0's: its replay is
+    /// refused at that call with `RanksDisagree`, after member 0's was agreed.
+    #[test]
+    fn a_replay_that_disagrees_is_refused() {
+        let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+        let (zero, one) = (CapturedCalls::default(), CapturedCalls::default());
+        zero.record(1, all_reduce(1024));
+        one.record(2, all_reduce(2048));
+        zero.agree_replay(1, |call| seats[0].agree(call)).unwrap();
+        let refused = one.agree_replay(2, |call| seats[1].agree(call));
+        assert!(
+            matches!(refused, Err(Error::RanksDisagree(_))),
+            "{refused:?}"
+        );
+    }
+}
