@@ -551,6 +551,22 @@ pub(crate) enum Collective {
     },
 }
 
+/// One NCCL call as `nccl/ledger.rs` compares it with other ranks' (also what a graph
+/// records of each captured collective, `graph/collectives.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Call {
+    /// The operation's name, for the error (`"all_reduce"`).
+    pub(crate) what: &'static str,
+    pub(crate) collective: Collective,
+    pub(crate) data_type: DataType,
+    /// The element type's name, for the error.
+    pub(crate) type_name: &'static str,
+    /// Elements per rank (NCCL's `count`).
+    pub(crate) count: usize,
+    /// Bytes per element.
+    pub(crate) element_bytes: usize,
+}
+
 impl Collective {
     /// Elements of `send` and of `recv` the operation reads and writes, on a
     /// communicator of `size` ranks with `count` elements per rank (0 for a buffer it

@@ -8,7 +8,7 @@ use crate::device::{Device, Stream};
 use crate::driver::context::PrimaryContext;
 use crate::driver::event::RawEvent;
 use crate::driver::graph::{end_capture, RawGraph};
-use crate::driver::nccl::CommControl;
+use crate::driver::nccl::{Call, CommControl};
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
 use crate::graph::collectives::GraphCommunicators;
@@ -107,7 +107,7 @@ impl CaptureState {
     }
 
     /// The graph's id.
-    pub(crate) fn id(&self) -> u64 {
+    pub(super) fn id(&self) -> u64 {
         self.id
     }
 
@@ -156,13 +156,13 @@ impl CaptureState {
             .map(f)
     }
 
-    /// Keeps the communicator `control` for the graph: a collective on it is being
-    /// recorded.
-    pub(crate) fn keep_communicator(&self, control: &Arc<CommControl>) {
+    /// Records `call`, a collective on the communicator `control`, which the graph then
+    /// keeps.
+    pub(crate) fn record_collective(&self, control: &Arc<CommControl>, call: Call) {
         self.communicators
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .keep(control);
+            .record(control, call);
     }
 
     /// What was recorded: the kernel launches, the number of allocations, the

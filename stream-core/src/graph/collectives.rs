@@ -1,6 +1,6 @@
-//! [`GraphCommunicators`]: the communicators a graph's collectives run on (recorded
-//! through the collectives of [`Capture`](crate::Capture), in `nccl/captured.rs`), kept
-//! for the graph's life and checked at each replay.
+//! [`GraphCommunicators`]: the communicators a graph's collectives run on, with the
+//! calls recorded on each (through the collectives of [`Capture`](crate::Capture), in
+//! `nccl/captured.rs`), kept for the graph's life and checked at each replay.
 //!
 //! A captured collective's nodes name its communicator, so the graph keeps it
 //! (`GraphKeep`: it is destroyed after the graph, and its abort, while the graph exists,
@@ -8,22 +8,36 @@
 //! destroyed). Such a graph is replayed only with its communicators borrowed by the
 //! replaying scope (`Scope::replay_with`), as a scope's own collectives borrow them: so
 //! the scope's watch, which may abort them, runs on the one thread that can issue calls
-//! on them, and a replay is refused once one was aborted.
+//! on them, and a replay is refused once one was aborted. The calls are what the
+//! ledger of ranks of one process compares at each replay (`nccl/ledger.rs`), as it
+//! compares a scope's collectives before they are issued; they go with the graph.
 
 use std::sync::Arc;
 
-use crate::driver::nccl::{CommControl, GraphKeep};
+use crate::driver::nccl::{Call, CommControl, GraphKeep};
 use crate::error::{Error, Result};
 
-/// The communicators of a graph's (or a capture's) collectives, each once.
+/// The communicators of a graph's (or a capture's) collectives, each once, with the
+/// calls recorded on it, in order.
 #[derive(Default)]
-pub(crate) struct GraphCommunicators(Vec<GraphKeep>);
+pub(crate) struct GraphCommunicators(Vec<Kept>);
+
+/// One communicator a graph keeps, and the calls recorded on it.
+struct Kept {
+    keep: GraphKeep,
+    calls: Vec<Call>,
+}
 
 impl GraphCommunicators {
-    /// Keeps `control`, unless it is kept already.
-    pub(crate) fn keep(&mut self, control: &Arc<CommControl>) {
-        if !self.contains(control) {
-            self.0.push(GraphKeep::new(control));
+    /// Appends `call`, recorded on the communicator `control`, keeping the communicator
+    /// unless it is kept already.
+    pub(crate) fn record(&mut self, control: &Arc<CommControl>, call: Call) {
+        match self.kept(control) {
+            Some(at) => self.0[at].calls.push(call),
+            None => self.0.push(Kept {
+                keep: GraphKeep::new(control),
+                calls: vec![call],
+            }),
         }
     }
 
@@ -32,11 +46,16 @@ impl GraphCommunicators {
         self.0.is_empty()
     }
 
-    /// `true` when `control` is one of them.
-    pub(crate) fn contains(&self, control: &Arc<CommControl>) -> bool {
+    /// The calls recorded on `control`, in order; `None` when it is not one of them.
+    pub(crate) fn calls_on(&self, control: &Arc<CommControl>) -> Option<&[Call]> {
+        self.kept(control).map(|at| &self.0[at].calls[..])
+    }
+
+    /// Where `control` is kept.
+    fn kept(&self, control: &Arc<CommControl>) -> Option<usize> {
         self.0
             .iter()
-            .any(|kept| Arc::ptr_eq(kept.control(), control))
+            .position(|kept| Arc::ptr_eq(kept.keep.control(), control))
     }
 
     /// Before a replay with the communicators `given`: each of the graph's must be among
@@ -45,11 +64,11 @@ impl GraphCommunicators {
         &self,
         given: impl Iterator<Item = &'c Arc<CommControl>> + Clone,
     ) -> Result<()> {
-        for kept in &self.0 {
-            if !given.clone().any(|c| Arc::ptr_eq(c, kept.control())) {
+        for Kept { keep, .. } in &self.0 {
+            if !given.clone().any(|c| Arc::ptr_eq(c, keep.control())) {
                 return Err(not_given());
             }
-            if kept.control().is_aborted() {
+            if keep.control().is_aborted() {
                 return Err(Error::CommunicatorAborted {
                     reason: "a communicator the graph's collectives run on was aborted, and \
                              its captured operations cannot run again: capture a new graph on \

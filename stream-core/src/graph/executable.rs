@@ -139,11 +139,6 @@ impl<H> Graph<H> {
         &self.communicators
     }
 
-    /// Its id, unique in the process (what its capture recorded collectives' calls under).
-    pub(crate) fn id(&self) -> u64 {
-        self.id
-    }
-
     /// How many kernel launches the graph recorded.
     pub fn kernel_count(&self) -> usize {
         self.kernels.len()

@@ -37,6 +37,7 @@ mod transfer;
 mod update;
 
 pub use capture::Capture;
+pub(crate) use capture::CaptureState;
 pub use enqueue::Enqueue;
 pub use executable::Graph;
 pub use hold::Hold;

@@ -8,9 +8,9 @@
 //! nodes name it, so the graph keeps it (`graph/collectives.rs`) and each replay checks
 //! it and watches it.
 
-use super::collective::collective_methods;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
+use super::collective::collective_methods;
 use super::ledger::{Agreement, Call};
 use super::request::{issue_as, read, write, Operands, Request, Role};
 use super::{Communicator, NcclElement, ReduceOp};
@@ -87,14 +87,12 @@ fn record_collective<'a, 's: 'a, T: NcclElement>(
     request: Request<'a, 's, T>,
 ) -> Result<()> {
     capturable(comm)?;
-    let state = capture.state();
-    state.keep_communicator(comm.raw().control());
     issue_as(
         capture.scope(),
         comm,
         request,
         None,
-        Role::Captured(state.id()),
+        Role::Captured(capture.state()),
     )
 }
 
@@ -146,20 +144,19 @@ impl<'s, 'env> Scope<'s, 'env> {
         self.device().ensure_same_device(graph.device())?;
         let kept = graph.communicators();
         kept.check_given(comms.iter().map(|comm| comm.raw().control()))?;
-        let id = graph.id();
         let mut agreed: Vec<&Communicator> = Vec::with_capacity(comms.len());
         for (at, &comm) in comms.iter().enumerate() {
             let control = comm.raw().control();
             let listed_before = comms[..at]
                 .iter()
                 .any(|c| Arc::ptr_eq(c.raw().control(), control));
-            if !kept.contains(control) || listed_before {
+            let Some(calls) = kept.calls_on(control).filter(|_| !listed_before) else {
                 continue;
-            }
+            };
             // Ranks of this process compare the graph's calls, as they compare a scope's,
             // before anything is launched; calls agreed on another communicator that will
             // not run now leave their members stranded.
-            if let Err(e) = comm.agree_replay(id) {
+            if let Err(e) = comm.agree_replay(calls) {
                 agreed.iter().for_each(|c| c.strand());
                 return Err(e);
             }
@@ -171,44 +168,24 @@ impl<'s, 'env> Scope<'s, 'env> {
     }
 }
 
-/// The calls of one member's collectives recorded into graphs, by graph id, in order:
-/// what [`Scope::replay_with`] compares with the other members of this process before
-/// each replay, as a scope's collectives are compared before they are issued (`ledger.rs`).
-/// A graph's calls are fixed once captured (graphs with collectives are not updated).
-#[derive(Default)]
-pub(crate) struct CapturedCalls(Mutex<Vec<(u64, Vec<Call>)>>);
-
-impl CapturedCalls {
-    /// Appends `call` to the calls of the graph `graph`.
-    pub(crate) fn record(&self, graph: u64, call: Call) {
-        let mut graphs = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match graphs.iter_mut().find(|(id, _)| *id == graph) {
-            Some((_, calls)) => calls.push(call),
-            None => graphs.push((graph, vec![call])),
+/// `agree(call)` for each of a graph's calls on one communicator, in order: `Ok` when
+/// every one may be issued, otherwise the first refusal's error (the caller strands the
+/// member: the calls agreed before it may have other members waiting for this replay).
+/// A replay issues no stand-in: the other members' calls of a broken ledger end with
+/// their scopes' watches, which see it stranded.
+pub(crate) fn agree_each(calls: &[Call], agree: impl Fn(Call) -> Agreement) -> Result<()> {
+    for &call in calls {
+        match agree(call) {
+            Agreement::Issue => {}
+            Agreement::Refuse(e) | Agreement::StandIn(_, e) => return Err(e),
         }
     }
-
-    /// `agree(call)` for each call of the graph `graph`, in order: `Ok` when every one
-    /// may be issued, otherwise the first refusal's error (the caller strands the member:
-    /// the calls agreed before it may have other members waiting for this replay).
-    pub(crate) fn agree_replay(&self, graph: u64, agree: impl Fn(Call) -> Agreement) -> Result<()> {
-        let graphs = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((_, calls)) = graphs.iter().find(|(id, _)| *id == graph) else {
-            return Ok(());
-        };
-        for &call in calls {
-            match agree(call) {
-                Agreement::Issue => {}
-                Agreement::Refuse(e) | Agreement::StandIn(_, e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::CapturedCalls;
+    use super::agree_each;
     use crate::driver::nccl::{Collective, DataType, RedOp};
     use crate::nccl::ledger::{Call, Ledger};
     use crate::Error;
@@ -225,22 +202,17 @@ mod tests {
     }
 
     /// Two members' graphs of the same calls replay, over and over, each replay's calls
-    /// compared in order; a graph nothing was recorded for has nothing to compare.
+    /// compared in order (the empty one too: the ledger numbers it as NCCL would not
+    /// see it on either rank).
     #[test]
     fn replays_of_graphs_that_agree_go_on() {
         let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
-        let graphs: Vec<CapturedCalls> = (0..2).map(|_| CapturedCalls::default()).collect();
-        for calls in &graphs {
-            calls.record(7, all_reduce(1024));
-            calls.record(7, all_reduce(0));
-            calls.record(7, all_reduce(5));
-        }
+        let calls = [all_reduce(1024), all_reduce(0), all_reduce(5)];
         for _ in 0..10 {
-            for (seat, calls) in seats.iter().zip(&graphs) {
-                calls.agree_replay(7, |call| seat.agree(call)).unwrap();
+            for seat in &seats {
+                agree_each(&calls, |call| seat.agree(call)).unwrap();
             }
         }
-        graphs[0].agree_replay(8, |_| unreachable!()).unwrap();
     }
 
     /// Member 1's graph all-reduces twice the elements of member 0's: its replay is
@@ -248,11 +220,8 @@ mod tests {
     #[test]
     fn a_replay_that_disagrees_is_refused() {
         let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
-        let (zero, one) = (CapturedCalls::default(), CapturedCalls::default());
-        zero.record(1, all_reduce(1024));
-        one.record(2, all_reduce(2048));
-        zero.agree_replay(1, |call| seats[0].agree(call)).unwrap();
-        let refused = one.agree_replay(2, |call| seats[1].agree(call));
+        agree_each(&[all_reduce(1024)], |call| seats[0].agree(call)).unwrap();
+        let refused = agree_each(&[all_reduce(2048)], |call| seats[1].agree(call));
         assert!(
             matches!(refused, Err(Error::RanksDisagree(_))),
             "{refused:?}"

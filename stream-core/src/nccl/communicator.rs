@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::captured::CapturedCalls;
+use super::captured::agree_each;
 use super::ledger::{Agreement, Call, Ledger, Seat};
 use super::UniqueId;
 use crate::device::Device;
@@ -57,9 +57,6 @@ pub struct Communicator {
     /// compiler's error for a communicator shared between threads keeps naming the
     /// raw handle's marker; plain loads and stores, no read-modify-write.
     unasked: AtomicU32,
-    /// The calls of this member's collectives recorded into graphs, by graph, compared at
-    /// each replay (`captured.rs`; only a member with others in this process keeps any).
-    captured: CapturedCalls,
 }
 
 /// A collective asks NCCL's error state once in this many calls: asking on every call
@@ -377,7 +374,6 @@ impl Communicator {
             clique,
             seat,
             unasked: AtomicU32::new(ASK_NCCL_EVERY),
-            captured: CapturedCalls::default(),
         }
     }
 
@@ -433,26 +429,17 @@ impl Communicator {
         }
     }
 
-    /// Keeps `call`, recorded into the graph `graph`, for [`agree_replay`](Self::agree_replay)
-    /// (a member alone in this process keeps nothing: nothing is compared).
-    #[inline]
-    pub(crate) fn record_captured(&self, graph: u64, call: impl FnOnce() -> Call) {
-        if self.seat.is_some() {
-            self.captured.record(graph, call());
-        }
-    }
-
-    /// Before a replay of the graph `graph`: compares each of its recorded calls, in
-    /// order, with the other members' calls of the same numbers, as [`agree`](Self::agree)
-    /// does for a scope's; on a disagreement the member is stranded (the other members'
-    /// calls that agreed so far would wait for this replay) and the error returned.
-    pub(crate) fn agree_replay(&self, graph: u64) -> Result<()> {
+    /// Before a replay of a graph whose calls on this communicator are `calls`:
+    /// compares each, in order, with the other members' calls of the same numbers, as
+    /// [`agree`](Self::agree) does for a scope's; on a disagreement the member is
+    /// stranded (the other members' calls that agreed so far would wait for this replay)
+    /// and the error returned. A member alone in this process compares nothing.
+    pub(crate) fn agree_replay(&self, calls: &[Call]) -> Result<()> {
         match &self.seat {
             None => Ok(()),
-            Some(seat) => self
-                .captured
-                .agree_replay(graph, |call| agree_in(seat, call))
-                .inspect_err(|_| seat.strand()),
+            Some(seat) => {
+                agree_each(calls, |call| agree_in(seat, call)).inspect_err(|_| seat.strand())
+            }
         }
     }
 

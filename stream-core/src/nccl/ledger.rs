@@ -23,7 +23,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use crate::driver::nccl::{Collective, DataType};
+pub(crate) use crate::driver::nccl::Call;
+use crate::driver::nccl::Collective;
 use crate::error::{Error, RanksDisagree, Result};
 
 /// What a member does with its call, as [`Seat::agree`] decides.
@@ -51,21 +52,6 @@ impl Agreement {
             Agreement::Refuse(e) | Agreement::StandIn(_, e) => Err(e),
         }
     }
-}
-
-/// One call as the ledger compares it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Call {
-    /// The operation's name, for the error (`"all_reduce"`).
-    pub(crate) what: &'static str,
-    pub(crate) collective: Collective,
-    pub(crate) data_type: DataType,
-    /// The element type's name, for the error.
-    pub(crate) type_name: &'static str,
-    /// Elements per rank (NCCL's `count`).
-    pub(crate) count: usize,
-    /// Bytes per element.
-    pub(crate) element_bytes: usize,
 }
 
 impl Call {

@@ -10,6 +10,7 @@ use super::stand_in::stand_in;
 use super::{Communicator, NcclElement};
 use crate::driver::nccl::{enqueue, Collective};
 use crate::error::{Error, Result, ShapeMismatch};
+use crate::graph::CaptureState;
 use crate::memory::view::RawSlice;
 use crate::memory::{DeviceSlice, DeviceSliceMut};
 use crate::scope::Scope;
@@ -66,16 +67,17 @@ pub(crate) fn issue<'a, 's: 'a, T: NcclElement>(
 }
 
 /// Whose call [`issue_as`] issues.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
+#[derive(Clone, Copy)]
+pub(crate) enum Role<'a> {
     /// This member's own: compared with the other members' first (`ledger.rs`).
     Own,
     /// A stand-in for a refused call (`stand_in.rs`), the call another member made,
     /// which the ledger has already counted.
     StandIn,
-    /// Recorded into the graph of this id (`captured.rs`): not compared now, since it
-    /// does not run now; kept, and compared at each replay (`Scope::replay_with`).
-    Captured(u64),
+    /// Recorded into the graph of this capture (`captured.rs`): not compared now, since
+    /// it does not run now; the graph keeps it, and it is compared at each replay
+    /// (`Scope::replay_with`).
+    Captured(&'a CaptureState),
 }
 
 /// [`issue`], for `role`.
@@ -85,7 +87,7 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
     comm: &Communicator,
     request: Request<'a, 's, T>,
     group: Option<&'a Group<'a, '_>>,
-    role: Role,
+    role: Role<'_>,
 ) -> Result<()> {
     if group.is_none() && (group::is_open() || comm.grouped_only()) {
         return Err(refuse_outside_a_group());
@@ -112,10 +114,10 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
         count,
         element_bytes: size_of::<T>(),
     };
-    if let Role::Captured(graph) = role {
-        comm.record_captured(graph, call);
-    } else if role == Role::Own {
-        match comm.agree(call) {
+    match role {
+        Role::Captured(state) => state.record_collective(comm.raw().control(), call()),
+        Role::StandIn => {}
+        Role::Own => match comm.agree(call) {
             Agreement::Issue => {}
             Agreement::Refuse(error) => return Err(error),
             Agreement::StandIn(call, error) => {
@@ -126,7 +128,7 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
                 }
                 return Err(error);
             }
-        }
+        },
     }
     if count == 0 {
         return Ok(());
