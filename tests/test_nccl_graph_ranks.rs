@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use gpu_tests::child::{run_self, two_gpu_main};
-use gpu_tests::nccl_graph_step::{capture_step, replay_round};
+use gpu_tests::nccl_graph_step::{capture_step, eager_round, replay_round};
 use gpu_tests::nccl_ranks::{
     error_variant, exclusive, on_ranks, print_whether_the_device_still_works,
 };
@@ -176,7 +176,9 @@ fn threads_registering_child() -> TestResult {
 
 /// Two threads of one process (a child with `NCCL_GRAPH_REGISTER=0`), ranks 0 and 1 on
 /// GPUs 0 and 1: each captures the step and replays it four times on new inputs, each
-/// replay's calls compared by the ledger first, and agrees with the CPU.
+/// replay's calls compared by the ledger first, and agrees with the CPU; then, twice,
+/// one rank replays the step while the other issues the same collectives from a scope
+/// (the ledger numbers replayed and issued calls alike), and both agree with the CPU.
 fn ranks_of_one_process_replay_a_captured_step_compared_call_by_call() -> TestResult {
     let _one_at_a_time = exclusive();
     let out = run_self(
@@ -186,21 +188,32 @@ fn ranks_of_one_process_replay_a_captured_step_compared_call_by_call() -> TestRe
     )?;
     ensure!(out.status.success(), "the child failed.\n{out}");
     out.expect("replayed", "8")?;
+    out.expect("mixed", "4")?;
     Ok(())
 }
 
 /// See [`ranks_of_one_process_replay_a_captured_step_compared_call_by_call`].
 fn threads_child() -> TestResult {
     let replayed = std::sync::atomic::AtomicUsize::new(0);
+    let mixed = std::sync::atomic::AtomicUsize::new(0);
     on_ranks(2, |rank, comm, stream| {
         let mut graph = capture_step(stream.device(), comm)?;
         for round in 0..4 {
             replay_round(&mut graph, comm, stream, round, rank, 2)?;
             replayed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+        for round in 4..6 {
+            if round % 2 == rank as u64 {
+                replay_round(&mut graph, comm, stream, round, rank, 2)?;
+            } else {
+                eager_round(comm, stream, round, rank, 2)?;
+            }
+            mixed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(())
     })?;
     println!("replayed = {}", replayed.into_inner());
+    println!("mixed = {}", mixed.into_inner());
     Ok(())
 }
 

@@ -63,12 +63,42 @@ pub fn replay_round(
     scope(stream, |s| {
         s.replay_with(&mut *graph, &[comm])?.wait().map(drop)
     })?;
+    let (_, sum, all) = graph.held();
+    check_step(round, ranks, sum, all)
+}
+
+/// The step's collectives issued by a scope, not replayed: what a rank of one process
+/// does while another replays the graph (the ledger numbers both alike); checked as
+/// [`replay_round`] checks a replay.
+pub fn eager_round(
+    comm: &Communicator,
+    stream: &Stream,
+    round: u64,
+    rank: usize,
+    ranks: usize,
+) -> TestResult {
+    let mine = input(round, rank);
+    let mut sum = vec![f32::NAN; LEN];
+    let mut all = vec![f32::NAN; LEN * ranks];
+    scope(stream, |s| {
+        let x = s.upload(&mine)?;
+        let mut sum_dev = s.alloc::<f32>(LEN)?;
+        let mut all_dev = s.alloc::<f32>(LEN * ranks)?;
+        s.all_reduce(comm, &x, &mut sum_dev, Sum)?;
+        s.all_gather(comm, &x, &mut all_dev)?;
+        let _sum = s.copy_to_host(&sum_dev, &mut sum[..])?; // the scope's end waits
+        s.copy_to_host(&all_dev, &mut all[..]).map(drop)
+    })?;
+    check_step(round, ranks, &sum, &all)
+}
+
+/// Checks round `round`'s outputs against every rank's input of that round.
+fn check_step(round: u64, ranks: usize, sum: &[f32], all: &[f32]) -> TestResult {
     let inputs: Vec<Vec<f32>> = (0..ranks).map(|r| input(round, r)).collect();
     let want_sum: Vec<f32> = (0..LEN)
         .map(|i| inputs.iter().map(|x| x[i]).sum())
         .collect();
     let want_all: Vec<f32> = inputs.concat();
-    let (_, sum, all) = graph.held();
     check_eq(&format!("round {round}: the all_reduce"), sum, &want_sum)?;
     check_eq(&format!("round {round}: the all_gather"), all, &want_all)?;
     Ok(())
