@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use gpu_tests::child::{run_self, two_gpu_main};
 use gpu_tests::nccl_graph_step::{capture_step, eager_round, replay_round};
 use gpu_tests::nccl_ranks::{
-    error_variant, exclusive, on_ranks, print_whether_the_device_still_works,
+    error_variant, exclusive, on_ranks, print_whether_the_device_still_works, streams_of,
 };
 use gpu_tests::rank_processes::two_ranks;
 use gpu_tests::tests;
@@ -44,6 +44,7 @@ fn main() {
             ranks_of_one_process_whose_graphs_disagree_end_with_an_err_not_a_hang,
             a_replay_whose_peer_never_replays_times_out_instead_of_hanging,
             captures_are_refused_where_a_peer_could_reach_the_buffers,
+            communicators_one_thread_drives_are_not_captured,
         ],
     );
 }
@@ -154,6 +155,46 @@ fn captures_are_refused_where_a_peer_could_reach_the_buffers() -> TestResult {
         ensure!(out.status.success(), "rank {rank} failed.\n{out}");
         out.expect("capture", "GraphCommunicators")?;
     }
+    Ok(())
+}
+
+/// Communicators of `for_devices` over both GPUs (one thread drives them, inside
+/// `nccl::group`): a capture's collective on one is `GraphCommunicators` naming
+/// `for_devices`, before NCCL sees it; the communicators then all-reduce in a group.
+fn communicators_one_thread_drives_are_not_captured() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let devices = [Device::new(0)?, Device::new(1)?];
+    let comms = Communicator::for_devices(&devices)?;
+    let refused = capture_all_reduce(&devices[0], &comms[0]);
+    ensure!(
+        matches!(&refused, Err(e @ stream_core::Error::GraphCommunicators { .. })
+            if e.to_string().contains("for_devices")),
+        "a capture on a communicator of for_devices returned {:?}",
+        refused.as_ref().err()
+    );
+    one_grouped_all_reduce(&devices, &comms)
+}
+
+/// One all_reduce of ones per device, in one group: each device's sum is the rank count.
+fn one_grouped_all_reduce(devices: &[Device], comms: &[Communicator]) -> TestResult {
+    let streams = streams_of(devices)?;
+    let (mut sum0, mut sum1) = (vec![0.0f32; 8], vec![0.0f32; 8]);
+    scope(&streams[0], |a| {
+        scope(&streams[1], |b| {
+            let mut x0 = a.upload(&[1.0f32; 8])?;
+            let mut x1 = b.upload(&[1.0f32; 8])?;
+            stream_core::nccl::group(|g| {
+                g.all_reduce_in_place(a, &comms[0], &mut x0, Sum)?;
+                g.all_reduce_in_place(b, &comms[1], &mut x1, Sum)
+            })?;
+            a.copy_to_host(&x0, &mut sum0[..])?.wait()?;
+            b.copy_to_host(&x1, &mut sum1[..])?.wait().map(drop)
+        })
+    })?;
+    ensure!(
+        sum0.iter().chain(&sum1).all(|&v| v == 2.0),
+        "the grouped all_reduce gave {sum0:?} and {sum1:?}"
+    );
     Ok(())
 }
 

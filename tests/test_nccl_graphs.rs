@@ -3,7 +3,8 @@
 //! inputs; a replay without the graph's communicators is refused; a graph dropped after
 //! its `Communicator` destroys it without a hang; an abort while a graph exists returns
 //! at once (NCCL's own abort waits for the graph) and the graph's replays are then
-//! refused; a graph with collectives is not updated in place.
+//! refused; a graph with collectives is not updated in place; a capture's collective
+//! inside `nccl::group` is refused.
 //!
 //! A communicator of one rank on GPU 0: collectives are captured on communicators
 //! whose peers are in other processes (with `NCCL_GRAPH_REGISTER=0`) or on ones of one
@@ -27,6 +28,7 @@ gpu_tests::test_main! {
         an_abort_while_a_graph_exists_returns_and_the_graph_then_refuses_to_replay,
         a_graph_with_collectives_is_not_updated,
         a_capture_that_panics_after_a_collective_leaves_the_communicator_usable,
+        a_capture_inside_a_group_is_refused_and_records_nothing,
     ],
 }
 
@@ -243,4 +245,26 @@ fn a_capture_that_panics_after_a_collective_leaves_the_communicator_usable() -> 
         "the communicator is not aborted after abort()"
     );
     Ok(())
+}
+
+/// A capture inside `nccl::group` whose collective would be issued only at the group's
+/// end: `NcclGroup` naming the capture, and nothing recorded (the capture fails with
+/// it); the communicator then captures and replays the step as usual.
+fn a_capture_inside_a_group_is_refused_and_records_nothing() -> TestResult {
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
+    let refused = stream_core::nccl::group(|_group| {
+        let held = dev.alloc_pinned::<f32>(16)?;
+        dev.capture(held, |c, x| {
+            let mut y = c.upload(&x)?;
+            c.all_reduce_in_place(&comm, &mut y, Sum)
+        })
+        .map(drop)
+    });
+    ensure!(
+        matches!(&refused, Err(e @ Error::NcclGroup { .. })
+            if e.to_string().contains("capture")),
+        "a capture's collective inside a group returned {refused:?}"
+    );
+    let mut graph = capture_step(&dev, &comm)?;
+    replay_round(&mut graph, &comm, &stream, 0, 0, 1)
 }

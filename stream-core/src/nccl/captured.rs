@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use super::collective::collective_methods;
+use super::group;
 use super::ledger::{Agreement, Call};
 use super::request::{issue_as, read, write, Operands, Request, Role};
 use super::{Communicator, NcclElement, ReduceOp};
@@ -75,6 +76,12 @@ use crate::scope::{Pending, Scope};
 /// replay's calls compared by the ledger before it is launched, as a scope's are:
 /// a disagreement is [`Error::RanksDisagree`](crate::Error::RanksDisagree) there, and
 /// the other ranks' replays end with it too instead of waiting.
+///
+/// Communicators of [`Communicator::for_devices`] with siblings, which one thread drives
+/// inside [`nccl::group`](super::group()), are not captured (`GraphCommunicators`): a
+/// graph is one device's, so capture one per device on threads of their own, with
+/// [`Communicator::join`]. A capture's collective inside `nccl::group` is
+/// [`Error::NcclGroup`](crate::Error::NcclGroup).
 impl<'s> Capture<'s> {
     collective_methods!(record_collective, &,);
 }
@@ -96,13 +103,28 @@ fn record_collective<'a, 's: 'a, T: NcclElement>(
     )
 }
 
-/// Refuses a communicator whose peers could reach this rank's buffers in a replay with
-/// lengths this rank did not agree to (see the impl block's docs): one of several ranks
-/// while NCCL may register captured buffers (`NCCL_GRAPH_REGISTER` not `0`).
+/// Refuses a collective a capture cannot record: one called inside [`nccl::group`]
+/// (NCCL would issue it at the group's end, after the capture's borrows), one on a
+/// communicator of [`Communicator::for_devices`] with siblings (driven only inside a
+/// group), and one whose peers could reach this rank's buffers in a replay with lengths
+/// this rank did not agree to (see the impl block's docs): on a communicator of several
+/// ranks while NCCL may register captured buffers (`NCCL_GRAPH_REGISTER` not `0`).
+///
+/// [`nccl::group`]: super::group()
 #[inline]
 fn capturable(comm: &Communicator) -> Result<()> {
+    if group::is_open() {
+        return Err(Error::NcclGroup {
+            reason: "a capture's collective was called inside nccl::group, which would                      issue it only at the group's end: call it outside the group (a capture                      records each collective as it is called)",
+        });
+    }
     if comm.size() == 1 {
         return Ok(());
+    }
+    if comm.grouped_only() {
+        return Err(Error::GraphCommunicators {
+            reason: "communicators made together by Communicator::for_devices are driven                      by one thread inside nccl::group, which a capture cannot record:                      capture one graph per device on a thread of its own, with one                      communicator per thread (UniqueId and Communicator::join)",
+        });
     }
     if std::env::var_os(GRAPH_REGISTER).is_none_or(|value| value != "0") {
         return Err(Error::GraphCommunicators {
