@@ -146,6 +146,10 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
         }
     }
     s.outstanding.watch(comm.watch());
+    // Inside a group NCCL enqueues only at the group's end: nothing to time here. The
+    // enqueue sits between the trace's halves, not in a closure, so that it is inlined
+    // and folds to this collective's one NCCL call.
+    let started = group.is_none().then(|| s.trace_begin()).flatten();
     // SAFETY: `comm` was made in the context of the scope's stream (checked above).
     // `send` and `recv` are the operands' memory, branded `'s` (so device memory of this
     // scope's device, valid on its stream, which `comm` shares: checked above) and
@@ -160,7 +164,7 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
     // stream-ordered free of a `DeviceBuffer`, a fork's lend) is ordered after it on the
     // stream, and the scope's end waits for it (bounded by the watch registered above).
     // Every bit pattern of `T: NcclElement` (plain numbers) is a valid `T`.
-    let call = || unsafe {
+    let issued = unsafe {
         enqueue(
             request.collective,
             send.ptr,
@@ -171,14 +175,14 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
             &s.stream.raw,
         )
     };
-    let issued = match group {
-        // Inside a group NCCL enqueues only at the group's end: nothing to time here.
-        Some(_) => call(),
-        None => {
-            let bytes = (count * size_of::<T>()) as u64;
-            s.traced(request.what, Category::Collective, Some(bytes), call)
-        }
-    };
+    let bytes = Some((count * size_of::<T>()) as u64);
+    s.trace_end(
+        started,
+        request.what,
+        Category::Collective,
+        bytes,
+        issued.is_ok(),
+    );
     issued.inspect_err(|e| comm.issue_failed(e))
 }
 

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::scope::Scope;
-use crate::trace::{Category, ChunkTrace, Trace};
+use crate::trace::{Category, ChunkTrace, Mark, Trace};
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// Records this scope's operations from now on into `trace` (copies, fills, kernels,
@@ -75,9 +75,34 @@ impl<'s, 'env> Scope<'s, 'env> {
         bytes: Option<u64>,
         op: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        match self.tracer() {
-            None => op(),
-            Some(trace) => traced_slow(trace, self, name, category, bytes, op),
+        let started = self.trace_begin();
+        let out = op();
+        self.trace_end(started, name, category, bytes, out.is_ok());
+        out
+    }
+
+    /// [`traced`](Self::traced) in two halves, for a caller that enqueues its operation
+    /// between them itself, so that the operation is inlined there (a closure called
+    /// through `traced` may not be: a collective's enqueue then no longer folds to its
+    /// one NCCL call). `None` in an untraced scope, after one atomic load.
+    #[inline(always)]
+    pub(crate) fn trace_begin(&self) -> Option<TraceStarted<'env>> {
+        self.tracer().map(|trace| begin(trace, self))
+    }
+
+    /// Ends what [`trace_begin`](Self::trace_begin) began: the operation's slice, if
+    /// `enqueued`.
+    #[inline(always)]
+    pub(crate) fn trace_end(
+        &self,
+        started: Option<TraceStarted<'env>>,
+        name: &'static str,
+        category: Category,
+        bytes: Option<u64>,
+        enqueued: bool,
+    ) {
+        if let Some(started) = started {
+            end(started, self, name, category, bytes, enqueued);
         }
     }
 
@@ -98,22 +123,38 @@ impl<'s, 'env> Scope<'s, 'env> {
     }
 }
 
-/// The traced side of [`Scope::traced`], kept out of line so the untraced path stays
-/// one load and a branch.
+/// What [`Scope::trace_begin`] began in a traced scope: the trace and the operation's
+/// start.
+pub(crate) struct TraceStarted<'env> {
+    trace: &'env Trace,
+    start: Option<Mark>,
+}
+
+/// The traced side of [`Scope::trace_begin`], kept out of line so the
+/// untraced path stays one load and a branch.
 #[cold]
 #[inline(never)]
-fn traced_slow<R>(
-    trace: &Trace,
+fn begin<'env>(trace: &'env Trace, scope: &Scope<'_, 'env>) -> TraceStarted<'env> {
+    TraceStarted {
+        trace,
+        start: trace.begin(scope.stream),
+    }
+}
+
+/// The traced side of [`Scope::trace_end`]: the operation's slice, if it was enqueued.
+#[cold]
+#[inline(never)]
+fn end(
+    started: TraceStarted<'_>,
     scope: &Scope<'_, '_>,
     name: &'static str,
     category: Category,
     bytes: Option<u64>,
-    op: impl FnOnce() -> Result<R>,
-) -> Result<R> {
-    let start = trace.begin(scope.stream);
-    let out = op();
-    if out.is_ok() {
-        trace.end(start, scope.stream, name, category, bytes);
+    enqueued: bool,
+) {
+    if enqueued {
+        started
+            .trace
+            .end(started.start, scope.stream, name, category, bytes);
     }
-    out
 }

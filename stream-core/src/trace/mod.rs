@@ -49,4 +49,4 @@ mod chrome;
 mod recorder;
 
 pub use recorder::Trace;
-pub(crate) use recorder::{Category, ChunkTrace};
+pub(crate) use recorder::{Category, ChunkTrace, Mark};
