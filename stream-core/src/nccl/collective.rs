@@ -85,9 +85,10 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
 /// thread can be enqueuing on it when the scope's end aborts it; a capture's for the
 /// call, since the graph keeps it); the attributes given go on `all_reduce` (its
 /// example). Each method is `#[inline]`: a caller's loop of collectives then folds the
-/// checks to the one path of its operation, as the raw call costs (without the hint
-/// LLVM kept `all_reduce_in_place` out of line once the checks had grown: 1.07x of the
-/// raw `ncclAllReduce` enqueue instead of 1.02x, `bench --case nccl`).
+/// checks to the one path of its operation (without the hint LLVM kept
+/// `all_reduce_in_place` out of line once the checks had grown: on 2x H200 one 4-byte
+/// all_reduce's enqueue cost 1.036x-1.065x of the raw `ncclAllReduce`, 1.026x-1.035x
+/// with it; `benchmarks/results/2026-11-27-h200x2-nccl-enqueue-inline-ab.txt`).
 macro_rules! collective_methods {
     ($issue:ident, &$($comm:lifetime)?, $(#[$all_reduce_doc:meta])*) => {
         /// Every rank's `send` reduced by `op` into every rank's `recv` (`ncclAllReduce`).
