@@ -130,8 +130,8 @@ pub(crate) struct TraceStarted<'env> {
     start: Option<Mark>,
 }
 
-/// The traced side of [`Scope::trace_begin`], kept out of line so the
-/// untraced path stays one load and a branch.
+/// The traced side of [`Scope::trace_begin`], kept out of line so that the untraced
+/// path stays one load and a branch.
 #[cold]
 #[inline(never)]
 fn begin<'env>(trace: &'env Trace, scope: &Scope<'_, 'env>) -> TraceStarted<'env> {
