@@ -3,8 +3,8 @@
 //! inputs; a replay without the graph's communicators is refused; a graph dropped after
 //! its `Communicator` destroys it without a hang; an abort while a graph exists returns
 //! at once (NCCL's own abort waits for the graph) and the graph's replays are then
-//! refused; a graph with collectives is not updated in place; a capture's collective
-//! inside `nccl::group` is refused.
+//! refused; a graph with collectives is not updated in place; a capture's collective,
+//! and a replay of a graph with collectives, inside `nccl::group` are refused.
 //!
 //! A communicator of one rank on GPU 0: collectives are captured on communicators
 //! whose peers are in other processes (with `NCCL_GRAPH_REGISTER=0`) or on ones of one
@@ -29,6 +29,7 @@ gpu_tests::test_main! {
         a_graph_with_collectives_is_not_updated,
         a_capture_that_panics_after_a_collective_leaves_the_communicator_usable,
         a_capture_inside_a_group_is_refused_and_records_nothing,
+        a_replay_inside_a_group_is_refused,
     ],
 }
 
@@ -266,5 +267,27 @@ fn a_capture_inside_a_group_is_refused_and_records_nothing() -> TestResult {
         "a capture's collective inside a group returned {refused:?}"
     );
     let mut graph = capture_step(&dev, &comm)?;
+    replay_round(&mut graph, &comm, &stream, 0, 0, 1)
+}
+
+/// `replay_with` inside `nccl::group` (the group's collectives would run after the
+/// replay's, in another order than they were called): `NcclGroup`, nothing launched
+/// (the output keeps its poison); outside the group the graph replays.
+fn a_replay_inside_a_group_is_refused() -> TestResult {
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
+    let mut graph = capture_step(&dev, &comm)?;
+    graph.held_mut().1.fill(f32::NAN);
+    let refused = stream_core::nccl::group(|_group| {
+        scope(&stream, |s| s.replay_with(&mut graph, &[&comm]).map(drop))
+    });
+    ensure!(
+        matches!(&refused, Err(e @ Error::NcclGroup { .. })
+            if e.to_string().contains("replayed inside nccl::group")),
+        "a replay inside a group returned {refused:?}"
+    );
+    ensure!(
+        graph.held().1.iter().all(|v| v.is_nan()),
+        "the refused replay wrote the output"
+    );
     replay_round(&mut graph, &comm, &stream, 0, 0, 1)
 }

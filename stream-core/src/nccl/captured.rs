@@ -80,8 +80,8 @@ use crate::scope::{Pending, Scope};
 /// Communicators of [`Communicator::for_devices`] with siblings, which one thread drives
 /// inside [`nccl::group`](super::group()), are not captured (`GraphCommunicators`): a
 /// graph is one device's, so capture one per device on threads of their own, with
-/// [`Communicator::join`]. A capture's collective inside `nccl::group` is
-/// [`Error::NcclGroup`](crate::Error::NcclGroup).
+/// [`Communicator::join`]. A capture's collective inside `nccl::group`, and a replay of
+/// a graph with collectives there, are [`Error::NcclGroup`](crate::Error::NcclGroup).
 impl<'s> Capture<'s> {
     collective_methods!(record_collective, &,);
 }
@@ -152,7 +152,9 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// otherwise, nothing launched).
     ///
     /// [`Error::GraphCommunicators`](crate::Error::GraphCommunicators) when one of the
-    /// graph's communicators is not in `comms`;
+    /// graph's communicators is not in `comms`; [`Error::NcclGroup`](crate::Error::NcclGroup)
+    /// inside [`nccl::group`](super::group()) (the group's collectives would run after
+    /// the replay's, in another order than they were called);
     /// [`Error::CommunicatorAborted`](crate::Error::CommunicatorAborted) once one was
     /// aborted (by a scope's watch, or [`Communicator::abort`]): its captured operations
     /// cannot run again. Nothing is launched then. A graph without collectives replays
@@ -165,6 +167,9 @@ impl<'s, 'env> Scope<'s, 'env> {
         // Before any agreement below: a refusal after it would strand the other ranks.
         self.device().ensure_same_device(graph.device())?;
         let kept = graph.communicators();
+        if !kept.is_empty() && group::is_open() {
+            return Err(replayed_inside_a_group());
+        }
         kept.check_given(comms.iter().map(|comm| comm.raw().control()))?;
         let mut agreed: Vec<&Communicator> = Vec::with_capacity(comms.len());
         for (at, &comm) in comms.iter().enumerate() {
@@ -187,6 +192,16 @@ impl<'s, 'env> Scope<'s, 'env> {
         }
         self.launch_replay(graph)
             .inspect_err(|e| agreed.iter().for_each(|c| c.issue_failed(e)))
+    }
+}
+
+/// A replay of a graph with collectives inside [`nccl::group`](super::group()): the
+/// launch would run before the group's own collectives, which NCCL issues only at the
+/// group's end, while the ledger numbers the calls in the order they were made.
+#[cold]
+fn replayed_inside_a_group() -> Error {
+    Error::NcclGroup {
+        reason: "a graph with collectives was replayed inside nccl::group, whose own                  collectives NCCL issues only at the group's end, after the replay's: replay                  it outside the group",
     }
 }
 
