@@ -248,7 +248,8 @@ fn out_of_memory_retry_waits_for_this_threads_pending_frees() -> TestResult {
             let (free_now, _) = dev.memory_info()?;
             ensure!(
                 big * 4 > free_now && !outer.is_idle()?,
-                "precondition of {what}: {} must exceed the {} free, and `outer` must still                  be spinning (is the machine so loaded that 200 ms passed?)",
+                "precondition of {what}: {} must exceed the {} free, and `outer` must still \
+                 be spinning (is the machine so loaded that 200 ms passed?)",
                 mib(big * 4),
                 mib(free_now)
             );
@@ -260,7 +261,8 @@ fn out_of_memory_retry_waits_for_this_threads_pending_frees() -> TestResult {
             let mut b = t.alloc::<u32>(big)?;
             ensure!(
                 outer.is_idle()?,
-                "the nested scope's allocation returned while `outer` still ran its kernel:                  the first attempt did not fail, so this test did not exercise the retry"
+                "the nested scope's allocation returned while `outer` still ran its kernel: \
+                 the first attempt did not fail, so this test did not exercise the retry"
             );
             t.fill(&mut b, 0xB)?;
             t.copy_to_device(&first, &mut b.slice_mut(big - PROBE..)?)?;
@@ -273,7 +275,8 @@ fn out_of_memory_retry_waits_for_this_threads_pending_frees() -> TestResult {
         let v = dev.alloc_vec::<u32>(big)?;
         ensure!(
             outer.is_idle()?,
-            "alloc_vec returned while `outer` still ran its kernel: the first attempt did              not fail, so this test did not exercise the retry"
+            "alloc_vec returned while `outer` still ran its kernel: the first attempt did \
+             not fail, so this test did not exercise the retry"
         );
         vec = Some(v);
         Ok(())

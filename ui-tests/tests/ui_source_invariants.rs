@@ -698,3 +698,64 @@ fn the_unsafe_count_skips_comments_and_reads_the_table() {
     let lib = "//! | folder | unsafe blocks |\n//! |---|---|\n//! | `scope/`   | 18 | why |\n//! | `timing/`, `device/` | 0 | |\n";
     assert_eq!(documented_unsafe_counts(lib), [("scope".to_owned(), 18)]);
 }
+
+/// Lines of `source` whose string literals hold a run of six or more spaces between two
+/// words: a message whose line continuation (`\` at a line's end) was lost, so the
+/// next line's indentation is part of the text the user reads.
+fn spaced_out_literals(source: &str) -> Vec<(usize, &str)> {
+    source
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim_start().starts_with("//"))
+        .filter(|(_, line)| {
+            // The parts between quotes on the line (odd parts of a split on `"`).
+            line.split('"').skip(1).step_by(2).any(|part| {
+                let trimmed = part.trim();
+                trimmed.contains("      ")
+            })
+        })
+        .map(|(number, line)| (number + 1, line))
+        .collect()
+}
+
+#[test]
+fn messages_keep_their_line_continuations() {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for dir in [
+        "stream-core/src",
+        "stream-macros/src",
+        "kernels/src",
+        "tests",
+        "examples",
+        "benchmarks/src",
+    ] {
+        source_files(&root.join(dir), &mut files);
+    }
+    let mut found = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+        for (number, line) in spaced_out_literals(&text) {
+            found.push(format!("{}:{number}: {}", file.display(), line.trim()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "string literals with a run of spaces inside (a lost `\\` line continuation?):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The check finds a literal with a lost continuation and passes a continued one,
+/// alignment outside literals, and comments.
+#[test]
+fn the_spacing_check_tells_lost_continuations_from_layout() {
+    let lost =
+        "    reason: \"a capture's collective was called,                      issue it\",\n";
+    assert_eq!(spaced_out_literals(lost).len(), 1);
+    let kept = "    reason: \"a capture's collective was called, \\\n              issue it\",\n";
+    assert!(spaced_out_literals(kept).is_empty());
+    let layout = "let x = \"a\";        let y = \"b\";\n// \"a        b\"\n";
+    assert!(spaced_out_literals(layout).is_empty());
+}

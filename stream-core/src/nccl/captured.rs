@@ -115,7 +115,9 @@ fn record_collective<'a, 's: 'a, T: NcclElement>(
 fn capturable(comm: &Communicator) -> Result<()> {
     if group::is_open() {
         return Err(Error::NcclGroup {
-            reason: "a capture's collective was called inside nccl::group, which would                      issue it only at the group's end: call it outside the group (a capture                      records each collective as it is called)",
+            reason: "a capture's collective was called inside nccl::group, which would \
+                     issue it only at the group's end: call it outside the group (a capture \
+                     records each collective as it is called)",
         });
     }
     if comm.size() == 1 {
@@ -123,15 +125,22 @@ fn capturable(comm: &Communicator) -> Result<()> {
     }
     if comm.grouped_only() {
         return Err(Error::GraphCommunicators {
-            reason: "communicators made together by Communicator::for_devices are driven                      by one thread inside nccl::group, which a capture cannot record:                      capture one graph per device on a thread of its own, with one                      communicator per thread (UniqueId and Communicator::join)",
+            reason: "communicators made together by Communicator::for_devices are driven \
+                     by one thread inside nccl::group, which a capture cannot record: \
+                     capture one graph per device on a thread of its own, with one \
+                     communicator per thread (UniqueId and Communicator::join)",
         });
     }
     if std::env::var_os(GRAPH_REGISTER).is_none_or(|value| value != "0") {
         return Err(Error::GraphCommunicators {
             reason: "NCCL registers the buffers of captured collectives with the peers \
+ \
                      (NCCL_GRAPH_REGISTER, on by default), so that a rank whose lengths \
+ \
                      disagree, or that dropped its graph, could write past this rank's \
+ \
                      buffers or into freed memory: set NCCL_GRAPH_REGISTER=0 in every \
+ \
                      rank's environment before it starts",
         });
     }
@@ -201,7 +210,9 @@ impl<'s, 'env> Scope<'s, 'env> {
 #[cold]
 fn replayed_inside_a_group() -> Error {
     Error::NcclGroup {
-        reason: "a graph with collectives was replayed inside nccl::group, whose own                  collectives NCCL issues only at the group's end, after the replay's: replay                  it outside the group",
+        reason: "a graph with collectives was replayed inside nccl::group, whose own \
+                 collectives NCCL issues only at the group's end, after the replay's: replay \
+                 it outside the group",
     }
 }
 
