@@ -74,7 +74,7 @@
 //! | `host/`     | 12 | pinned memory as typed slices; staged copies' DMAs, copy-out thread and streaming stores; the download snapshot's and the calibration's device memory (as `StreamRange`s) |
 //! | `scope/`    | 11 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
 //! | `managed/`  | 9  | host access to managed memory, attachment, migration |
-//! | `graph/`    | 11 | a capture's own scope and tokens, graph launches, held views, kernel-node arguments (a kernel's arguments carry their promise in `KernelArgs`, made only by the `unsafe fn` `launch` in `scope/launch.rs`; a capture's stream captures from its creation, `driver::graph::new_capturing_stream`) |
+//! | `graph/`    | 12 | a capture's own scope and tokens, graph launches (and a replay's graph taken back unwaited to launch it again: `InFlight`), held views, kernel-node arguments (a kernel's arguments carry their promise in `KernelArgs`, made only by the `unsafe fn` `launch` in `scope/launch.rs`; a capture's stream captures from its creation, `driver::graph::new_capturing_stream`) |
 //! | `future/`   | 4  | DMA of owned buffers, an owned scope, a `DeviceVec` of a stream-ordered allocation |
 //! | `nccl/`     | 4  | a collective's buffers: branded, borrowed until it is on the stream; a group's kept values (a stand-in's scratch memory, boxed, lent for the group and freed after its end: three) |
 //! | `interop/`  | 4  | device memory changing owner, the stream scratch's allocation |

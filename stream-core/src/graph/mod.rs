@@ -38,11 +38,13 @@ mod update;
 
 pub use capture::Capture;
 pub(crate) use capture::CaptureState;
+pub(crate) use collectives::GraphCommunicators;
 pub use enqueue::Enqueue;
 pub use executable::Graph;
 pub use hold::Hold;
 pub use kernel_node::{KernelNode, ScalarParam};
 pub use pinned_view::{PinnedMemory, PinnedMemoryMut, PinnedSlice, PinnedSliceMut};
+pub(crate) use replay::in_flight;
 pub use transfer::Recorded;
 
 #[cfg(test)]

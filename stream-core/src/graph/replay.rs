@@ -1,10 +1,31 @@
-//! [`Scope::replay`]: one run of a captured graph on a scope's stream.
+//! [`Scope::replay`]: one run of a captured graph on a scope's stream; and
+//! [`Scope::replay_again`]: another run right after one still in flight, without the host
+//! waiting in between.
 
+use crate::device::Device;
 use crate::error::Result;
-use crate::graph::collectives::not_given;
+use crate::graph::collectives::{not_given, GraphCommunicators};
 use crate::graph::Graph;
 use crate::scope::{Pending, Scope};
 use crate::trace::Category;
+
+/// A graph whose last replay may still be running: what the host may touch meanwhile
+/// (its device and communicators, host-side records) and nothing else, until
+/// [`Scope::launch_again`] launches it again into a new [`Pending`]. Its held buffers
+/// are out of reach: there is no way to them from here.
+pub(crate) struct InFlight<'env, H>(&'env mut Graph<H>);
+
+impl<H> InFlight<'_, H> {
+    /// The graph's device.
+    pub(crate) fn device(&self) -> &Device {
+        self.0.device()
+    }
+
+    /// The communicators its collectives run on, with their calls.
+    pub(crate) fn communicators(&self) -> &GraphCommunicators {
+        self.0.communicators()
+    }
+}
 
 impl<'s, 'env> Scope<'s, 'env> {
     /// Enqueues one run of `graph` on this scope's stream, ordered after the scope's
@@ -65,6 +86,52 @@ impl<'s, 'env> Scope<'s, 'env> {
         self.launch_replay(graph)
     }
 
+    /// Enqueues another run of the graph whose replay `pending` waits for, right after
+    /// it, without waiting on the host: a loop of replays that reads nothing between
+    /// them (a training loop whose data and weights stay on the device) pays no host
+    /// synchronisation per step. CUDA orders every launch of a graph behind its earlier
+    /// launches (`cuGraphLaunch`), on any stream; the returned `Pending` waits for both.
+    ///
+    /// ```no_run
+    /// # use stream_core::{scope, Error, Graph, Stream};
+    /// # fn f(stream: &Stream, graph: &mut Graph<()>, steps: usize) -> Result<(), Error> {
+    /// scope(stream, |s| {
+    ///     let mut step = s.replay(graph)?;
+    ///     for _ in 1..steps {
+    ///         step = s.replay_again(step)?; // no host wait between steps
+    ///     }
+    ///     let graph = step.wait()?;         // every step has completed
+    ///     Ok(())
+    /// })
+    /// # }
+    /// ```
+    ///
+    /// `pending` must come from this scope (its brand: another scope's does not
+    /// compile). Errors as for [`replay`](Self::replay); after one, the graph stays
+    /// borrowed until the scope ends, as a `Pending` that was dropped keeps it. A graph
+    /// with NCCL collectives is replayed again with
+    /// [`replay_again_with`](Self::replay_again_with).
+    pub fn replay_again<H>(
+        &'s self,
+        pending: Pending<'s, &'env mut Graph<H>>,
+    ) -> Result<Pending<'s, &'env mut Graph<H>>> {
+        let graph = in_flight(pending);
+        if !graph.communicators().is_empty() {
+            return Err(not_given());
+        }
+        self.launch_again(graph)
+    }
+
+    /// Enqueues another run of a graph whose last replay may still run (see
+    /// [`replay_again`](Self::replay_again)); its communicators, if it has collectives,
+    /// were checked and are watched by this scope (`replay_again_with`).
+    pub(crate) fn launch_again<H>(
+        &'s self,
+        graph: InFlight<'env, H>,
+    ) -> Result<Pending<'s, &'env mut Graph<H>>> {
+        self.launch_replay(graph.0)
+    }
+
     /// Enqueues one run of `graph` (see [`replay`](Self::replay)); its communicators, if
     /// it has collectives, were checked and are watched by this scope (`replay_with`).
     pub(crate) fn launch_replay<H>(
@@ -93,6 +160,12 @@ impl<'s, 'env> Scope<'s, 'env> {
                     //   or free them meanwhile, since it reaches them only through the graph; a
                     //   `DeviceVec` the graph holds shared is only read by it, one held
                     //   exclusively is reachable by no one else;
+                    // * an earlier run of it may still be running (`replay_again`: the graph
+                    //   came out of that run's `Pending` unwaited, as an `InFlight` that reaches
+                    //   none of its memory): CUDA orders each launch of a graph behind its
+                    //   earlier launches ("each launch is ordered behind ... any previous
+                    //   launches of hGraphExec", `cuGraphLaunch`), so the runs never overlap,
+                    //   and the event `Pending` records after this launch completes after both;
                     // * every kernel's launch shape and arguments were checked when recorded, as
                     //   for a scope, and its module stays loaded while the graph's device lives.
                     unsafe { graph.exec.launch(stream) }
@@ -100,4 +173,21 @@ impl<'s, 'env> Scope<'s, 'env> {
             )
         })
     }
+}
+
+/// The graph of a replay's `pending`, unwaited, as an [`InFlight`]: reachable only to be
+/// launched again.
+pub(crate) fn in_flight<'s, 'env, H>(
+    pending: Pending<'s, &'env mut Graph<H>>,
+) -> InFlight<'env, H> {
+    // SAFETY: the work `pending` waits for is runs of this graph: a `Pending` holding
+    // `&mut Graph` is made only by `launch_replay` (the one `Pending::after` whose value
+    // is a graph), on the stream of the scope whose brand it carries. `InFlight` reaches
+    // none of the memory those runs use (only the graph's device and communicator
+    // records, host data no run touches), and its one way out is `launch_again`, whose
+    // new `Pending` completes after those runs too (`cuGraphLaunch` orders a graph's
+    // launches behind its earlier ones, whatever the stream); if that launch is refused
+    // or fails, the graph stays borrowed for `'env`, past the scope's final
+    // synchronisation, as a dropped `Pending` keeps it.
+    InFlight(unsafe { pending.into_unwaited() })
 }

@@ -15,8 +15,9 @@ use super::group;
 use super::ledger::{Agreement, Call};
 use super::request::{issue_as, read, write, Operands, Request, Role};
 use super::{Communicator, NcclElement, ReduceOp};
+use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::{Capture, Graph};
+use crate::graph::{in_flight, Capture, Graph, GraphCommunicators};
 use crate::memory::{DeviceMemory, DeviceMemoryMut};
 use crate::scope::{Pending, Scope};
 
@@ -173,9 +174,55 @@ impl<'s, 'env> Scope<'s, 'env> {
         graph: &'env mut Graph<H>,
         comms: &[&'s Communicator],
     ) -> Result<Pending<'s, &'env mut Graph<H>>> {
+        let agreed = self.agree_graph(graph.device(), graph.communicators(), comms)?;
+        self.launch_replay(graph)
+            .inspect_err(|e| agreed.iter().for_each(|c| c.issue_failed(e)))
+    }
+
+    /// [`replay_again`](Self::replay_again) of a graph with NCCL collectives: another run
+    /// right after the one `pending` waits for, without waiting on the host, given the
+    /// communicators as for [`replay_with`](Self::replay_with) (and checked, agreed and
+    /// watched the same way, each run's calls in turn).
+    ///
+    /// ```no_run
+    /// # use stream_core::{nccl::Communicator, scope, Error, Graph, Stream};
+    /// # fn f(stream: &Stream, graph: &mut Graph<()>, comm: &Communicator) -> Result<(), Error> {
+    /// scope(stream, |s| {
+    ///     let mut step = s.replay_with(graph, &[comm])?;
+    ///     for _ in 1..100 {
+    ///         step = s.replay_again_with(step, &[comm])?;
+    ///     }
+    ///     step.wait()?;
+    ///     Ok(())
+    /// })
+    /// # }
+    /// ```
+    ///
+    /// Errors as for `replay_with`; after one, the graph stays borrowed until the scope
+    /// ends.
+    pub fn replay_again_with<H>(
+        &'s self,
+        pending: Pending<'s, &'env mut Graph<H>>,
+        comms: &[&'s Communicator],
+    ) -> Result<Pending<'s, &'env mut Graph<H>>> {
+        let graph = in_flight(pending);
+        let agreed = self.agree_graph(graph.device(), graph.communicators(), comms)?;
+        self.launch_again(graph)
+            .inspect_err(|e| agreed.iter().for_each(|c| c.issue_failed(e)))
+    }
+
+    /// Before a run of a graph of `device` whose collectives are `kept`, given `comms`:
+    /// the checks of [`replay_with`](Self::replay_with), then each kept communicator's
+    /// calls agreed with the other ranks of this process and its watch registered;
+    /// returns the communicators agreed (a failed launch must break their ledgers).
+    fn agree_graph(
+        &'s self,
+        device: &Device,
+        kept: &GraphCommunicators,
+        comms: &[&'s Communicator],
+    ) -> Result<Vec<&'s Communicator>> {
         // Before any agreement below: a refusal after it would strand the other ranks.
-        self.device().ensure_same_device(graph.device())?;
-        let kept = graph.communicators();
+        self.device().ensure_same_device(device)?;
         if !kept.is_empty() && group::is_open() {
             return Err(replayed_inside_a_group());
         }
@@ -199,8 +246,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             self.outstanding.watch(comm.watch());
             agreed.push(comm);
         }
-        self.launch_replay(graph)
-            .inspect_err(|e| agreed.iter().for_each(|c| c.issue_failed(e)))
+        Ok(agreed)
     }
 }
 

@@ -179,6 +179,19 @@ impl<'s, V> Pending<'s, V> {
         Ok(self.value)
     }
 
+    /// The value, without waiting for the work this `Pending` waits for, which may still
+    /// be running (a graph replayed again at once, `graph/replay.rs`).
+    ///
+    /// # Safety
+    ///
+    /// Until that work is known complete, the caller must not read or write, on the
+    /// host, any memory that work may use, nor free it, and must hand the value to a new
+    /// `Pending` (or keep it borrowed until the scope's end) whose completion comes after
+    /// that work as well as its own.
+    pub(crate) unsafe fn into_unwaited(self) -> V {
+        self.value
+    }
+
     /// `Ok(true)` once the copy is complete, without blocking.
     pub fn is_ready(&self) -> Result<bool> {
         match &self.completion {
