@@ -10,7 +10,9 @@
 use std::time::{Duration, Instant};
 
 use gpu_tests::child::{run_self, two_gpu_main};
-use gpu_tests::nccl_graph_step::{capture_step, eager_round, replay_round};
+use gpu_tests::nccl_graph_step::{
+    capture_doubling, capture_step, eager_round, replay_chain, replay_round,
+};
 use gpu_tests::nccl_ranks::{
     error_variant, exclusive, on_ranks, print_whether_the_device_still_works, streams_of,
 };
@@ -37,6 +39,7 @@ fn main() {
             ("threads", threads_child),
             ("threads_disagree", threads_disagree_child),
             ("threads_registering", threads_registering_child),
+            ("threads_again", threads_again_child),
         ],
         tests![
             ranks_in_processes_of_their_own_replay_a_captured_step_as_the_cpu_computes_it,
@@ -45,6 +48,7 @@ fn main() {
             a_replay_whose_peer_never_replays_times_out_instead_of_hanging,
             captures_are_refused_where_a_peer_could_reach_the_buffers,
             communicators_one_thread_drives_are_not_captured,
+            ranks_of_one_process_replay_again_back_to_back,
         ],
     );
 }
@@ -195,6 +199,44 @@ fn one_grouped_all_reduce(devices: &[Device], comms: &[Communicator]) -> TestRes
         sum0.iter().chain(&sum1).all(|&v| v == 2.0),
         "the grouped all_reduce gave {sum0:?} and {sum1:?}"
     );
+    Ok(())
+}
+
+/// Two threads of one process (`NCCL_GRAPH_REGISTER=0`): each captures the doubling
+/// step on its rank and runs it 20 times back to back (`replay_again_with`, each run's
+/// calls agreed by the ledger first), waited for once: `2^20 - 1` on both ranks.
+fn ranks_of_one_process_replay_again_back_to_back() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let out = run_self(
+        "two threads replaying again",
+        &[(CHILD_ENV, Some("threads_again")), NO_GRAPH_REGISTER],
+        Duration::from_secs(90),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    out.expect("again", "2")?;
+    Ok(())
+}
+
+/// See [`ranks_of_one_process_replay_again_back_to_back`].
+fn threads_again_child() -> TestResult {
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    on_ranks(2, |rank, comm, stream| {
+        let dev = stream.device();
+        let mut acc = dev.upload_vec(&vec![0u32; 4099])?;
+        {
+            let mut graph = capture_doubling(dev, comm, &mut acc)?;
+            replay_chain(&mut graph, comm, stream, 20)?;
+        }
+        let got = acc.to_host_vec()?;
+        ensure!(
+            got.iter().all(|&v| v == (1 << 20) - 1),
+            "rank {rank} after 20 runs: {:?}",
+            &got[..4]
+        );
+        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    })?;
+    println!("again = {}", done.into_inner());
     Ok(())
 }
 

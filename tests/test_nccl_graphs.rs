@@ -4,7 +4,8 @@
 //! its `Communicator` destroys it without a hang; an abort while a graph exists returns
 //! at once (NCCL's own abort waits for the graph) and the graph's replays are then
 //! refused; a graph with collectives is not updated in place; a capture's collective,
-//! and a replay of a graph with collectives, inside `nccl::group` are refused.
+//! and a replay of a graph with collectives, inside `nccl::group` are refused; runs
+//! replayed again without a host wait (`replay_again_with`) follow each other.
 //!
 //! A communicator of one rank on GPU 0: collectives are captured on communicators
 //! whose peers are in other processes (with `NCCL_GRAPH_REGISTER=0`) or on ones of one
@@ -14,7 +15,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpu_tests::nccl_graph_step::{capture_step, replay_round};
+use gpu_tests::nccl_graph_step::{capture_doubling, capture_step, replay_chain, replay_round};
 use gpu_tests::nccl_ranks::{error_variant, exclusive};
 use gpu_tests::{check_eq, ensure, Failed, TestResult};
 use stream_core::nccl::{Communicator, Sum};
@@ -30,6 +31,7 @@ gpu_tests::test_main! {
         a_capture_that_panics_after_a_collective_leaves_the_communicator_usable,
         a_capture_inside_a_group_is_refused_and_records_nothing,
         a_replay_inside_a_group_is_refused,
+        runs_replayed_again_with_collectives_follow_each_other,
     ],
 }
 
@@ -290,4 +292,42 @@ fn a_replay_inside_a_group_is_refused() -> TestResult {
         "the refused replay wrote the output"
     );
     replay_round(&mut graph, &comm, &stream, 0, 0, 1)
+}
+
+/// `replay_again_with` runs a graph with a collective 24 times back to back, waited for
+/// once: each run reads what the one before wrote (`2^24 - 1`). In a scope of its own
+/// each, `replay_again` of it and `replay_again_with` without its communicator are
+/// `GraphCommunicators` after one more run each (their first replay), and nothing more
+/// runs: `2^26 - 1` at the end.
+fn runs_replayed_again_with_collectives_follow_each_other() -> TestResult {
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
+    let mut acc = dev.upload_vec(&vec![0u32; 4099])?;
+    {
+        let mut graph = capture_doubling(&dev, &comm, &mut acc)?;
+        replay_chain(&mut graph, &comm, &stream, 24)?;
+        let refused = scope(&stream, |s| {
+            let step = s.replay_with(&mut graph, &[&comm])?;
+            s.replay_again(step).map(drop)
+        });
+        ensure!(
+            matches!(refused, Err(Error::GraphCommunicators { .. })),
+            "replay_again of a graph with a collective returned {refused:?}"
+        );
+        let refused = scope(&stream, |s| {
+            let step = s.replay_with(&mut graph, &[&comm])?;
+            s.replay_again_with(step, &[]).map(drop)
+        });
+        ensure!(
+            matches!(refused, Err(Error::GraphCommunicators { .. })),
+            "replay_again_with no communicator returned {refused:?}"
+        );
+    }
+    let want = (1u32 << 26) - 1;
+    let got = acc.to_host_vec()?;
+    ensure!(
+        got.iter().all(|&v| v == want),
+        "after 26 runs: {:?}, expected {want} everywhere",
+        &got[..4]
+    );
+    Ok(())
 }

@@ -5,9 +5,10 @@
 
 use libtest_mimic::Failed;
 use stream_core::nccl::{Communicator, Sum};
-use stream_core::{scope, Device, Error, Graph, PinnedBuffer, Stream};
+use stream_core::{scope, Device, DeviceVec, Error, Graph, LaunchConfig, PinnedBuffer, Stream};
 
 use crate::check_eq;
+use crate::graph_kernels::affine_u32;
 use crate::nccl_ranks::rank_input;
 use crate::TestResult;
 
@@ -101,5 +102,46 @@ fn check_step(round: u64, ranks: usize, sum: &[f32], all: &[f32]) -> TestResult 
     let want_all: Vec<f32> = inputs.concat();
     check_eq(&format!("round {round}: the all_reduce"), sum, &want_sum)?;
     check_eq(&format!("round {round}: the all_gather"), all, &want_all)?;
+    Ok(())
+}
+
+/// A second graph of these tests, for back-to-back replays (`replay_again_with`): `acc`
+/// all-reduced (sum) in place through `comm`, then made `2 * sum / ranks + 1`
+/// (a graph allocation in between): with every rank starting from zero, `n` runs in
+/// order leave `2^n - 1` in every element on every rank, and any run that overlapped
+/// another, or was skipped, another value.
+pub fn capture_doubling<'v>(
+    dev: &Device,
+    comm: &Communicator,
+    acc: &'v mut DeviceVec<u32>,
+) -> Result<Graph<&'v mut DeviceVec<u32>>, Failed> {
+    let len = acc.len();
+    let config = LaunchConfig::for_elements(len, 256);
+    // The sum of `ranks` equal values is `ranks` times the value: double it back to 2x.
+    let factor = 2 / comm.size() as u32;
+    let (graph, ()) = dev.capture(acc, |g, mut acc| {
+        g.all_reduce_in_place(comm, &mut acc, Sum)?;
+        let mut next = g.alloc::<u32>(len)?;
+        affine_u32(g, config, factor, 1, &acc, &mut next)?;
+        affine_u32(g, config, 1, 0, &next, &mut acc)
+    })?;
+    Ok(graph)
+}
+
+/// `runs` runs of `graph` on `stream` (`replay_with`, then `replay_again_with`), waited
+/// for once.
+pub fn replay_chain(
+    graph: &mut Graph<&mut DeviceVec<u32>>,
+    comm: &Communicator,
+    stream: &Stream,
+    runs: usize,
+) -> TestResult {
+    scope(stream, |s| {
+        let mut step = s.replay_with(graph, &[comm])?;
+        for _ in 1..runs {
+            step = s.replay_again_with(step, &[comm])?;
+        }
+        step.wait().map(drop)
+    })?;
     Ok(())
 }
