@@ -150,7 +150,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
          (issue 14: <= 0.3); a replay's enqueue is one cuGraphLaunch and one event record, \
          raw makes the same two calls",
     );
-    Ok(())
+    crate::graph_loop::rows(env, rep)
 }
 
 /// Ours, launched: a scope, [`KERNELS`] launches on a `DeviceVec` counter attached to
@@ -236,23 +236,12 @@ impl RawGraphBench {
             Ok(m)
         };
         let (launch_counter, replay_counter) = (zeroed()?, zeroed()?);
-        let capture_stream = RawStream::new()?;
-        let function = env.raw_tiny;
-        let len: usize = 1;
-        let mut args = [arg(&replay_counter.ptr), arg(&len)];
-        let (g, b) = (TINY_CONFIG.grid, TINY_CONFIG.block);
-        let graph = RawGraph::capture(&capture_stream, |stream| {
-            for _ in 0..KERNELS {
-                // SAFETY: recorded, not run: `tiny_u32(unsigned*, size_t)` with a pointer
-                // to 4 bytes of device memory that outlives the graph and the length 1.
-                unsafe { result::launch_kernel(function.0, g, b, 0, stream, &mut args) }
-                    .context("cuLaunchKernel (captured)")?;
-            }
-            Ok(())
-        })?;
+        // SAFETY: the counter is a field of the bench beside the graph, freed only when
+        // the bench is dropped, after its last launch.
+        let graph = unsafe { raw_tiny_graph(env, &replay_counter, KERNELS) }?;
         Ok(RawGraphBench {
             stream: env.raw_streams[0].0,
-            function,
+            function: env.raw_tiny,
             launch_counter,
             replay_counter,
             graph,
@@ -342,4 +331,33 @@ impl RawGraphBench {
         }
         Ok(())
     }
+}
+
+/// A raw graph of `kernels` launches of the tiny kernel on `counter`, captured with
+/// `result` calls on a stream of its own in the library's pattern (relaxed mode,
+/// `AUTO_FREE_ON_LAUNCH`).
+///
+/// # Safety
+///
+/// `counter` (4 bytes of device memory) must stay allocated while the graph is launched.
+pub(crate) unsafe fn raw_tiny_graph(
+    env: &Env,
+    counter: &RawDeviceMem,
+    kernels: usize,
+) -> Result<RawGraph> {
+    let capture_stream = RawStream::new()?;
+    let function = env.raw_tiny;
+    let len: usize = 1;
+    let mut args = [arg(&counter.ptr), arg(&len)];
+    let (g, b) = (TINY_CONFIG.grid, TINY_CONFIG.block);
+    RawGraph::capture(&capture_stream, |stream| {
+        for _ in 0..kernels {
+            // SAFETY: recorded, not run: `tiny_u32(unsigned*, size_t)` with a pointer to
+            // 4 bytes of device memory allocated while the graph is launched (this
+            // function's contract) and the length 1.
+            unsafe { result::launch_kernel(function.0, g, b, 0, stream, &mut args) }
+                .context("cuLaunchKernel (captured)")?;
+        }
+        Ok(())
+    })
 }

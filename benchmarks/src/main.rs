@@ -28,6 +28,7 @@ mod bandwidth;
 mod cuda;
 mod env;
 mod error;
+mod graph_loop;
 mod graphs;
 mod half_gemm;
 mod json;
@@ -112,7 +113,7 @@ const CASES: [Case; 15] = [
     },
     Case {
         name: "graphs",
-        what: "10. 100 small kernels launched one by one vs replayed from a CUDA graph (host and GPU time)",
+        what: "10. 100 small kernels launched one by one vs replayed from a CUDA graph (host and GPU time); a loop of replays of a short graph, chained or waited each step (host time)",
         run: graphs::run,
     },
     Case {
