@@ -27,10 +27,11 @@ MIB = 1 << 20
 # Set from the command line (see main): launches per launch sample, operations per
 # sample of the host-cost keys, kernels in the replayed graph, the SGEMM's side, SGEMMs
 # and all_reduces per sample, graph replays per sample, all_gathers in the graph of
-# all_gathers and the elements of each.
+# all_gathers and the elements of each, kernels in the graph of the replay loop and its
+# replays.
 LOOP_SIZES = (
     "BATCH", "OPS", "GRAPH_KERNELS", "GEMM_N", "GEMM_CALLS", "ALL_REDUCE_CALLS", "GRAPH_REPLAYS",
-    "GRAPH_ALL_GATHERS", "GRAPH_ALL_GATHER_ELEMENTS",
+    "GRAPH_ALL_GATHERS", "GRAPH_ALL_GATHER_ELEMENTS", "LOOP_GRAPH_KERNELS", "LOOP_REPLAYS",
 )
 
 
@@ -65,6 +66,15 @@ class Peer:
             ns += time.perf_counter_ns() - t
             self.sync()
         return ns / (GRAPH_REPLAYS * GRAPH_KERNELS)
+
+    def replay_loop(self, replay_once):
+        """us per replay of LOOP_REPLAYS calls of `replay_once` back to back and one
+        synchronisation, all timed (as ours chains `replay_again` and waits once)."""
+        t = time.perf_counter_ns()
+        for _ in range(LOOP_REPLAYS):
+            replay_once()
+        self.sync()
+        return (time.perf_counter_ns() - t) / 1e3 / LOOP_REPLAYS
 
     def sync_idle(self):
         """`synchronize()` of `idle`, a stream that never ran anything (as ours)."""
@@ -140,6 +150,19 @@ class Torch(Peer):
         graph, _ = self.state["graph"]
         with torch.cuda.stream(self.stream):
             return self.replays(graph.replay)
+
+    def graph_loop(self):
+        torch = self.torch
+        if "loop_graph" not in self.state:
+            x = torch.zeros(1, device=self.dev)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=self.stream):
+                for _ in range(LOOP_GRAPH_KERNELS):
+                    x.fill_(1.0)
+            self.state["loop_graph"] = (graph, x)
+        graph, _ = self.state["loop_graph"]
+        with torch.cuda.stream(self.stream):
+            return self.replay_loop(graph.replay)
 
     def sgemm(self):
         torch = self.torch
@@ -289,6 +312,21 @@ class CuPy(Peer):
         graph, _ = self.state["graph"]
         return self.replays(lambda: graph.launch(stream=self.stream))
 
+    def graph_loop(self):
+        cupy = self.cupy
+        if "loop_graph" not in self.state:
+            with self.stream:
+                x = cupy.zeros(1, dtype=cupy.float32)
+                x.fill(1.0)  # compiled before the capture
+                self.sync()
+                self.stream.begin_capture()
+                for _ in range(LOOP_GRAPH_KERNELS):
+                    x.fill(1.0)
+                graph = self.stream.end_capture()
+            self.state["loop_graph"] = (graph, x)
+        graph, _ = self.state["loop_graph"]
+        return self.replay_loop(lambda: graph.launch(stream=self.stream))
+
     def sgemm(self):
         cupy = self.cupy
         with self.stream:
@@ -374,6 +412,8 @@ def sample(peer, key):
         return peer.copy(key)
     if key == "graph_replay":
         return peer.graph_replay()
+    if key == "graph_loop":
+        return peer.graph_loop()
     if key == "sgemm":
         return peer.sgemm()
     if key == "graph_all_gathers":

@@ -46,7 +46,7 @@ const fn peered(
 }
 
 /// Every measurement, in table order.
-const MEASUREMENTS: [Peered; 14] = [
+const MEASUREMENTS: [Peered; 15] = [
     peered(
         "launch",
         "launch a tiny kernel (fill one element), batches of 256",
@@ -125,6 +125,13 @@ const MEASUREMENTS: [Peered; 14] = [
         true,
     ),
     peered(
+        "graph_loop",
+        "50 replays of a graph of 4 tiny kernels back to back, one wait (host time per replay, until done)",
+        "us",
+        Better::Lower,
+        true,
+    ),
+    peered(
         "graph_all_gathers",
         "replay a graph of 32 all_gathers of 64 KiB f32, one rank (a copy each), 10 replays (host time of the calls, per replay)",
         "us",
@@ -155,9 +162,15 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let python = std::env::var("BENCH_PYTHON").unwrap_or_else(|_| "python3".to_owned());
     let cfg = env.cfg;
     let mut graph_buf = env.dev.alloc_vec::<f32>(1)?;
+    let mut loop_buf = env.dev.alloc_vec::<f32>(1)?;
     let gather_in = env.dev.alloc_vec::<f32>(ours::GRAPH_ALL_GATHER_ELEMENTS)?;
     let mut gather_out = env.dev.alloc_vec::<f32>(ours::GRAPH_ALL_GATHER_ELEMENTS)?;
-    let mut ours = Ours::new(&env.dev, &mut graph_buf, (&gather_in, &mut gather_out))?;
+    let mut ours = Ours::new(
+        &env.dev,
+        &mut graph_buf,
+        &mut loop_buf,
+        (&gather_in, &mut gather_out),
+    )?;
     for (framework, name) in FRAMEWORKS {
         let mut peer =
             match PeerProcess::start(&python, framework, env.dev.ordinal(), ours::LOOP_SIZES)? {

@@ -31,6 +31,10 @@ pub const GRAPH_REPLAYS: usize = 10;
 pub const GRAPH_ALL_GATHERS: usize = 32;
 /// Elements (`f32`) of each of them: 64 KiB.
 pub const GRAPH_ALL_GATHER_ELEMENTS: usize = 16 << 10;
+/// Kernels in the graph of the replay loop: a short step, where the host's share shows.
+pub const LOOP_GRAPH_KERNELS: usize = 4;
+/// Replays of the replay loop, back to back, synchronised once.
+pub const LOOP_REPLAYS: usize = 50;
 
 /// The loop sizes the peer is given, so that both sides time the same loops.
 pub const LOOP_SIZES: &[(&str, usize)] = &[
@@ -43,6 +47,8 @@ pub const LOOP_SIZES: &[(&str, usize)] = &[
     ("GRAPH_REPLAYS", GRAPH_REPLAYS),
     ("GRAPH_ALL_GATHERS", GRAPH_ALL_GATHERS),
     ("GRAPH_ALL_GATHER_ELEMENTS", GRAPH_ALL_GATHER_ELEMENTS),
+    ("LOOP_GRAPH_KERNELS", LOOP_GRAPH_KERNELS),
+    ("LOOP_REPLAYS", LOOP_REPLAYS),
 ];
 
 /// Bytes of a copy key: `..._64` is 64 MiB, `..._1024` 1 GiB (the peer's `copy_size`).
@@ -79,6 +85,8 @@ pub struct Ours<'a> {
     pageable: Vec<(usize, Vec<f32>)>,
     device_copy: Vec<(usize, DeviceVec<f32>)>,
     graph: Graph<&'a mut DeviceVec<f32>>,
+    /// The graph of the replay loop: `LOOP_GRAPH_KERNELS` fills of a buffer of its own.
+    loop_graph: Graph<&'a mut DeviceVec<f32>>,
     gemm: Option<Gemm>,
     comm: Option<(Communicator, DeviceVec<f32>)>,
     /// The buffers of the graph of all_gathers (input, output), until that graph is
@@ -89,20 +97,27 @@ pub struct Ours<'a> {
 }
 
 impl<'a> Ours<'a> {
-    /// Streams of `dev`, and a graph of `KERNELS` one-element fills of `graph_buf` (the
-    /// peer's graph fills a tensor of its own in the same way); `gather_bufs`, of
-    /// `GRAPH_ALL_GATHER_ELEMENTS` each, are the buffers of the graph of all_gathers.
+    /// Streams of `dev`, a graph of `KERNELS` one-element fills of `graph_buf` (the
+    /// peer's graph fills a tensor of its own in the same way) and one of
+    /// `LOOP_GRAPH_KERNELS` of `loop_buf`; `gather_bufs`, of `GRAPH_ALL_GATHER_ELEMENTS`
+    /// each, are the buffers of the graph of all_gathers.
     pub fn new(
         dev: &Device,
         graph_buf: &'a mut DeviceVec<f32>,
+        loop_buf: &'a mut DeviceVec<f32>,
         gather_bufs: GatherBuffers<'a>,
     ) -> Result<Ours<'a>> {
-        let (graph, ()) = dev.capture(graph_buf, |g, mut y| {
-            for _ in 0..KERNELS {
-                kernels::fill(g, &mut y, 1.0f32)?;
-            }
-            Ok::<_, CoreError>(())
-        })?;
+        let fills = |buf: &'a mut DeviceVec<f32>, count: usize| {
+            dev.capture(buf, |g, mut y| {
+                for _ in 0..count {
+                    kernels::fill(g, &mut y, 1.0f32)?;
+                }
+                Ok::<_, CoreError>(())
+            })
+            .map(|(graph, ())| graph)
+        };
+        let graph = fills(graph_buf, KERNELS)?;
+        let loop_graph = fills(loop_buf, LOOP_GRAPH_KERNELS)?;
         Ok(Ours {
             dev: dev.clone(),
             stream: dev.new_stream()?,
@@ -113,6 +128,7 @@ impl<'a> Ours<'a> {
             pageable: Vec::new(),
             device_copy: Vec::new(),
             graph,
+            loop_graph,
             gemm: None,
             comm: None,
             gather_bufs: Some(gather_bufs),
@@ -128,6 +144,7 @@ impl<'a> Ours<'a> {
             "fork_join" => self.fork_join(),
             "alloc_free" => self.alloc_free(),
             "graph_replay" => self.graph_replay(),
+            "graph_loop" => self.graph_loop(),
             "graph_all_gathers" => self.graph_all_gathers(),
             "sgemm" => self.sgemm(),
             _ if key.starts_with("pinned_") || key.starts_with("pageable_") => self.copy(key),
@@ -228,6 +245,22 @@ impl<'a> Ours<'a> {
             }
             Ok::<_, Error>(ns / (GRAPH_REPLAYS * KERNELS) as f64)
         })
+    }
+
+    /// `LOOP_REPLAYS` replays of the loop's graph back to back (`replay`, then
+    /// `replay_again`) and one wait, all timed: host us per replay (the peer: as many
+    /// `replay()`/`launch()` calls and one stream synchronisation).
+    fn graph_loop(&mut self) -> Result<f64> {
+        let graph = &mut self.loop_graph;
+        let t = Instant::now();
+        scope(&self.stream, |s| {
+            let mut step = s.replay(graph)?;
+            for _ in 1..LOOP_REPLAYS {
+                step = s.replay_again(step)?;
+            }
+            step.wait().map(drop)
+        })?;
+        Ok(t.elapsed().as_nanos() as f64 / 1e3 / LOOP_REPLAYS as f64)
     }
 
     /// `GRAPH_REPLAYS` replays of a graph of `GRAPH_ALL_GATHERS` out-of-place
