@@ -10,6 +10,7 @@
 use std::time::{Duration, Instant};
 
 use gpu_tests::child::{run_self, two_gpu_main};
+use gpu_tests::graph_kernels::affine_u32;
 use gpu_tests::nccl_graph_step::{
     capture_doubling, capture_step, eager_round, replay_chain, replay_round,
 };
@@ -19,8 +20,8 @@ use gpu_tests::nccl_ranks::{
 use gpu_tests::rank_processes::two_ranks;
 use gpu_tests::tests;
 use gpu_tests::{ensure, TestResult};
-use stream_core::nccl::{Communicator, Sum, World};
-use stream_core::{scope, Device, Graph, PinnedBuffer};
+use stream_core::nccl::{self, Communicator, Sum, World};
+use stream_core::{scope, scope_all, Device, DeviceMemoryMut, Graph, LaunchConfig, PinnedBuffer};
 
 /// The environment variable that makes this binary run one child mode.
 const CHILD_ENV: &str = "STREAM_CORE_NCCL_GRAPH_RANKS_CHILD";
@@ -40,6 +41,7 @@ fn main() {
             ("threads_disagree", threads_disagree_child),
             ("threads_registering", threads_registering_child),
             ("threads_again", threads_again_child),
+            ("siblings", siblings_child),
         ],
         tests![
             ranks_in_processes_of_their_own_replay_a_captured_step_as_the_cpu_computes_it,
@@ -47,7 +49,7 @@ fn main() {
             ranks_of_one_process_whose_graphs_disagree_end_with_an_err_not_a_hang,
             a_replay_whose_peer_never_replays_times_out_instead_of_hanging,
             captures_are_refused_where_a_peer_could_reach_the_buffers,
-            communicators_one_thread_drives_are_not_captured,
+            communicators_one_thread_drives_are_captured_in_one_group,
             ranks_of_one_process_replay_again_back_to_back,
         ],
     );
@@ -162,21 +164,127 @@ fn captures_are_refused_where_a_peer_could_reach_the_buffers() -> TestResult {
     Ok(())
 }
 
-/// Communicators of `for_devices` over both GPUs (one thread drives them, inside
-/// `nccl::group`): a capture's collective on one is `GraphCommunicators` naming
-/// `for_devices`, before NCCL sees it; the communicators then all-reduce in a group.
-fn communicators_one_thread_drives_are_not_captured() -> TestResult {
+/// Communicators of `for_devices` over both GPUs, driven by one thread (a child with
+/// `NCCL_GRAPH_REGISTER=0`): a capture's own collective on one is `GraphCommunicators`
+/// pointing at the group, before NCCL sees it; a capture per device, the second inside
+/// the first and one `nccl::group` inside both, records each device's all_reduce and
+/// all_to_all (the group's methods given the captures) and each device's kernels; the
+/// two graphs, replayed 20 times back to back from the one thread (`scope_all!`,
+/// `replay_again_with`), leave `2^20 - 1` on both devices and the blocks exchanged;
+/// the communicators then all-reduce in a group.
+fn communicators_one_thread_drives_are_captured_in_one_group() -> TestResult {
     let _one_at_a_time = exclusive();
+    let out = run_self(
+        "one thread capturing for_devices communicators",
+        &[(CHILD_ENV, Some("siblings")), NO_GRAPH_REGISTER],
+        Duration::from_secs(90),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    out.expect("siblings", "2")?;
+    Ok(())
+}
+
+/// Runs of the sibling graphs in [`siblings_child`].
+const SIBLING_RUNS: usize = 20;
+
+/// See [`communicators_one_thread_drives_are_captured_in_one_group`].
+fn siblings_child() -> TestResult {
     let devices = [Device::new(0)?, Device::new(1)?];
     let comms = Communicator::for_devices(&devices)?;
     let refused = capture_all_reduce(&devices[0], &comms[0]);
     ensure!(
         matches!(&refused, Err(e @ stream_core::Error::GraphCommunicators { .. })
-            if e.to_string().contains("for_devices")),
-        "a capture on a communicator of for_devices returned {:?}",
+            if e.to_string().contains("for_devices") && e.to_string().contains("group")),
+        "a capture's own collective on a communicator of for_devices returned {:?}",
         refused.as_ref().err()
     );
-    one_grouped_all_reduce(&devices, &comms)
+    let len = 4099;
+    let block = 3;
+    // Rank r's all_to_all input: block p is 100 r + p, so rank p receives 100 r + p from r.
+    let sends: Vec<Vec<u32>> = (0..2)
+        .map(|r| {
+            (0..2 * block)
+                .map(|i| 100 * r + (i / block) as u32)
+                .collect()
+        })
+        .collect();
+    let mut accs = [
+        devices[0].upload_vec(&vec![0u32; len])?,
+        devices[1].upload_vec(&vec![0u32; len])?,
+    ];
+    let send = [
+        devices[0].upload_vec(&sends[0])?,
+        devices[1].upload_vec(&sends[1])?,
+    ];
+    let mut recv = [
+        devices[0].upload_vec(&vec![u32::MAX; 2 * block])?,
+        devices[1].upload_vec(&vec![u32::MAX; 2 * block])?,
+    ];
+    {
+        let [acc0, acc1] = &mut accs;
+        let [recv0, recv1] = &mut recv;
+        let config = LaunchConfig::for_elements(len, 256);
+        let (mut graph0, (mut graph1, ())) =
+            devices[0].capture((acc0, &send[0], recv0), |g0, (mut a0, s0, mut r0)| {
+                let graphs =
+                    devices[1].capture((acc1, &send[1], recv1), |g1, (mut a1, s1, mut r1)| {
+                        nccl::group(|grp| {
+                            grp.all_reduce_in_place(g0, &comms[0], &mut a0, Sum)?;
+                            grp.all_reduce_in_place(g1, &comms[1], &mut a1, Sum)?;
+                            grp.all_to_all(g0, &comms[0], &s0, &mut r0)?;
+                            grp.all_to_all(g1, &comms[1], &s1, &mut r1)
+                        })?;
+                        // Device 1's context is current inside its capture: its kernels here.
+                        add_one(g1, config, &mut a1)
+                    })?;
+                add_one(g0, config, &mut a0)?;
+                Ok::<_, stream_core::Error>(graphs)
+            })?;
+        let streams = streams_of(&devices)?;
+        scope_all!([&streams[0], &streams[1]], |a, b| {
+            let mut run0 = a.replay_with(&mut graph0, &[&comms[0]])?;
+            let mut run1 = b.replay_with(&mut graph1, &[&comms[1]])?;
+            for _ in 1..SIBLING_RUNS {
+                run0 = a.replay_again_with(run0, &[&comms[0]])?;
+                run1 = b.replay_again_with(run1, &[&comms[1]])?;
+            }
+            run1.wait()?;
+            run0.wait().map(drop)
+        })?;
+    }
+    let mut done = 0;
+    for rank in 0..2 {
+        let got = accs[rank].to_host_vec()?;
+        ensure!(
+            got.iter().all(|&v| v == (1 << SIBLING_RUNS) - 1),
+            "device {rank} after {SIBLING_RUNS} runs: {:?}",
+            &got[..4]
+        );
+        let want: Vec<u32> = (0..2)
+            .flat_map(|r| vec![100 * r + rank as u32; block])
+            .collect();
+        ensure!(
+            recv[rank].to_host_vec()? == want,
+            "device {rank}'s all_to_all: {:?}, not {want:?}",
+            recv[rank].to_host_vec()?
+        );
+        done += 1;
+    }
+    one_grouped_all_reduce(&devices, &comms)?;
+    println!("siblings = {done}");
+    Ok(())
+}
+
+/// `acc[i] += 1`, through a graph allocation (`next = acc + 1; acc = next`): after an
+/// all_reduce of two equal values, one run of the sibling graphs is `2 acc + 1`.
+fn add_one<'g>(
+    g: &'g stream_core::Capture<'g>,
+    config: LaunchConfig,
+    acc: &mut impl DeviceMemoryMut<'g, u32>,
+) -> stream_core::Result<()> {
+    let mut next = g.alloc::<u32>(acc.len())?;
+    affine_u32(g, config, 1, 1, acc, &mut next)?;
+    affine_u32(g, config, 1, 0, &next, acc)
 }
 
 /// One all_reduce of ones per device, in one group: each device's sum is the rank count.

@@ -5,7 +5,10 @@
 //! at once (NCCL's own abort waits for the graph) and the graph's replays are then
 //! refused; a graph with collectives is not updated in place; a capture's collective,
 //! and a replay of a graph with collectives, inside `nccl::group` are refused; runs
-//! replayed again without a host wait (`replay_again_with`) follow each other.
+//! replayed again without a host wait (`replay_again_with`) follow each other; a group
+//! opened inside a capture records its sends and receives (and an all_to_all) through
+//! the group's methods given the capture, and refuses a communicator's calls through a
+//! scope and a capture, or two captures, in one group.
 //!
 //! A communicator of one rank on GPU 0: collectives are captured on communicators
 //! whose peers are in other processes (with `NCCL_GRAPH_REGISTER=0`) or on ones of one
@@ -15,10 +18,10 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpu_tests::nccl_graph_step::{capture_doubling, capture_step, replay_chain, replay_round};
+use gpu_tests::nccl_graph_step::{capture_doubling, capture_step, replay_chain, replay_round, LEN};
 use gpu_tests::nccl_ranks::{error_variant, exclusive};
 use gpu_tests::{check_eq, ensure, Failed, TestResult};
-use stream_core::nccl::{Communicator, Sum};
+use stream_core::nccl::{self, Communicator, Sum};
 use stream_core::{scope, Device, Error, Stream};
 
 gpu_tests::test_main! {
@@ -32,6 +35,8 @@ gpu_tests::test_main! {
         a_capture_inside_a_group_is_refused_and_records_nothing,
         a_replay_inside_a_group_is_refused,
         runs_replayed_again_with_collectives_follow_each_other,
+        a_group_records_paired_sends_and_receives_into_a_capture,
+        a_group_refuses_one_communicator_through_two_targets,
     ],
 }
 
@@ -330,4 +335,106 @@ fn runs_replayed_again_with_collectives_follow_each_other() -> TestResult {
         &got[..4]
     );
     Ok(())
+}
+
+/// A group opened inside a capture, its methods given the capture: a send to this rank
+/// and its receive (paired only inside a group), and an all_to_all, are recorded; three
+/// replays on new inputs copy the input through both. The capture's own collective in
+/// the same group is `NcclGroup` pointing at the group's methods.
+fn a_group_records_paired_sends_and_receives_into_a_capture() -> TestResult {
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
+    let held = (
+        dev.alloc_pinned::<u32>(LEN)?,
+        dev.alloc_pinned::<u32>(LEN)?,
+        dev.alloc_pinned::<u32>(LEN)?,
+    );
+    let (mut graph, ()) = dev.capture(held, |g, (x_host, mut sent_host, mut routed_host)| {
+        let x = g.upload(&x_host)?;
+        let mut sent = g.alloc::<u32>(LEN)?;
+        let mut routed = g.alloc::<u32>(LEN)?;
+        nccl::group(|grp| {
+            let own = g.all_reduce_in_place(&comm, &mut routed, Sum);
+            ensure_group_error(own, "give the capture to the group's method")?;
+            grp.send(g, &comm, &x, 0)?;
+            grp.recv(g, &comm, &mut sent, 0)?;
+            grp.all_to_all(g, &comm, &x, &mut routed)?;
+            Ok::<_, Failed>(())
+        })?;
+        g.copy_to_host(&sent, &mut sent_host)?;
+        g.copy_to_host(&routed, &mut routed_host)?;
+        Ok::<_, Failed>(())
+    })?;
+    for round in 0..3u32 {
+        let input: Vec<u32> = (0..LEN as u32).map(|i| i ^ (round << 20)).collect();
+        {
+            let (x, sent, routed) = graph.held_mut();
+            x.copy_from_slice(&input);
+            sent.fill(u32::MAX);
+            routed.fill(u32::MAX);
+        }
+        scope(&stream, |s| {
+            s.replay_with(&mut graph, &[&comm])?.wait().map(drop)
+        })?;
+        let (_, sent, routed) = graph.held();
+        check_eq(&format!("round {round}: the send to itself"), sent, &input)?;
+        check_eq(&format!("round {round}: the all_to_all"), routed, &input)?;
+    }
+    Ok(())
+}
+
+/// `result` is `NcclGroup` whose message contains `says`.
+fn ensure_group_error(result: stream_core::Result<()>, says: &str) -> TestResult {
+    ensure!(
+        matches!(&result, Err(Error::NcclGroup { reason }) if reason.contains(says)),
+        "expected NcclGroup saying {says:?}, got {result:?}"
+    );
+    Ok(())
+}
+
+/// NCCL takes a communicator's calls of one group all into one graph or none: in one
+/// group, an all_reduce through a scope and then one through a capture on the same
+/// communicator, and two captures' (nested) on it, are `NcclGroup` for the second call,
+/// before NCCL sees it; the scope's call still runs, and a group of the first capture's
+/// calls alone replays.
+fn a_group_refuses_one_communicator_through_two_targets() -> TestResult {
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
+    let mut summed = [0.0f32; 16];
+    let held = dev.alloc_pinned::<f32>(16)?;
+    let (mut graph, ()) = dev.capture(held, |g, mut out| {
+        let mut y = g.alloc_zeroed::<f32>(16)?;
+        scope(&stream, |s| {
+            let mut z = s.upload(&[1.0f32; 16])?;
+            nccl::group(|grp| {
+                grp.all_reduce_in_place(s, &comm, &mut z, Sum)?;
+                let second = grp.all_reduce_in_place(g, &comm, &mut y, Sum);
+                ensure_group_error(second, "through a scope and a capture")
+            })?;
+            s.copy_to_host(&z, &mut summed[..])?.wait()?;
+            Ok::<_, Failed>(())
+        })?;
+        let inner = dev.alloc_pinned::<f32>(16)?;
+        let nested = dev.capture(inner, |h, _| {
+            let mut w = h.alloc_zeroed::<f32>(16)?;
+            nccl::group(|grp| {
+                grp.all_reduce_in_place(g, &comm, &mut y, Sum)?;
+                let second = grp.all_reduce_in_place(h, &comm, &mut w, Sum);
+                ensure_group_error(second, "two captures")
+            })
+        });
+        drop(nested?);
+        g.fill(&mut y, 2.0)?;
+        nccl::group(|grp| grp.all_reduce_in_place(g, &comm, &mut y, Sum))?;
+        g.copy_to_host(&y, &mut out)?;
+        Ok::<_, Failed>(())
+    })?;
+    check_eq(
+        "the scope's all_reduce in the refused group",
+        &summed[..],
+        &[1.0f32; 16][..],
+    )?;
+    graph.held_mut().fill(f32::NAN);
+    scope(&stream, |s| {
+        s.replay_with(&mut graph, &[&comm])?.wait().map(drop)
+    })?;
+    check_eq("the replayed group", graph.held(), &[2.0f32; 16][..])
 }

@@ -2,7 +2,7 @@
 //! stream work into a graph, once, on a stream that belongs to the capture.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::device::{Device, Stream};
 use crate::driver::context::PrimaryContext;
@@ -83,6 +83,9 @@ pub(crate) struct CaptureState {
     no_downloads: Outstanding,
     /// The communicators of the collectives recorded (`nccl/captured.rs`).
     communicators: Mutex<GraphCommunicators>,
+    /// Set when the end of an `nccl::group` whose collectives the capture recorded
+    /// failed: NCCL may have left some out of the graph, so the capture fails.
+    group_failure: Arc<OnceLock<Error>>,
 }
 
 impl CaptureState {
@@ -97,7 +100,14 @@ impl CaptureState {
             events: Mutex::new(Vec::new()),
             no_downloads: Outstanding::default(),
             communicators: Mutex::new(GraphCommunicators::default()),
+            group_failure: Arc::default(),
         }
+    }
+
+    /// Where the end of an `nccl::group` that recorded collectives into this capture
+    /// puts its error when it fails (the group keeps it until its end).
+    pub(crate) fn group_failure(&self) -> &Arc<OnceLock<Error>> {
+        &self.group_failure
     }
 
     /// An id no graph of this process had before.
@@ -107,7 +117,7 @@ impl CaptureState {
     }
 
     /// The graph's id.
-    pub(super) fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
@@ -341,6 +351,18 @@ where
     let graph = ending.finish();
     match (out, graph) {
         (Err(e), _) => Err(e),
+        (Ok(_), _) if state.group_failure.get().is_some() => Err(E::from(Error::from(
+            crate::error::GraphCaptureInvalidated {
+                cause: format!(
+                    "the end of an nccl::group whose collectives the capture recorded failed \
+                     ({}), so NCCL may have left some of them out of the graph",
+                    state
+                        .group_failure
+                        .get()
+                        .map_or(String::new(), Error::to_string)
+                ),
+            },
+        ))),
         (Ok(_), Err(e)) => Err(E::from(invalidated(e))),
         (Ok(_), Ok(None)) => Err(E::from(Error::from(
             crate::error::GraphCaptureInvalidated {

@@ -7,7 +7,8 @@
 //! borrows it inherits (no `unsafe` of its own).
 
 use super::group::{self, Group};
-use super::request::{issue, read, refuse_outside_a_group, write, Request};
+use super::group_target::GroupTarget;
+use super::request::{read, refuse_outside_a_group, write, Request};
 use super::{Communicator, NcclElement};
 use crate::error::{Error, Result, ShapeMismatch};
 use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};
@@ -110,10 +111,10 @@ impl<'g> Group<'g, '_> {
     /// rank of `comm`). In one group with the other devices' calls, this is how one
     /// thread drives an all-to-all over the communicators of
     /// [`Communicator::for_devices`].
-    pub fn all_to_all<'s: 'g, T: NcclElement>(
+    pub fn all_to_all<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
@@ -123,10 +124,10 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::all_to_all_v`], issued at the group's end.
-    pub fn all_to_all_v<'s: 'g, T: NcclElement>(
+    pub fn all_to_all_v<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         send_counts: &[usize],
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
@@ -148,10 +149,10 @@ impl<'g> Group<'g, '_> {
     /// One send and one receive per rank `peer` of `comm`, of `counts(peer)` elements,
     /// from consecutive blocks of `send` and into consecutive blocks of `recv`, whose
     /// lengths the caller checked to be the sums of the counts.
-    pub(super) fn exchange<'s: 'g, T: NcclElement>(
+    pub(super) fn exchange<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: DeviceSlice<'g, 's, T>,
         recv: DeviceSliceMut<'g, 's, T>,
         counts: impl Fn(usize) -> (usize, usize),
@@ -171,8 +172,8 @@ impl<'g> Group<'g, '_> {
             let (out, rest) = to_send.split_at(out_len)?;
             let (into, rest_mut) = to_recv.into_split_at_mut(in_len)?;
             for issued in [
-                issue(s, comm, Request::send(out, peer)?, Some(self)),
-                issue(s, comm, Request::recv(into, peer)?, Some(self)),
+                s.issue_in_group(TOKEN, comm, Request::send(out, peer)?, self),
+                s.issue_in_group(TOKEN, comm, Request::recv(into, peer)?, self),
             ] {
                 match issued {
                     Ok(()) => {}

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::collective::collective_methods;
-use super::group;
+use super::group::{self, Group};
 use super::ledger::{Agreement, Call};
 use super::request::{issue_as, read, write, Operands, Request, Role};
 use super::{Communicator, NcclElement, ReduceOp};
@@ -78,11 +78,13 @@ use crate::scope::{Pending, Scope};
 /// a disagreement is [`Error::RanksDisagree`](crate::Error::RanksDisagree) there, and
 /// the other ranks' replays end with it too instead of waiting.
 ///
-/// Communicators of [`Communicator::for_devices`] with siblings, which one thread drives
-/// inside [`nccl::group`](super::group()), are not captured (`GraphCommunicators`): a
-/// graph is one device's, so capture one per device on threads of their own, with
-/// [`Communicator::join`]. A capture's collective inside `nccl::group`, and a replay of
-/// a graph with collectives there, are [`Error::NcclGroup`](crate::Error::NcclGroup).
+/// Inside [`nccl::group`](super::group()) a capture records through the group's methods,
+/// given the capture in place of a scope (see [`Group`]): how sends and receives that
+/// must be paired are captured, and how one thread captures the communicators of
+/// [`Communicator::for_devices`] (a capture per device, the group inside them all),
+/// whose collectives a capture's own methods refuse (`GraphCommunicators`), as a scope's
+/// refuse them outside a group. A capture's own collective inside a group, and a replay
+/// of a graph with collectives there, are [`Error::NcclGroup`](crate::Error::NcclGroup).
 impl<'s> Capture<'s> {
     collective_methods!(record_collective, &,);
 }
@@ -104,44 +106,67 @@ fn record_collective<'a, 's: 'a, T: NcclElement>(
     )
 }
 
-/// Refuses a collective a capture cannot record: one called inside [`nccl::group`]
-/// (NCCL would issue it at the group's end, after the capture's borrows), one on a
-/// communicator of [`Communicator::for_devices`] with siblings (driven only inside a
-/// group), and one whose peers could reach this rank's buffers in a replay with lengths
-/// this rank did not agree to (see the impl block's docs): on a communicator of several
-/// ranks while NCCL may register captured buffers (`NCCL_GRAPH_REGISTER` not `0`).
+/// A collective `capture` records inside `group` (a [`Group`] method given the
+/// capture): NCCL enqueues it into the capture's graph at the group's end, which comes
+/// before the capture's own end, since the capture outlives the group (`'s: 'g`).
+/// Checked as [`record_collective`] is, except that a group is where it belongs, also
+/// for a communicator of [`Communicator::for_devices`] with siblings.
+pub(super) fn record_in_group<'a, 's: 'a, T: NcclElement>(
+    capture: &'s Capture<'s>,
+    comm: &Communicator,
+    request: Request<'a, 's, T>,
+    group: &'a Group<'a, '_>,
+) -> Result<()> {
+    unregistered(comm)?;
+    let role = Role::Captured(capture.state());
+    issue_as(capture.scope(), comm, request, Some(group), role)?;
+    group::recorded_into(capture.state());
+    Ok(())
+}
+
+/// Refuses a collective a capture cannot record through its own methods: one called
+/// inside [`nccl::group`] (NCCL would issue it at the group's end, after the call's
+/// borrows: the group's methods take the capture instead), one on a communicator of
+/// [`Communicator::for_devices`] with siblings (driven only inside a group), and one
+/// [`unregistered`] refuses.
 ///
 /// [`nccl::group`]: super::group()
 #[inline]
 fn capturable(comm: &Communicator) -> Result<()> {
     if group::is_open() {
         return Err(Error::NcclGroup {
-            reason: "a capture's collective was called inside nccl::group, which would \
-                     issue it only at the group's end: call it outside the group (a capture \
-                     records each collective as it is called)",
+            reason: "a capture's own collective was called inside nccl::group, which would \
+                     issue it only at the group's end, after the call's borrows: inside a \
+                     group, give the capture to the group's method (grp.all_reduce(g, &comm, \
+                     ...)), which borrows the buffers until the group's end",
         });
-    }
-    if comm.size() == 1 {
-        return Ok(());
     }
     if comm.grouped_only() {
         return Err(Error::GraphCommunicators {
             reason: "communicators made together by Communicator::for_devices are driven \
-                     by one thread inside nccl::group, which a capture cannot record: \
-                     capture one graph per device on a thread of its own, with one \
-                     communicator per thread (UniqueId and Communicator::join)",
+                     by one thread inside nccl::group: open a capture on each device, the \
+                     group inside them all, and give each device's capture to the group's \
+                     methods (grp.all_reduce(g0, &comms[0], ...))",
         });
+    }
+    unregistered(comm)
+}
+
+/// Refuses a collective on a communicator whose peers could reach this rank's buffers in
+/// a replay with lengths this rank did not agree to (see the impl block's docs): one of
+/// several ranks while NCCL may register captured buffers (`NCCL_GRAPH_REGISTER` not
+/// `0`).
+#[inline]
+fn unregistered(comm: &Communicator) -> Result<()> {
+    if comm.size() == 1 {
+        return Ok(());
     }
     if std::env::var_os(GRAPH_REGISTER).is_none_or(|value| value != "0") {
         return Err(Error::GraphCommunicators {
             reason: "NCCL registers the buffers of captured collectives with the peers \
- \
                      (NCCL_GRAPH_REGISTER, on by default), so that a rank whose lengths \
- \
                      disagree, or that dropped its graph, could write past this rank's \
- \
                      buffers or into freed memory: set NCCL_GRAPH_REGISTER=0 in every \
- \
                      rank's environment before it starts",
         });
     }

@@ -8,6 +8,7 @@
 //! own).
 
 use super::group::Group;
+use super::group_target::GroupTarget;
 use super::request::{rank_in, read, write};
 use super::{Communicator, NcclElement};
 use crate::error::{Error, Result, ShapeMismatch};
@@ -82,10 +83,10 @@ impl<'s, 'env> Scope<'s, 'env> {
 
 impl<'g> Group<'g, '_> {
     /// [`Scope::gather`], issued at the group's end.
-    pub fn gather<'s: 'g, T: NcclElement>(
+    pub fn gather<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         root: usize,
@@ -94,10 +95,10 @@ impl<'g> Group<'g, '_> {
     }
 
     /// [`Scope::scatter`], issued at the group's end.
-    pub fn scatter<'s: 'g, T: NcclElement>(
+    pub fn scatter<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         root: usize,
@@ -109,10 +110,10 @@ impl<'g> Group<'g, '_> {
     /// non-empty blocks are the root's, one per rank, in the root's buffer (checked to
     /// hold `comm.size()` of them) and the other buffer of every rank; the root's buffer
     /// on the other ranks is not used (an empty front of it goes to the exchange).
-    fn with_root<'s: 'g, T: NcclElement>(
+    fn with_root<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: DeviceSlice<'g, 's, T>,
         recv: DeviceSliceMut<'g, 's, T>,
         root: usize,

@@ -5,13 +5,16 @@
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::{Arc, OnceLock};
 
-use super::request::{issue, read, write, Operands, Request};
+use super::group_target::GroupTarget;
+use super::request::{read, write, Operands, Request};
 use super::{Communicator, NcclElement, ReduceOp};
 use crate::driver::nccl::{group_end, group_start};
 use crate::error::{Error, Result};
+use crate::graph::CaptureState;
 use crate::memory::{DeviceMemory, DeviceMemoryMut};
-use crate::scope::Scope;
+use crate::sealed::TOKEN;
 
 thread_local! {
     /// `true` while [`group`] runs its closure on this thread (NCCL's groups are per
@@ -28,6 +31,69 @@ pub(crate) fn is_open() -> bool {
 thread_local! {
     /// What the group open on this thread keeps until its end ([`Group::keep`]).
     static KEPT: RefCell<Vec<Kept>> = const { RefCell::new(Vec::new()) };
+}
+
+thread_local! {
+    /// Each communicator the group open on this thread issued a collective on, with what
+    /// through: `None` for scopes, the graph's id for a capture. NCCL takes the calls of
+    /// one group on a communicator either all on streams that do not capture or all into
+    /// one graph ("Streams given to a communicator within a NCCL group must either be all
+    /// uncaptured or all captured by the same graph", its `enqueue.cc`).
+    static TARGETS: RefCell<Vec<(usize, Option<u64>)>> = const { RefCell::new(Vec::new()) };
+
+    /// Where the captures that recorded collectives in the group open on this thread
+    /// learn that its end failed.
+    static CAPTURES: RefCell<Vec<Arc<OnceLock<Error>>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Before a collective of the open group on the communicator `comm` (its control's
+/// address) through `target` (`None`: a scope; `Some(id)`: the capture of graph `id`):
+/// [`Error::NcclGroup`] when the group issued on `comm` through another target (see
+/// [`TARGETS`]), before NCCL or the ledger sees the call.
+pub(crate) fn claim(comm: usize, target: Option<u64>) -> Result<()> {
+    TARGETS.with(|targets| {
+        let mut targets = targets.borrow_mut();
+        match targets.iter().find(|(c, _)| *c == comm) {
+            Some(&(_, first)) if first == target => Ok(()),
+            Some(_) => Err(Error::NcclGroup {
+                reason: "one nccl::group issued collectives on one communicator through a \
+                         scope and a capture, or through two captures: NCCL takes a \
+                         communicator's calls of one group all into one graph or none, so \
+                         use a group for each",
+            }),
+            None => {
+                targets.push((comm, target));
+                Ok(())
+            }
+        }
+    })
+}
+
+/// After a collective the open group recorded into the capture of `state`: if the
+/// group's end fails, the capture fails too (NCCL may have left the call out of its
+/// graph).
+pub(crate) fn recorded_into(state: &CaptureState) {
+    CAPTURES.with(|captures| {
+        let mut captures = captures.borrow_mut();
+        if !captures
+            .iter()
+            .any(|c| Arc::ptr_eq(c, state.group_failure()))
+        {
+            captures.push(Arc::clone(state.group_failure()));
+        }
+    });
+}
+
+/// What the group open on this thread remembered of its targets, forgotten at its start
+/// and end; on a failed end each capture it recorded into is told.
+fn forget_targets(ended: &Result<()>) {
+    TARGETS.with(|targets| targets.borrow_mut().clear());
+    let captures = CAPTURES.with(|captures| std::mem::take(&mut *captures.borrow_mut()));
+    if let Err(error) = ended {
+        for failure in captures {
+            let _ = failure.set(error.clone());
+        }
+    }
 }
 
 /// One value [`Group::keep`] moved to the heap, with the function that drops it and
@@ -127,6 +193,7 @@ struct GroupEnd;
 impl GroupEnd {
     fn open() -> Self {
         super::self_pairs::clear();
+        forget_targets(&Ok(()));
         OPEN.with(|open| open.set(true));
         GroupEnd
     }
@@ -152,6 +219,7 @@ fn end() -> Result<()> {
     super::self_pairs::clear();
     let ended = group_end();
     super::ledger::group_ended(&ended);
+    forget_targets(&ended);
     release_kept();
     ended
 }
@@ -162,14 +230,47 @@ fn release_kept() {
 }
 
 /// An open NCCL group (see [`group`]): its methods are the collectives of
-/// [`Scope`](crate::Scope), each with the scope whose stream it runs on, and with
+/// [`Scope`](crate::Scope), each with the scope whose stream it runs on, or with the
+/// graph [`Capture`](crate::Capture) that records it (see [`GroupTarget`]), and with
 /// borrows for `'g`, the rest of the group. Neither `Send` nor `Sync`: NCCL's groups
 /// belong to one thread.
 ///
-/// Each method asks that its scope outlive the group (`'s: 'g`), which every buffer
-/// borrowed for `'g` already implies; a helper generic over the buffer types says so
-/// itself: `fn issue<'g, 's: 'g>(g: &'g Group<'g, '_>, s: &'s Scope<'s, '_>, x: &'g
+/// Each method asks that its scope or capture outlive the group (`'s: 'g`), which every
+/// buffer borrowed for `'g` already implies; a helper generic over the buffer types says
+/// so itself: `fn issue<'g, 's: 'g>(g: &'g Group<'g, '_>, s: &'s Scope<'s, '_>, x: &'g
 /// impl DeviceMemory<'s, f32>, ...)`.
+///
+/// One thread records the collectives of [`Communicator::for_devices`] into CUDA graphs
+/// by opening a capture on each device, one inside the other, and the group inside them
+/// all (a communicator's calls of one group go all to one capture, or all to scopes:
+/// [`Error::NcclGroup`] otherwise); each device's graph is then replayed on a scope of
+/// that device, from the same thread, every one of them before any is waited for:
+///
+/// ```no_run
+/// use stream_core::nccl::{self, Communicator, Sum};
+/// use stream_core::{scope_all, Device, Error};
+/// # fn main() -> stream_core::Result<()> {
+/// let devices = [Device::new(0)?, Device::new(1)?];
+/// let comms = Communicator::for_devices(&devices)?; // with NCCL_GRAPH_REGISTER=0 set
+/// let mut grads0 = devices[0].alloc_vec::<f32>(1 << 20)?;
+/// let mut grads1 = devices[1].alloc_vec::<f32>(1 << 20)?;
+/// let (mut graph0, (mut graph1, ())) = devices[0].capture(&mut grads0, |g0, mut x0| {
+///     devices[1].capture(&mut grads1, |g1, mut x1| {
+///         nccl::group(|grp| {
+///             grp.all_reduce_in_place(g0, &comms[0], &mut x0, Sum)?;
+///             grp.all_reduce_in_place(g1, &comms[1], &mut x1, Sum)
+///         })
+///     })
+/// })?;
+/// let streams = [devices[0].new_stream()?, devices[1].new_stream()?];
+/// scope_all!([&streams[0], &streams[1]], |a, b| {
+///     let run0 = a.replay_with(&mut graph0, &[&comms[0]])?;
+///     let run1 = b.replay_with(&mut graph1, &[&comms[1]])?;
+///     run1.wait()?;
+///     run0.wait().map(drop)
+/// })?;
+/// # Ok::<_, Error>(()) }
+/// ```
 pub struct Group<'g, 'env: 'g> {
     _group: PhantomData<&'g mut &'g ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -198,192 +299,204 @@ impl<'g> Group<'g, '_> {
         unsafe { at.as_mut() }
     }
 
-    /// [`Scope::all_reduce`], issued at the group's end.
-    pub fn all_reduce<'s: 'g, T: NcclElement>(
+    /// [`Scope::all_reduce`](crate::Scope::all_reduce),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn all_reduce<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
     ) -> Result<()> {
-        issue(
-            s,
+        s.issue_in_group(
+            TOKEN,
             comm,
             Request::all_reduce(Operands::Apart(read(send), write(recv)), op),
-            Some(self),
+            self,
         )
     }
 
-    /// [`Scope::all_reduce_in_place`], issued at the group's end.
-    pub fn all_reduce_in_place<'s: 'g, T: NcclElement>(
+    /// [`Scope::all_reduce_in_place`](crate::Scope::all_reduce_in_place),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn all_reduce_in_place<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
     ) -> Result<()> {
-        issue(
-            s,
+        s.issue_in_group(
+            TOKEN,
             comm,
             Request::all_reduce(Operands::InPlace(write(buf)), op),
-            Some(self),
+            self,
         )
     }
 
-    /// [`Scope::broadcast`], issued at the group's end.
-    pub fn broadcast<'s: 'g, T: NcclElement>(
+    /// [`Scope::broadcast`](crate::Scope::broadcast),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn broadcast<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         root: usize,
     ) -> Result<()> {
-        issue(
-            s,
+        s.issue_in_group(
+            TOKEN,
             comm,
             Request::broadcast(Operands::Apart(read(send), write(recv)), root)?,
-            Some(self),
+            self,
         )
     }
 
-    /// [`Scope::broadcast_in_place`], issued at the group's end.
-    pub fn broadcast_in_place<'s: 'g, T: NcclElement>(
+    /// [`Scope::broadcast_in_place`](crate::Scope::broadcast_in_place),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn broadcast_in_place<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         root: usize,
     ) -> Result<()> {
-        issue(
-            s,
+        s.issue_in_group(
+            TOKEN,
             comm,
             Request::broadcast(Operands::InPlace(write(buf)), root)?,
-            Some(self),
+            self,
         )
     }
 
-    /// [`Scope::reduce`], issued at the group's end.
-    pub fn reduce<'s: 'g, T: NcclElement>(
+    /// [`Scope::reduce`](crate::Scope::reduce),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn reduce<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
         root: usize,
     ) -> Result<()> {
-        issue(
-            s,
+        s.issue_in_group(
+            TOKEN,
             comm,
             Request::reduce(Operands::Apart(read(send), write(recv)), op, root)?,
-            Some(self),
+            self,
         )
     }
 
-    /// [`Scope::reduce_in_place`], issued at the group's end.
-    pub fn reduce_in_place<'s: 'g, T: NcclElement>(
+    /// [`Scope::reduce_in_place`](crate::Scope::reduce_in_place),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn reduce_in_place<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
         root: usize,
     ) -> Result<()> {
-        issue(
-            s,
+        s.issue_in_group(
+            TOKEN,
             comm,
             Request::reduce(Operands::InPlace(write(buf)), op, root)?,
-            Some(self),
+            self,
         )
     }
 
-    /// [`Scope::all_gather`], issued at the group's end.
-    pub fn all_gather<'s: 'g, T: NcclElement>(
+    /// [`Scope::all_gather`](crate::Scope::all_gather),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn all_gather<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
-        issue(
-            s,
+        s.issue_in_group(
+            TOKEN,
             comm,
             Request::all_gather(Operands::Apart(read(send), write(recv))),
-            Some(self),
+            self,
         )
     }
 
-    /// [`Scope::all_gather_in_place`], issued at the group's end.
-    pub fn all_gather_in_place<'s: 'g, T: NcclElement>(
+    /// [`Scope::all_gather_in_place`](crate::Scope::all_gather_in_place),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn all_gather_in_place<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
-        issue(
-            s,
+        s.issue_in_group(
+            TOKEN,
             comm,
             Request::all_gather(Operands::InPlace(write(buf))),
-            Some(self),
+            self,
         )
     }
 
-    /// [`Scope::reduce_scatter`], issued at the group's end.
-    pub fn reduce_scatter<'s: 'g, T: NcclElement>(
+    /// [`Scope::reduce_scatter`](crate::Scope::reduce_scatter),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn reduce_scatter<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         send: &'g impl DeviceMemory<'s, T>,
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
     ) -> Result<()> {
-        issue(
-            s,
+        s.issue_in_group(
+            TOKEN,
             comm,
             Request::reduce_scatter(Operands::Apart(read(send), write(recv)), op),
-            Some(self),
+            self,
         )
     }
 
-    /// [`Scope::reduce_scatter_in_place`], issued at the group's end.
-    pub fn reduce_scatter_in_place<'s: 'g, T: NcclElement>(
+    /// [`Scope::reduce_scatter_in_place`](crate::Scope::reduce_scatter_in_place),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn reduce_scatter_in_place<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         op: impl ReduceOp<T>,
     ) -> Result<()> {
-        issue(
-            s,
+        s.issue_in_group(
+            TOKEN,
             comm,
             Request::reduce_scatter(Operands::InPlace(write(buf)), op),
-            Some(self),
+            self,
         )
     }
 
-    /// [`Scope::send`], issued at the group's end (a send to this rank itself pairs with
-    /// a [`recv`](Self::recv) of the same group).
-    pub fn send<'s: 'g, T: NcclElement>(
+    /// [`Scope::send`](crate::Scope::send), issued at the group's end (given a capture,
+    /// recorded then into its graph); a send to this rank itself pairs with a
+    /// [`recv`](Self::recv) of the same group.
+    pub fn send<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         buf: &'g impl DeviceMemory<'s, T>,
         peer: usize,
     ) -> Result<()> {
-        issue(s, comm, Request::send(read(buf), peer)?, Some(self))
+        s.issue_in_group(TOKEN, comm, Request::send(read(buf), peer)?, self)
     }
 
-    /// [`Scope::recv`], issued at the group's end.
-    pub fn recv<'s: 'g, T: NcclElement>(
+    /// [`Scope::recv`](crate::Scope::recv),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn recv<'s: 'g, 'c: 'g, T: NcclElement>(
         &'g self,
-        s: &'s Scope<'s, '_>,
-        comm: &'s Communicator,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         peer: usize,
     ) -> Result<()> {
-        issue(s, comm, Request::recv(write(buf), peer)?, Some(self))
+        s.issue_in_group(TOKEN, comm, Request::recv(write(buf), peer)?, self)
     }
 }
 

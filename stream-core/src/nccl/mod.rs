@@ -164,6 +164,7 @@ mod communicator;
 mod element;
 mod gather_scatter;
 mod group;
+mod group_target;
 mod ledger;
 mod rendezvous;
 mod request;
@@ -176,6 +177,7 @@ mod world;
 pub use communicator::{Communicator, DEFAULT_TIMEOUT};
 pub use element::{Avg, Max, Min, NcclElement, Prod, ReduceOp, Sum};
 pub use group::{group, Group};
+pub use group_target::GroupTarget;
 pub use unique_id::UniqueId;
 pub use world::{Launcher, World};
 

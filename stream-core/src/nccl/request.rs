@@ -103,6 +103,13 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
             return Err(to_itself_outside_a_group());
         }
     }
+    if group.is_some() {
+        let target = match role {
+            Role::Captured(state) => Some(state.id()),
+            Role::Own | Role::StandIn => None,
+        };
+        group::claim(Arc::as_ptr(comm.raw().control()) as usize, target)?;
+    }
     // After every check that refuses a call NCCL would not see, and before the empty
     // call returns (NCCL sees neither rank's empty call, so the ledger's numbering stays
     // NCCL's only if both count it).
