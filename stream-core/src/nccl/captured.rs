@@ -120,7 +120,7 @@ pub(super) fn record_in_group<'a, 's: 'a, T: NcclElement>(
     unregistered(comm)?;
     let role = Role::Captured(capture.state());
     issue_as(capture.scope(), comm, request, Some(group), role)?;
-    group::recorded_into(capture.state());
+    super::group_target::recorded_into(capture.state().group_failure());
     Ok(())
 }
 

@@ -5,14 +5,12 @@
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::{Arc, OnceLock};
 
 use super::group_target::GroupTarget;
 use super::request::{read, write, Operands, Request};
 use super::{Communicator, NcclElement, ReduceOp};
 use crate::driver::nccl::{group_end, group_start};
 use crate::error::{Error, Result};
-use crate::graph::CaptureState;
 use crate::memory::{DeviceMemory, DeviceMemoryMut};
 use crate::sealed::TOKEN;
 
@@ -31,69 +29,6 @@ pub(crate) fn is_open() -> bool {
 thread_local! {
     /// What the group open on this thread keeps until its end ([`Group::keep`]).
     static KEPT: RefCell<Vec<Kept>> = const { RefCell::new(Vec::new()) };
-}
-
-thread_local! {
-    /// Each communicator the group open on this thread issued a collective on, with what
-    /// through: `None` for scopes, the graph's id for a capture. NCCL takes the calls of
-    /// one group on a communicator either all on streams that do not capture or all into
-    /// one graph ("Streams given to a communicator within a NCCL group must either be all
-    /// uncaptured or all captured by the same graph", its `enqueue.cc`).
-    static TARGETS: RefCell<Vec<(usize, Option<u64>)>> = const { RefCell::new(Vec::new()) };
-
-    /// Where the captures that recorded collectives in the group open on this thread
-    /// learn that its end failed.
-    static CAPTURES: RefCell<Vec<Arc<OnceLock<Error>>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Before a collective of the open group on the communicator `comm` (its control's
-/// address) through `target` (`None`: a scope; `Some(id)`: the capture of graph `id`):
-/// [`Error::NcclGroup`] when the group issued on `comm` through another target (see
-/// [`TARGETS`]), before NCCL or the ledger sees the call.
-pub(crate) fn claim(comm: usize, target: Option<u64>) -> Result<()> {
-    TARGETS.with(|targets| {
-        let mut targets = targets.borrow_mut();
-        match targets.iter().find(|(c, _)| *c == comm) {
-            Some(&(_, first)) if first == target => Ok(()),
-            Some(_) => Err(Error::NcclGroup {
-                reason: "one nccl::group issued collectives on one communicator through a \
-                         scope and a capture, or through two captures: NCCL takes a \
-                         communicator's calls of one group all into one graph or none, so \
-                         use a group for each",
-            }),
-            None => {
-                targets.push((comm, target));
-                Ok(())
-            }
-        }
-    })
-}
-
-/// After a collective the open group recorded into the capture of `state`: if the
-/// group's end fails, the capture fails too (NCCL may have left the call out of its
-/// graph).
-pub(crate) fn recorded_into(state: &CaptureState) {
-    CAPTURES.with(|captures| {
-        let mut captures = captures.borrow_mut();
-        if !captures
-            .iter()
-            .any(|c| Arc::ptr_eq(c, state.group_failure()))
-        {
-            captures.push(Arc::clone(state.group_failure()));
-        }
-    });
-}
-
-/// What the group open on this thread remembered of its targets, forgotten at its start
-/// and end; on a failed end each capture it recorded into is told.
-fn forget_targets(ended: &Result<()>) {
-    TARGETS.with(|targets| targets.borrow_mut().clear());
-    let captures = CAPTURES.with(|captures| std::mem::take(&mut *captures.borrow_mut()));
-    if let Err(error) = ended {
-        for failure in captures {
-            let _ = failure.set(error.clone());
-        }
-    }
 }
 
 /// One value [`Group::keep`] moved to the heap, with the function that drops it and
@@ -193,7 +128,7 @@ struct GroupEnd;
 impl GroupEnd {
     fn open() -> Self {
         super::self_pairs::clear();
-        forget_targets(&Ok(()));
+        super::group_target::forget_targets(&Ok(()));
         OPEN.with(|open| open.set(true));
         GroupEnd
     }
@@ -219,7 +154,7 @@ fn end() -> Result<()> {
     super::self_pairs::clear();
     let ended = group_end();
     super::ledger::group_ended(&ended);
-    forget_targets(&ended);
+    super::group_target::forget_targets(&ended);
     release_kept();
     ended
 }

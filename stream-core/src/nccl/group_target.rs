@@ -3,12 +3,19 @@
 //! end). Captures inside a group are how one thread records the collectives of
 //! [`Communicator::for_devices`] (one capture per device, the group inside them all),
 //! and how a capture records sends and receives that must be paired.
+//!
+//! The group open on this thread also remembers here which target each communicator's
+//! calls went through (NCCL takes them all into one graph or none), and which captures
+//! it recorded into, which fail if its end fails.
+
+use std::cell::RefCell;
+use std::sync::{Arc, OnceLock};
 
 use super::captured::record_in_group;
 use super::group::Group;
 use super::request::{issue, Request};
 use super::{Communicator, NcclElement};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::graph::Capture;
 use crate::scope::Scope;
 use crate::sealed::{self, Token};
@@ -80,5 +87,115 @@ impl<'s, 'c> GroupTarget<'s, 'c> for Capture<'s> {
         's: 'a,
     {
         record_in_group(self, comm, request, group)
+    }
+}
+
+thread_local! {
+    /// Each communicator the group open on this thread issued a collective on, with what
+    /// through: `None` for scopes, the graph's id for a capture. NCCL takes the calls of
+    /// one group on a communicator either all on streams that do not capture or all into
+    /// one graph ("Streams given to a communicator within a NCCL group must either be all
+    /// uncaptured or all captured by the same graph", its `enqueue.cc`).
+    static TARGETS: RefCell<Vec<(usize, Option<u64>)>> = const { RefCell::new(Vec::new()) };
+
+    /// Where the captures that recorded collectives in the group open on this thread
+    /// learn that its end failed.
+    static CAPTURES: RefCell<Vec<Arc<OnceLock<Error>>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Before a collective of the open group on the communicator `comm` (its control's
+/// address) through `target` (`None`: a scope; `Some(id)`: the capture of graph `id`):
+/// [`Error::NcclGroup`] when the group issued on `comm` through another target (see
+/// [`TARGETS`]), before NCCL or the ledger sees the call.
+pub(super) fn claim(comm: usize, target: Option<u64>) -> Result<()> {
+    TARGETS.with(|targets| {
+        let mut targets = targets.borrow_mut();
+        match targets.iter().find(|(c, _)| *c == comm) {
+            Some(&(_, first)) if first == target => Ok(()),
+            Some(_) => Err(Error::NcclGroup {
+                reason: "one nccl::group issued collectives on one communicator through a \
+                         scope and a capture, or through two captures: NCCL takes a \
+                         communicator's calls of one group all into one graph or none, so \
+                         use a group for each",
+            }),
+            None => {
+                targets.push((comm, target));
+                Ok(())
+            }
+        }
+    })
+}
+
+/// After a collective the open group recorded into a capture whose
+/// `group_failure` (`graph/capture.rs`) is `failure`: if the group's end
+/// fails, the capture fails too (NCCL may have left the call out of its graph).
+pub(super) fn recorded_into(failure: &Arc<OnceLock<Error>>) {
+    CAPTURES.with(|captures| {
+        let mut captures = captures.borrow_mut();
+        if !captures.iter().any(|c| Arc::ptr_eq(c, failure)) {
+            captures.push(Arc::clone(failure));
+        }
+    });
+}
+
+/// What the group open on this thread remembered of its targets, forgotten at its start
+/// and end; on a failed end each capture it recorded into is told.
+pub(super) fn forget_targets(ended: &Result<()>) {
+    TARGETS.with(|targets| targets.borrow_mut().clear());
+    let captures = CAPTURES.with(|captures| std::mem::take(&mut *captures.borrow_mut()));
+    if let Err(error) = ended {
+        for failure in captures {
+            let _ = failure.set(error.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{claim, forget_targets, recorded_into};
+    use crate::Error;
+    use std::sync::{Arc, OnceLock};
+
+    /// A communicator's calls of one group go through one target: scopes (`None`) or one
+    /// capture's graph; each communicator claims its own; the group's end forgets them.
+    #[test]
+    fn a_communicator_of_one_group_keeps_its_first_target() {
+        forget_targets(&Ok(()));
+        assert!(claim(1, None).is_ok());
+        assert!(claim(1, None).is_ok());
+        let capture_after_scopes = claim(1, Some(7)).unwrap_err();
+        assert!(
+            matches!(&capture_after_scopes, Error::NcclGroup { reason }
+                if reason.contains("one graph or none")),
+            "{capture_after_scopes:?}"
+        );
+        assert!(claim(2, Some(7)).is_ok());
+        assert!(claim(2, Some(7)).is_ok());
+        assert!(matches!(claim(2, Some(8)), Err(Error::NcclGroup { .. })));
+        assert!(matches!(claim(2, None), Err(Error::NcclGroup { .. })));
+        forget_targets(&Ok(()));
+        assert!(claim(1, Some(8)).is_ok() && claim(2, None).is_ok());
+        forget_targets(&Ok(()));
+    }
+
+    /// The captures a group recorded into learn of its failed end (each once), and of
+    /// nothing when it ended well; a later group does not tell them again.
+    #[test]
+    fn a_failed_group_end_reaches_the_captures_it_recorded_into() {
+        let (ok, failed) = (Arc::new(OnceLock::new()), Arc::new(OnceLock::new()));
+        forget_targets(&Ok(()));
+        recorded_into(&ok);
+        forget_targets(&Ok(()));
+        assert!(ok.get().is_none());
+        recorded_into(&failed);
+        recorded_into(&failed);
+        forget_targets(&Err(Error::NcclGroup { reason: "the end" }));
+        assert!(matches!(
+            failed.get(),
+            Some(Error::NcclGroup { reason: "the end" })
+        ));
+        assert_eq!(Arc::strong_count(&failed), 1, "the group kept the slot");
+        forget_targets(&Err(Error::NcclGroup { reason: "another" }));
+        assert!(ok.get().is_none());
     }
 }

@@ -108,7 +108,7 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
             Role::Captured(state) => Some(state.id()),
             Role::Own | Role::StandIn => None,
         };
-        group::claim(Arc::as_ptr(comm.raw().control()) as usize, target)?;
+        super::group_target::claim(Arc::as_ptr(comm.raw().control()) as usize, target)?;
     }
     // After every check that refuses a call NCCL would not see, and before the empty
     // call returns (NCCL sees neither rank's empty call, so the ledger's numbering stays
