@@ -3,7 +3,8 @@
 //! to 1 GiB (nccl-tests' definition, busbw = algbw × 2(n−1)/n; with one GPU, where it
 //! is zero by definition, the rows show algbw), the same for all-to-all against raw
 //! grouped sends and receives (`all_to_all.rs`), a step of small all-reduces replayed
-//! as a CUDA graph against raw NCCL's captured and eager (`graph_step.rs`), and the host
+//! as a CUDA graph against raw NCCL's captured and eager (`graph_step.rs`; on two GPUs
+//! of one thread too, `sibling_graphs.rs`, with `NCCL_GRAPH_REGISTER=0`), and the host
 //! cost of enqueuing one small collective on a communicator of one rank.
 //!
 //! Both sides use communicators made with `ncclCommInitAll` over the same devices, their
@@ -17,6 +18,7 @@ mod all_to_all;
 mod graph_step;
 mod ours;
 mod raw_ranks;
+mod sibling_graphs;
 
 use std::time::Instant;
 
@@ -136,6 +138,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     }
     all_to_all::rows(env, &comms, &streams, &raw, rep)?;
     graph_step::rows(env, &devices[0], rep)?;
+    sibling_graphs::rows(env, &devices, &comms, &streams, &raw, rep)?;
     enqueue_cost(env, &devices[0], rep)
 }
 

@@ -1,0 +1,250 @@
+//! The step of `graph_step.rs` (32 all-reduces of 64 KiB) on two GPUs driven by one
+//! thread, replayed as CUDA graphs: ours a capture per device, one inside the other,
+//! with one `nccl::group` inside both given the captures, replayed in `scope_all!` (two
+//! scopes that open, replay and end); raw both streams captured at once, each pair of
+//! `ncclAllReduce`s in a `ncclGroupStart`/`ncclGroupEnd` (as nccl-tests captures
+//! several GPUs of one thread), then a `cuGraphLaunch` per device and a
+//! `cuStreamSynchronize` of each. A sample is one step's host time, synchronisation
+//! included.
+//!
+//! Captures on communicators of several ranks need `NCCL_GRAPH_REGISTER=0` (the library
+//! refuses them otherwise, see `Capture`'s collectives); without it the row is skipped
+//! with a line saying so, and both sides run unregistered when it is set.
+#![allow(unsafe_code)]
+
+use std::time::Instant;
+
+use cudarc::driver::{result, sys};
+use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
+use stream_core::nccl::{self, Communicator, Sum};
+use stream_core::{scope_all, Device, DeviceVec, Graph, Stream};
+
+use super::raw_ranks::{RawBuffers, RawRanks};
+use crate::env::Env;
+use crate::error::{Context, Error, Result};
+use crate::measurement::Measurement;
+use crate::raw::RawStream;
+use crate::report::{Better, Report, Row, Source};
+
+/// All-reduces per step and device.
+const REDUCES: usize = 32;
+/// Elements (`f32`) per all-reduce: 64 KiB.
+const COUNT: usize = 16 << 10;
+
+/// The row (see the module docs), on the first two of `devices` when there are two.
+pub(super) fn rows(
+    env: &Env,
+    devices: &[Device],
+    comms: &[Communicator],
+    streams: &[Stream],
+    raw: &RawRanks,
+    rep: &mut Report,
+) -> Result<()> {
+    if comms.len() < 2 {
+        return Ok(());
+    }
+    if std::env::var_os("NCCL_GRAPH_REGISTER").is_none_or(|v| v != "0") {
+        println!(
+            "nccl: the step replayed as graphs on 2 GPUs of one thread needs \
+             NCCL_GRAPH_REGISTER=0 in the environment: no row"
+        );
+        return Ok(());
+    }
+    let inputs = [upload(&devices[0])?, upload(&devices[1])?];
+    let mut outputs = [devices[0].alloc_vec(COUNT)?, devices[1].alloc_vec(COUNT)?];
+    let [out0, out1] = &mut outputs;
+    let (mut ours0, (mut ours1, ())) =
+        devices[0].capture((&inputs[0], out0), |g0, (x0, mut y0)| {
+            devices[1].capture((&inputs[1], out1), |g1, (x1, mut y1)| {
+                for _ in 0..REDUCES {
+                    nccl::group(|grp| {
+                        grp.all_reduce(g0, &comms[0], &x0, &mut y0, Sum)?;
+                        grp.all_reduce(g1, &comms[1], &x1, &mut y1, Sum)
+                    })?;
+                }
+                Ok::<_, stream_core::Error>(())
+            })
+        })?;
+    let theirs = raw.buffers(COUNT, true)?;
+    let raw_graphs = RawSiblingGraphs::capture(raw, &theirs)?;
+    let row = Measurement::new()
+        .ours("ours", || {
+            replay_both(streams, comms, [&mut ours0, &mut ours1])
+        })
+        .raw("raw NCCL graphs", || raw_graphs.replay(raw))
+        .into_row(
+            env.cfg.plan(3, 21),
+            Row::new(
+                "nccl",
+                format!(
+                    "step of {REDUCES} all_reduces of 64 KiB, 2 GPUs of one thread, replayed as \
+                     graphs (raw: ncclAllReduce pairs captured in groups)"
+                ),
+                "us/step",
+                Better::Lower,
+            ),
+        )?
+        .in_unit(|t| t * 1e6);
+    rep.push(row.check_vs_raw(1.03, Source::Goal));
+    drop((ours0, ours1));
+    for output in &outputs {
+        check_output(output)?;
+    }
+    drop(raw_graphs);
+    raw.free(theirs)
+}
+
+/// Each device's input: every element 1.5, so the sum over two ranks is 3.
+fn upload(device: &Device) -> Result<DeviceVec<f32>> {
+    Ok(device.upload_vec(&vec![1.5f32; COUNT])?)
+}
+
+type StepGraph<'v> = Graph<(&'v DeviceVec<f32>, &'v mut DeviceVec<f32>)>;
+
+/// One replay of both graphs, each on its device's stream, then both scopes' ends;
+/// seconds.
+fn replay_both(
+    streams: &[Stream],
+    comms: &[Communicator],
+    graphs: [&mut StepGraph<'_>; 2],
+) -> Result<f64> {
+    let [graph0, graph1] = graphs;
+    let start = Instant::now();
+    scope_all!([&streams[0], &streams[1]], |a, b| {
+        a.replay_with(graph0, &[&comms[0]]).map(drop)?;
+        b.replay_with(graph1, &[&comms[1]]).map(drop)
+    })?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Every element of a device's output is the two ranks' sum, 3.
+fn check_output(output: &DeviceVec<f32>) -> Result<()> {
+    let got = output.to_host_vec()?;
+    match got.iter().position(|&v| v != 3.0) {
+        None => Ok(()),
+        Some(i) => Err(Error::msg(format!(
+            "nccl sibling graphs: element {i} is {}, expected 3",
+            got[i]
+        ))),
+    }
+}
+
+/// The raw step: a graph per device, captured together.
+struct RawSiblingGraphs {
+    graphs: Vec<sys::CUgraph>,
+    execs: Vec<sys::CUgraphExec>,
+}
+
+impl RawSiblingGraphs {
+    /// Begins a capture on a new stream of each device, issues [`REDUCES`] out-of-place
+    /// `ncclAllReduce`s per device (see [`record`]), ends the captures and instantiates
+    /// each graph in its device's context.
+    fn capture(raw: &RawRanks, buffers: &RawBuffers) -> Result<Self> {
+        let ranks = raw.comms.len();
+        let mut capturing = Vec::with_capacity(ranks);
+        for rank in 0..ranks {
+            raw.bind(rank)?;
+            let stream = RawStream::new()?;
+            // SAFETY: a live stream of the current context, captured until the end
+            // below, on which only this function issues work.
+            unsafe {
+                result::stream::begin_capture(
+                    stream.0,
+                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+                )
+            }
+            .context("cuStreamBeginCapture")?;
+            capturing.push(stream);
+        }
+        let recorded = record(raw, buffers, &capturing);
+        let mut sibling = RawSiblingGraphs {
+            graphs: Vec::new(),
+            execs: Vec::new(),
+        };
+        for (rank, stream) in capturing.iter().enumerate() {
+            raw.bind(rank)?;
+            // SAFETY: ends the capture begun above on the same stream.
+            let graph =
+                unsafe { result::stream::end_capture(stream.0) }.context("cuStreamEndCapture")?;
+            if graph.is_null() {
+                return Err(Error::msg("raw: a capture was invalidated"));
+            }
+            sibling.graphs.push(graph);
+        }
+        recorded?;
+        for (rank, &graph) in sibling.graphs.iter().enumerate() {
+            raw.bind(rank)?;
+            let flags =
+                sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+            // SAFETY: `graph` is a live graph just captured in this context.
+            let exec = unsafe { result::graph::instantiate(graph, flags) }
+                .context("cuGraphInstantiateWithFlags")?;
+            sibling.execs.push(exec);
+        }
+        raw.bind(0)?;
+        Ok(sibling)
+    }
+
+    /// One launch per device on its stream, then both synchronised; seconds.
+    fn replay(&self, raw: &RawRanks) -> Result<f64> {
+        let start = Instant::now();
+        for (exec, stream) in self.execs.iter().zip(&raw.streams) {
+            // SAFETY: the instance and the stream are alive; the graph's buffers outlive
+            // it (freed after it is destroyed).
+            unsafe { result::graph::launch(*exec, stream.0) }.context("cuGraphLaunch")?;
+        }
+        for stream in &raw.streams {
+            stream.sync()?;
+        }
+        Ok(start.elapsed().as_secs_f64())
+    }
+}
+
+/// The all-reduces of every rank on its capturing stream, a group per all-reduce (as
+/// ours: a group's receive buffers are borrowed until its end, so one buffer takes one
+/// all-reduce per group).
+fn record(raw: &RawRanks, buffers: &RawBuffers, capturing: &[RawStream]) -> Result<()> {
+    for _ in 0..REDUCES {
+        nccl_result::group_start().map_err(|e| Error::msg(format!("ncclGroupStart: {e:?}")))?;
+        let mut issued = Ok(());
+        for (rank, stream) in capturing.iter().enumerate() {
+            // SAFETY: recorded, not run: both buffers hold `COUNT` f32s of rank `rank`'s
+            // device and outlive the graphs (freed after they are destroyed); the
+            // communicator and the stream are of that device.
+            let call = unsafe {
+                nccl_result::all_reduce(
+                    buffers.send[rank].ptr() as *const _,
+                    buffers.recv[rank].ptr() as *mut _,
+                    COUNT,
+                    nccl_sys::ncclDataType_t::ncclFloat32,
+                    nccl_sys::ncclRedOp_t::ncclSum,
+                    raw.comms[rank],
+                    stream.0 as nccl_sys::cudaStream_t,
+                )
+            };
+            if let Err(e) = call {
+                issued = Err(Error::msg(format!("ncclAllReduce (captured): {e:?}")));
+                break;
+            }
+        }
+        let ended = nccl_result::group_end()
+            .map(drop)
+            .map_err(|e| Error::msg(format!("ncclGroupEnd: {e:?}")));
+        issued.and(ended)?;
+    }
+    Ok(())
+}
+
+impl Drop for RawSiblingGraphs {
+    fn drop(&mut self) {
+        for &exec in &self.execs {
+            // SAFETY: made in `capture`, destroyed once, here; every launch was
+            // synchronised before the drop.
+            let _ = unsafe { result::graph::exec_destroy(exec) };
+        }
+        for &graph in &self.graphs {
+            // SAFETY: as above.
+            let _ = unsafe { result::graph::destroy(graph) };
+        }
+    }
+}
