@@ -141,7 +141,13 @@
 //! one by one. The graph keeps its communicators; a collective is recorded only where no
 //! peer can reach this rank's buffers during replays with lengths it did not agree to
 //! (see [`Capture::all_reduce`](crate::Capture::all_reduce)); ranks of one process have
-//! each replay's calls compared by the ledger, as a scope's.
+//! each replay's calls compared by the ledger, as a scope's. Inside a [`group`] opened
+//! in captures, the group's methods take a capture where they take a scope
+//! ([`GroupTarget`]): paired sends and receives are captured so, and one thread
+//! captures the communicators of [`Communicator::for_devices`], a capture per device
+//! (see [`Group`]); replays of a graph per device chained without host waits
+//! ([`Scope::replay_again_with`](crate::Scope::replay_again_with)) keep the devices in
+//! step, as a training loop needs.
 //!
 //! # Launchers
 //!
