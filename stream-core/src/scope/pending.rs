@@ -48,7 +48,7 @@ use super::Outstanding;
 /// })
 /// # }
 /// ```
-#[must_use = "the host memory stays locked until the scope ends unless you call `.wait()`"]
+#[must_use = "what it holds (host memory, a replayed graph) stays borrowed until the scope ends unless you call `.wait()`"]
 pub struct Pending<'s, V> {
     value: V,
     /// What `wait` waits for.
