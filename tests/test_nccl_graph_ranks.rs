@@ -42,6 +42,7 @@ fn main() {
             ("threads_registering", threads_registering_child),
             ("threads_again", threads_again_child),
             ("siblings", siblings_child),
+            ("registering_set_late", registering_set_late_child),
         ],
         tests![
             ranks_in_processes_of_their_own_replay_a_captured_step_as_the_cpu_computes_it,
@@ -141,7 +142,8 @@ fn never_replays_child() -> TestResult {
 
 /// A capture's collective is `GraphCommunicators`, before NCCL sees it, while
 /// `NCCL_GRAPH_REGISTER` is not `0`: on a communicator of two ranks of one process (two
-/// threads), and in two processes.
+/// threads), and in two processes; and when the variable was set to `0` only after the
+/// process's first captured collective (NCCL read it there, and keeps registering).
 fn captures_are_refused_where_a_peer_could_reach_the_buffers() -> TestResult {
     let _one_at_a_time = exclusive();
     let threads = run_self(
@@ -161,6 +163,44 @@ fn captures_are_refused_where_a_peer_could_reach_the_buffers() -> TestResult {
         ensure!(out.status.success(), "rank {rank} failed.\n{out}");
         out.expect("capture", "GraphCommunicators")?;
     }
+    let late = run_self(
+        "two threads capturing after the variable was set late",
+        &[
+            (CHILD_ENV, Some("registering_set_late")),
+            ("NCCL_GRAPH_REGISTER", None),
+        ],
+        Duration::from_secs(90),
+    )?;
+    ensure!(late.status.success(), "the child failed.\n{late}");
+    late.expect("late", "2")?;
+    Ok(())
+}
+
+/// See [`captures_are_refused_where_a_peer_could_reach_the_buffers`]: a collective
+/// captured on a communicator of one rank while the variable is unset (the process's
+/// first: NCCL reads it there), then `NCCL_GRAPH_REGISTER=0` set, then two threads'
+/// captures refused all the same.
+fn registering_set_late_child() -> TestResult {
+    {
+        let device = Device::new(0)?;
+        let alone = Communicator::for_devices(std::slice::from_ref(&device))?.remove(0);
+        drop(capture_all_reduce(&device, &alone)?);
+    }
+    // Safe in this edition; the communicator above is destroyed (with NCCL's threads of
+    // it), and the rank threads start below.
+    std::env::set_var("NCCL_GRAPH_REGISTER", "0");
+    let refused = std::sync::atomic::AtomicUsize::new(0);
+    on_ranks(2, |_, comm, stream| {
+        let captured = capture_step(stream.device(), comm);
+        ensure!(
+            matches!(&captured, Err(e) if e.message().is_some_and(|m| m.contains("first captured collective"))),
+            "a capture after the variable was set late returned {:?}",
+            captured.as_ref().err().map(|e| e.message())
+        );
+        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    })?;
+    println!("late = {}", refused.into_inner());
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 //! nodes name it, so the graph keeps it (`graph/collectives.rs`) and each replay checks
 //! it and watches it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::collective::collective_methods;
 use super::group::{self, Group};
@@ -68,8 +68,8 @@ use crate::scope::{Pending, Scope};
 /// lengths disagree, or that dropped the graph those buffers belong to, could be
 /// written past or into freed memory. So a collective is recorded on a communicator of
 /// one rank, or, with `NCCL_GRAPH_REGISTER=0` in the environment (set it before the
-/// process starts: NCCL reads it once, when a collective is first captured), on any
-/// communicator; otherwise the call is
+/// process starts: NCCL reads it once, when a collective is first captured, and so does
+/// this crate, at the process's first captured collective), on any communicator; otherwise the call is
 /// [`Error::GraphCommunicators`](crate::Error::GraphCommunicators) and nothing is
 /// recorded. Without registration NCCL moves the data as for a scope's collectives:
 /// ranks of other processes whose lengths disagree wait for each other until the
@@ -154,23 +154,34 @@ fn capturable(comm: &Communicator) -> Result<()> {
 
 /// Refuses a collective on a communicator whose peers could reach this rank's buffers in
 /// a replay with lengths this rank did not agree to (see the impl block's docs): one of
-/// several ranks while NCCL may register captured buffers (`NCCL_GRAPH_REGISTER` not
-/// `0`).
+/// several ranks while NCCL may register captured buffers ([`registration_off`] is
+/// `false`).
 #[inline]
 fn unregistered(comm: &Communicator) -> Result<()> {
-    if comm.size() == 1 {
+    // Read before the size's shortcut: the first captured collective of any
+    // communicator fixes the reading, as it fixes NCCL's.
+    if registration_off() || comm.size() == 1 {
         return Ok(());
     }
-    if std::env::var_os(GRAPH_REGISTER).is_none_or(|value| value != "0") {
-        return Err(Error::GraphCommunicators {
-            reason: "NCCL registers the buffers of captured collectives with the peers \
-                     (NCCL_GRAPH_REGISTER, on by default), so that a rank whose lengths \
-                     disagree, or that dropped its graph, could write past this rank's \
-                     buffers or into freed memory: set NCCL_GRAPH_REGISTER=0 in every \
-                     rank's environment before it starts",
-        });
-    }
-    Ok(())
+    Err(Error::GraphCommunicators {
+        reason: "NCCL registers the buffers of captured collectives with the peers \
+                 (NCCL_GRAPH_REGISTER, on by default), so that a rank whose lengths \
+                 disagree, or that dropped its graph, could write past this rank's \
+                 buffers or into freed memory: set NCCL_GRAPH_REGISTER=0 in every \
+                 rank's environment before it starts (it is read once, at the process's \
+                 first captured collective)",
+    })
+}
+
+/// `true` when `NCCL_GRAPH_REGISTER` was `0` at this process's first captured collective.
+/// NCCL reads the variable once, when it first captures a collective (its
+/// `NCCL_PARAM(GraphRegister)`, read only for a capturing plan), which is inside that
+/// same first capture, right after this reading: read once here too, a variable changed
+/// later (`std::env::set_var` is safe before the 2024 edition) cannot make this crate
+/// believe registration is off while NCCL keeps it on.
+fn registration_off() -> bool {
+    static OFF: OnceLock<bool> = OnceLock::new();
+    *OFF.get_or_init(|| std::env::var_os(GRAPH_REGISTER).is_some_and(|value| value == "0"))
 }
 
 /// NCCL's variable for the registration of captured buffers (`1` by default).
