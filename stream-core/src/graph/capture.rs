@@ -349,20 +349,11 @@ where
     let ending = EndCapture(&stream.raw);
     let out = run(&stream, held, state, f);
     let graph = ending.finish();
+    if let (Ok(_), Some(failure)) = (&out, state.group_failure.get()) {
+        return Err(E::from(group_failed(failure)));
+    }
     match (out, graph) {
         (Err(e), _) => Err(e),
-        (Ok(_), _) if state.group_failure.get().is_some() => Err(E::from(Error::from(
-            crate::error::GraphCaptureInvalidated {
-                cause: format!(
-                    "the end of an nccl::group whose collectives the capture recorded failed \
-                     ({}), so NCCL may have left some of them out of the graph",
-                    state
-                        .group_failure
-                        .get()
-                        .map_or(String::new(), Error::to_string)
-                ),
-            },
-        ))),
         (Ok(_), Err(e)) => Err(E::from(invalidated(e))),
         (Ok(_), Ok(None)) => Err(E::from(Error::from(
             crate::error::GraphCaptureInvalidated {
@@ -400,6 +391,18 @@ where
     let token = unsafe { HoldToken::new(&stream.device) };
     let views = held.views(&HoldPermit(token)).map_err(E::from)?;
     f(&capture, views)
+}
+
+/// A capture whose collectives went into an `nccl::group` whose end failed with
+/// `failure`: NCCL may have left some of them out of the graph.
+#[cold]
+fn group_failed(failure: &Error) -> Error {
+    Error::from(crate::error::GraphCaptureInvalidated {
+        cause: format!(
+            "the end of an nccl::group whose collectives the capture recorded failed \
+             ({failure}), so NCCL may have left some of them out of the graph"
+        ),
+    })
 }
 
 /// The error that ending a capture returned, as [`Error::GraphCaptureInvalidated`] when
