@@ -32,6 +32,57 @@ use crate::sealed::{self, Token};
 /// end may abort it, on the scope's thread), as a scope's own collectives borrow theirs;
 /// by a capture, until the group's end (the graph keeps the communicator itself, as for
 /// a capture's own collectives).
+///
+/// A helper that issues a step's grouped calls in a scope or records them in a capture:
+///
+/// ```no_run
+/// use stream_core::nccl::{self, Communicator, Group, GroupTarget, Sum};
+/// use stream_core::{DeviceMemory, DeviceMemoryMut, Device, Error};
+///
+/// /// Sends `out` to the next rank and receives the previous rank's into `into`, and
+/// /// all-reduces `grads`, at `grp`'s end.
+/// fn ring_step<'g, 's: 'g, 'c: 'g>(
+///     grp: &'g Group<'g, '_>,
+///     s: &'s impl GroupTarget<'s, 'c>,
+///     comm: &'c Communicator,
+///     out: &'g impl DeviceMemory<'s, f32>,
+///     into: &'g mut impl DeviceMemoryMut<'s, f32>,
+///     grads: &'g mut impl DeviceMemoryMut<'s, f32>,
+/// ) -> stream_core::Result<()> {
+///     let (rank, size) = (comm.rank(), comm.size());
+///     grp.send(s, comm, out, (rank + 1) % size)?;
+///     grp.recv(s, comm, into, (rank + size - 1) % size)?;
+///     grp.all_reduce_in_place(s, comm, grads, Sum)
+/// }
+///
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = Device::new(0)?;
+/// let comm = Communicator::for_devices(&[dev.clone()])?.remove(0);
+/// let mut grads = dev.alloc_vec::<f32>(1 << 20)?;
+/// let (graph, ()) = dev.capture(&mut grads, |g, mut grads| {
+///     let out = g.alloc_zeroed::<f32>(1024)?;
+///     let mut into = g.alloc::<f32>(1024)?;
+///     nccl::group(|grp| ring_step(grp, g, &comm, &out, &mut into, &mut grads))
+/// })?;
+/// # let _ = graph;
+/// # Ok::<_, Error>(()) }
+/// ```
+///
+/// A group opened around a capture does not compile: NCCL would record the collective
+/// only at the group's end, after the capture has ended (see
+/// `ui-tests/tests/ui/nccl/capture-opened-inside-group.rs`):
+///
+/// ```compile_fail,E0521
+/// # use stream_core::nccl::{self, Communicator, Sum};
+/// # use stream_core::{Device, DeviceVec, Error};
+/// # fn f(device: &Device, comm: &Communicator, x: &mut DeviceVec<f32>) -> Result<(), Error> {
+/// nccl::group(|grp| {
+///     device
+///         .capture(&mut *x, |g, mut x| grp.all_reduce_in_place(g, comm, &mut x, Sum))
+///         .map(drop)
+/// })
+/// # }
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a scope or a graph capture",
     label = "expected the scope (`s` in `scope(&stream, |s| ...)`) or a graph capture (`g` in `device.capture(held, |g, views| ...)`)"
