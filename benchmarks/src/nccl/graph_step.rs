@@ -84,18 +84,23 @@ pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
         )?
         .in_unit(|t| t * 1e6);
     rep.push(row);
-    check_output(&output)?;
+    // One rank: the sum is the input.
+    check_output("nccl graph step", &output, 1.5)?;
     drop(raw_graph);
     raw.free(eager)
 }
 
-/// Every element of the step's output is its input (one rank: the sum is the input).
-fn check_output(output: &stream_core::DeviceVec<f32>) -> Result<()> {
+/// Every element of a step's `output` is `expected` (`what` names the step).
+pub(super) fn check_output(
+    what: &str,
+    output: &stream_core::DeviceVec<f32>,
+    expected: f32,
+) -> Result<()> {
     let got = output.to_host_vec()?;
-    match got.iter().position(|&v| v != 1.5) {
+    match got.iter().position(|&v| v != expected) {
         None => Ok(()),
         Some(i) => Err(Error::msg(format!(
-            "nccl graph step: element {i} is {}, expected 1.5",
+            "{what}: element {i} is {}, expected {expected}",
             got[i]
         ))),
     }

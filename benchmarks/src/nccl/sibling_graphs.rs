@@ -19,6 +19,7 @@ use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
 use stream_core::nccl::{self, Communicator, Sum};
 use stream_core::{scope_all, Device, DeviceVec, Graph, Stream};
 
+use super::graph_step::check_output;
 use super::raw_ranks::{RawBuffers, RawRanks};
 use crate::env::Env;
 use crate::error::{Context, Error, Result};
@@ -88,7 +89,8 @@ pub(super) fn rows(
     rep.push(row.check_vs_raw(1.03, Source::Goal));
     drop((ours0, ours1));
     for output in &outputs {
-        check_output(output)?;
+        // Every element is the two ranks' sum.
+        check_output("nccl sibling graphs", output, 3.0)?;
     }
     drop(raw_graphs);
     raw.free(theirs)
@@ -115,18 +117,6 @@ fn replay_both(
         b.replay_with(graph1, &[&comms[1]]).map(drop)
     })?;
     Ok(start.elapsed().as_secs_f64())
-}
-
-/// Every element of a device's output is the two ranks' sum, 3.
-fn check_output(output: &DeviceVec<f32>) -> Result<()> {
-    let got = output.to_host_vec()?;
-    match got.iter().position(|&v| v != 3.0) {
-        None => Ok(()),
-        Some(i) => Err(Error::msg(format!(
-            "nccl sibling graphs: element {i} is {}, expected 3",
-            got[i]
-        ))),
-    }
 }
 
 /// The raw step: a graph per device, captured together.
