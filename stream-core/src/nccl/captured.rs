@@ -315,10 +315,26 @@ pub(crate) fn agree_each(calls: &[Call], agree: impl Fn(Call) -> Agreement) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::agree_each;
+    use super::{agree_each, registration_off, GRAPH_REGISTER};
     use crate::driver::nccl::{Collective, DataType, RedOp};
     use crate::nccl::ledger::{Call, Ledger};
     use crate::Error;
+
+    /// The first reading of `NCCL_GRAPH_REGISTER` stands, as NCCL's does: a variable set
+    /// afterwards (to the other value) changes nothing. No other test of this binary
+    /// captures, so none depends on the reading.
+    #[test]
+    fn the_registration_variable_is_read_once() {
+        let first = registration_off();
+        let before = std::env::var_os(GRAPH_REGISTER);
+        std::env::set_var(GRAPH_REGISTER, if first { "1" } else { "0" });
+        let later = registration_off();
+        match before {
+            Some(value) => std::env::set_var(GRAPH_REGISTER, value),
+            None => std::env::remove_var(GRAPH_REGISTER),
+        }
+        assert_eq!(later, first);
+    }
 
     fn all_reduce(count: usize) -> Call {
         Call {
