@@ -6,8 +6,9 @@
 //! without graphs. A sample is one step's host time, synchronisation included.
 //!
 //! One rank, so that both sides run on one GPU in one process (the same step on two GPUs
-//! driven by one thread, captured inside groups: `sibling_graphs.rs`). An out-of-place all-reduce of one rank is NCCL's copy of the
-//! buffer on the GPU, so the step is launch-bound, as a decoding step's are.
+//! driven by one thread, captured inside groups: `sibling_graphs.rs`). An out-of-place
+//! all-reduce of one rank is NCCL's copy of the buffer on the GPU, so the step is
+//! launch-bound, as a decoding step's are.
 #![allow(unsafe_code)]
 
 use std::time::Instant;

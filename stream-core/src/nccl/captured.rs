@@ -69,9 +69,9 @@ use crate::scope::{Pending, Scope};
 /// written past or into freed memory. So a collective is recorded on a communicator of
 /// one rank, or, with `NCCL_GRAPH_REGISTER=0` in the environment (set it before the
 /// process starts: NCCL reads it once, when a collective is first captured, and so does
-/// this crate, at the process's first captured collective), on any communicator; otherwise the call is
-/// [`Error::GraphCommunicators`](crate::Error::GraphCommunicators) and nothing is
-/// recorded. Without registration NCCL moves the data as for a scope's collectives:
+/// this crate, at the process's first captured collective), on any communicator;
+/// otherwise the call is [`Error::GraphCommunicators`](crate::Error::GraphCommunicators)
+/// and nothing is recorded. Without registration NCCL moves the data as for a scope's collectives:
 /// ranks of other processes whose lengths disagree wait for each other until the
 /// timeout, and ranks of this process (threads of [`Communicator::join`]) have each
 /// replay's calls compared by the ledger before it is launched, as a scope's are:
