@@ -210,8 +210,9 @@ fn registering_set_late_child() -> TestResult {
 /// the first and one `nccl::group` inside both, records each device's all_reduce and
 /// all_to_all (the group's methods given the captures) and each device's kernels; the
 /// two graphs, replayed 20 times back to back from the one thread (`scope_all!`,
-/// `replay_again_with`), leave `2^20 - 1` on both devices and the blocks exchanged;
-/// the communicators then all-reduce in a group.
+/// `replay_again_with`), leave `2^20 - 1` on both devices and the blocks exchanged; a
+/// group that records one device's call and issues the other's through a scope is
+/// `NcclGroup` for the second; the communicators then all-reduce in a group.
 fn communicators_one_thread_drives_are_captured_in_one_group() -> TestResult {
     let _one_at_a_time = exclusive();
     let out = run_self(
@@ -310,6 +311,7 @@ fn siblings_child() -> TestResult {
         );
         done += 1;
     }
+    a_clique_is_captured_whole_or_not_at_all(&devices, &comms)?;
     one_grouped_all_reduce(&devices, &comms)?;
     println!("siblings = {done}");
     Ok(())
@@ -325,6 +327,37 @@ fn add_one<'g>(
     let mut next = g.alloc::<u32>(acc.len())?;
     affine_u32(g, config, 1, 1, acc, &mut next)?;
     affine_u32(g, config, 1, 0, &next, acc)
+}
+
+/// NCCL fails a group's end that captures some communicators of one clique and not the
+/// others ("Either none or all communicators in a ncclGroup() can be CUDA graph
+/// captured", its `group.cc`): in one group, device 1's all_reduce recorded into a
+/// capture and then device 0's through a scope is `NcclGroup` for the second, before NCCL
+/// sees it; the group then records device 1's alone (its graph is dropped unreplayed),
+/// and the communicators still work (the grouped all_reduce after this).
+fn a_clique_is_captured_whole_or_not_at_all(
+    devices: &[Device],
+    comms: &[Communicator],
+) -> TestResult {
+    let streams = streams_of(devices)?;
+    let mut x1 = devices[1].upload_vec(&[1.0f32; 8])?;
+    let (graph, ()) = devices[1].capture(&mut x1, |g1, mut x1| {
+        scope(&streams[0], |s0| {
+            let mut x0 = s0.upload(&[1.0f32; 8])?;
+            nccl::group(|grp| {
+                grp.all_reduce_in_place(g1, &comms[1], &mut x1, Sum)?;
+                let second = grp.all_reduce_in_place(s0, &comms[0], &mut x0, Sum);
+                ensure!(
+                    matches!(&second, Err(stream_core::Error::NcclGroup { reason })
+                        if reason.contains("some of a clique's communicators")),
+                    "a scope's all_reduce after a capture's on its sibling returned {second:?}"
+                );
+                Ok(())
+            })
+        })
+    })?;
+    drop(graph);
+    Ok(())
 }
 
 /// One all_reduce of ones per device, in one group: each device's sum is the rank count.

@@ -498,6 +498,18 @@ impl Communicator {
         &self.raw
     }
 
+    /// An address this process's members of one NCCL communicator share (NCCL's
+    /// "clique", the ranks it launches together at a group's end): their ledger's when
+    /// there are several, else this member's own. Only compared while every member it
+    /// is compared with is alive.
+    #[inline]
+    pub(crate) fn clique_key(&self) -> usize {
+        match &self.seat {
+            Some(seat) => Arc::as_ptr(seat.ledger()) as usize,
+            None => Arc::as_ptr(self.raw.control()) as usize,
+        }
+    }
+
     /// The watch a scope registers when it issues a collective through this.
     #[inline]
     pub(crate) fn watch(&self) -> &Watch {

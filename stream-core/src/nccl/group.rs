@@ -177,7 +177,8 @@ fn release_kept() {
 ///
 /// One thread records the collectives of [`Communicator::for_devices`] into CUDA graphs
 /// by opening a capture on each device, one inside the other, and the group inside them
-/// all (a communicator's calls of one group go all to one capture, or all to scopes:
+/// all (a communicator's calls of one group go all to one capture, or all to scopes, and
+/// the communicators made together all to captures or all to scopes, as NCCL asks:
 /// [`Error::NcclGroup`] otherwise); each device's graph is then replayed on a scope of
 /// that device, from the same thread, every one of them before any is waited for:
 ///

@@ -5,8 +5,9 @@
 //! and how a capture records sends and receives that must be paired.
 //!
 //! The group open on this thread also remembers here which target each communicator's
-//! calls went through (NCCL takes them all into one graph or none), and which captures
-//! it recorded into, which fail if its end fails.
+//! calls went through (NCCL takes them all into one graph or none, and a clique's
+//! communicators all captured or none), and which captures it recorded into, which fail
+//! if its end fails.
 
 use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
@@ -142,38 +143,69 @@ impl<'s, 'c> GroupTarget<'s, 'c> for Capture<'s> {
 }
 
 thread_local! {
-    /// Each communicator the group open on this thread issued a collective on, with what
-    /// through: `None` for scopes, the graph's id for a capture. NCCL takes the calls of
-    /// one group on a communicator either all on streams that do not capture or all into
-    /// one graph ("Streams given to a communicator within a NCCL group must either be all
-    /// uncaptured or all captured by the same graph", its `enqueue.cc`).
-    static TARGETS: RefCell<Vec<(usize, Option<u64>)>> = const { RefCell::new(Vec::new()) };
+    /// Each communicator the group open on this thread issued a collective on (its
+    /// control's address), its clique ([`Communicator::clique_key`]) and what through:
+    /// `None` for scopes, the graph's id for a capture. NCCL takes the calls of one group
+    /// on a communicator either all on streams that do not capture or all into one graph
+    /// ("Streams given to a communicator within a NCCL group must either be all
+    /// uncaptured or all captured by the same graph", its `enqueue.cc`), and the
+    /// communicators of one clique either all captured or none ("Either none or all
+    /// communicators in a ncclGroup() can be CUDA graph captured", its `group.cc`, which
+    /// fails the group's end).
+    static TARGETS: RefCell<Vec<Claim>> = const { RefCell::new(Vec::new()) };
 
     /// Where the captures that recorded collectives in the group open on this thread
     /// learn that its end failed.
     static CAPTURES: RefCell<Vec<Arc<OnceLock<Error>>>> = const { RefCell::new(Vec::new()) };
 }
 
+/// A communicator's first call in the open group: see [`TARGETS`].
+struct Claim {
+    comm: usize,
+    clique: usize,
+    target: Option<u64>,
+}
+
 /// Before a collective of the open group on the communicator `comm` (its control's
-/// address) through `target` (`None`: a scope; `Some(id)`: the capture of graph `id`):
-/// [`Error::NcclGroup`] when the group issued on `comm` through another target (see
-/// [`TARGETS`]), before NCCL or the ledger sees the call.
-pub(super) fn claim(comm: usize, target: Option<u64>) -> Result<()> {
-    TARGETS.with(|targets| {
-        let mut targets = targets.borrow_mut();
-        match targets.iter().find(|(c, _)| *c == comm) {
-            Some(&(_, first)) if first == target => Ok(()),
-            Some(_) => Err(Error::NcclGroup {
-                reason: "one nccl::group issued collectives on one communicator through a \
-                         scope and a capture, or through two captures: NCCL takes a \
-                         communicator's calls of one group all into one graph or none, so \
-                         use a group for each",
-            }),
-            None => {
-                targets.push((comm, target));
-                Ok(())
-            }
+/// address), of the clique `clique`, through `target` (`None`: a scope; `Some(id)`: the
+/// capture of graph `id`): [`Error::NcclGroup`] when the group issued on `comm` through
+/// another target, or through a scope where a communicator of its clique went through
+/// a capture or the other way round (see [`TARGETS`]), before NCCL or the ledger sees
+/// the call.
+pub(super) fn claim(comm: usize, clique: usize, target: Option<u64>) -> Result<()> {
+    TARGETS.with(|claims| {
+        let mut claims = claims.borrow_mut();
+        if let Some(first) = claims.iter().find(|c| c.comm == comm) {
+            return match first.target == target {
+                true => Ok(()),
+                false => Err(Error::NcclGroup {
+                    reason: "one nccl::group issued collectives on one communicator through a \
+                             scope and a capture, or through two captures: NCCL takes a \
+                             communicator's calls of one group all into one graph or none, so \
+                             use a group for each",
+                }),
+            };
         }
+        let captured = target.is_some();
+        if claims
+            .iter()
+            .any(|c| c.clique == clique && c.target.is_some() != captured)
+        {
+            return Err(Error::NcclGroup {
+                reason: "one nccl::group issued collectives through a scope and through a \
+                         capture on communicators of one clique (made together by \
+                         Communicator::for_devices or split_all, or this process's members of \
+                         one communicator): NCCL refuses a group that captures some of a \
+                         clique's communicators and not the others, so issue all of theirs \
+                         through captures (one per device) or all through scopes",
+            });
+        }
+        claims.push(Claim {
+            comm,
+            clique,
+            target,
+        });
+        Ok(())
     })
 }
 
@@ -212,20 +244,47 @@ mod tests {
     #[test]
     fn a_communicator_of_one_group_keeps_its_first_target() {
         forget_targets(&Ok(()));
-        assert!(claim(1, None).is_ok());
-        assert!(claim(1, None).is_ok());
-        let capture_after_scopes = claim(1, Some(7)).unwrap_err();
+        assert!(claim(1, 1, None).is_ok());
+        assert!(claim(1, 1, None).is_ok());
+        let capture_after_scopes = claim(1, 1, Some(7)).unwrap_err();
         assert!(
             matches!(&capture_after_scopes, Error::NcclGroup { reason }
                 if reason.contains("one graph or none")),
             "{capture_after_scopes:?}"
         );
-        assert!(claim(2, Some(7)).is_ok());
-        assert!(claim(2, Some(7)).is_ok());
-        assert!(matches!(claim(2, Some(8)), Err(Error::NcclGroup { .. })));
-        assert!(matches!(claim(2, None), Err(Error::NcclGroup { .. })));
+        assert!(claim(2, 2, Some(7)).is_ok());
+        assert!(claim(2, 2, Some(7)).is_ok());
+        assert!(matches!(claim(2, 2, Some(8)), Err(Error::NcclGroup { .. })));
+        assert!(matches!(claim(2, 2, None), Err(Error::NcclGroup { .. })));
         forget_targets(&Ok(()));
-        assert!(claim(1, Some(8)).is_ok() && claim(2, None).is_ok());
+        assert!(claim(1, 1, Some(8)).is_ok() && claim(2, 2, None).is_ok());
+        forget_targets(&Ok(()));
+    }
+
+    /// The communicators of one clique go through captures all or none: after captures'
+    /// calls on two of them (of two graphs, one per device), a scope's on a third is
+    /// refused, and in another clique a capture's after a scope's; a refused call is not
+    /// remembered, and the group's end forgets the rest.
+    #[test]
+    fn a_clique_is_captured_whole_or_not_at_all() {
+        let (clique, other) = (100, 200);
+        forget_targets(&Ok(()));
+        assert!(claim(1, clique, Some(7)).is_ok());
+        assert!(claim(2, clique, Some(8)).is_ok());
+        let scope_after_captures = claim(3, clique, None).unwrap_err();
+        assert!(
+            matches!(&scope_after_captures, Error::NcclGroup { reason }
+                if reason.contains("some of a clique's communicators")),
+            "{scope_after_captures:?}"
+        );
+        assert!(claim(4, other, None).is_ok());
+        assert!(matches!(
+            claim(5, other, Some(7)),
+            Err(Error::NcclGroup { .. })
+        ));
+        assert!(claim(3, clique, Some(9)).is_ok());
+        forget_targets(&Ok(()));
+        assert!(claim(3, clique, None).is_ok() && claim(5, other, Some(7)).is_ok());
         forget_targets(&Ok(()));
     }
 

@@ -108,7 +108,8 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
             Role::Captured(state) => Some(state.id()),
             Role::Own | Role::StandIn => None,
         };
-        super::group_target::claim(Arc::as_ptr(comm.raw().control()) as usize, target)?;
+        let id = Arc::as_ptr(comm.raw().control()) as usize;
+        super::group_target::claim(id, comm.clique_key(), target)?;
     }
     // After every check that refuses a call NCCL would not see, and before the empty
     // call returns (NCCL sees neither rank's empty call, so the ledger's numbering stays
