@@ -295,12 +295,62 @@ pub fn arg<T>(value: &T) -> *mut c_void {
     (value as *const T).cast_mut().cast()
 }
 
-/// A CUDA graph captured with raw calls and instantiated (`AUTO_FREE_ON_LAUNCH`, as the
-/// library's graphs are), owned: its instance and graph are destroyed on drop.
+/// Begins a capture, in relaxed mode (as the library's), on `stream` (of the current
+/// context), on which only the capturer issues work until
+/// [`RawCapturedGraph::end_capture`].
+pub fn begin_capture(stream: &RawStream) -> Result<()> {
+    // SAFETY: a live stream of the current context, captured until `end_capture`.
+    unsafe {
+        result::stream::begin_capture(
+            stream.0,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        )
+    }
+    .context("cuStreamBeginCapture")
+}
+
+/// A CUDA graph a raw capture ended with, not instantiated yet: destroyed on drop.
+pub struct RawCapturedGraph(sys::CUgraph);
+
+impl RawCapturedGraph {
+    /// Ends the capture [`begin_capture`] began on `stream` (its context current).
+    pub fn end_capture(stream: &RawStream) -> Result<Self> {
+        // SAFETY: ends a capture begun on the same stream (the driver refuses a stream
+        // that is not capturing).
+        let graph =
+            unsafe { result::stream::end_capture(stream.0) }.context("cuStreamEndCapture")?;
+        if graph.is_null() {
+            return Err(Error::msg("raw: the capture was invalidated"));
+        }
+        Ok(RawCapturedGraph(graph))
+    }
+
+    /// Instantiates the graph (`AUTO_FREE_ON_LAUNCH`, as the library's graphs are) in the
+    /// current context, the one it was captured in.
+    pub fn instantiate(self) -> Result<RawGraph> {
+        let flags = sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+        // SAFETY: `self.0` is the live graph a capture ended with.
+        let exec = unsafe { result::graph::instantiate(self.0, flags) }
+            .context("cuGraphInstantiateWithFlags")?;
+        Ok(RawGraph { exec, _graph: self })
+    }
+}
+
+impl Drop for RawCapturedGraph {
+    fn drop(&mut self) {
+        // SAFETY: made by `end_capture`, destroyed once, here, after its instance (a
+        // `RawGraph` drops its instance before this).
+        let _ = unsafe { result::graph::destroy(self.0) };
+    }
+}
+
+/// A CUDA graph captured with raw calls and instantiated, owned: its instance and graph
+/// are destroyed on drop.
 pub struct RawGraph {
-    graph: sys::CUgraph,
     /// The instance, for `cuGraphLaunch`.
     pub exec: sys::CUgraphExec,
+    /// Kept to be destroyed after the instance (fields drop after `drop`).
+    _graph: RawCapturedGraph,
 }
 
 impl RawGraph {
@@ -311,45 +361,18 @@ impl RawGraph {
         stream: &RawStream,
         record: impl FnOnce(sys::CUstream) -> Result<()>,
     ) -> Result<Self> {
-        // SAFETY: a live stream of the current context, captured until `end_capture`
-        // below, on which only `record` issues work.
-        unsafe {
-            result::stream::begin_capture(
-                stream.0,
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-            )
-        }
-        .context("cuStreamBeginCapture")?;
+        begin_capture(stream)?;
         let recorded = record(stream.0);
-        // SAFETY: ends the capture begun above on the same stream.
-        let graph =
-            unsafe { result::stream::end_capture(stream.0) }.context("cuStreamEndCapture")?;
-        if graph.is_null() {
-            return Err(Error::msg("raw: the capture was invalidated"));
-        }
-        let flags = sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
-        let exec = recorded.and_then(|()| {
-            // SAFETY: `graph` is the live graph just captured.
-            unsafe { result::graph::instantiate(graph, flags) }
-                .context("cuGraphInstantiateWithFlags")
-        });
-        match exec {
-            Ok(exec) => Ok(RawGraph { graph, exec }),
-            Err(e) => {
-                // SAFETY: destroyed once, here; never instantiated.
-                let _ = unsafe { result::graph::destroy(graph) };
-                Err(e)
-            }
-        }
+        let graph = RawCapturedGraph::end_capture(stream)?;
+        recorded?;
+        graph.instantiate()
     }
 }
 
 impl Drop for RawGraph {
     fn drop(&mut self) {
-        // SAFETY: made in `capture`, destroyed once, here; its users synchronised every
-        // launch before dropping it.
+        // SAFETY: made by `instantiate`, destroyed once, here; its users synchronised
+        // every launch before dropping it.
         let _ = unsafe { result::graph::exec_destroy(self.exec) };
-        // SAFETY: as above.
-        let _ = unsafe { result::graph::destroy(self.graph) };
     }
 }

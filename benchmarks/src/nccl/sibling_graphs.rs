@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::result;
 use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
 use stream_core::nccl::{self, Communicator, Sum};
 use stream_core::{scope_all, Device, DeviceVec, Graph, Stream};
@@ -24,7 +24,7 @@ use super::raw_ranks::{RawBuffers, RawRanks};
 use crate::env::Env;
 use crate::error::{Context, Error, Result};
 use crate::measurement::Measurement;
-use crate::raw::RawStream;
+use crate::raw::{begin_capture, RawCapturedGraph, RawGraph, RawStream};
 use crate::report::{Better, Report, Row, Source};
 
 /// All-reduces per step and device.
@@ -121,8 +121,7 @@ fn replay_both(
 
 /// The raw step: a graph per device, captured together.
 struct RawSiblingGraphs {
-    graphs: Vec<sys::CUgraph>,
-    execs: Vec<sys::CUgraphExec>,
+    graphs: Vec<RawGraph>,
 }
 
 impl RawSiblingGraphs {
@@ -135,53 +134,32 @@ impl RawSiblingGraphs {
         for rank in 0..ranks {
             raw.bind(rank)?;
             let stream = RawStream::new()?;
-            // SAFETY: a live stream of the current context, captured until the end
-            // below, on which only this function issues work.
-            unsafe {
-                result::stream::begin_capture(
-                    stream.0,
-                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-                )
-            }
-            .context("cuStreamBeginCapture")?;
+            begin_capture(&stream)?;
             capturing.push(stream);
         }
         let recorded = record(raw, buffers, &capturing);
-        let mut sibling = RawSiblingGraphs {
-            graphs: Vec::new(),
-            execs: Vec::new(),
-        };
+        let mut captured = Vec::with_capacity(ranks);
         for (rank, stream) in capturing.iter().enumerate() {
             raw.bind(rank)?;
-            // SAFETY: ends the capture begun above on the same stream.
-            let graph =
-                unsafe { result::stream::end_capture(stream.0) }.context("cuStreamEndCapture")?;
-            if graph.is_null() {
-                return Err(Error::msg("raw: a capture was invalidated"));
-            }
-            sibling.graphs.push(graph);
+            captured.push(RawCapturedGraph::end_capture(stream)?);
         }
         recorded?;
-        for (rank, &graph) in sibling.graphs.iter().enumerate() {
+        let mut graphs = Vec::with_capacity(ranks);
+        for (rank, graph) in captured.into_iter().enumerate() {
             raw.bind(rank)?;
-            let flags =
-                sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
-            // SAFETY: `graph` is a live graph just captured in this context.
-            let exec = unsafe { result::graph::instantiate(graph, flags) }
-                .context("cuGraphInstantiateWithFlags")?;
-            sibling.execs.push(exec);
+            graphs.push(graph.instantiate()?);
         }
         raw.bind(0)?;
-        Ok(sibling)
+        Ok(RawSiblingGraphs { graphs })
     }
 
     /// One launch per device on its stream, then both synchronised; seconds.
     fn replay(&self, raw: &RawRanks) -> Result<f64> {
         let start = Instant::now();
-        for (exec, stream) in self.execs.iter().zip(&raw.streams) {
+        for (graph, stream) in self.graphs.iter().zip(&raw.streams) {
             // SAFETY: the instance and the stream are alive; the graph's buffers outlive
             // it (freed after it is destroyed).
-            unsafe { result::graph::launch(*exec, stream.0) }.context("cuGraphLaunch")?;
+            unsafe { result::graph::launch(graph.exec, stream.0) }.context("cuGraphLaunch")?;
         }
         for stream in &raw.streams {
             stream.sync()?;
@@ -223,18 +201,4 @@ fn record(raw: &RawRanks, buffers: &RawBuffers, capturing: &[RawStream]) -> Resu
         issued.and(ended)?;
     }
     Ok(())
-}
-
-impl Drop for RawSiblingGraphs {
-    fn drop(&mut self) {
-        for &exec in &self.execs {
-            // SAFETY: made in `capture`, destroyed once, here; every launch was
-            // synchronised before the drop.
-            let _ = unsafe { result::graph::exec_destroy(exec) };
-        }
-        for &graph in &self.graphs {
-            // SAFETY: as above.
-            let _ = unsafe { result::graph::destroy(graph) };
-        }
-    }
 }
