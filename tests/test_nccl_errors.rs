@@ -31,6 +31,7 @@ fn main() {
         ranks_outside_the_communicator_are_invalid_rank,
         group_misuse_is_refused_before_anything_is_enqueued,
         an_aborted_communicator_refuses_every_later_call,
+        an_abort_inside_a_group_is_made_after_its_end,
         a_send_without_its_receive_is_an_nccl_error_at_the_group_end,
     ];
     match gpu_status() {
@@ -210,6 +211,61 @@ fn an_aborted_communicator_refuses_every_later_call() -> TestResult {
         );
         Ok::<_, gpu_tests::Failed>(())
     })
+}
+
+/// NCCL runs an abort called inside a group at the group's end, where it frees the
+/// communicator before launching the calls the group holds for it: a communicator the
+/// group issued a call on, aborted inside the group, counts as aborted at once (its next
+/// call in the group is refused) and is aborted after the group's end; one the group
+/// issued nothing on is aborted at once, and refused too. The scope ends (`Ok`, or
+/// `CommunicatorAborted` if its end saw the abort), and a new communicator all-reduces.
+fn an_abort_inside_a_group_is_made_after_its_end() -> TestResult {
+    let device = Device::new(0)?;
+    let one_rank = || Communicator::join(&device, &UniqueId::new()?, 0, 1);
+    let (held, idle) = (one_rank()?, one_rank()?);
+    let stream = device.new_stream()?;
+    let mut after_abort = (Ok(()), Ok(()));
+    let ended = scope(&stream, |s| {
+        let mut x = s.upload(&[1.0f32; 1024])?;
+        let (mut y, mut z) = (s.upload(&[1.0f32; 1024])?, s.upload(&[1.0f32; 1024])?);
+        nccl::group(|g| {
+            g.all_reduce_in_place(s, &held, &mut x, Sum)?;
+            held.abort();
+            idle.abort();
+            after_abort = (
+                g.all_reduce_in_place(s, &held, &mut y, Sum),
+                g.all_reduce_in_place(s, &idle, &mut z, Sum),
+            );
+            Ok(())
+        })
+    });
+    ensure!(
+        held.is_aborted() && idle.is_aborted(),
+        "is_aborted after the group"
+    );
+    for (which, result) in [("held", &after_abort.0), ("idle", &after_abort.1)] {
+        ensure!(
+            matches!(result, Err(Error::CommunicatorAborted { .. })),
+            "the {which} communicator's call after its abort in the group: {result:?}"
+        );
+    }
+    ensure!(
+        matches!(ended, Ok(()) | Err(Error::CommunicatorAborted { .. })),
+        "the scope's end: {ended:?}"
+    );
+    let fresh = one_rank()?;
+    let mut summed = [0.0f32; 1024];
+    scope(&stream, |s| {
+        let mut x = s.upload(&[2.0f32; 1024])?;
+        s.all_reduce_in_place(&fresh, &mut x, Sum)?;
+        s.copy_to_host(&x, &mut summed[..])?.wait().map(drop)
+    })?;
+    ensure!(
+        summed.iter().all(|&v| v == 2.0),
+        "a new communicator's all_reduce: {:?}",
+        &summed[..4]
+    );
+    Ok(())
 }
 
 /// A send to this rank itself whose receive is not in the group: NCCL refuses it at the

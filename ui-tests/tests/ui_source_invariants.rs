@@ -487,7 +487,8 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
         &["launch", "module", "stream", "context", "versions"],
     ),
     ("nccl_abort", &["context"]),
-    ("nccl", &["nccl_abort", "stream", "context"]),
+    ("nccl_group", &[]),
+    ("nccl", &["nccl_group", "nccl_abort", "stream", "context"]),
     ("nccl_join", &["nccl", "nccl_abort", "context"]),
 ];
 

@@ -18,6 +18,7 @@ use cudarc::nccl::{result, sys};
 
 use super::context::PrimaryContext;
 use super::nccl_abort::abort_elsewhere;
+use super::nccl_group;
 use super::stream::RawStream;
 use crate::error::{Error, Nccl, Result};
 
@@ -195,8 +196,17 @@ impl CommControl {
     /// such graph has been destroyed; that abort runs on a thread of its own
     /// (`nccl_abort.rs`), and returns here once it is started: the streams drain all the
     /// same, and the graphs, which no longer replay, finish it when they are dropped.
+    ///
+    /// Asked for while the group open on this thread holds calls of the communicator, the
+    /// abort is made after the group's end, also on a thread of its own
+    /// (`nccl_group.rs` says why); the communicator counts as aborted at once.
     pub(crate) fn abort(&self) {
         if self.aborted.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (comm, context) = (self.comm, Arc::clone(&self.context));
+        let later = move || abort_elsewhere(comm, &context);
+        if nccl_group::defer_abort_if_held(self.comm, later).is_none() {
             return;
         }
         if self.graphs.load(Ordering::Acquire) > 0 {
@@ -212,6 +222,8 @@ impl CommControl {
         // scope (its thread), whose collectives, and replays of graphs with collectives
         // (`Scope::replay_with`), borrow the communicator until it ends, so only that
         // thread can enqueue on it meanwhile. (A graph's replay calls no NCCL function.)
+        // No group open on this thread holds calls of it (checked above): inside a group,
+        // NCCL runs this abort's reclaim at the group's end, with nothing of it to launch.
         let _ = unsafe { result::comm_abort(self.comm) };
     }
 
@@ -479,13 +491,22 @@ const NCCL_SPLIT_NOCOLOR: c_int = -1;
 /// Brackets a group of NCCL calls (`ncclGroupStart`).
 pub(crate) fn group_start() -> Result<()> {
     require_library()?;
-    check("ncclGroupStart", result::group_start(), None)
+    check("ncclGroupStart", result::group_start(), None)?;
+    nccl_group::opened();
+    Ok(())
 }
 
 /// Ends the group [`group_start`] began (`ncclGroupEnd`): NCCL enqueues the grouped
-/// calls now.
+/// calls now. Then the aborts asked for inside the group (`nccl_group.rs`) are made,
+/// each on a thread of its own, as every abort is while a graph keeps the communicator
+/// (whether a graph this group recorded into keeps it is known only now): NCCL allows an
+/// abort concurrently with the communicator's other calls.
 pub(crate) fn group_end() -> Result<()> {
-    check("ncclGroupEnd", result::group_end(), None)
+    let ended = check("ncclGroupEnd", result::group_end(), None);
+    for abort in nccl_group::closed() {
+        abort();
+    }
+    ended
 }
 
 /// NCCL's element type and reduction (`ncclDataType_t`, `ncclRedOp_t`), as the raw
@@ -615,6 +636,7 @@ pub(crate) unsafe fn enqueue(
     check_usable(comm)?;
     let (send, recv) = (send as *const c_void, recv as *mut c_void);
     let (raw, on) = (comm.raw(), nccl_stream(stream));
+    nccl_group::before_call(raw);
     let (call, status) = match collective {
         // SAFETY: this function's contract (`comm` is of the stream's context); `comm` is
         // live (not aborted: checked above), the stream is live (borrowed).

@@ -3,7 +3,8 @@
 //! the rank that made the id), and a communicator that CUDA graphs captured collectives
 //! on, whose abort waits until every such graph has been destroyed (NCCL's
 //! `commDestroySync` polls until the graphs' persistent plans are reclaimed), which may
-//! be never while the thread that would destroy them is the one aborting. The process's
+//! be never while the thread that would destroy them is the one aborting; and the aborts
+//! asked for while a group was open, made after its end (`nccl_group.rs`). The process's
 //! exit, and a `join_within` member's destruction, wait for these threads
 //! ([`wait_for_aborts`]).
 
