@@ -182,6 +182,21 @@ fn group_misuse_is_refused_before_anything_is_enqueued() -> TestResult {
                 matches!(err, Error::NcclGroup { .. }),
                 "an ungrouped send to itself: {err}"
             );
+            let device = comm.device();
+            let made_inside = nccl::group(|_g| {
+                let id = UniqueId::new()?;
+                Ok::<_, Error>([
+                    Communicator::join(device, &id, 0, 1).map(drop),
+                    Communicator::join_within(device, &id, 0, 1, Duration::from_secs(5)).map(drop),
+                    Communicator::for_devices(std::slice::from_ref(device)).map(drop),
+                ])
+            })?;
+            for made in made_inside {
+                ensure!(
+                    matches!(&made, Err(Error::NcclGroup { reason }) if reason.contains("made inside")),
+                    "a communicator made inside a group: {made:?}"
+                );
+            }
             // Nothing was left open: grouped and ungrouped calls work afterwards.
             nccl::group(|g| g.all_reduce(s, comm, &a, &mut b, Sum))?;
             s.all_reduce_in_place(comm, &mut b, Sum)?;

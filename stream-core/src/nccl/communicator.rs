@@ -73,7 +73,10 @@ impl Communicator {
     ///
     /// The devices must be distinct (NCCL refuses two ranks on one GPU). For one thread
     /// per GPU, make one [`UniqueId`] and [`join`](Self::join) from each thread instead.
+    /// Communicators are made outside [`nccl::group`](super::group) ([`Error::NcclGroup`]
+    /// inside one, here and in [`join`](Self::join) and [`join_within`](Self::join_within)).
     pub fn for_devices(devices: &[Device]) -> Result<Vec<Communicator>> {
+        refuse_inside_a_group()?;
         if devices.is_empty() {
             return Err(Error::InvalidRank { rank: 0, size: 0 });
         }
@@ -163,6 +166,7 @@ impl Communicator {
         size: usize,
         limit: Option<Duration>,
     ) -> Result<Communicator> {
+        refuse_inside_a_group()?;
         if rank >= size {
             return Err(Error::InvalidRank { rank, size });
         }
@@ -545,6 +549,20 @@ impl std::fmt::Debug for Communicator {
             .field("aborted", &self.is_aborted())
             .finish()
     }
+}
+
+/// [`Error::NcclGroup`] while a group is open on this thread: NCCL makes a communicator
+/// asked for inside a group only at the group's end (a blocking one is refused every use
+/// before; `join_within`'s bounded wait would see it never ready, then abort it on
+/// another thread while the group still holds its making).
+fn refuse_inside_a_group() -> Result<()> {
+    if super::group::is_open() {
+        return Err(Error::NcclGroup {
+            reason: "a communicator cannot be made inside nccl::group: NCCL would make it only \
+                     at the group's end, so make it before or after the group",
+        });
+    }
+    Ok(())
 }
 
 /// `STREAM_CORE_NCCL_TIMEOUT_S` (seconds, fractions allowed) when it is a positive
