@@ -229,11 +229,11 @@ fn an_aborted_communicator_refuses_every_later_call() -> TestResult {
 }
 
 /// NCCL runs an abort called inside a group at the group's end, where it frees the
-/// communicator before launching the calls the group holds for it: a communicator the
-/// group issued a call on, aborted inside the group, counts as aborted at once (its next
-/// call in the group is refused) and is aborted after the group's end; one the group
-/// issued nothing on is aborted at once, and refused too. The scope ends (`Ok`, or
-/// `CommunicatorAborted` if its end saw the abort), and a new communicator all-reduces.
+/// communicator before launching the calls the group holds for it: communicators aborted
+/// inside a group, one the group issued a call on and one it issued nothing on, count as
+/// aborted at once (their next calls in the group are refused), and NCCL's aborts are
+/// made after the group's end. The scope ends (`Ok`, or `CommunicatorAborted` if its end
+/// saw the abort), and a new communicator all-reduces.
 fn an_abort_inside_a_group_is_made_after_its_end() -> TestResult {
     let device = Device::new(0)?;
     let one_rank = || Communicator::join(&device, &UniqueId::new()?, 0, 1);

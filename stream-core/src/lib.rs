@@ -112,8 +112,8 @@
 //!   of the type on the communicator's device), and from `driver/nccl_join.rs` (a
 //!   communicator made within a time limit: NCCL's non-blocking mode, its config, the
 //!   split into a blocking member; `driver/nccl_abort.rs`, an abort on a thread of its
-//!   own; `driver/nccl_group.rs`, the open group's bookkeeping, which keeps the abort of
-//!   a communicator the group holds calls of for the group's end). `nccl/` sits above
+//!   own; `driver/nccl_group.rs`, whether a group is open, which keeps the aborts asked
+//!   for inside it for its end). `nccl/` sits above
 //!   `graph/`: it uses
 //!   `scope/` to enqueue on a scope's stream (and to bound the scope's end with a watch
 //!   that aborts a communicator whose peer died), `memory/` for branded send and

@@ -197,16 +197,16 @@ impl CommControl {
     /// (`nccl_abort.rs`), and returns here once it is started: the streams drain all the
     /// same, and the graphs, which no longer replay, finish it when they are dropped.
     ///
-    /// Asked for while the group open on this thread holds calls of the communicator, the
-    /// abort is made after the group's end, also on a thread of its own
-    /// (`nccl_group.rs` says why); the communicator counts as aborted at once.
+    /// Asked for while this thread has a group open, the abort is made after the group's
+    /// end, also on a thread of its own (`nccl_group.rs` says why); the communicator
+    /// counts as aborted at once.
     pub(crate) fn abort(&self) {
         if self.aborted.swap(true, Ordering::AcqRel) {
             return;
         }
         let (comm, context) = (self.comm, Arc::clone(&self.context));
         let later = move || abort_elsewhere(comm, &context);
-        if nccl_group::defer_abort_if_held(self.comm, later).is_none() {
+        if nccl_group::defer_abort_if_in_group(later).is_none() {
             return;
         }
         if self.graphs.load(Ordering::Acquire) > 0 {
@@ -222,8 +222,8 @@ impl CommControl {
         // scope (its thread), whose collectives, and replays of graphs with collectives
         // (`Scope::replay_with`), borrow the communicator until it ends, so only that
         // thread can enqueue on it meanwhile. (A graph's replay calls no NCCL function.)
-        // No group open on this thread holds calls of it (checked above): inside a group,
-        // NCCL runs this abort's reclaim at the group's end, with nothing of it to launch.
+        // No group is open on this thread (checked above), so NCCL holds none of its
+        // calls for a later group end.
         let _ = unsafe { result::comm_abort(self.comm) };
     }
 
@@ -636,7 +636,6 @@ pub(crate) unsafe fn enqueue(
     check_usable(comm)?;
     let (send, recv) = (send as *const c_void, recv as *mut c_void);
     let (raw, on) = (comm.raw(), nccl_stream(stream));
-    nccl_group::before_call(raw);
     let (call, status) = match collective {
         // SAFETY: this function's contract (`comm` is of the stream's context); `comm` is
         // live (not aborted: checked above), the stream is live (borrowed).

@@ -488,11 +488,11 @@ impl Communicator {
     /// [`Error::CommunicatorAborted`]. What a program does when it learns, by its own
     /// means, that a peer is gone.
     ///
-    /// Inside an [`nccl::group`](super::group) that has issued calls on this communicator,
-    /// it counts as aborted at once (the group's later calls on it are refused), and
-    /// NCCL's abort is made right after the group's end, once NCCL has enqueued what the
-    /// group held, which it then stops: aborted inside the group, NCCL would free the
-    /// communicator at the group's end before launching those calls on it.
+    /// Inside an [`nccl::group`](super::group), it counts as aborted at once (the group's
+    /// later calls on it are refused), and NCCL's abort is made right after the group's
+    /// end, once NCCL has enqueued what the group held, which it then stops: aborted
+    /// inside the group, NCCL would free the communicator at the group's end before
+    /// launching the group's calls on it.
     pub fn abort(&self) {
         self.raw.control().abort();
     }
