@@ -113,9 +113,8 @@
 //!   communicator made within a time limit: NCCL's non-blocking mode, its config, the
 //!   split into a blocking member; `driver/nccl_abort.rs`, an abort on a thread of its
 //!   own; `driver/nccl_group.rs`, whether a group is open, which keeps the aborts asked
-//!   for inside it for its end). `nccl/` sits above
-//!   `graph/`: it uses
-//!   `scope/` to enqueue on a scope's stream (and to bound the scope's end with a watch
+//!   for inside it for its end). `nccl/` sits above `graph/`: it uses `scope/` to
+//!   enqueue on a scope's stream (and to bound the scope's end with a watch
 //!   that aborts a communicator whose peer died), `memory/` for branded send and
 //!   receive views, `device/` for ordinals, and `graph/` to record collectives into a
 //!   capture (`nccl/captured.rs`). Its collectives' one proof is a kernel's:
