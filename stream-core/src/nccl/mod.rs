@@ -47,6 +47,13 @@
 //! `nccl::result::group_start`, is invisible to this crate: collectives issued inside
 //! it would break the argument, as they break cudarc's own.)
 //!
+//! NCCL defers to a group's end more than the collectives: an abort called inside a group
+//! would free the communicator there before the group's calls are launched on it, and a
+//! communicator made inside one would be made only there. So an abort asked for inside
+//! a group ([`Communicator::abort`], or a scope's watch) counts at once and is made just
+//! after the group's end, and communicators are made outside groups
+//! ([`Error::NcclGroup`](crate::Error::NcclGroup) otherwise), as they are split.
+//!
 //! # When a peer dies
 //!
 //! A collective whose peer died, hangs or never made the matching call never
