@@ -508,15 +508,24 @@ impl Communicator {
         &self.raw
     }
 
+    /// An address that is this member's alone while it lives (its control's), for the
+    /// per-thread records of a group (`group_target.rs`, `self_pairs.rs`).
+    #[inline]
+    pub(crate) fn key(&self) -> usize {
+        Arc::as_ptr(self.raw.control()) as usize
+    }
+
     /// An address this process's members of one NCCL communicator share (NCCL's
     /// "clique", the ranks it launches together at a group's end): their ledger's when
-    /// there are several, else this member's own. Only compared while every member it
-    /// is compared with is alive.
+    /// there are several, else this member's [`key`](Self::key). Wider than the `clique`
+    /// field, which only the members made together share: members joined with one id on
+    /// threads of their own share this too. Only compared while every member it is
+    /// compared with is alive.
     #[inline]
     pub(crate) fn clique_key(&self) -> usize {
         match &self.seat {
             Some(seat) => Arc::as_ptr(seat.ledger()) as usize,
-            None => Arc::as_ptr(self.raw.control()) as usize,
+            None => self.key(),
         }
     }
 

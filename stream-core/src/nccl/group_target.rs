@@ -144,7 +144,7 @@ impl<'s, 'c> GroupTarget<'s, 'c> for Capture<'s> {
 
 thread_local! {
     /// Each communicator the group open on this thread issued a collective on (its
-    /// control's address), its clique ([`Communicator::clique_key`]) and what through:
+    /// [`Communicator::key`]), its clique ([`Communicator::clique_key`]) and what through:
     /// `None` for scopes, the graph's id for a capture. NCCL takes the calls of one group
     /// on a communicator either all on streams that do not capture or all into one graph
     /// ("Streams given to a communicator within a NCCL group must either be all
@@ -167,12 +167,12 @@ struct Claim {
     target: Option<u64>,
 }
 
-/// Before a collective of the open group on the communicator `comm` (its control's
-/// address), of the clique `clique`, through `target` (`None`: a scope; `Some(id)`: the
-/// capture of graph `id`): [`Error::NcclGroup`] when the group issued on `comm` through
-/// another target, or through a scope where a communicator of its clique went through
-/// a capture or the other way round (see [`TARGETS`]), before NCCL or the ledger sees
-/// the call.
+/// Before a collective of the open group on the communicator `comm` (its
+/// [`Communicator::key`]), of the clique `clique`, through `target` (`None`: a scope;
+/// `Some(id)`: the capture of graph `id`): [`Error::NcclGroup`] when the group issued on
+/// `comm` through another target, or through a scope where a communicator of its clique
+/// went through a capture or the other way round (see [`TARGETS`]), before NCCL or the
+/// ledger sees the call.
 pub(super) fn claim(comm: usize, clique: usize, target: Option<u64>) -> Result<()> {
     TARGETS.with(|claims| {
         let mut claims = claims.borrow_mut();

@@ -1,8 +1,6 @@
 //! [`Request`]: one collective with its typed, borrowed operands, and [`issue`], the one
 //! place that checks it (device, ranks, lengths, group state) and enqueues it.
 
-use std::sync::Arc;
-
 use super::group::{self, Group};
 use super::ledger::{Agreement, Call};
 use super::self_pairs::{self, Half};
@@ -108,8 +106,7 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
             Role::Captured(state) => Some(state.id()),
             Role::Own | Role::StandIn => None,
         };
-        let id = Arc::as_ptr(comm.raw().control()) as usize;
-        super::group_target::claim(id, comm.clique_key(), target)?;
+        super::group_target::claim(comm.key(), comm.clique_key(), target)?;
     }
     // After every check that refuses a call NCCL would not see, and before the empty
     // call returns (NCCL sees neither rank's empty call, so the ledger's numbering stays
@@ -149,8 +146,7 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
                 Collective::Send { .. } => Half::Send,
                 _ => Half::Recv,
             };
-            let id = Arc::as_ptr(comm.raw().control()) as usize;
-            self_pairs::pair(id, half, count * size_of::<T>())?;
+            self_pairs::pair(comm.key(), half, count * size_of::<T>())?;
         }
     }
     s.outstanding.watch(comm.watch());
