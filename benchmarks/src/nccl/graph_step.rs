@@ -25,10 +25,10 @@ use crate::measurement::Measurement;
 use crate::raw::{RawGraph, RawStream};
 use crate::report::{Better, Report, Row, Source};
 
-/// All-reduces per step.
-const REDUCES: usize = 32;
+/// All-reduces per step (and per device, in `sibling_graphs.rs`).
+pub(super) const REDUCES: usize = 32;
 /// Elements (`f32`) per all-reduce: 64 KiB, a hidden size of 4096 in `f16` for a batch of 8.
-const COUNT: usize = 16 << 10;
+pub(super) const COUNT: usize = 16 << 10;
 
 /// The rows of the step (see the module docs).
 pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {

@@ -19,18 +19,13 @@ use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
 use stream_core::nccl::{self, Communicator, Sum};
 use stream_core::{scope_all, Device, DeviceVec, Graph, Stream};
 
-use super::graph_step::check_output;
+use super::graph_step::{check_output, COUNT, REDUCES};
 use super::raw_ranks::{RawBuffers, RawRanks};
 use crate::env::Env;
 use crate::error::{Context, Error, Result};
 use crate::measurement::Measurement;
 use crate::raw::{begin_capture, RawCapturedGraph, RawGraph, RawStream};
 use crate::report::{Better, Report, Row, Source};
-
-/// All-reduces per step and device.
-const REDUCES: usize = 32;
-/// Elements (`f32`) per all-reduce: 64 KiB.
-const COUNT: usize = 16 << 10;
 
 /// The row (see the module docs), on the first two of `devices` when there are two.
 pub(super) fn rows(
