@@ -159,8 +159,9 @@ fn train_rank(device: &Device, comm: &Communicator, steps: Steps) -> Result<(Vec
 /// [`train`] with the step captured into a graph once and replayed [`STEPS`] times:
 /// the capture and the first replay, waited for, timed together as the first step (the
 /// kernels load and NCCL connects during the capture, as during `train`'s first step),
-/// the other replays chained without a host wait and waited for once. The batch, its transpose and the weights are
-/// `DeviceVec`s the graph holds; the forward output and the gradient are its own.
+/// the other replays chained without a host wait and waited for once. The batch, its
+/// transpose and the weights are `DeviceVec`s the graph holds; the forward output and
+/// the gradient are its own.
 fn train_replayed(
     device: &Device,
     rows: std::ops::Range<usize>,
