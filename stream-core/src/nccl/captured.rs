@@ -71,9 +71,9 @@ use crate::scope::{Pending, Scope};
 /// process starts: NCCL reads it once, when a collective is first captured, and so does
 /// this crate, at the process's first captured collective), on any communicator;
 /// otherwise the call is [`Error::GraphCommunicators`](crate::Error::GraphCommunicators)
-/// and nothing is recorded. Without registration NCCL moves the data as for a scope's collectives:
-/// ranks of other processes whose lengths disagree wait for each other until the
-/// timeout, and ranks of this process (threads of [`Communicator::join`]) have each
+/// and nothing is recorded. Without registration NCCL moves the data as for a scope's
+/// collectives: ranks of other processes whose lengths disagree wait for each other
+/// until the timeout, and ranks of this process (threads of [`Communicator::join`]) have each
 /// replay's calls compared by the ledger before it is launched, as a scope's are:
 /// a disagreement is [`Error::RanksDisagree`](crate::Error::RanksDisagree) there, and
 /// the other ranks' replays end with it too instead of waiting.
