@@ -73,9 +73,9 @@ use crate::scope::{Pending, Scope};
 /// otherwise the call is [`Error::GraphCommunicators`](crate::Error::GraphCommunicators)
 /// and nothing is recorded. Without registration NCCL moves the data as for a scope's
 /// collectives: ranks of other processes whose lengths disagree wait for each other
-/// until the timeout, and ranks of this process (threads of [`Communicator::join`]) have each
-/// replay's calls compared by the ledger before it is launched, as a scope's are:
-/// a disagreement is [`Error::RanksDisagree`](crate::Error::RanksDisagree) there, and
+/// until the timeout, and ranks of this process (threads of [`Communicator::join`])
+/// have each replay's calls compared by the ledger before it is launched, as a scope's
+/// are: a disagreement is [`Error::RanksDisagree`](crate::Error::RanksDisagree) there, and
 /// the other ranks' replays end with it too instead of waiting.
 ///
 /// Inside [`nccl::group`](super::group()) a capture records through the group's methods,
