@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use gpu_tests::child::run_command;
 use gpu_tests::nccl_ranks::{error_variant, exclusive, on_ranks, rank_count};
-use gpu_tests::rank_processes::{free_port, two_ranks};
+use gpu_tests::rank_processes::{free_port, lone_rank_of_two, two_ranks};
 use gpu_tests::tests;
 use gpu_tests::{ensure, gpu_status, poisoned, GpuStatus, Test, TestFn, TestResult};
 use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
@@ -183,12 +183,15 @@ fn group_misuse_is_refused_before_anything_is_enqueued() -> TestResult {
                 "an ungrouped send to itself: {err}"
             );
             let device = comm.device();
+            let lone = lone_rank_of_two()?;
             let made_inside = nccl::group(|_g| {
                 let id = UniqueId::new()?;
                 Ok::<_, Error>([
                     Communicator::join(device, &id, 0, 1).map(drop),
                     Communicator::join_within(device, &id, 0, 1, Duration::from_secs(5)).map(drop),
                     Communicator::for_devices(std::slice::from_ref(device)).map(drop),
+                    // Rank 1 of 2 meeting at a port nobody serves: refused before the wait.
+                    lone.communicator(device).map(drop),
                 ])
             })?;
             for made in made_inside {

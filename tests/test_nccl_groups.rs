@@ -17,6 +17,7 @@ gpu_tests::test_main! {
         one_thread_drives_every_device_through_a_group,
         every_grouped_collective_matches_the_cpu,
         a_group_that_fails_or_panics_still_enqueues_what_it_issued,
+        a_communicator_dropped_inside_a_group_leaves_the_group_working,
     ],
 }
 
@@ -306,4 +307,48 @@ fn a_group_that_fails_or_panics_still_enqueues_what_it_issued() -> TestResult {
     })?;
     ensure!(!comm.is_aborted(), "the communicator was aborted");
     check_eq("a group after the panic", &input, &after_panic)
+}
+
+/// A communicator dropped inside a group, one the group holds no calls of (those it
+/// holds are borrowed until its end): NCCL queues its destruction for the group's end,
+/// which still enqueues the group's broadcast on the other communicator; the result is
+/// right, and the thread's next group works. For a communicator that never ran a
+/// collective and for one that did (NCCL's connections set up).
+fn a_communicator_dropped_inside_a_group_leaves_the_group_working() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let device = Device::new(0)?;
+    let one_rank = || Communicator::join(&device, &UniqueId::new()?, 0, 1);
+    let comm = one_rank()?;
+    let stream = device.new_stream()?;
+    let input: Vec<u32> = (0..4099).map(|i| 3 * i + 1).collect();
+    for used in [false, true] {
+        let dropped = one_rank()?;
+        if used {
+            scope(&stream, |s| {
+                let mut x = s.upload(&input)?;
+                s.all_reduce_in_place(&dropped, &mut x, Sum)
+            })?;
+        }
+        let mut got = poisoned::<u32>(input.len());
+        scope(&stream, |s| {
+            let x = s.upload(&input)?;
+            let mut y = s.alloc_zeroed::<u32>(input.len())?;
+            nccl::group(|g| {
+                g.broadcast(s, &comm, &x, &mut y, 0)?;
+                drop(dropped);
+                Ok::<_, Error>(())
+            })?;
+            nccl::group(|g| g.all_reduce_in_place(s, &comm, &mut y, Sum))?;
+            s.copy_to_host(&y, &mut got)?.wait()?;
+            Ok::<_, Error>(())
+        })?;
+        let which = if used { "used" } else { "fresh" };
+        check_eq(
+            &format!("a group that dropped a {which} communicator"),
+            &input,
+            &got,
+        )?;
+    }
+    ensure!(!comm.is_aborted(), "the group's communicator was aborted");
+    Ok(())
 }

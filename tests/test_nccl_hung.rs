@@ -3,7 +3,8 @@
 //! `CollectiveTimedOut`, also while unwinding; and so does every host wait inside the
 //! scope that is queued behind it (a download's `Pending::wait`, pinned or staged, and
 //! the copies between device and pageable memory that hold the host until the stream
-//! reaches them). Never a hang. A barrier a rank never reaches ends the same way. (A
+//! reaches them). Never a hang. A barrier a rank never reaches ends the same way, and a
+//! wait that gives up inside an `nccl::group` (its abort deferred to the group's end). (A
 //! graph's replay whose peer never replays: `test_nccl_graph_ranks`.)
 //! (Ranks of one process that disagree on a length: `test_nccl_ledger`.)
 //!
@@ -18,7 +19,7 @@ use gpu_tests::nccl_ranks::{
 };
 use gpu_tests::tests;
 use gpu_tests::{ensure, TestResult};
-use stream_core::nccl::{Communicator, Sum};
+use stream_core::nccl::{self, Communicator, Sum};
 use stream_core::{scope, Device, Error, Scope};
 
 /// The environment variable that makes this binary run one child mode.
@@ -32,11 +33,13 @@ fn main() {
             ("barrier", barrier_child),
             ("hung", hung_child),
             ("host_waits", host_waits_child),
+            ("in_group", in_group_child),
         ],
         tests![
             a_collective_that_never_completes_times_out_instead_of_hanging,
             host_waits_behind_a_hung_collective_time_out_too,
             a_barrier_a_rank_never_reaches_times_out,
+            a_wait_inside_a_group_times_out_and_its_abort_waits_for_the_end,
         ],
     );
 }
@@ -112,6 +115,76 @@ fn a_barrier_a_rank_never_reaches_times_out() -> TestResult {
         "the barrier returned after {waited} s; the timeout was 1 s.\n{out}"
     );
     Ok(())
+}
+
+/// In a child, with two GPUs: rank 0's all_reduce, which rank 1 never joins, then an
+/// `nccl::group` holding a grouped all_reduce on the same communicator and a download's
+/// wait behind the hung collective. The wait gives up after the 1 s timeout with
+/// `CollectiveTimedOut`; the communicator counts as aborted at once (the group's later
+/// call on it is refused), NCCL's abort waits for the group's end (which enqueues the
+/// held call), and the scope's end, the device and a new communicator work after it.
+fn a_wait_inside_a_group_times_out_and_its_abort_waits_for_the_end() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let out = run_self(
+        "a wait inside a group behind a hung collective",
+        &[(CHILD_ENV, Some("in_group"))],
+        Duration::from_secs(90),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    out.expect("wait", "CollectiveTimedOut")?;
+    out.expect("aborted_inside", "true")?;
+    out.expect("later_in_group", "CommunicatorAborted")?;
+    out.expect("group", "ok")?;
+    out.expect("scope", "CollectiveTimedOut")?;
+    out.expect("new_communicators_work", "true")?;
+    out.expect("device_still_works", "true")?;
+    let waited: f64 = out.value("wait_s")?.parse()?;
+    ensure!(
+        (0.9..30.0).contains(&waited),
+        "the wait returned after {waited} s; the timeout was 1 s.\n{out}"
+    );
+    Ok(())
+}
+
+/// See [`a_wait_inside_a_group_times_out_and_its_abort_waits_for_the_end`].
+fn in_group_child() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let stream = d0.new_stream()?;
+    let mut pinned = d0.alloc_pinned::<u32>(1024)?;
+    let ranks = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
+    ranks.0.set_timeout(Duration::from_secs(1));
+    let mut outcome = None;
+    let ended = scope(&stream, |s| {
+        let mut x = s.upload(&[7u32; 1024])?;
+        let mut y = s.upload(&[1u32; 1024])?;
+        let mut z = s.upload(&[2u32; 1024])?;
+        s.all_reduce_in_place(&ranks.0, &mut x, Sum)?;
+        let start = Instant::now();
+        let grouped = nccl::group(|g| {
+            g.all_reduce_in_place(s, &ranks.0, &mut y, Sum)?;
+            let waited = s.copy_to_host(&x, &mut pinned)?.wait().map(drop);
+            let took = start.elapsed();
+            let aborted_inside = ranks.0.is_aborted();
+            let later = g.all_reduce_in_place(s, &ranks.0, &mut z, Sum);
+            Ok::<_, Error>((waited, took, aborted_inside, later))
+        });
+        outcome = Some(grouped);
+        Ok::<_, Error>(())
+    });
+    let (waited, took, aborted_inside, later) =
+        outcome.ok_or("the scope did not run its closure")??;
+    let variant = |r: &Result<(), Error>| r.as_ref().err().map_or("ok", error_variant);
+    println!("wait = {}", variant(&waited));
+    println!("wait_s = {:.3}", took.as_secs_f64());
+    println!("aborted_inside = {aborted_inside}");
+    println!("later_in_group = {}", variant(&later));
+    println!("group = ok");
+    println!("scope = {}", variant(&ended));
+    ranks.1.abort();
+    // A fresh pair on the same devices: nothing of the aborted one is left in the way.
+    let fresh = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1));
+    println!("new_communicators_work = {}", fresh.is_ok());
+    print_whether_the_device_still_works(&stream)
 }
 
 /// See [`a_barrier_a_rank_never_reaches_times_out`].

@@ -26,6 +26,21 @@ pub fn free_port() -> Result<u16, Failed> {
     Err("no free pair of TCP ports in 20000..32001 after 200 tries".into())
 }
 
+/// Rank 1 of a world of two (as `RANK` variables set it) whose rank 0 never serves the
+/// rendezvous at its free local port: its `communicator` would wait a minute.
+pub fn lone_rank_of_two() -> Result<stream_core::nccl::World, Failed> {
+    let port = free_port()?.to_string();
+    let mut world = stream_core::nccl::World::from_vars(|name| match name {
+        "RANK" => Some("1".into()),
+        "WORLD_SIZE" => Some("2".into()),
+        "MASTER_ADDR" => Some("127.0.0.1".into()),
+        "MASTER_PORT" => Some(port.clone()),
+        _ => None,
+    })?;
+    world.set_rendezvous_timeout(Duration::from_secs(60));
+    Ok(world)
+}
+
 /// Runs this binary twice at once as child `mode` (the value of `child_env`), ranks 0
 /// and 1 of a world of two meeting at a free local port (the `RANK` variables, as set
 /// by hand, read by `nccl::World::from_env`), each with `extra(rank)` added to its

@@ -564,7 +564,7 @@ impl std::fmt::Debug for Communicator {
 /// asked for inside a group only at the group's end (a blocking one is refused every use
 /// before; `join_within`'s bounded wait would see it never ready, then abort it on
 /// another thread while the group still holds its making).
-fn refuse_inside_a_group() -> Result<()> {
+pub(super) fn refuse_inside_a_group() -> Result<()> {
     if super::group::is_open() {
         return Err(Error::NcclGroup {
             reason: "a communicator cannot be made inside nccl::group: NCCL would make it only \

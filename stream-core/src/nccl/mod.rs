@@ -52,7 +52,9 @@
 //! communicator made inside one would be made only there. So an abort asked for inside
 //! a group ([`Communicator::abort`], or a scope's watch) counts at once and is made just
 //! after the group's end, and communicators are made outside groups
-//! ([`Error::NcclGroup`](crate::Error::NcclGroup) otherwise), as they are split.
+//! ([`Error::NcclGroup`](crate::Error::NcclGroup) otherwise), as they are split. (One
+//! dropped inside a group is destroyed at its end too, which is harmless: the group
+//! holds none of its calls, since those borrow it until then.)
 //!
 //! # When a peer dies
 //!
