@@ -33,6 +33,7 @@ pub fn lone_rank_of_two() -> Result<stream_core::nccl::World, Failed> {
     let mut world = stream_core::nccl::World::from_vars(|name| match name {
         "RANK" => Some("1".into()),
         "WORLD_SIZE" => Some("2".into()),
+        "LOCAL_RANK" => Some("1".into()),
         "MASTER_ADDR" => Some("127.0.0.1".into()),
         "MASTER_PORT" => Some(port.clone()),
         _ => None,
