@@ -16,7 +16,7 @@
 //! an NVIDIA GPU and the NCCL library, and says so when either is missing.
 //!
 //! With `--graph`, each rank captures its training step (three kernels, the all-reduce,
-//! the update) into a CUDA graph once and replays it step after step without the host
+//! the update: `step`, the function the scope runs otherwise) into a CUDA graph once and replays it step after step without the host
 //! waiting in between (`Scope::replay_again_with`). Graphs with collectives on more than
 //! one rank need NCCL's registration of captured buffers off, in every rank's
 //! environment: `NCCL_GRAPH_REGISTER=0 cargo run --release --example data_parallel -- --graph`
@@ -25,7 +25,9 @@
 use std::time::{Duration, Instant};
 
 use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
-use stream_core::{scope, Device, DeviceVec, Error, Result};
+use stream_core::{
+    scope, Device, DeviceMemory, DeviceMemoryMut, DeviceVec, Enqueue, Error, Result,
+};
 
 /// Input features, outputs, rows of the batch per rank, training steps, learning rate.
 const FEATURES: usize = 256;
@@ -170,7 +172,7 @@ fn train_replayed(
 ) -> Result<(Vec<f32>, StepTimes)> {
     let m = rows.len();
     let (x, target) = batch_rows(rows);
-    let (m32, k32, n32) = (m as u32, FEATURES as u32, OUTPUTS as u32);
+    let (m32, k32) = (m as u32, FEATURES as u32);
     let dx = device.upload_vec(&x)?;
     let dt = device.upload_vec(&target)?;
     let mut xt: DeviceVec<f32> = device.alloc_vec(FEATURES * m)?;
@@ -188,22 +190,18 @@ fn train_replayed(
         let (mut graph, ()) = device.capture(held, |g, (dx, dt, xt, mut w)| {
             let mut y = g.alloc::<f32>(m * OUTPUTS)?;
             let mut grad = g.alloc::<f32>(FEATURES * OUTPUTS)?;
-            kernels::sgemm_tiled(g, m32, n32, k32, 1.0, &dx, &w, 0.0, &mut y)?;
-            kernels::axpy(g, -1.0, &dt, &mut y)?;
-            let scale = 1.0 / batch as f32;
-            kernels::sgemm_tiled(g, k32, n32, m32, scale, &xt, &y, 0.0, &mut grad)?;
-            g.all_reduce_in_place(comm, &mut grad, Sum)?;
-            kernels::axpy(g, -LEARNING_RATE, &grad, &mut w)
+            let sum = |grad: &mut _| g.all_reduce_in_place(comm, grad, Sum);
+            step(g, (&dx, &dt, &xt), batch, &mut w, (&mut y, &mut grad), sum)
         })?;
         scope(&stream, |s| {
             let graph = s.replay_with(&mut graph, &[comm])?.wait()?;
             times.first = first.elapsed();
             let start = Instant::now();
-            let mut step = s.replay_with(graph, &[comm])?;
+            let mut replay = s.replay_with(graph, &[comm])?;
             for _ in 2..STEPS {
-                step = s.replay_again_with(step, &[comm])?;
+                replay = s.replay_again_with(replay, &[comm])?;
             }
-            step.wait()?;
+            replay.wait()?;
             times.per_step = start.elapsed() / (STEPS as u32 - 1).max(1);
             Ok::<_, Error>(())
         })?;
@@ -225,7 +223,7 @@ fn train(
     let (x, target) = batch_rows(rows);
     let mut weights = vec![0f32; FEATURES * OUTPUTS];
     let stream = device.new_stream()?;
-    let (m32, k32, n32) = (m as u32, FEATURES as u32, OUTPUTS as u32);
+    let (m32, k32) = (m as u32, FEATURES as u32);
     let mut probe = [0f32];
     let mut first_result = Some(&mut probe[..]);
     let mut times = StepTimes::default();
@@ -239,25 +237,11 @@ fn train(
         let mut grad = s.alloc::<f32>(FEATURES * OUTPUTS)?;
         let mut start = Instant::now();
         for _ in 0..STEPS {
-            // Forward: y = x w; residual: y -= target.
-            kernels::sgemm_tiled(s, m32, n32, k32, 1.0, &dx, &w, 0.0, &mut y)?;
-            kernels::axpy(s, -1.0, &dt, &mut y)?;
-            // Gradient of the mean squared error: x^T (x w - t) / batch.
-            kernels::sgemm_tiled(
-                s,
-                k32,
-                n32,
-                m32,
-                1.0 / batch as f32,
-                &xt,
-                &y,
-                0.0,
-                &mut grad,
-            )?;
-            if let Some(comm) = comm {
-                s.all_reduce_in_place(comm, &mut grad, Sum)?;
-            }
-            kernels::axpy(s, -LEARNING_RATE, &grad, &mut w)?;
+            let sum = |grad: &mut _| match comm {
+                Some(comm) => s.all_reduce_in_place(comm, grad, Sum),
+                None => Ok(()),
+            };
+            step(s, (&dx, &dt, &xt), batch, &mut w, (&mut y, &mut grad), sum)?;
             // The first step loads the kernels and sets up NCCL's connections: timed
             // apart, up to one element of its result on the host.
             if let Some(probe) = first_result.take() {
@@ -272,6 +256,30 @@ fn train(
     })?;
     Ok((weights, times))
 }
+
+/// One training step on `s`, the same whether `s` runs it (a scope) or records it into
+/// a graph (a capture): forward `y = x w`, residual `y -= target`, the gradient of the
+/// mean squared error `grad = x^T y / batch` (`xt` is `x` transposed), `sum` of the
+/// gradient over the ranks, and the update `w -= LEARNING_RATE grad`.
+fn step<'s, G: DeviceMemoryMut<'s, f32>>(
+    s: &'s impl Enqueue<'s>,
+    (x, target, xt): (&impl F32s<'s>, &impl F32s<'s>, &impl F32s<'s>),
+    batch: usize,
+    w: &mut impl DeviceMemoryMut<'s, f32>,
+    (y, grad): (&mut impl DeviceMemoryMut<'s, f32>, &mut G),
+    sum: impl FnOnce(&mut G) -> Result<()>,
+) -> Result<()> {
+    let (rows, k, n) = ((x.len() / FEATURES) as u32, FEATURES as u32, OUTPUTS as u32);
+    kernels::sgemm_tiled(s, rows, n, k, 1.0, x, w, 0.0, y)?;
+    kernels::axpy(s, -1.0, target, y)?;
+    kernels::sgemm_tiled(s, k, n, rows, 1.0 / batch as f32, xt, y, 0.0, grad)?;
+    sum(grad)?;
+    kernels::axpy(s, -LEARNING_RATE, grad, w)
+}
+
+/// What [`step`] reads: device memory of `f32`s of the scope or capture `'s`.
+trait F32s<'s>: DeviceMemory<'s, f32> {}
+impl<'s, M: DeviceMemory<'s, f32>> F32s<'s> for M {}
 
 /// How long a rank's training took: its first step (the kernels' loads and NCCL's
 /// connection setup included), and each later one on average.
