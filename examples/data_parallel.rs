@@ -16,8 +16,9 @@
 //! an NVIDIA GPU and the NCCL library, and says so when either is missing.
 //!
 //! With `--graph`, each rank captures its training step (three kernels, the all-reduce,
-//! the update: `step`, the function the scope runs otherwise) into a CUDA graph once and replays it step after step without the host
-//! waiting in between (`Scope::replay_again_with`). Graphs with collectives on more than
+//! the update: `step`, the function the scope runs otherwise) into a CUDA graph once
+//! and replays it step after step without the host waiting in between
+//! (`Scope::replay_again_with`). Graphs with collectives on more than
 //! one rank need NCCL's registration of captured buffers off, in every rank's
 //! environment: `NCCL_GRAPH_REGISTER=0 cargo run --release --example data_parallel -- --graph`
 //! (the library refuses the capture otherwise, and says so).
