@@ -69,7 +69,7 @@
 //!
 //! | folder      | unsafe blocks | what they prove |
 //! |-------------|---------------|-----------------|
-//! | `driver/`   | 140 | the driver's own rules for each raw call (25 of them NCCL's, in `driver/nccl.rs`, `driver/nccl_join.rs` and `driver/nccl_abort.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool; what an owner releases, a stream-ordered allocation, a pinned block, managed memory, a module, is released by a safe consuming method there, as a `Box` is dropped: the proofs are at the uses) |
+//! | `driver/`   | 140 | the driver's own rules for each raw call (25 of them NCCL's, in `driver/nccl.rs`, `driver/nccl_comm.rs`, `driver/nccl_join.rs` and `driver/nccl_abort.rs`; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool; what an owner releases, a stream-ordered allocation, a pinned block, managed memory, a module, is released by a safe consuming method there, as a `Box` is dropped: the proofs are at the uses) |
 //! | `memory/`   | 7  | byte views of element slices; `DeviceVec`'s blocking copies; the out-of-memory wait for this thread's open scopes (a scope's memory reaches the staged copies as a `StreamRange`, made safely from its brand and borrow; stream-ordered allocations are owned `StreamOrdered` values, freed safely) |
 //! | `host/`     | 12 | pinned memory as typed slices; staged copies' DMAs, copy-out thread and streaming stores; the download snapshot's and the calibration's device memory (as `StreamRange`s) |
 //! | `scope/`    | 11 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
@@ -107,9 +107,10 @@
 //!   (the scope keeps that set). No `unsafe` block was added outside `driver/`: a
 //!   cross-device child is made by the same two blocks as any fork.
 //! * **NCCL collectives** (`nccl/`): cudarc's `nccl` `result` layer is called only from
-//!   `driver/nccl.rs` (a communicator as an RAII handle whose drop destroys it, each
-//!   collective an `unsafe fn` stating NCCL's rule: the buffers hold `count` elements
-//!   of the type on the communicator's device), and from `driver/nccl_join.rs` (a
+//!   `driver/nccl.rs` (the library, its errors, group brackets), `driver/nccl_comm.rs`
+//!   (a communicator as an RAII handle whose drop destroys it, each collective an
+//!   `unsafe fn` stating NCCL's rule: the buffers hold `count` elements of the type on
+//!   the communicator's device), and from `driver/nccl_join.rs` (a
 //!   communicator made within a time limit: NCCL's non-blocking mode, its config, the
 //!   split into a blocking member; `driver/nccl_abort.rs`, an abort on a thread of its
 //!   own; `driver/nccl_group.rs`, whether a group is open, which keeps the aborts asked
@@ -134,9 +135,9 @@
 //! * **Collectives in CUDA graphs** touch two folders, and go in the higher one:
 //!   `nccl/captured.rs` records a collective through the capture's own scope, with
 //!   `request.rs`'s checks and proof, and gives `Scope::replay_with`. What the graph must
-//!   keep is below both, a driver handle (`driver::nccl::GraphKeep`: the communicator is
-//!   destroyed after the graph, and aborted on a thread of its own while a graph keeps
-//!   it, since NCCL's abort waits for such graphs), so `graph/` keeps it
+//!   keep is below both, a driver handle (`driver::nccl_comm::GraphKeep`: the
+//!   communicator is destroyed after the graph, and aborted on a thread of its own while
+//!   a graph keeps it, since NCCL's abort waits for such graphs), so `graph/` keeps it
 //!   (`graph/collectives.rs`) and checks it at replay without knowing `nccl/`. No
 //!   `unsafe` block was added.
 //! * An operation composed of existing ones adds no `unsafe` either: `nccl/all_to_all.rs`

@@ -488,8 +488,12 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ),
     ("nccl_abort", &["context"]),
     ("nccl_group", &[]),
-    ("nccl", &["nccl_group", "nccl_abort", "stream", "context"]),
-    ("nccl_join", &["nccl", "nccl_abort", "context"]),
+    ("nccl", &["nccl_group"]),
+    (
+        "nccl_comm",
+        &["nccl", "nccl_group", "nccl_abort", "stream", "context"],
+    ),
+    ("nccl_join", &["nccl_comm", "nccl", "nccl_abort", "context"]),
 ];
 
 /// The driver files `source` uses in code: `super::<file>` or `crate::driver::<file>`

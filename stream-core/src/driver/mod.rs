@@ -45,6 +45,7 @@ pub(crate) mod memory;
 pub(crate) mod module;
 pub(crate) mod nccl;
 pub(crate) mod nccl_abort;
+pub(crate) mod nccl_comm;
 pub(crate) mod nccl_group;
 pub(crate) mod nccl_join;
 pub(crate) mod nvrtc;

@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 use cudarc::nccl::{result, sys};
 
 use super::context::PrimaryContext;
-use super::nccl::{check, nccl_error, require_split, RawComm, RawUniqueId};
+use super::nccl::{check, nccl_error, require_split, RawUniqueId};
 use super::nccl_abort::{abort_elsewhere, wait_for_aborts};
+use super::nccl_comm::RawComm;
 use crate::error::{Error, Library, Result};
 
 /// The first fields of NCCL's `ncclConfig_t`, as NCCL 2.14 defined it (the version that

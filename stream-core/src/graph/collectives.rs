@@ -14,7 +14,8 @@
 
 use std::sync::Arc;
 
-use crate::driver::nccl::{Call, CommControl, GraphKeep};
+use crate::driver::nccl::Call;
+use crate::driver::nccl_comm::{CommControl, GraphKeep};
 use crate::error::{Error, Result};
 
 /// The communicators of a graph's (or a capture's) collectives, each once, with the

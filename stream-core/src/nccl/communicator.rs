@@ -11,7 +11,7 @@ use super::captured::agree_each;
 use super::ledger::{Agreement, Call, Ledger, Seat};
 use super::UniqueId;
 use crate::device::Device;
-use crate::driver::nccl::{CommControl, RawComm};
+use crate::driver::nccl_comm::{CommControl, RawComm};
 use crate::error::{Error, Result};
 use crate::scope::{StreamWatch, Watch};
 
