@@ -1,0 +1,170 @@
+//! The unit tests of `ledger.rs`.
+
+use super::{Agreement, Call, Ledger};
+use crate::driver::nccl::{Collective, DataType};
+use crate::Error;
+use std::time::Duration;
+
+fn call(collective: Collective, count: usize) -> Call {
+    Call {
+        what: "test",
+        collective,
+        data_type: DataType::ncclFloat32,
+        type_name: "f32",
+        count,
+        element_bytes: 4,
+    }
+}
+
+fn all_gather(count: usize) -> Call {
+    call(Collective::AllGather, count)
+}
+
+#[test]
+fn members_that_agree_go_on_and_entries_are_dropped() {
+    let seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
+    for round in 0..100 {
+        for seat in &seats {
+            seat.agree(all_gather(round)).issued().unwrap();
+        }
+    }
+    assert!(seats[0].ledger.lock().entries.is_empty());
+}
+
+#[test]
+fn a_disagreeing_member_is_refused_and_so_is_every_later_call() {
+    let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+    seats[0].agree(all_gather(4096)).issued().unwrap();
+    seats[0].agree(all_gather(7)).issued().unwrap();
+    // Rank 1 stands in for rank 0's call of 4096 instead of issuing its own.
+    let Agreement::StandIn(stand_in, err) = seats[1].agree(all_gather(4194304)) else {
+        panic!("not a stand-in");
+    };
+    assert_eq!(stand_in.count, 4096);
+    assert!(matches!(err, Error::RanksDisagree(..)), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("4194304") && text.contains("4096"), "{text}");
+    assert!(seats[0].ledger().broken().is_some());
+    // Rank 1 stands in, so rank 0's call completes: nothing to stop early.
+    assert!(seats[0].ledger().stranded().is_none());
+    // Rank 0 issued its next call already: rank 1 stands in for it too, even though
+    // it agrees. A call no one issued yet is refused.
+    assert!(matches!(
+        seats[1].agree(all_gather(7)),
+        Agreement::StandIn(Call { count: 7, .. }, _)
+    ));
+    assert!(matches!(
+        seats[0].agree(all_gather(1)),
+        Agreement::Refuse(Error::RanksDisagree(..))
+    ));
+    assert!(matches!(
+        seats[1].agree(all_gather(1)),
+        Agreement::Refuse(..)
+    ));
+    // A stand-in that could not be issued leaves rank 0's call alone.
+    seats[1].strand();
+    assert!(seats[0].ledger().stranded().is_some());
+}
+
+#[test]
+fn sends_meet_their_receives_in_order_and_compare_bytes() {
+    let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+    let send = |n| call(Collective::Send { peer: 1 }, n);
+    let recv = |n| call(Collective::Recv { peer: 0 }, n);
+    seats[0].agree(send(16)).issued().unwrap();
+    seats[0].agree(send(32)).issued().unwrap();
+    seats[1].agree(recv(16)).issued().unwrap();
+    // 32 f32 are 128 bytes: as many u8 agree.
+    let bytes = Call {
+        element_bytes: 1,
+        ..recv(128)
+    };
+    seats[1].agree(bytes).issued().unwrap();
+    seats[1].agree(recv(8)).issued().unwrap();
+    // The sender's stand-in for the receive of 8 is a send of 8 to rank 1.
+    let Agreement::StandIn(stand_in, err) = seats[0].agree(send(9)) else {
+        panic!("not a stand-in");
+    };
+    assert_eq!(stand_in.collective, Collective::Send { peer: 1 });
+    assert_eq!(stand_in.count, 8);
+    assert!(err.to_string().contains("send number 2"), "{err}");
+}
+
+#[test]
+fn pairs_with_ranks_of_other_processes_are_not_recorded() {
+    let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+    // Rank 5 is not in this process.
+    seats[0]
+        .agree(call(Collective::Send { peer: 5 }, 3))
+        .issued()
+        .unwrap();
+    assert!(seats[0].ledger.lock().entries.is_empty());
+}
+
+#[test]
+fn joined_members_share_a_ledger_and_a_lone_one_drops_its_seat() {
+    let id = [7u8; 128];
+    let a = Ledger::joined(id, 2, 0);
+    let b = Ledger::joined(id, 2, 1);
+    assert!(std::sync::Arc::ptr_eq(a.ledger(), b.ledger()));
+    let other = Ledger::joined([8u8; 128], 2, 0);
+    assert!(!std::sync::Arc::ptr_eq(a.ledger(), other.ledger()));
+    assert!(other
+        .with_siblings(Duration::from_millis(10))
+        .unwrap()
+        .is_none());
+    let a = a.with_siblings(Duration::from_millis(10)).unwrap().unwrap();
+    drop(b);
+    // Rank 1 left: rank 0's collectives complete alone.
+    a.agree(all_gather(4)).issued().unwrap();
+    assert!(a.ledger.lock().entries.is_empty());
+}
+
+#[test]
+fn a_failed_group_end_breaks_and_strands_the_ledgers_it_touched() {
+    let touched: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+    let untouched: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+    // What `agree` notes for a call made inside an open group.
+    super::note_grouped(touched[0].ledger());
+    super::note_grouped(touched[1].ledger());
+    super::group_ended(&Err(Error::NcclGroup { reason: "test" }));
+    assert!(touched[0].ledger().stranded().is_some());
+    assert!(untouched[0].ledger().broken().is_none());
+    // A group that ended well breaks nothing, and the next group starts afresh.
+    super::note_grouped(untouched[0].ledger());
+    super::group_ended(&Ok(()));
+    super::group_ended(&Err(Error::NcclGroup { reason: "test" }));
+    assert!(untouched[0].ledger().broken().is_none());
+}
+
+#[test]
+fn members_of_one_split_and_color_share_a_ledger() {
+    let seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
+    let regs: Vec<_> = [Some(0), Some(1), Some(0)]
+        .into_iter()
+        .zip(&seats)
+        .map(|(c, s)| s.split(c).unwrap())
+        .collect();
+    assert!(std::sync::Arc::ptr_eq(&regs[0].ledger, &regs[2].ledger));
+    assert!(!std::sync::Arc::ptr_eq(&regs[0].ledger, &regs[1].ledger));
+    let mut regs = regs.into_iter();
+    let (r0, r1, r2) = (
+        regs.next().unwrap(),
+        regs.next().unwrap(),
+        regs.next().unwrap(),
+    );
+    let wait = Duration::from_millis(10);
+    let lone = r1.publish(0).with_siblings(wait).unwrap();
+    assert!(lone.is_none());
+    let first = r0.publish(0);
+    // Its sibling has not published its rank yet: the wait runs out.
+    let timed_out = first.with_siblings(wait).map(|s| s.is_some());
+    assert!(
+        matches!(timed_out, Err(Error::CollectiveTimedOut { .. })),
+        "{timed_out:?}"
+    );
+    let second = r2.publish(1).with_siblings(wait).unwrap();
+    assert!(second.is_none(), "its sibling's seat was dropped");
+    // The next split numbers apart from this one.
+    assert!(seats[0].split(None).is_none());
+}
