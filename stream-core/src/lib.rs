@@ -58,9 +58,9 @@
 //! element types, `scope/` all four, `managed/` and `graph/` everything below them), and
 //! `error/` (the one [`Error`] type, below everything). Inside `driver/` too, each file
 //! uses only the files below it: `device` (queries) under `context` (the primary
-//! context and its binding), under `stream`, under `event`, `memory` and the rest. A
-//! source test in `ui-tests` (`ui_source_invariants.rs`) checks both orders, and the
-//! table below.
+//! context and its binding), under `stream`, under `event`, `memory` and the rest.
+//! Source tests in `ui-tests` check both orders (`ui_source_layers.rs`) and the table
+//! below (`ui_source_invariants.rs`).
 //!
 //! Outside `driver/`, every `unsafe` block's proof is about memory: host memory a DMA
 //! uses, device memory a kernel or copy uses, or the scope that makes both safe. The
@@ -90,8 +90,9 @@
 //! brand, a hold), citing the types that enforce it. What the capability allocates is
 //! an owning value of `driver/` whose release is safe (`driver::pool::StreamOrdered`,
 //! `PinnedAllocation`, `ManagedAllocation`): the proof that the memory outlives the GPU
-//! work belongs to the `unsafe` call that enqueues the work, not to the free. Add the folder to `FOLDER_USES` in
-//! `ui-tests/tests/ui_source_invariants.rs` and to the table above.
+//! work belongs to the `unsafe` call that enqueues the work, not to the free. Add the
+//! folder to `FOLDER_USES` in `ui-tests/tests/ui_source_layers.rs` and to the table
+//! above (checked by `ui_source_invariants.rs`).
 //!
 //! The several-GPU work is the worked example:
 //!
