@@ -39,7 +39,7 @@ fn main() {
             a_collective_that_never_completes_times_out_instead_of_hanging,
             host_waits_behind_a_hung_collective_time_out_too,
             a_barrier_a_rank_never_reaches_times_out,
-            a_wait_inside_a_group_times_out_and_its_abort_waits_for_the_end,
+            a_wait_inside_a_group_times_out_and_the_group_still_ends,
         ],
     );
 }
@@ -121,9 +121,10 @@ fn a_barrier_a_rank_never_reaches_times_out() -> TestResult {
 /// `nccl::group` holding a grouped all_reduce on the same communicator and a download's
 /// wait behind the hung collective. The wait gives up after the 1 s timeout with
 /// `CollectiveTimedOut`; the communicator counts as aborted at once (the group's later
-/// call on it is refused), NCCL's abort waits for the group's end (which enqueues the
-/// held call), and the scope's end, the device and a new communicator work after it.
-fn a_wait_inside_a_group_times_out_and_its_abort_waits_for_the_end() -> TestResult {
+/// call on it is refused), the group ends (NCCL enqueues the held call; the abort is
+/// made after that, which the host test `an_abort_inside_a_group_waits_for_its_end`
+/// shows), and the scope's end, the device and a new communicator work after it.
+fn a_wait_inside_a_group_times_out_and_the_group_still_ends() -> TestResult {
     let _one_at_a_time = exclusive();
     let out = run_self(
         "a wait inside a group behind a hung collective",
@@ -146,7 +147,7 @@ fn a_wait_inside_a_group_times_out_and_its_abort_waits_for_the_end() -> TestResu
     Ok(())
 }
 
-/// See [`a_wait_inside_a_group_times_out_and_its_abort_waits_for_the_end`].
+/// See [`a_wait_inside_a_group_times_out_and_the_group_still_ends`].
 fn in_group_child() -> TestResult {
     let (d0, d1) = (Device::new(0)?, Device::new(1)?);
     let stream = d0.new_stream()?;
