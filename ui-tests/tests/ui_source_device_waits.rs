@@ -6,10 +6,8 @@
 //! cargo are, never on the GPU machine; its name starts with `ui` so that the packing
 //! script leaves it out.)
 
-use std::fs;
-
 mod source;
-use source::{source_files, workspace_root};
+use source::{read_sources, workspace_root, Source};
 
 /// The library's source folders, relative to the workspace root.
 const LIBRARY_SOURCES: &[&str] = &[
@@ -18,6 +16,15 @@ const LIBRARY_SOURCES: &[&str] = &[
     "kernels/src",
     "kernels/cuda",
 ];
+
+/// Every source file of [`LIBRARY_SOURCES`], read.
+fn library_sources() -> Vec<Source> {
+    let root = workspace_root();
+    LIBRARY_SOURCES
+        .iter()
+        .flat_map(|dir| read_sources(&root, dir))
+        .collect()
+}
 
 /// Calls that wait for, or reset, the whole device. The safety model promises the
 /// library never makes one: it synchronises one stream or one event at a time.
@@ -104,33 +111,22 @@ const REACHED_ONLY_FROM: &[(&str, &[&str])] = &[
 
 #[test]
 fn library_never_synchronises_the_whole_device() {
-    let root = workspace_root();
-    let mut files = Vec::new();
-    for dir in LIBRARY_SOURCES {
-        source_files(&root.join(dir), &mut files);
-    }
+    let sources = library_sources();
     assert!(
-        files.len() >= 20,
+        sources.len() >= 20,
         "found only {} source files under {LIBRARY_SOURCES:?}",
-        files.len()
+        sources.len()
     );
     let mut found = Vec::new();
-    for file in &files {
-        let relative = file
-            .strip_prefix(&root)
-            .unwrap_or(file)
-            .to_string_lossy()
-            .replace('\\', "/");
-        let text = fs::read_to_string(file)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+    for Source { relative, text } in &sources {
         let (allowed, also_banned): (&[&str], &[&str]) =
             if CUDARC_CONTEXT_ALLOWED.contains(&relative.as_str()) {
                 (&["CudaContext"], CUDARC_DEVICE_WIDE)
             } else {
                 (&[], &[])
             };
-        for (number, line) in device_wide_calls(&text, allowed, also_banned) {
-            found.push(format!("{}:{number}: {line}", file.display()));
+        for (number, line) in device_wide_calls(text, allowed, also_banned) {
+            found.push(format!("{relative}:{number}: {line}"));
         }
     }
     assert!(
@@ -143,21 +139,9 @@ fn library_never_synchronises_the_whole_device() {
 
 #[test]
 fn implicit_device_wide_waits_happen_only_where_the_user_chose_them() {
-    let root = workspace_root();
-    let mut files = Vec::new();
-    for dir in LIBRARY_SOURCES {
-        source_files(&root.join(dir), &mut files);
-    }
     let mut found = Vec::new();
-    for file in &files {
-        let relative = file
-            .strip_prefix(&root)
-            .unwrap_or(file)
-            .to_string_lossy()
-            .replace('\\', "/");
-        let text = fs::read_to_string(file)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
-        found.extend(misplaced_implicit_waits(&relative, &text));
+    for Source { relative, text } in &library_sources() {
+        found.extend(misplaced_implicit_waits(relative, text));
     }
     assert!(
         found.is_empty(),

@@ -10,7 +10,7 @@
 use std::fs;
 
 mod source;
-use source::{source_files, workspace_root};
+use source::{read_sources, source_files, workspace_root, Source};
 
 /// `unsafe {` blocks in code (outside `//` comments) of `source`.
 fn unsafe_blocks(source: &str) -> usize {
@@ -177,7 +177,7 @@ fn spaced_out_literals(source: &str) -> Vec<(usize, &str)> {
 #[test]
 fn messages_keep_their_line_continuations() {
     let root = workspace_root();
-    let mut files = Vec::new();
+    let mut found = Vec::new();
     for dir in [
         "stream-core/src",
         "stream-macros/src",
@@ -186,14 +186,10 @@ fn messages_keep_their_line_continuations() {
         "examples",
         "benchmarks/src",
     ] {
-        source_files(&root.join(dir), &mut files);
-    }
-    let mut found = Vec::new();
-    for file in &files {
-        let text = fs::read_to_string(file)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
-        for (number, line) in spaced_out_literals(&text) {
-            found.push(format!("{}:{number}: {}", file.display(), line.trim()));
+        for Source { relative, text } in &read_sources(&root, dir) {
+            for (number, line) in spaced_out_literals(text) {
+                found.push(format!("{relative}:{number}: {}", line.trim()));
+            }
         }
     }
     assert!(

@@ -9,7 +9,7 @@
 use std::fs;
 
 mod source;
-use source::{source_files, workspace_root};
+use source::{read_sources, source_files, workspace_root, Source};
 
 /// The layering of `stream-core`: only `src/driver/` calls cudarc's `result` and `sys`
 /// functions (and NVRTC); every other file uses the driver layer. Types of `sys`
@@ -17,23 +17,13 @@ use source::{source_files, workspace_root};
 /// anywhere.
 #[test]
 fn only_the_driver_layer_calls_cudarc() {
-    let root = workspace_root().join("stream-core/src");
-    let mut files = Vec::new();
-    source_files(&root, &mut files);
     let mut found = Vec::new();
-    for file in &files {
-        let relative = file
-            .strip_prefix(&root)
-            .unwrap_or(file)
-            .to_string_lossy()
-            .replace('\\', "/");
-        if relative.starts_with("driver/") {
+    for Source { relative, text } in &read_sources(&workspace_root(), "stream-core/src") {
+        if relative.starts_with("stream-core/src/driver/") {
             continue;
         }
-        let text = fs::read_to_string(file)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
-        for (number, line) in driver_calls(&text) {
-            found.push(format!("stream-core/src/{relative}:{number}: {line}"));
+        for (number, line) in driver_calls(text) {
+            found.push(format!("{relative}:{number}: {line}"));
         }
     }
     assert!(
@@ -142,21 +132,10 @@ fn folders_use_only_the_layers_below_them() {
     let folders: Vec<&str> = FOLDER_USES.iter().map(|(folder, _)| *folder).collect();
     let mut found = Vec::new();
     for (folder, allowed) in FOLDER_USES {
-        let mut files = Vec::new();
-        source_files(&root.join(folder), &mut files);
-        assert!(
-            !files.is_empty(),
-            "stream-core/src/{folder}/ has no sources"
-        );
-        for file in &files {
-            let text = fs::read_to_string(file)
-                .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
-            for (number, used) in folders_used(&text, &folders) {
+        for Source { relative, text } in &read_sources(&root, folder) {
+            for (number, used) in folders_used(text, &folders) {
                 if used != *folder && !allowed.contains(&used) {
-                    found.push(format!(
-                        "{}:{number}: {folder}/ uses {used}/",
-                        file.display()
-                    ));
+                    found.push(format!("{relative}:{number}: {folder}/ uses {used}/"));
                 }
             }
         }

@@ -1,5 +1,5 @@
 //! What the `ui_source_*` tests share: where the library's sources are, and how to list
-//! them.
+//! and read them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -25,4 +25,30 @@ pub fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// A source file, read.
+pub struct Source {
+    /// Its path relative to the root it was read under, with `/` separators.
+    pub relative: String,
+    pub text: String,
+}
+
+/// Every source file under `root.join(dir)` (see [`source_files`]), read; at least one.
+pub fn read_sources(root: &Path, dir: &str) -> Vec<Source> {
+    let mut files = Vec::new();
+    source_files(&root.join(dir), &mut files);
+    assert!(!files.is_empty(), "{dir}/ has no sources");
+    files
+        .iter()
+        .map(|file| Source {
+            relative: file
+                .strip_prefix(root)
+                .unwrap_or(file)
+                .to_string_lossy()
+                .replace('\\', "/"),
+            text: fs::read_to_string(file)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display())),
+        })
+        .collect()
 }
