@@ -104,20 +104,33 @@ const FOLDER_USES: &[(&str, &[&str])] = &[
 
 /// The folders `source` uses in code: `crate::<folder>` outside comments and doc links.
 fn folders_used<'a>(source: &str, folders: &[&'a str]) -> Vec<(usize, &'a str)> {
+    names_used(source, &["crate::"], folders, &['(', '`', '['])
+}
+
+/// The `names` that `source` uses in code, with their line numbers: `<prefix><name>`
+/// for one of `prefixes`, a whole path segment, outside `//` comments and not right
+/// after one of `not_after` (a doc link's target).
+fn names_used<'a>(
+    source: &str,
+    prefixes: &[&str],
+    names: &[&'a str],
+    not_after: &[char],
+) -> Vec<(usize, &'a str)> {
     let mut used = Vec::new();
     for (index, line) in source.lines().enumerate() {
         let code = line.split("//").next().unwrap_or("");
-        for &folder in folders {
-            let needle = format!("crate::{folder}");
-            let mentions = code.match_indices(&needle).any(|(at, _)| {
-                let after = code[at + needle.len()..].chars().next();
-                let before = code[..at].chars().last();
-                // A whole path segment, not a doc link's target.
-                !matches!(after, Some(c) if c.is_ascii_alphanumeric() || c == '_')
-                    && !matches!(before, Some('(' | '`' | '['))
+        for &name in names {
+            let mentions = prefixes.iter().any(|prefix| {
+                let needle = format!("{prefix}{name}");
+                code.match_indices(&needle).any(|(at, _)| {
+                    let after = code[at + needle.len()..].chars().next();
+                    let before = code[..at].chars().last();
+                    !matches!(after, Some(c) if c.is_ascii_alphanumeric() || c == '_')
+                        && !before.is_some_and(|c| not_after.contains(&c))
+                })
             });
             if mentions {
-                used.push((index + 1, folder));
+                used.push((index + 1, name));
             }
         }
     }
@@ -195,25 +208,12 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
 /// The driver files `source` uses in code: `super::<file>` or `crate::driver::<file>`
 /// outside comments and doc links.
 fn driver_files_used<'a>(source: &str, files: &[&'a str]) -> Vec<(usize, &'a str)> {
-    let mut used = Vec::new();
-    for (index, line) in source.lines().enumerate() {
-        let code = line.split("//").next().unwrap_or("");
-        for &file in files {
-            let mentions = ["super::", "crate::driver::"].iter().any(|prefix| {
-                let needle = format!("{prefix}{file}");
-                code.match_indices(&needle).any(|(at, _)| {
-                    let after = code[at + needle.len()..].chars().next();
-                    let before = code[..at].chars().last();
-                    !matches!(after, Some(c) if c.is_ascii_alphanumeric() || c == '_')
-                        && !matches!(before, Some('(' | '`' | '[' | ':'))
-                })
-            });
-            if mentions {
-                used.push((index + 1, file));
-            }
-        }
-    }
-    used
+    names_used(
+        source,
+        &["super::", "crate::driver::"],
+        files,
+        &['(', '`', '[', ':'],
+    )
 }
 
 /// Each file of `driver/` uses only the files listed below it in [`DRIVER_FILE_USES`],
