@@ -33,6 +33,12 @@ thread_local! {
 /// An abort kept for the group's end.
 type DeferredAbort = Box<dyn FnOnce()>;
 
+/// `true` while this thread has a group open (between `group_start` and `group_end`).
+#[inline]
+pub(crate) fn is_open() -> bool {
+    OPEN.with(Cell::get)
+}
+
 /// After `ncclGroupStart` succeeded on this thread.
 pub(super) fn opened() {
     OPEN.with(|open| open.set(true));
@@ -50,7 +56,7 @@ pub(super) fn closed() -> Vec<DeferredAbort> {
 /// (see the module's docs) and returns `None`, and the caller makes no NCCL call;
 /// otherwise gives `abort` back, to be made now.
 pub(super) fn defer_abort_if_in_group<A: FnOnce() + 'static>(abort: A) -> Option<A> {
-    if !OPEN.with(Cell::get) {
+    if !is_open() {
         return Some(abort);
     }
     DEFERRED.with(|deferred| deferred.borrow_mut().push(Box::new(abort)));

@@ -2,7 +2,7 @@
 //! a closure, so the group's end cannot be forgotten, and with borrows that last until
 //! that end, when NCCL enqueues them.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
@@ -14,17 +14,9 @@ use crate::error::{Error, Result};
 use crate::memory::{DeviceMemory, DeviceMemoryMut};
 use crate::sealed::TOKEN;
 
-thread_local! {
-    /// `true` while [`group`] runs its closure on this thread (NCCL's groups are per
-    /// thread).
-    static OPEN: Cell<bool> = const { Cell::new(false) };
-}
-
-/// `true` while a [`group`] is open on this thread.
-#[inline]
-pub(crate) fn is_open() -> bool {
-    OPEN.with(Cell::get)
-}
+/// `true` while a [`group`] is open on this thread (NCCL's groups are per thread): the
+/// driver's record, set by `ncclGroupStart` and cleared by `ncclGroupEnd`.
+pub(crate) use crate::driver::nccl_group::is_open;
 
 thread_local! {
     /// What the group open on this thread keeps until its end ([`Group::keep`]).
@@ -129,7 +121,6 @@ impl GroupEnd {
     fn open() -> Self {
         super::self_pairs::clear();
         super::group_target::forget_targets(&Ok(()));
-        OPEN.with(|open| open.set(true));
         GroupEnd
     }
 
@@ -150,7 +141,6 @@ impl Drop for GroupEnd {
 /// NCCL's group end, then what the group kept (its stand-ins' scratch memory, whose
 /// stream-ordered frees now come after the collectives that use it).
 fn end() -> Result<()> {
-    OPEN.with(|open| open.set(false));
     super::self_pairs::clear();
     let ended = group_end();
     super::ledger::group_ended(&ended);
