@@ -133,14 +133,12 @@ pub(super) fn record_in_group<'a, 's: 'a, T: NcclElement>(
 /// [`nccl::group`]: super::group()
 #[inline]
 fn capturable(comm: &Communicator) -> Result<()> {
-    if group::is_open() {
-        return Err(Error::NcclGroup {
-            reason: "a capture's own collective was called inside nccl::group, which would \
-                     issue it only at the group's end, after the call's borrows: inside a \
-                     group, give the capture to the group's method (grp.all_reduce(g, &comm, \
-                     ...)), which borrows the buffers until the group's end",
-        });
-    }
+    group::refuse_inside(
+        "a capture's own collective was called inside nccl::group, which would issue it \
+         only at the group's end, after the call's borrows: inside a group, give the \
+         capture to the group's method (grp.all_reduce(g, &comm, ...)), which borrows the \
+         buffers until the group's end",
+    )?;
     if comm.grouped_only() {
         return Err(Error::GraphCommunicators {
             reason: "communicators made together by Communicator::for_devices are driven \

@@ -409,13 +409,10 @@ impl std::fmt::Debug for Communicator {
 /// before; `join_within`'s bounded wait would see it never ready, then abort it on
 /// another thread while the group still holds its making).
 pub(super) fn refuse_inside_a_group() -> Result<()> {
-    if super::group::is_open() {
-        return Err(Error::NcclGroup {
-            reason: "a communicator cannot be made inside nccl::group: NCCL would make it only \
-                     at the group's end, so make it before or after the group",
-        });
-    }
-    Ok(())
+    super::group::refuse_inside(
+        "a communicator cannot be made inside nccl::group: NCCL would make it only at the \
+         group's end, so make it before or after the group",
+    )
 }
 
 /// `STREAM_CORE_NCCL_TIMEOUT_S` (seconds, fractions allowed) when it is a positive

@@ -18,6 +18,15 @@ use crate::sealed::TOKEN;
 /// driver's record, set by `ncclGroupStart` and cleared by `ncclGroupEnd`.
 pub(crate) use crate::driver::nccl_group::is_open;
 
+/// [`Error::NcclGroup`] saying `reason` while a group is open on this thread: for what
+/// must happen before or after a group, never inside one.
+pub(crate) fn refuse_inside(reason: &'static str) -> Result<()> {
+    if is_open() {
+        return Err(Error::NcclGroup { reason });
+    }
+    Ok(())
+}
+
 thread_local! {
     /// What the group open on this thread keeps until its end ([`Group::keep`]).
     static KEPT: RefCell<Vec<Kept>> = const { RefCell::new(Vec::new()) };
@@ -91,12 +100,11 @@ where
     F: for<'g> FnOnce(&'g Group<'g, 'env>) -> std::result::Result<R, E>,
     E: From<Error>,
 {
-    if is_open() {
-        return Err(E::from(Error::NcclGroup {
-            reason: "nccl::group was called inside another nccl::group on this thread: issue \
-                     every collective of the group on the outer one",
-        }));
-    }
+    refuse_inside(
+        "nccl::group was called inside another nccl::group on this thread: issue every \
+         collective of the group on the outer one",
+    )
+    .map_err(E::from)?;
     group_start().map_err(E::from)?;
     let end = GroupEnd::open();
     let group = Group {

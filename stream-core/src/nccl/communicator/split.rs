@@ -95,12 +95,10 @@ impl Communicator {
         colors: &[Option<u16>],
         together: bool,
     ) -> Result<Vec<Option<Communicator>>> {
-        if crate::nccl::group::is_open() {
-            return Err(Error::NcclGroup {
-                reason: "a communicator cannot be split inside nccl::group: the split \
-                         groups its own calls, so split before or after the group",
-            });
-        }
+        crate::nccl::group::refuse_inside(
+            "a communicator cannot be split inside nccl::group: the split groups its own \
+             calls, so split before or after the group",
+        )?;
         let raws: Vec<&RawComm> = members.iter().map(|m| &m.raw).collect();
         let keys = members
             .iter()
