@@ -28,7 +28,7 @@ fn members_that_agree_go_on_and_entries_are_dropped() {
             seat.agree(all_gather(round)).issued().unwrap();
         }
     }
-    assert!(seats[0].ledger.lock().entries.is_empty());
+    assert!(seats[0].ledger.lock().nothing_waits());
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn pairs_with_ranks_of_other_processes_are_not_recorded() {
         .agree(call(Collective::Send { peer: 5 }, 3))
         .issued()
         .unwrap();
-    assert!(seats[0].ledger.lock().entries.is_empty());
+    assert!(seats[0].ledger.lock().nothing_waits());
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn joined_members_share_a_ledger_and_a_lone_one_drops_its_seat() {
     drop(b);
     // Rank 1 left: rank 0's collectives complete alone.
     a.agree(all_gather(4)).issued().unwrap();
-    assert!(a.ledger.lock().entries.is_empty());
+    assert!(a.ledger.lock().nothing_waits());
 }
 
 #[test]
@@ -167,4 +167,67 @@ fn members_of_one_split_and_color_share_a_ledger() {
     assert!(second.is_none(), "its sibling's seat was dropped");
     // The next split numbers apart from this one.
     assert!(seats[0].split(None).is_none());
+}
+
+#[test]
+fn members_far_apart_meet_at_each_number() {
+    let seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
+    // Rank 0 runs 1000 collectives ahead, rank 1 follows it halfway, rank 2 all the way.
+    for n in 0..1000 {
+        seats[0].agree(all_gather(n)).issued().unwrap();
+    }
+    for n in 0..500 {
+        seats[1].agree(all_gather(n)).issued().unwrap();
+    }
+    for n in 0..500 {
+        seats[2].agree(all_gather(n)).issued().unwrap();
+    }
+    // Numbers 0..500 are complete; 500..1000 wait for ranks 1 and 2.
+    assert_eq!(
+        seats[0]
+            .ledger
+            .lock()
+            .lines
+            .values()
+            .map(|l| l.waiting.len())
+            .sum::<usize>(),
+        500
+    );
+    seats[1].agree(all_gather(500)).issued().unwrap();
+    // Rank 2 disagrees at number 501, which rank 0 made: it stands in for rank 0's.
+    seats[2].agree(all_gather(500)).issued().unwrap();
+    let Agreement::StandIn(stand_in, err) = seats[2].agree(all_gather(7)) else {
+        panic!("not a stand-in");
+    };
+    assert_eq!(stand_in.count, 501);
+    assert!(err.to_string().contains("collective number 501"), "{err}");
+}
+
+#[test]
+fn a_member_ahead_on_sends_meets_the_receives_in_order() {
+    let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+    let send = |n| call(Collective::Send { peer: 1 }, n);
+    let recv = |n| call(Collective::Recv { peer: 0 }, n);
+    // The receiver is ahead this time, and the other direction runs beside it.
+    for n in 1..=100 {
+        seats[1].agree(recv(n)).issued().unwrap();
+        seats[1]
+            .agree(call(Collective::Send { peer: 0 }, n))
+            .issued()
+            .unwrap();
+    }
+    for n in 1..=100 {
+        seats[0].agree(send(n)).issued().unwrap();
+        seats[0]
+            .agree(call(Collective::Recv { peer: 1 }, n))
+            .issued()
+            .unwrap();
+    }
+    assert!(seats[0].ledger.lock().nothing_waits());
+    // Rank 1 leaves with receives waiting: they are dropped, and rank 0's sends to it
+    // are no longer compared.
+    seats[1].agree(recv(5)).issued().unwrap();
+    let mut seats = seats;
+    drop(seats.pop());
+    assert!(seats[0].ledger.lock().nothing_waits());
 }
