@@ -386,8 +386,9 @@ impl Communicator {
     }
 }
 
-/// [`Communicator::agree`] with a seat (out of the hot path of a member alone).
-#[cold]
+/// [`Communicator::agree`] with a seat: out of line, so that a member alone in its
+/// process does not carry it, but not `#[cold]`, since members of one process (threads,
+/// `for_devices`) take it on every call.
 #[inline(never)]
 fn agree_in(seat: &Seat, call: Call) -> Agreement {
     seat.agree(call)

@@ -217,8 +217,8 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Notes that a call recorded in `ledger` waits for the open group's end.
-#[cold]
+/// Notes that a call recorded in `ledger` waits for the open group's end (every call of
+/// a member of one process inside a group).
 fn note_grouped(ledger: &Arc<Ledger>) {
     GROUPED.with(|g| {
         let mut grouped = g.borrow_mut();

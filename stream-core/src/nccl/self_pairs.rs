@@ -44,8 +44,10 @@ pub(crate) fn clear() {
 /// Records `half`, of `bytes` bytes, on the communicator identified by `comm`, inside
 /// the open group: `Ok` when it pairs with an earlier opposite half of the same length
 /// or waits for its partner; [`Error::LengthMismatch`] when its partner's length
-/// differs, in which case it must not be issued (and it is not recorded).
-#[cold]
+/// differs, in which case it must not be issued (and it is not recorded). Out of line
+/// (only grouped sends and receives to this rank itself take it), not `#[cold]`: every
+/// `all_to_all` does.
+#[inline(never)]
 pub(crate) fn pair(comm: usize, half: Half, bytes: usize) -> Result<()> {
     UNPAIRED.with(|u| {
         let mut all = u.borrow_mut();
