@@ -21,7 +21,7 @@ fn all_gather(count: usize) -> Call {
 }
 
 #[test]
-fn members_that_agree_go_on_and_entries_are_dropped() {
+fn members_that_agree_go_on_and_nothing_waits() {
     let seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
     for round in 0..100 {
         for seat in &seats {
