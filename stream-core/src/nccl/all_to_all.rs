@@ -8,7 +8,7 @@
 
 use super::group::{self, Group};
 use super::group_target::GroupTarget;
-use super::request::{read, refuse_outside_a_group, write, Request};
+use super::request::{read, refuse_own_collective, write, Request};
 use super::{Communicator, NcclElement};
 use crate::error::{Error, Result, ShapeMismatch};
 use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};
@@ -95,9 +95,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         bytes: u64,
         issue: impl for<'g> FnOnce(&'g Group<'g, 'held>) -> Result<()>,
     ) -> Result<()> {
-        if group::is_open() || comm.grouped_only() {
-            return Err(refuse_outside_a_group());
-        }
+        refuse_own_collective(comm)?;
         // The group ends (NCCL enqueues the pairs) before this call returns, so the
         // borrows `issue` holds outlive it, as `group`'s contract asks.
         self.traced(what, Category::Collective, Some(bytes), || {

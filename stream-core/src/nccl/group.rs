@@ -127,8 +127,7 @@ struct GroupEnd;
 
 impl GroupEnd {
     fn open() -> Self {
-        super::self_pairs::clear();
-        super::group_target::forget_targets(&Ok(()));
+        forget_records(&Ok(()));
         GroupEnd
     }
 
@@ -149,12 +148,20 @@ impl Drop for GroupEnd {
 /// NCCL's group end, then what the group kept (its stand-ins' scratch memory, whose
 /// stream-ordered frees now come after the collectives that use it).
 fn end() -> Result<()> {
-    super::self_pairs::clear();
     let ended = group_end();
     super::ledger::group_ended(&ended);
-    super::group_target::forget_targets(&ended);
+    forget_records(&ended);
     release_kept();
     ended
+}
+
+/// Forgets what this thread's group recorded, its unpaired sends to itself and its
+/// targets, as NCCL forgets a group's calls: at the group's start (so that nothing of
+/// an earlier group can pair with this one's) and at its end (`ended`: on a failed end
+/// each capture it recorded into is told).
+fn forget_records(ended: &Result<()>) {
+    super::self_pairs::clear();
+    super::group_target::forget_targets(ended);
 }
 
 /// Drops what the group kept (see [`end`], its one caller outside the tests).

@@ -88,8 +88,8 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
     group: Option<&'a Group<'a, '_>>,
     role: Role<'_>,
 ) -> Result<()> {
-    if group.is_none() && (group::is_open() || comm.grouped_only()) {
-        return Err(refuse_outside_a_group());
+    if group.is_none() {
+        refuse_own_collective(comm)?;
     }
     if !comm.raw().is_of(&s.stream.raw) {
         return Err(of_another_device(s, comm));
@@ -191,10 +191,22 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
     issued.inspect_err(|e| comm.issue_failed(e))
 }
 
-/// Why a scope's own collective was refused: a group is open on this thread, or the
+/// A scope's own collective (not a group's) is refused while a group is open on this
+/// thread (NCCL would enqueue it only at the group's end, after its borrows) and on a
+/// communicator this thread drives beside others (`for_devices`: it would wait for its
+/// siblings forever). Also the check of `all_to_all`, which opens a group of its own.
+#[inline(always)]
+pub(crate) fn refuse_own_collective(comm: &Communicator) -> Result<()> {
+    if group::is_open() || comm.grouped_only() {
+        return Err(refuse_outside_a_group());
+    }
+    Ok(())
+}
+
+/// Why [`refuse_own_collective`] refused: a group is open on this thread, or the
 /// communicator is one of several driven by this thread.
 #[cold]
-pub(crate) fn refuse_outside_a_group() -> Error {
+fn refuse_outside_a_group() -> Error {
     Error::NcclGroup {
         reason: if group::is_open() {
             "a scope's collective was called inside nccl::group, where it would be issued \
