@@ -368,8 +368,9 @@ fn check_usable(comm: &RawComm) -> Result<()> {
     Ok(())
 }
 
+/// The error of a use of an aborted communicator.
 #[cold]
-fn aborted() -> Error {
+pub(crate) fn aborted() -> Error {
     Error::CommunicatorAborted {
         reason: "it was aborted",
     }

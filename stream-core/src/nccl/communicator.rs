@@ -11,7 +11,7 @@ use super::captured::agree_each;
 use super::ledger::{Agreement, Call, Ledger, Seat};
 use super::UniqueId;
 use crate::device::Device;
-use crate::driver::nccl_comm::{CommControl, RawComm};
+use crate::driver::nccl_comm::{aborted, CommControl, RawComm};
 use crate::error::{Error, Result};
 use crate::scope::{StreamWatch, Watch};
 
@@ -273,7 +273,7 @@ impl Communicator {
     pub(crate) fn agree(&self, call: impl FnOnce() -> Call) -> Agreement {
         match &self.seat {
             None => Agreement::Issue,
-            Some(seat) => agree_in(seat, call()),
+            Some(seat) => agree_in(seat, self.raw.control(), call()),
         }
     }
 
@@ -285,9 +285,8 @@ impl Communicator {
     pub(crate) fn agree_replay(&self, calls: &[Call]) -> Result<()> {
         match &self.seat {
             None => Ok(()),
-            Some(seat) => {
-                agree_each(calls, |call| agree_in(seat, call)).inspect_err(|_| seat.strand())
-            }
+            Some(seat) => agree_each(calls, |call| agree_in(seat, self.raw.control(), call))
+                .inspect_err(|_| seat.strand()),
         }
     }
 
@@ -338,7 +337,7 @@ impl Communicator {
     /// inside the group, NCCL would free the communicator at the group's end before
     /// launching the group's calls on it.
     pub fn abort(&self) {
-        self.raw.control().abort();
+        self.watch.abort();
     }
 
     /// `true` once aborted (by [`abort`](Self::abort) or by a scope's timeout).
@@ -390,7 +389,11 @@ impl Communicator {
 /// process does not carry it, but not `#[cold]`, since members of one process (threads,
 /// `for_devices`) take it on every call.
 #[inline(never)]
-fn agree_in(seat: &Seat, call: Call) -> Agreement {
+fn agree_in(seat: &Seat, control: &CommControl, call: Call) -> Agreement {
+    // This member's own abort first, which the ledger reports as any member's.
+    if control.is_aborted() {
+        return Agreement::Refuse(aborted());
+    }
     seat.agree(call)
 }
 
@@ -452,18 +455,30 @@ impl StreamWatch for CommWatch {
 
     fn check(&self, waited: Duration) -> Result<()> {
         if let Err(e) = self.control.async_error() {
-            self.control.abort();
+            self.abort();
             return Err(e);
         }
         if let Some(disagreement) = self.ledger.as_ref().and_then(|l| l.stranded()) {
-            self.control.abort();
+            self.abort();
             return Err(disagreement);
         }
         let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
         if waited >= timeout {
-            self.control.abort();
+            self.abort();
             return Err(Error::CollectiveTimedOut { timeout });
         }
         Ok(())
+    }
+}
+
+impl CommWatch {
+    /// Aborts the member (see [`CommControl::abort`]), after telling the other members
+    /// of this process, which cannot complete a collective without it
+    /// ([`Ledger::aborted`]).
+    fn abort(&self) {
+        if let Some(ledger) = &self.ledger {
+            ledger.aborted();
+        }
+        self.control.abort();
     }
 }

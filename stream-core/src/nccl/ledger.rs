@@ -192,8 +192,10 @@ struct State {
     /// The first disagreement (or failed issue), after which every call is refused.
     broken: Option<Error>,
     /// A call some member issued will not complete: its partner neither issued its own
-    /// nor stood in (inside a group, or the stand-in failed).
+    /// nor stood in (inside a group, or the stand-in failed), or a member was aborted.
     stranded: bool,
+    /// A member was aborted ([`Seat::aborted`]): no call of any member is issued again.
+    aborted: bool,
 }
 
 impl State {
@@ -307,6 +309,44 @@ impl Ledger {
             None
         }
     }
+
+    /// Notes that a member was aborted (a timeout, a failure NCCL reported, or
+    /// [`Communicator::abort`](super::Communicator::abort)), before NCCL's abort is
+    /// made. The other members of this process cannot complete a collective without it,
+    /// yet NCCL lets them believe they did: measured on 2x H200 (NCCL 2.28.3), a rank's
+    /// all_reduce issued after its sibling thread's member timed out and was aborted
+    /// returned at once, its buffer half zeros, half partial sums. So every later call
+    /// of every member is refused, the calls still waiting on the GPU are stopped (the
+    /// members' scopes abort them at their end: stranded), and those that completed are
+    /// reported by their scope's end.
+    pub(crate) fn aborted(&self) {
+        let mut state = self.lock();
+        state.aborted = true;
+        state.stranded = true;
+        if state.broken.is_none() {
+            state.broken = Some(sibling_aborted());
+        }
+    }
+
+    /// [`Error::CommunicatorAborted`] when a member of this process was aborted
+    /// ([`aborted`](Self::aborted)): what must not run on a communicator with a member
+    /// gone, such as a split (which would wait for that member inside NCCL forever).
+    pub(crate) fn refuse_if_aborted(&self) -> Result<()> {
+        if self.lock().aborted {
+            return Err(sibling_aborted());
+        }
+        Ok(())
+    }
+}
+
+/// Why a member's call is refused once a member of this process was aborted.
+#[cold]
+fn sibling_aborted() -> Error {
+    Error::CommunicatorAborted {
+        reason: "a rank of this process was aborted (a timeout, a failure NCCL reported, or \
+                 Communicator::abort), and no collective of the communicator can complete \
+                 without it; one that returned meanwhile holds unspecified values",
+    }
 }
 
 /// A member registered with a ledger before NCCL made it; it becomes a [`Seat`] once
@@ -381,6 +421,11 @@ impl Seat {
     /// same number, and records it if it is the first (see [`Agreement`]).
     pub(crate) fn agree(&self, call: Call) -> Agreement {
         let mut state = self.ledger.lock();
+        if state.aborted {
+            // No stand-in either: with a member aborted, no call of the communicator
+            // can complete, and a stand-in's would run against what its abort freed.
+            return Agreement::Refuse(state.broken.clone().unwrap_or_else(sibling_aborted));
+        }
         let me = self.rank;
         let (numbering, complete) = match call.collective {
             Collective::Send { peer } | Collective::Recv { peer } => {
@@ -508,11 +553,22 @@ impl Drop for Seat {
             state.ranks.swap_remove(i);
         }
         // What waited for this member will not be reached by it: collectives complete
-        // with one arrival fewer, and its pairs never.
+        // with one arrival fewer, and its pairs never. The collectives it reached count
+        // it no more, so that the members still to come are compared with them.
         let registered = state.registered;
         for (numbering, line) in state.lines.iter_mut() {
             match *numbering {
-                Numbering::Collectives => line.waiting.retain(|w| w.arrivals < registered),
+                Numbering::Collectives => {
+                    let reached = line
+                        .taken
+                        .iter()
+                        .find(|&&(r, _)| r == me)
+                        .map_or(0, |t| t.1);
+                    for waiting in line.waiting.iter_mut().filter(|w| w.number < reached) {
+                        waiting.arrivals -= 1;
+                    }
+                    line.waiting.retain(|w| w.arrivals < registered);
+                }
                 Numbering::Pair { from, to } if from == me || to == me => line.waiting.clear(),
                 Numbering::Pair { .. } | Numbering::Splits => {}
             }

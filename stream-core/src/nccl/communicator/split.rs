@@ -99,6 +99,11 @@ impl Communicator {
             "a communicator cannot be split inside nccl::group: the split groups its own \
              calls, so split before or after the group",
         )?;
+        // A split waits inside NCCL for every rank: for good, if one of this process
+        // was aborted.
+        for seat in members.iter().filter_map(|m| m.seat.as_ref()) {
+            seat.ledger().refuse_if_aborted()?;
+        }
         let raws: Vec<&RawComm> = members.iter().map(|m| &m.raw).collect();
         let keys = members
             .iter()

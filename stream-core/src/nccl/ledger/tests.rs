@@ -231,3 +231,56 @@ fn a_member_ahead_on_sends_meets_the_receives_in_order() {
     drop(seats.pop());
     assert!(seats[0].ledger.lock().nothing_waits());
 }
+
+#[test]
+fn an_aborted_member_stops_every_member() {
+    let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+    seats[0].agree(all_gather(8)).issued().unwrap();
+    assert!(seats[0].ledger().refuse_if_aborted().is_ok());
+    // Rank 0's member is aborted (its scope's timeout) with its call waiting for rank 1.
+    seats[0].ledger().aborted();
+    // Rank 1's matching call is refused, not stood in for: with a member aborted, no
+    // call of the communicator completes, so none is issued.
+    for seat in &seats {
+        let refused = seat.agree(all_gather(8));
+        assert!(
+            matches!(&refused, Agreement::Refuse(Error::CommunicatorAborted { reason })
+                if reason.contains("a rank of this process was aborted")),
+            "{refused:?}"
+        );
+    }
+    // A pair with a rank of another process is refused too.
+    assert!(matches!(
+        seats[1].agree(call(Collective::Send { peer: 7 }, 1)),
+        Agreement::Refuse(Error::CommunicatorAborted { .. })
+    ));
+    // Calls already on the GPU are stopped by their scopes' ends, and a split refused.
+    assert!(seats[1].ledger().stranded().is_some());
+    assert!(seats[1].ledger().refuse_if_aborted().is_err());
+}
+
+#[test]
+fn a_member_that_left_ahead_is_not_counted_for_the_members_still_to_come() {
+    let mut seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
+    // Ranks 2 and 0 make collective 0; rank 2 leaves before rank 1 makes it.
+    seats[2].agree(all_gather(8)).issued().unwrap();
+    seats[0].agree(all_gather(8)).issued().unwrap();
+    drop(seats.pop());
+    // Rank 1's call is still compared with rank 2's: its length differs.
+    let Agreement::StandIn(stand_in, err) = seats[1].agree(all_gather(16)) else {
+        panic!("rank 1's call of another length was not compared");
+    };
+    assert_eq!(stand_in.count, 8);
+    assert!(err.to_string().contains("collective number 0"), "{err}");
+}
+
+#[test]
+fn a_member_that_left_ahead_leaves_a_number_the_others_complete() {
+    let mut seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
+    seats[2].agree(all_gather(8)).issued().unwrap();
+    drop(seats.pop());
+    // The two members left meet at number 0, which then waits for no one.
+    seats[0].agree(all_gather(8)).issued().unwrap();
+    seats[1].agree(all_gather(8)).issued().unwrap();
+    assert!(seats[0].ledger.lock().nothing_waits());
+}

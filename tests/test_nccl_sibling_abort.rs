@@ -1,0 +1,197 @@
+//! A rank of this process aborted (here by its scope's timeout): its siblings, the other
+//! ranks of the communicator in this process, cannot complete a collective without it,
+//! and NCCL lets them believe they did. Measured before the ledger knew of aborts (2x
+//! H200, NCCL 2.28.3): rank 1's all_reduce issued after rank 0 timed out returned `Ok`
+//! in 7 ms, its buffer half zeros and half partial sums; so did one that was already
+//! queued behind other work when rank 0 was aborted. Now the first is refused before
+//! anything is issued and the second is stopped by its scope's end, both with
+//! `CommunicatorAborted`; a split, which would wait inside NCCL for the aborted rank
+//! forever, is refused too; device memory that reuses the aborted rank's is untouched,
+//! and both devices work after it.
+//!
+//! Two GPUs (NCCL refuses two ranks on one); each scenario runs in a child process of
+//! this binary ([`CHILD_ENV`]), since it aborts communicators on purpose.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use gpu_tests::child::{run_self, two_gpu_main, ChildOutput};
+use gpu_tests::nccl_ranks::{error_variant, exclusive, two_ranks, warm_up};
+use gpu_tests::{ensure, spin, tests, TestResult};
+use stream_core::nccl::{Communicator, Sum};
+use stream_core::{scope, Device, DeviceVec, Error, Stream};
+
+/// The environment variable that makes this binary run one child mode.
+const CHILD_ENV: &str = "STREAM_CORE_NCCL_SIBLING_ABORT_CHILD";
+
+/// Elements of each rank's buffer (4 MiB of `u32`).
+const N: usize = 1 << 20;
+
+fn main() {
+    two_gpu_main(
+        "test_nccl_sibling_abort",
+        CHILD_ENV,
+        &[("late", late_child), ("queued", queued_child)],
+        tests![
+            a_call_after_a_siblings_abort_is_refused,
+            a_call_queued_when_a_sibling_is_aborted_is_stopped,
+        ],
+    );
+}
+
+/// Rank 0 times out alone; then rank 1 (same process, same thread) makes the matching
+/// all_reduce, twice, and a split: all refused at once with `CommunicatorAborted`, its
+/// buffer untouched.
+fn a_call_after_a_siblings_abort_is_refused() -> TestResult {
+    let out = run_child("late")?;
+    out.expect("rank0", "CollectiveTimedOut")?;
+    for round in 0..2 {
+        out.expect(&format!("rank1_{round}"), "CommunicatorAborted")?;
+        out.expect(&format!("rank1_{round}_values"), &format!("2x{N}"))?;
+        let took: f64 = out.value(&format!("rank1_{round}_s"))?.parse()?;
+        ensure!(
+            took < 0.5,
+            "rank 1's call took {took} s to be refused.\n{out}"
+        );
+    }
+    out.expect("split", "CommunicatorAborted")?;
+    expect_untouched_and_working(&out)
+}
+
+/// Rank 1's all_reduce is issued behind 3 s of spinning on its stream; rank 0 times out
+/// after 1 s, alone. Rank 1's scope stops its call (its end aborts rank 1 too) and
+/// returns `CommunicatorAborted` once the spinning is over, not `Ok` with the values
+/// NCCL left.
+fn a_call_queued_when_a_sibling_is_aborted_is_stopped() -> TestResult {
+    let out = run_child("queued")?;
+    out.expect("rank0", "CollectiveTimedOut")?;
+    out.expect("rank1", "CommunicatorAborted")?;
+    out.expect("rank1_aborted", "true")?;
+    let took: f64 = out.value("rank1_s")?.parse()?;
+    ensure!(
+        (2.5..30.0).contains(&took),
+        "rank 1's scope ended after {took} s (3 s of spinning, then the stopped call).\n{out}"
+    );
+    expect_untouched_and_working(&out)
+}
+
+/// Runs child `mode`, one at a time, and checks that it exited normally.
+fn run_child(mode: &'static str) -> Result<ChildOutput, gpu_tests::Failed> {
+    let _one_at_a_time = exclusive();
+    let out = run_self(mode, &[(CHILD_ENV, Some(mode))], Duration::from_secs(90))?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    Ok(out)
+}
+
+/// The memory allocated on rank 0's device after its abort kept its values, and both
+/// devices still copy.
+fn expect_untouched_and_working(out: &ChildOutput) -> TestResult {
+    out.expect("sentinel", &format!("7x{N}"))?;
+    out.expect("device0_works", "true")?;
+    out.expect("device1_works", "true")
+}
+
+/// See [`a_call_after_a_siblings_abort_is_refused`].
+fn late_child() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let (s0, s1) = (d0.new_stream()?, d1.new_stream()?);
+    let (zero, one) = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
+    zero.set_timeout(Duration::from_secs(1));
+    one.set_timeout(Duration::from_secs(3));
+    let timed_out = all_reduce_of(&zero, &s0, 1, &mut vec![0; N]);
+    println!("rank0 = {}", describe(&timed_out));
+    let sentinel = d0.upload_vec(&vec![7u32; N])?;
+    for round in 0..2 {
+        let start = Instant::now();
+        let mut back = vec![2u32; N];
+        let refused = all_reduce_of(&one, &s1, 2, &mut back);
+        println!("rank1_{round} = {}", describe(&refused));
+        println!("rank1_{round}_s = {:.3}", start.elapsed().as_secs_f64());
+        println!("rank1_{round}_values = {}", histogram(&back));
+    }
+    println!("split = {}", describe(&one.split(Some(0)).map(drop)));
+    print_sentinel_and_devices(&sentinel, [&s0, &s1])
+}
+
+/// See [`a_call_queued_when_a_sibling_is_aborted_is_stopped`].
+fn queued_child() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let (s0, s1) = (d0.new_stream()?, d1.new_stream()?);
+    let (zero, one) = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
+    zero.set_timeout(Duration::from_secs(1));
+    one.set_timeout(Duration::from_secs(20));
+    let start = Instant::now();
+    let rank1 = std::thread::spawn(move || {
+        let twos = vec![2u32; N];
+        let mut back = vec![0u32; N];
+        let stopped = scope(&s1, |s| {
+            spin(s, 6_000_000_000)?; // about 3 s
+            let mut x = s.upload(&twos)?;
+            s.all_reduce_in_place(&one, &mut x, Sum)?;
+            s.copy_to_host(&x, &mut back)?.wait()?;
+            Ok::<_, Error>(())
+        });
+        (stopped, start.elapsed().as_secs_f64(), one.is_aborted(), s1)
+    });
+    let timed_out = all_reduce_of(&zero, &s0, 1, &mut vec![0; N]);
+    println!("rank0 = {}", describe(&timed_out));
+    let sentinel = d0.upload_vec(&vec![7u32; N])?;
+    let (stopped, took, aborted, s1) = rank1.join().map_err(|_| "rank 1 panicked")?;
+    println!("rank1 = {}", describe(&stopped));
+    println!("rank1_s = {took:.3}");
+    println!("rank1_aborted = {aborted}");
+    print_sentinel_and_devices(&sentinel, [&s0, &s1])
+}
+
+/// An all_reduce of `N` copies of `value` on `stream` through `comm`, downloaded into
+/// `back` when it completes.
+fn all_reduce_of(
+    comm: &Communicator,
+    stream: &Stream,
+    value: u32,
+    back: &mut [u32],
+) -> Result<(), Error> {
+    let values = vec![value; N];
+    scope(stream, |s| {
+        let mut x = s.upload(&values)?;
+        s.all_reduce_in_place(comm, &mut x, Sum)?;
+        s.copy_to_host(&x, back)?.wait()?;
+        Ok(())
+    })
+}
+
+/// Prints the values of `sentinel` (after half a second, for anything late to land)
+/// and whether each stream still copies.
+fn print_sentinel_and_devices(sentinel: &DeviceVec<u32>, streams: [&Stream; 2]) -> TestResult {
+    std::thread::sleep(Duration::from_millis(500));
+    println!("sentinel = {}", histogram(&sentinel.to_host_vec()?));
+    for (i, stream) in streams.into_iter().enumerate() {
+        let (input, mut back) = ([5u32; 256], [0u32; 256]);
+        let copied = scope(stream, |s| {
+            let x = s.upload(&input)?;
+            s.copy_to_host(&x, &mut back)?.wait()?;
+            Ok::<_, Error>(())
+        });
+        println!("device{i}_works = {}", copied.is_ok() && back == input);
+    }
+    Ok(())
+}
+
+/// `ok`, or the error's variant.
+fn describe(result: &stream_core::Result<()>) -> &'static str {
+    result.as_ref().err().map_or("ok", error_variant)
+}
+
+/// The distinct values of `values` with their counts, `7x1048576 9x3`.
+fn histogram(values: &[u32]) -> String {
+    let mut counts = BTreeMap::new();
+    for &v in values {
+        *counts.entry(v).or_insert(0usize) += 1;
+    }
+    let shown: Vec<String> = counts
+        .iter()
+        .take(6)
+        .map(|(v, n)| format!("{v}x{n}"))
+        .collect();
+    shown.join(" ")
+}
