@@ -9,6 +9,11 @@
 //! forever, is refused too; device memory that reuses the aborted rank's is untouched,
 //! and both devices work after it.
 //!
+//! Ranks of different processes are out of the ledger's sight, and NCCL does the same
+//! there: the third test shows that no rank is then left hanging, and the `nccl`
+//! module docs ("When a peer dies") say what a program must do about the call that
+//! returned.
+//!
 //! Two GPUs (NCCL refuses two ranks on one); each scenario runs in a child process of
 //! this binary ([`CHILD_ENV`]), since it aborts communicators on purpose.
 
@@ -16,9 +21,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use gpu_tests::child::{run_self, two_gpu_main, ChildOutput};
-use gpu_tests::nccl_ranks::{error_variant, exclusive, two_ranks, warm_up};
+use gpu_tests::nccl_ranks::{error_variant, exclusive, two_ranks as ranks_of_one_process, warm_up};
+use gpu_tests::rank_processes::two_ranks;
 use gpu_tests::{ensure, spin, tests, TestResult};
-use stream_core::nccl::{Communicator, Sum};
+use stream_core::nccl::{Communicator, Sum, World};
 use stream_core::{scope, Device, DeviceVec, Error, Stream};
 
 /// The environment variable that makes this binary run one child mode.
@@ -31,10 +37,15 @@ fn main() {
     two_gpu_main(
         "test_nccl_sibling_abort",
         CHILD_ENV,
-        &[("late", late_child), ("queued", queued_child)],
+        &[
+            ("late", late_child),
+            ("queued", queued_child),
+            ("apart", apart_child),
+        ],
         tests![
             a_call_after_a_siblings_abort_is_refused,
             a_call_queued_when_a_sibling_is_aborted_is_stopped,
+            a_peer_process_aborted_leaves_no_rank_hanging,
         ],
     );
 }
@@ -95,7 +106,7 @@ fn expect_untouched_and_working(out: &ChildOutput) -> TestResult {
 fn late_child() -> TestResult {
     let (d0, d1) = (Device::new(0)?, Device::new(1)?);
     let (s0, s1) = (d0.new_stream()?, d1.new_stream()?);
-    let (zero, one) = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
+    let (zero, one) = warm_up(ranks_of_one_process(&d0, &d1)?, (&d0, &d1))?;
     zero.set_timeout(Duration::from_secs(1));
     one.set_timeout(Duration::from_secs(3));
     let timed_out = all_reduce_of(&zero, &s0, 1, &mut vec![0; N]);
@@ -117,7 +128,7 @@ fn late_child() -> TestResult {
 fn queued_child() -> TestResult {
     let (d0, d1) = (Device::new(0)?, Device::new(1)?);
     let (s0, s1) = (d0.new_stream()?, d1.new_stream()?);
-    let (zero, one) = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
+    let (zero, one) = warm_up(ranks_of_one_process(&d0, &d1)?, (&d0, &d1))?;
     zero.set_timeout(Duration::from_secs(1));
     one.set_timeout(Duration::from_secs(20));
     let start = Instant::now();
@@ -194,4 +205,58 @@ fn histogram(values: &[u32]) -> String {
         .map(|(v, n)| format!("{v}x{n}"))
         .collect();
     shown.join(" ")
+}
+
+/// Two processes: rank 0 times out alone and is aborted; 2.5 s later rank 1 makes the
+/// matching all_reduce, then another. The ledger cannot see across processes, and NCCL
+/// lets rank 1's first call return (measured: `Ok` in 2 ms, half its values reduced
+/// with rank 0's, half its own); what must hold is that rank 1 is not left hanging: its
+/// second call ends at its 3 s timeout with `CollectiveTimedOut`.
+fn a_peer_process_aborted_leaves_no_rank_hanging() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let [zero, one] = two_ranks(CHILD_ENV, "apart", |_| Vec::new())?;
+    for (rank, out) in [(0, &zero), (1, &one)] {
+        ensure!(out.status.success(), "rank {rank} failed.\n{out}");
+    }
+    zero.expect("rank0", "CollectiveTimedOut")?;
+    let first = one.value("rank1_0")?;
+    ensure!(
+        first == "ok" || first == "CollectiveTimedOut",
+        "rank 1's first call after rank 0's abort: {first}.\n{one}"
+    );
+    one.expect("rank1_1", "CollectiveTimedOut")?;
+    let took: f64 = one.value("rank1_1_s")?.parse()?;
+    ensure!(
+        (2.9..30.0).contains(&took),
+        "rank 1's second call ended after {took} s (timeout 3 s).\n{one}"
+    );
+    Ok(())
+}
+
+/// See [`a_peer_process_aborted_leaves_no_rank_hanging`]: one rank of two processes.
+fn apart_child() -> TestResult {
+    let world = World::from_env()?;
+    let device = world.device()?;
+    let comm = world.communicator(&device)?;
+    let stream = device.new_stream()?;
+    all_reduce_of(&comm, &stream, 1, &mut vec![0; N])?;
+    if world.rank() == 0 {
+        comm.set_timeout(Duration::from_secs(1));
+        let timed_out = all_reduce_of(&comm, &stream, 1, &mut vec![0; N]);
+        println!("rank0 = {}", describe(&timed_out));
+        // Alive while rank 1 calls: a process that exits would be a dead peer instead.
+        std::thread::sleep(Duration::from_secs(8));
+        return Ok(());
+    }
+    comm.set_timeout(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_millis(2500));
+    for round in 0..2 {
+        let start = Instant::now();
+        let mut back = vec![2u32; N];
+        let ended = all_reduce_of(&comm, &stream, 2, &mut back);
+        println!("rank1_{round} = {}", describe(&ended));
+        println!("rank1_{round}_s = {:.3}", start.elapsed().as_secs_f64());
+        println!("rank1_{round}_values = {}", histogram(&back));
+    }
+    Ok(())
 }

@@ -74,6 +74,19 @@
 //! about 12 ns of a small collective's 105 ns enqueue on an H200);
 //! [`Communicator::check`] asks at once.
 //!
+//! What the abort leaves the peers: the aborted rank's part of the collective may have
+//! run before it was stopped, and NCCL then lets a peer's matching call complete on it.
+//! Measured on 2x H200 (NCCL 2.28.3): a rank's all_reduce made after its peer timed out
+//! and was aborted returned at once, with half its values reduced and half its own or
+//! zeros; only its next collective waited, until its own timeout. Ranks of this process
+//! are told (the ledger, below: their later calls are refused and their queued ones
+//! stopped, with [`Error::CommunicatorAborted`](crate::Error::CommunicatorAborted));
+//! ranks of other processes cannot be, from here. So an error from a scope's
+//! collective on any rank means that what every rank received since its last step
+//! known to be good is suspect: end the job on every rank, or restart every rank from a
+//! checkpoint with new communicators (PyTorch's default on a collective timeout tears
+//! the process down, for the same reason).
+//!
 //! The host waits inside such a scope are bounded the same way: a download's
 //! [`Pending::wait`](crate::Pending::wait) (and a replay's, a prefetch's) polls its
 //! event with the scope's watches, and a copy between device memory and pageable host
