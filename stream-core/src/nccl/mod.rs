@@ -148,9 +148,14 @@
 //!   crate never does (it captures collectives only with that variable `0`, see
 //!   [`Capture::all_reduce`](crate::Capture::all_reduce)): each rank's
 //!   kernels copy between its own buffers, with its own lengths, and NCCL's staging
-//!   buffers. Ranks that disagree make a collective that cannot complete, which ends as
-//!   a dead peer's does: the timeout, the abort, an `Err` (`test_nccl_errors` runs such
-//!   exchanges between processes).
+//!   buffers. Ranks that disagree write nothing past their own buffers and none waits
+//!   past its timeout, but they are not always told: measured on 2x H200 (NCCL 2.28.3,
+//!   lengths four times apart, both ways round), an all_reduce or all_gather timed out
+//!   on both ranks (the abort, an `Err`), a broadcast on the rank that was not its
+//!   root, while the root's returned `Ok`, and a send with a shorter or longer receive
+//!   returned `Ok` on both (the receive holding as much of the send as fit, then zeros)
+//!   (`test_nccl_peer_faults`). Lengths across processes are the program's to agree
+//!   on, as in every NCCL program; this crate cannot see the other process's.
 //!
 //! # In CUDA graphs
 //!

@@ -1,18 +1,22 @@
-//! A rank of this process aborted (here by its scope's timeout): its siblings, the other
-//! ranks of the communicator in this process, cannot complete a collective without it,
-//! and NCCL lets them believe they did. Measured before the ledger knew of aborts (2x
-//! H200, NCCL 2.28.3): rank 1's all_reduce issued after rank 0 timed out returned `Ok`
-//! in 7 ms, its buffer half zeros and half partial sums; so did one that was already
-//! queued behind other work when rank 0 was aborted. Now the first is refused before
-//! anything is issued and the second is stopped by its scope's end, both with
-//! `CommunicatorAborted`; a split, which would wait inside NCCL for the aborted rank
-//! forever, is refused too; device memory that reuses the aborted rank's is untouched,
-//! and both devices work after it.
+//! What one rank's fault leaves the other ranks.
 //!
-//! Ranks of different processes are out of the ledger's sight, and NCCL does the same
-//! there: the third test shows that no rank is then left hanging, and the `nccl`
-//! module docs ("When a peer dies") say what a program must do about the call that
-//! returned.
+//! **A rank of this process aborted** (here by its scope's timeout): its siblings, the
+//! other ranks of the communicator in this process, cannot complete a collective
+//! without it, and NCCL lets them believe they did. Measured before the ledger knew of
+//! aborts (2x H200, NCCL 2.28.3): rank 1's all_reduce issued after rank 0 timed out
+//! returned `Ok` in 7 ms, its buffer half zeros and half partial sums; so did one that
+//! was already queued behind other work when rank 0 was aborted. Now the first is
+//! refused before anything is issued and the second is stopped by its scope's end, both
+//! with `CommunicatorAborted`; a split, which would wait inside NCCL for the aborted
+//! rank forever, is refused too; device memory that reuses the aborted rank's is
+//! untouched, and both devices work after it.
+//!
+//! **Ranks of different processes** are out of the ledger's sight. An aborted peer
+//! leaves a rank's next call returning as above, but no rank hanging; ranks that
+//! disagree on a length write nothing past their own buffers and none hangs past its
+//! timeout, though not every call ends in an error (a send and a shorter or longer
+//! receive both return `Ok`). The `nccl` module docs ("When a peer dies", "Lengths that
+//! disagree across ranks") say what a program must do about it.
 //!
 //! Two GPUs (NCCL refuses two ranks on one); each scenario runs in a child process of
 //! this binary ([`CHILD_ENV`]), since it aborts communicators on purpose.
@@ -28,24 +32,26 @@ use stream_core::nccl::{Communicator, Sum, World};
 use stream_core::{scope, Device, DeviceVec, Error, Stream};
 
 /// The environment variable that makes this binary run one child mode.
-const CHILD_ENV: &str = "STREAM_CORE_NCCL_SIBLING_ABORT_CHILD";
+const CHILD_ENV: &str = "STREAM_CORE_NCCL_PEER_FAULTS_CHILD";
 
 /// Elements of each rank's buffer (4 MiB of `u32`).
 const N: usize = 1 << 20;
 
 fn main() {
     two_gpu_main(
-        "test_nccl_sibling_abort",
+        "test_nccl_peer_faults",
         CHILD_ENV,
         &[
             ("late", late_child),
             ("queued", queued_child),
             ("apart", apart_child),
+            ("disagree", disagree_child),
         ],
         tests![
             a_call_after_a_siblings_abort_is_refused,
             a_call_queued_when_a_sibling_is_aborted_is_stopped,
             a_peer_process_aborted_leaves_no_rank_hanging,
+            ranks_of_two_processes_that_disagree_write_only_their_own_buffers,
         ],
     );
 }
@@ -257,6 +263,88 @@ fn apart_child() -> TestResult {
         println!("rank1_{round} = {}", describe(&ended));
         println!("rank1_{round}_s = {:.3}", start.elapsed().as_secs_f64());
         println!("rank1_{round}_values = {}", histogram(&back));
+    }
+    Ok(())
+}
+
+/// Two processes whose ranks disagree on a length, each case on a fresh communicator
+/// with a 3 s timeout, both ways round (rank 0 four times longer, then rank 1):
+/// `all_reduce`, `all_gather`, a send and its receive, `broadcast`. Each rank's buffer
+/// is followed by a guard of its own values: nothing is written there, on either rank,
+/// and every call ends within its timeout (`Ok` or an `Err`; which, NCCL decides).
+fn ranks_of_two_processes_that_disagree_write_only_their_own_buffers() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let ranks = two_ranks(CHILD_ENV, "disagree", |_| Vec::new())?;
+    for (rank, out) in ranks.iter().enumerate() {
+        ensure!(out.status.success(), "rank {rank} failed.\n{out}");
+        let own = format!("{}x", rank + 1);
+        for case in DISAGREEING {
+            for longer in 0..2 {
+                let key = format!("{case}_longer{longer}");
+                let beyond = out.value(&format!("{key}_beyond"))?;
+                ensure!(
+                    beyond.starts_with(&own) && !beyond.contains(' '),
+                    "rank {rank}, {key}: written past the buffer: {beyond}.\n{out}"
+                );
+                let took: f64 = out.value(&format!("{key}_s"))?.parse()?;
+                ensure!(
+                    took < 15.0,
+                    "rank {rank}, {key}: ended after {took} s.\n{out}"
+                );
+                out.value(&key)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The collectives [`disagree_child`] runs with lengths that disagree.
+const DISAGREEING: [&str; 4] = ["all_reduce", "all_gather", "send_recv", "broadcast"];
+
+/// Elements of the guard after each buffer.
+const GUARD: usize = 1 << 16;
+
+/// See [`ranks_of_two_processes_that_disagree_write_only_their_own_buffers`]: one rank
+/// of two processes. Rank `r`'s memory holds `r + 1` everywhere before each case; the
+/// case uses its first `len` elements (`2 len` for all_gather's receive), the longer
+/// rank's `len` four times the other's; prints what the call returned, how long it
+/// took, and the values past what it used.
+fn disagree_child() -> TestResult {
+    let world = World::from_env()?;
+    let device = world.device()?;
+    let rank = world.rank();
+    let stream = device.new_stream()?;
+    // Each case on a fresh communicator: a disagreement may leave it aborted.
+    for case in DISAGREEING {
+        for longer in [0usize, 1] {
+            let comm = world.communicator(&device)?;
+            comm.set_timeout(Duration::from_secs(3));
+            let len = if rank == longer { N } else { N / 4 };
+            let fill = (rank + 1) as u32;
+            let mut memory = device.upload_vec(&vec![fill; 2 * N + GUARD])?;
+            let mine = vec![fill; len];
+            let start = Instant::now();
+            let ended = scope(&stream, |s| {
+                let mut x = s.attach(&mut memory)?;
+                let (mut head, _) =
+                    x.split_at_mut(if case == "all_gather" { 2 * len } else { len })?;
+                match case {
+                    "all_reduce" => s.all_reduce_in_place(&comm, &mut head, Sum),
+                    "all_gather" => s.all_gather(&comm, &s.upload(&mine)?, &mut head),
+                    "broadcast" => s.broadcast_in_place(&comm, &mut head, 0),
+                    _ if rank == 0 => s.send(&comm, &head, 1),
+                    _ => s.recv(&comm, &mut head, 0),
+                }
+            });
+            // Read after the scope's end, whatever it returned: its stream has drained.
+            let back = memory.to_host_vec()?;
+            let used = if case == "all_gather" { 2 * len } else { len };
+            let key = format!("{case}_longer{longer}");
+            println!("{key} = {}", describe(&ended));
+            println!("{key}_s = {:.3}", start.elapsed().as_secs_f64());
+            println!("{key}_used = {}", histogram(&back[..used]));
+            println!("{key}_beyond = {}", histogram(&back[used..]));
+        }
     }
     Ok(())
 }
