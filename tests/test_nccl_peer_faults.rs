@@ -58,7 +58,7 @@ fn main() {
 
 /// Rank 0 times out alone; then rank 1 (same process, same thread) makes the matching
 /// all_reduce, twice, and a split: all refused at once with `CommunicatorAborted`, its
-/// buffer untouched.
+/// buffer untouched; its `check` says so too.
 fn a_call_after_a_siblings_abort_is_refused() -> TestResult {
     let out = run_child("late")?;
     out.expect("rank0", "CollectiveTimedOut")?;
@@ -72,6 +72,7 @@ fn a_call_after_a_siblings_abort_is_refused() -> TestResult {
         );
     }
     out.expect("split", "CommunicatorAborted")?;
+    out.expect("check", "CommunicatorAborted")?;
     expect_untouched_and_working(&out)
 }
 
@@ -127,6 +128,7 @@ fn late_child() -> TestResult {
         println!("rank1_{round}_values = {}", histogram(&back));
     }
     println!("split = {}", describe(&one.split(Some(0)).map(drop)));
+    println!("check = {}", describe(&one.check()));
     print_sentinel_and_devices(&sentinel, [&s0, &s1])
 }
 

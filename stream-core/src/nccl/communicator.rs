@@ -257,7 +257,9 @@ impl Communicator {
 
     /// `Ok(())` while NCCL reports no failure on this communicator
     /// (`ncclCommGetAsyncError`); the failure, or [`Error::CommunicatorAborted`] after an
-    /// abort, otherwise. Never blocks.
+    /// abort of this member or of another rank of this process, or
+    /// [`Error::RanksDisagree`] after ranks of this process disagreed, otherwise. Never
+    /// blocks.
     pub fn check(&self) -> Result<()> {
         self.raw.control().async_error()?;
         match self.seat.as_ref().and_then(|s| s.ledger().broken()) {
