@@ -9,7 +9,11 @@
 //! refused before anything is issued and the second is stopped by its scope's end, both
 //! with `CommunicatorAborted`; a split, which would wait inside NCCL for the aborted
 //! rank forever, is refused too; device memory that reuses the aborted rank's is
-//! untouched, and both devices work after it.
+//! untouched, and both devices work after it. **A rank of this process that left** (its
+//! `Communicator` dropped) is no worse for NCCL (a sibling's all_reduce waited for its
+//! timeout), but that wait is 10 minutes by default: now its siblings' collectives,
+//! sends and receives with it and splits are refused at once, and a call already
+//! waiting for it is stopped by its scope's end.
 //!
 //! **Ranks of different processes** are out of the ledger's sight. An aborted peer
 //! leaves a rank's next call returning as above, but no rank hanging; ranks that
@@ -46,12 +50,14 @@ fn main() {
             ("queued", queued_child),
             ("apart", apart_child),
             ("disagree", disagree_child),
+            ("left", left_child),
         ],
         tests![
             a_call_after_a_siblings_abort_is_refused,
             a_call_queued_when_a_sibling_is_aborted_is_stopped,
             a_peer_process_aborted_leaves_no_rank_hanging,
             ranks_of_two_processes_that_disagree_write_only_their_own_buffers,
+            a_call_after_a_sibling_left_is_refused,
         ],
     );
 }
@@ -349,4 +355,64 @@ fn disagree_child() -> TestResult {
         }
     }
     Ok(())
+}
+
+/// Rank 0's communicator is dropped (a member that left, with nothing of its own
+/// pending); rank 1 (same process) then makes an all_reduce, twice, and a split: all
+/// refused at once with `CommunicatorAborted`, where they would otherwise wait for its
+/// timeout (measured: `CollectiveTimedOut` after its 2 s), its buffer untouched.
+fn a_call_after_a_sibling_left_is_refused() -> TestResult {
+    let out = run_child("left")?;
+    for round in 0..2 {
+        out.expect(&format!("rank1_{round}"), "CommunicatorAborted")?;
+        out.expect(&format!("rank1_{round}_values"), &format!("2x{N}"))?;
+        let took: f64 = out.value(&format!("rank1_{round}_s"))?.parse()?;
+        ensure!(
+            took < 0.5,
+            "rank 1's call took {took} s to be refused.\n{out}"
+        );
+    }
+    out.expect("split", "CommunicatorAborted")?;
+    out.expect("waiting", "CommunicatorAborted")?;
+    let took: f64 = out.value("waiting_s")?.parse()?;
+    ensure!(
+        (0.4..10.0).contains(&took),
+        "the call waiting for the rank that left ended after {took} s (timeout 20 s).\n{out}"
+    );
+    expect_untouched_and_working(&out)
+}
+
+/// See [`a_call_after_a_sibling_left_is_refused`]; then, on a fresh pair, rank 1's
+/// all_reduce is issued first and rank 0's communicator dropped 0.5 s later: rank 1's
+/// scope stops the call that waits for it.
+fn left_child() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let (s0, s1) = (d0.new_stream()?, d1.new_stream()?);
+    let (zero, one) = warm_up(ranks_of_one_process(&d0, &d1)?, (&d0, &d1))?;
+    one.set_timeout(Duration::from_secs(2));
+    drop(zero);
+    let sentinel = d0.upload_vec(&vec![7u32; N])?;
+    for round in 0..2 {
+        let start = Instant::now();
+        let mut back = vec![2u32; N];
+        let refused = all_reduce_of(&one, &s1, 2, &mut back);
+        println!("rank1_{round} = {}", describe(&refused));
+        println!("rank1_{round}_s = {:.3}", start.elapsed().as_secs_f64());
+        println!("rank1_{round}_values = {}", histogram(&back));
+    }
+    println!("split = {}", describe(&one.split(Some(0)).map(drop)));
+    drop(one);
+    let (zero, one) = warm_up(ranks_of_one_process(&d0, &d1)?, (&d0, &d1))?;
+    one.set_timeout(Duration::from_secs(20));
+    let start = Instant::now();
+    let rank1 = std::thread::spawn(move || {
+        let waited = all_reduce_of(&one, &s1, 2, &mut vec![0; N]);
+        (waited, start.elapsed().as_secs_f64(), s1)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    drop(zero);
+    let (waited, took, s1) = rank1.join().map_err(|_| "rank 1 panicked")?;
+    println!("waiting = {}", describe(&waited));
+    println!("waiting_s = {took:.3}");
+    print_sentinel_and_devices(&sentinel, [&s0, &s1])
 }

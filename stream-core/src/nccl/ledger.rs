@@ -17,6 +17,12 @@
 //! may no longer match NCCL's); the refused member stands in for the other's call
 //! (`stand_in.rs`) so that it completes, and each member's scope reports the
 //! disagreement at its end (the watch's verdict, `communicator.rs`).
+//!
+//! A member aborted ([`Ledger::aborted`]) or gone (its seat dropped) ends the
+//! communicator for the others: no collective can complete without it (NCCL lets a
+//! sibling's collective matched with an aborted one return as if it had, see
+//! `Ledger::aborted`), so their later calls are refused, and those already issued that
+//! wait for it are stranded (their scopes' ends stop them).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -194,8 +200,11 @@ struct State {
     /// A call some member issued will not complete: its partner neither issued its own
     /// nor stood in (inside a group, or the stand-in failed), or a member was aborted.
     stranded: bool,
-    /// A member was aborted ([`Seat::aborted`]): no call of any member is issued again.
+    /// A member was aborted ([`Ledger::aborted`]): no call of any member is issued again.
     aborted: bool,
+    /// The ranks of the members that left (their `Communicator` dropped): no collective
+    /// is issued again, nor a send or receive with one of them.
+    left: Vec<usize>,
 }
 
 impl State {
@@ -329,11 +338,15 @@ impl Ledger {
     }
 
     /// [`Error::CommunicatorAborted`] when a member of this process was aborted
-    /// ([`aborted`](Self::aborted)): what must not run on a communicator with a member
-    /// gone, such as a split (which would wait for that member inside NCCL forever).
-    pub(crate) fn refuse_if_aborted(&self) -> Result<()> {
-        if self.lock().aborted {
+    /// ([`aborted`](Self::aborted)) or has left: a split, which waits inside NCCL for
+    /// every rank, would wait for that member forever.
+    pub(crate) fn refuse_split(&self) -> Result<()> {
+        let state = self.lock();
+        if state.aborted {
             return Err(sibling_aborted());
+        }
+        if !state.left.is_empty() {
+            return Err(member_left());
         }
         Ok(())
     }
@@ -346,6 +359,15 @@ fn sibling_aborted() -> Error {
         reason: "a rank of this process was aborted (a timeout, a failure NCCL reported, or \
                  Communicator::abort), and no collective of the communicator can complete \
                  without it; one that returned meanwhile holds unspecified values",
+    }
+}
+
+/// Why a member's call is refused once a member of this process it needs has left.
+#[cold]
+fn member_left() -> Error {
+    Error::CommunicatorAborted {
+        reason: "another rank of this process left it (its Communicator was dropped), and \
+                 no collective, nor a send or receive with that rank, can complete without it",
     }
 }
 
@@ -433,6 +455,9 @@ impl Seat {
                 // from the other side (see the module docs). A pair with this rank
                 // itself is compared inside its group (`self_pairs.rs`).
                 let peer = peer as usize;
+                if state.left.contains(&peer) {
+                    return Agreement::Refuse(member_left());
+                }
                 if peer == me || !state.ranks.contains(&peer) {
                     return match &state.broken {
                         Some(error) => Agreement::Refuse(error.clone()),
@@ -446,7 +471,8 @@ impl Seat {
                 // A pair is complete with its two ends.
                 (Numbering::Pair { from, to }, 2)
             }
-            // A collective, with every member.
+            // A collective, with every member: none completes once one has left.
+            _ if !state.left.is_empty() => return Agreement::Refuse(member_left()),
             _ => (Numbering::Collectives, state.registered),
         };
         if super::group::is_open() {
@@ -552,25 +578,25 @@ impl Drop for Seat {
         if let Some(i) = state.ranks.iter().position(|&r| r == me) {
             state.ranks.swap_remove(i);
         }
-        // What waited for this member will not be reached by it: collectives complete
-        // with one arrival fewer, and its pairs never. The collectives it reached count
-        // it no more, so that the members still to come are compared with them.
-        let registered = state.registered;
+        state.left.push(me);
+        // From now on no collective is issued (`agree`), nor a pair with this member: the
+        // calls other members issued that wait for those will never complete.
+        let mut stranded = false;
         for (numbering, line) in state.lines.iter_mut() {
-            match *numbering {
-                Numbering::Collectives => {
-                    let reached = line
-                        .taken
-                        .iter()
-                        .find(|&&(r, _)| r == me)
-                        .map_or(0, |t| t.1);
-                    for waiting in line.waiting.iter_mut().filter(|w| w.number < reached) {
-                        waiting.arrivals -= 1;
-                    }
-                    line.waiting.retain(|w| w.arrivals < registered);
-                }
-                Numbering::Pair { from, to } if from == me || to == me => line.waiting.clear(),
-                Numbering::Pair { .. } | Numbering::Splits => {}
+            let mine = match *numbering {
+                Numbering::Collectives => true,
+                Numbering::Pair { from, to } => from == me || to == me,
+                Numbering::Splits => false,
+            };
+            if mine {
+                stranded |= line.waiting.iter().any(|w| w.rank != me || w.arrivals > 1);
+                line.waiting.clear();
+            }
+        }
+        if stranded {
+            state.stranded = true;
+            if state.broken.is_none() {
+                state.broken = Some(member_left());
             }
         }
         drop(state);

@@ -100,9 +100,9 @@ impl Communicator {
              calls, so split before or after the group",
         )?;
         // A split waits inside NCCL for every rank: for good, if one of this process
-        // was aborted.
+        // was aborted or has left.
         for seat in members.iter().filter_map(|m| m.seat.as_ref()) {
-            seat.ledger().refuse_if_aborted()?;
+            seat.ledger().refuse_split()?;
         }
         let raws: Vec<&RawComm> = members.iter().map(|m| &m.raw).collect();
         let keys = members

@@ -115,8 +115,12 @@ fn joined_members_share_a_ledger_and_a_lone_one_drops_its_seat() {
         .is_none());
     let a = a.with_siblings(Duration::from_millis(10)).unwrap().unwrap();
     drop(b);
-    // Rank 1 left: rank 0's collectives complete alone.
-    a.agree(all_gather(4)).issued().unwrap();
+    // Rank 1 left: rank 0's collectives, which could not complete without it, are
+    // refused.
+    assert!(matches!(
+        a.agree(all_gather(4)),
+        Agreement::Refuse(Error::CommunicatorAborted { .. })
+    ));
     assert!(a.ledger.lock().nothing_waits());
 }
 
@@ -224,19 +228,24 @@ fn a_member_ahead_on_sends_meets_the_receives_in_order() {
             .unwrap();
     }
     assert!(seats[0].ledger.lock().nothing_waits());
-    // Rank 1 leaves with receives waiting: they are dropped, and rank 0's sends to it
-    // are no longer compared.
+    // Rank 1 leaves with a receive of its own waiting: it is dropped (it waited for
+    // rank 1 alone), and rank 0's sends to rank 1 are refused from then on.
     seats[1].agree(recv(5)).issued().unwrap();
     let mut seats = seats;
     drop(seats.pop());
     assert!(seats[0].ledger.lock().nothing_waits());
+    assert!(seats[0].ledger().stranded().is_none());
+    assert!(matches!(
+        seats[0].agree(send(5)),
+        Agreement::Refuse(Error::CommunicatorAborted { .. })
+    ));
 }
 
 #[test]
 fn an_aborted_member_stops_every_member() {
     let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
     seats[0].agree(all_gather(8)).issued().unwrap();
-    assert!(seats[0].ledger().refuse_if_aborted().is_ok());
+    assert!(seats[0].ledger().refuse_split().is_ok());
     // Rank 0's member is aborted (its scope's timeout) with its call waiting for rank 1.
     seats[0].ledger().aborted();
     // Rank 1's matching call is refused, not stood in for: with a member aborted, no
@@ -256,31 +265,58 @@ fn an_aborted_member_stops_every_member() {
     ));
     // Calls already on the GPU are stopped by their scopes' ends, and a split refused.
     assert!(seats[1].ledger().stranded().is_some());
-    assert!(seats[1].ledger().refuse_if_aborted().is_err());
+    assert!(seats[1].ledger().refuse_split().is_err());
 }
 
 #[test]
-fn a_member_that_left_ahead_is_not_counted_for_the_members_still_to_come() {
+fn once_a_member_left_no_collective_is_issued_but_the_others_pairs_are() {
     let mut seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
-    // Ranks 2 and 0 make collective 0; rank 2 leaves before rank 1 makes it.
-    seats[2].agree(all_gather(8)).issued().unwrap();
-    seats[0].agree(all_gather(8)).issued().unwrap();
-    drop(seats.pop());
-    // Rank 1's call is still compared with rank 2's: its length differs.
-    let Agreement::StandIn(stand_in, err) = seats[1].agree(all_gather(16)) else {
-        panic!("rank 1's call of another length was not compared");
-    };
-    assert_eq!(stand_in.count, 8);
-    assert!(err.to_string().contains("collective number 0"), "{err}");
-}
-
-#[test]
-fn a_member_that_left_ahead_leaves_a_number_the_others_complete() {
-    let mut seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
-    seats[2].agree(all_gather(8)).issued().unwrap();
-    drop(seats.pop());
-    // The two members left meet at number 0, which then waits for no one.
     seats[0].agree(all_gather(8)).issued().unwrap();
     seats[1].agree(all_gather(8)).issued().unwrap();
+    seats[2].agree(all_gather(8)).issued().unwrap();
+    assert!(seats[0].ledger().refuse_split().is_ok());
+    drop(seats.pop());
+    // Nothing waited for rank 2: nothing to stop.
+    assert!(seats[0].ledger().stranded().is_none());
+    for seat in &seats {
+        let refused = seat.agree(all_gather(8));
+        assert!(
+            matches!(&refused, Agreement::Refuse(Error::CommunicatorAborted { reason })
+                if reason.contains("left")),
+            "{refused:?}"
+        );
+    }
+    assert!(seats[0].ledger().refuse_split().is_err());
+    // Ranks 0 and 1 still pair, compared as before; a pair with rank 2 is refused.
+    seats[0]
+        .agree(call(Collective::Send { peer: 1 }, 4))
+        .issued()
+        .unwrap();
+    seats[1]
+        .agree(call(Collective::Recv { peer: 0 }, 4))
+        .issued()
+        .unwrap();
+    assert!(matches!(
+        seats[1].agree(call(Collective::Recv { peer: 0 }, 4)),
+        Agreement::Issue
+    ));
+    assert!(matches!(
+        seats[0].agree(call(Collective::Send { peer: 2 }, 4)),
+        Agreement::Refuse(Error::CommunicatorAborted { .. })
+    ));
+}
+
+#[test]
+fn a_member_that_leaves_with_calls_waiting_for_it_strands_them() {
+    let mut seats: Vec<_> = Ledger::clique(3).into_iter().flatten().collect();
+    // Ranks 0 and 1 issued collective 0; rank 2 leaves without making it.
+    seats[0].agree(all_gather(8)).issued().unwrap();
+    seats[1].agree(all_gather(8)).issued().unwrap();
+    drop(seats.pop());
+    let stranded = seats[0].ledger().stranded();
+    assert!(
+        matches!(&stranded, Some(Error::CommunicatorAborted { reason }) if reason.contains("left")),
+        "{stranded:?}"
+    );
     assert!(seats[0].ledger.lock().nothing_waits());
 }
