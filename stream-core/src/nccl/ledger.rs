@@ -208,6 +208,16 @@ struct State {
 }
 
 impl State {
+    /// Breaks the ledger with `error` unless it is broken already (the first cause is
+    /// the one reported), and strands it: some member's issued call will not complete,
+    /// so the members waiting for their calls stop them.
+    fn strand_with(&mut self, error: impl FnOnce() -> Error) {
+        if self.broken.is_none() {
+            self.broken = Some(error());
+        }
+        self.stranded = true;
+    }
+
     /// `true` when no call waits for another member's (what the tests check).
     #[cfg(test)]
     fn nothing_waits(&self) -> bool {
@@ -249,11 +259,7 @@ pub(crate) fn group_ended(ended: &Result<()>) {
     let grouped = GROUPED.with(|g| std::mem::take(&mut *g.borrow_mut()));
     if let Err(error) = ended {
         for ledger in grouped.iter().filter_map(Weak::upgrade) {
-            let mut state = ledger.lock();
-            if state.broken.is_none() {
-                state.broken = Some(error.clone());
-            }
-            state.stranded = true;
+            ledger.lock().strand_with(|| error.clone());
         }
     }
 }
@@ -331,10 +337,7 @@ impl Ledger {
     pub(crate) fn aborted(&self) {
         let mut state = self.lock();
         state.aborted = true;
-        state.stranded = true;
-        if state.broken.is_none() {
-            state.broken = Some(sibling_aborted());
-        }
+        state.strand_with(sibling_aborted);
     }
 
     /// [`Error::CommunicatorAborted`] when a member of this process was aborted
@@ -536,11 +539,7 @@ impl Seat {
     /// Breaks the ledger with `error` (an issue that failed after [`agree`](Self::agree)
     /// recorded it: NCCL's numbering and the ledger's may differ from now on).
     pub(crate) fn break_with(&self, error: &Error) {
-        let mut state = self.ledger.lock();
-        if state.broken.is_none() {
-            state.broken = Some(error.clone());
-        }
-        state.stranded = true;
+        self.ledger.lock().strand_with(|| error.clone());
     }
 
     /// The registration, before the split, of this member's part of the communicator
@@ -594,10 +593,7 @@ impl Drop for Seat {
             }
         }
         if stranded {
-            state.stranded = true;
-            if state.broken.is_none() {
-                state.broken = Some(member_left());
-            }
+            state.strand_with(member_left);
         }
         drop(state);
         self.ledger.published.notify_all();
