@@ -68,16 +68,7 @@ fn main() {
 fn a_call_after_a_siblings_abort_is_refused() -> TestResult {
     let out = run_child("late")?;
     out.expect("rank0", "CollectiveTimedOut")?;
-    for round in 0..2 {
-        out.expect(&format!("rank1_{round}"), "CommunicatorAborted")?;
-        out.expect(&format!("rank1_{round}_values"), &format!("2x{N}"))?;
-        let took: f64 = out.value(&format!("rank1_{round}_s"))?.parse()?;
-        ensure!(
-            took < 0.5,
-            "rank 1's call took {took} s to be refused.\n{out}"
-        );
-    }
-    out.expect("split", "CommunicatorAborted")?;
+    expect_refused_at_once(&out)?;
     out.expect("check", "CommunicatorAborted")?;
     expect_untouched_and_working(&out)
 }
@@ -97,6 +88,21 @@ fn a_call_queued_when_a_sibling_is_aborted_is_stopped() -> TestResult {
         "rank 1's scope ended after {took} s (3 s of spinning, then the stopped call).\n{out}"
     );
     expect_untouched_and_working(&out)
+}
+
+/// Rank 1's two all_reduces ([`print_rank1_rounds`]) and its split were refused at once
+/// with `CommunicatorAborted`, its buffer untouched.
+fn expect_refused_at_once(out: &ChildOutput) -> TestResult {
+    for round in 0..2 {
+        out.expect(&format!("rank1_{round}"), "CommunicatorAborted")?;
+        out.expect(&format!("rank1_{round}_values"), &format!("2x{N}"))?;
+        let took: f64 = out.value(&format!("rank1_{round}_s"))?.parse()?;
+        ensure!(
+            took < 0.5,
+            "rank 1's call took {took} s to be refused.\n{out}"
+        );
+    }
+    out.expect("split", "CommunicatorAborted")
 }
 
 /// Runs child `mode`, one at a time, and checks that it exited normally.
@@ -125,14 +131,7 @@ fn late_child() -> TestResult {
     let timed_out = all_reduce_of(&zero, &s0, 1, &mut vec![0; N]);
     println!("rank0 = {}", describe(&timed_out));
     let sentinel = d0.upload_vec(&vec![7u32; N])?;
-    for round in 0..2 {
-        let start = Instant::now();
-        let mut back = vec![2u32; N];
-        let refused = all_reduce_of(&one, &s1, 2, &mut back);
-        println!("rank1_{round} = {}", describe(&refused));
-        println!("rank1_{round}_s = {:.3}", start.elapsed().as_secs_f64());
-        println!("rank1_{round}_values = {}", histogram(&back));
-    }
+    print_rank1_rounds(&one, &s1);
     println!("split = {}", describe(&one.split(Some(0)).map(drop)));
     println!("check = {}", describe(&one.check()));
     print_sentinel_and_devices(&sentinel, [&s0, &s1])
@@ -166,6 +165,20 @@ fn queued_child() -> TestResult {
     println!("rank1_s = {took:.3}");
     println!("rank1_aborted = {aborted}");
     print_sentinel_and_devices(&sentinel, [&s0, &s1])
+}
+
+/// Two all_reduces of `N` twos on `stream` through rank 1's `comm`, each printed as
+/// `rank1_<round>` (what it returned), `_s` (how long it took) and `_values` (the
+/// buffer's values afterwards).
+fn print_rank1_rounds(comm: &Communicator, stream: &Stream) {
+    for round in 0..2 {
+        let start = Instant::now();
+        let mut back = vec![2u32; N];
+        let ended = all_reduce_of(comm, stream, 2, &mut back);
+        println!("rank1_{round} = {}", describe(&ended));
+        println!("rank1_{round}_s = {:.3}", start.elapsed().as_secs_f64());
+        println!("rank1_{round}_values = {}", histogram(&back));
+    }
 }
 
 /// An all_reduce of `N` copies of `value` on `stream` through `comm`, downloaded into
@@ -264,14 +277,7 @@ fn apart_child() -> TestResult {
     }
     comm.set_timeout(Duration::from_secs(3));
     std::thread::sleep(Duration::from_millis(2500));
-    for round in 0..2 {
-        let start = Instant::now();
-        let mut back = vec![2u32; N];
-        let ended = all_reduce_of(&comm, &stream, 2, &mut back);
-        println!("rank1_{round} = {}", describe(&ended));
-        println!("rank1_{round}_s = {:.3}", start.elapsed().as_secs_f64());
-        println!("rank1_{round}_values = {}", histogram(&back));
-    }
+    print_rank1_rounds(&comm, &stream);
     Ok(())
 }
 
@@ -363,16 +369,7 @@ fn disagree_child() -> TestResult {
 /// timeout (measured: `CollectiveTimedOut` after its 2 s), its buffer untouched.
 fn a_call_after_a_sibling_left_is_refused() -> TestResult {
     let out = run_child("left")?;
-    for round in 0..2 {
-        out.expect(&format!("rank1_{round}"), "CommunicatorAborted")?;
-        out.expect(&format!("rank1_{round}_values"), &format!("2x{N}"))?;
-        let took: f64 = out.value(&format!("rank1_{round}_s"))?.parse()?;
-        ensure!(
-            took < 0.5,
-            "rank 1's call took {took} s to be refused.\n{out}"
-        );
-    }
-    out.expect("split", "CommunicatorAborted")?;
+    expect_refused_at_once(&out)?;
     out.expect("waiting", "CommunicatorAborted")?;
     let took: f64 = out.value("waiting_s")?.parse()?;
     ensure!(
@@ -392,14 +389,7 @@ fn left_child() -> TestResult {
     one.set_timeout(Duration::from_secs(2));
     drop(zero);
     let sentinel = d0.upload_vec(&vec![7u32; N])?;
-    for round in 0..2 {
-        let start = Instant::now();
-        let mut back = vec![2u32; N];
-        let refused = all_reduce_of(&one, &s1, 2, &mut back);
-        println!("rank1_{round} = {}", describe(&refused));
-        println!("rank1_{round}_s = {:.3}", start.elapsed().as_secs_f64());
-        println!("rank1_{round}_values = {}", histogram(&back));
-    }
+    print_rank1_rounds(&one, &s1);
     println!("split = {}", describe(&one.split(Some(0)).map(drop)));
     drop(one);
     let (zero, one) = warm_up(ranks_of_one_process(&d0, &d1)?, (&d0, &d1))?;
