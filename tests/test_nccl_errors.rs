@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpu_tests::child::run_command;
-use gpu_tests::nccl_ranks::{error_variant, exclusive, on_ranks, rank_count};
+use gpu_tests::nccl_ranks::{exclusive, on_ranks, rank_count, variant_or_ok};
 use gpu_tests::rank_processes::{free_port, lone_rank_of_two, two_ranks};
 use gpu_tests::tests;
 use gpu_tests::{ensure, gpu_status, poisoned, GpuStatus, Test, TestFn, TestResult};
@@ -490,10 +490,7 @@ fn killed_rank_child() -> TestResult {
         }
         Ok::<_, Error>(())
     });
-    println!(
-        "second = {}",
-        second.as_ref().err().map_or("ok", error_variant)
-    );
+    println!("second = {}", variant_or_ok(&second));
     if let Err(e) = &second {
         println!("second_error = {e}");
     }

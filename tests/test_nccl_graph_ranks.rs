@@ -15,7 +15,7 @@ use gpu_tests::nccl_graph_step::{
     capture_doubling, capture_step, eager_round, replay_chain, replay_round,
 };
 use gpu_tests::nccl_ranks::{
-    error_variant, exclusive, on_ranks, print_whether_the_device_still_works, streams_of,
+    exclusive, on_ranks, print_whether_the_device_still_works, streams_of, variant_or_ok,
 };
 use gpu_tests::rank_processes::two_ranks;
 use gpu_tests::tests;
@@ -125,16 +125,10 @@ fn never_replays_child() -> TestResult {
     let start = Instant::now();
     let ended = scope(&stream, |s| s.replay_with(&mut graph, &[&comm]).map(drop));
     println!("waited_s = {:.3}", start.elapsed().as_secs_f64());
-    println!(
-        "replay = {}",
-        ended.as_ref().err().map_or("ok", error_variant)
-    );
+    println!("replay = {}", variant_or_ok(&ended));
     println!("aborted = {}", comm.is_aborted());
     let later = scope(&stream, |s| s.replay_with(&mut graph, &[&comm]).map(drop));
-    println!(
-        "later = {}",
-        later.as_ref().err().map_or("ok", error_variant)
-    );
+    println!("later = {}", variant_or_ok(&later));
     drop(graph); // lets NCCL's abort finish
     println!("dropped = true");
     print_whether_the_device_still_works(&stream)
@@ -526,10 +520,7 @@ fn threads_disagree_child() -> TestResult {
                     let ended = scope(&stream, |s| s.replay_with(&mut graph, &[&comm]).map(drop));
                     let took = start.elapsed().as_secs_f64();
                     drop(graph);
-                    Ok((
-                        ended.as_ref().err().map_or("ok", error_variant).to_owned(),
-                        took,
-                    ))
+                    Ok((variant_or_ok(&ended).to_owned(), took))
                 })
             })
             .collect();
@@ -549,10 +540,7 @@ fn registering_child() -> TestResult {
     let device = world.device()?;
     let comm = world.communicator(&device)?;
     let captured = capture_all_reduce(&device, &comm);
-    println!(
-        "capture = {}",
-        captured.as_ref().err().map_or("ok", error_variant)
-    );
+    println!("capture = {}", variant_or_ok(&captured));
     Ok(())
 }
 

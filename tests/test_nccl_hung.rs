@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use gpu_tests::child::{run_self, two_gpu_main};
 use gpu_tests::nccl_ranks::{
-    error_variant, exclusive, print_whether_the_device_still_works, two_ranks, warm_up,
+    error_variant, exclusive, print_whether_the_device_still_works, two_ranks, variant_or_ok,
+    warm_up,
 };
 use gpu_tests::tests;
 use gpu_tests::{ensure, TestResult};
@@ -174,13 +175,12 @@ fn in_group_child() -> TestResult {
     });
     let (waited, took, aborted_inside, later) =
         outcome.ok_or("the scope did not run its closure")??;
-    let variant = |r: &Result<(), Error>| r.as_ref().err().map_or("ok", error_variant);
-    println!("wait = {}", variant(&waited));
+    println!("wait = {}", variant_or_ok(&waited));
     println!("wait_s = {:.3}", took.as_secs_f64());
     println!("aborted_inside = {aborted_inside}");
-    println!("later_in_group = {}", variant(&later));
+    println!("later_in_group = {}", variant_or_ok(&later));
     println!("group = ok");
-    println!("scope = {}", variant(&ended));
+    println!("scope = {}", variant_or_ok(&ended));
     ranks.1.abort();
     // A fresh pair on the same devices: nothing of the aborted one is left in the way.
     let fresh = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1));
@@ -196,10 +196,7 @@ fn barrier_child() -> TestResult {
     let start = Instant::now();
     let ended = ranks.0.barrier();
     println!("waited_s = {:.3}", start.elapsed().as_secs_f64());
-    println!(
-        "barrier = {}",
-        ended.as_ref().err().map_or("ok", error_variant)
-    );
+    println!("barrier = {}", variant_or_ok(&ended));
     println!("aborted = {}", ranks.0.is_aborted());
     ranks.1.abort();
     Ok(())
@@ -233,10 +230,7 @@ fn hung_child() -> TestResult {
     }
     println!("aborted = {}", connected.0.is_aborted());
     let later = lone_all_reduce(&connected.0);
-    println!(
-        "later = {}",
-        later.as_ref().err().map_or("ok", error_variant)
-    );
+    println!("later = {}", variant_or_ok(&later));
     connected.1.abort();
     // 2. The same while the scope unwinds from a panic.
     let unwinding = two_ranks(&d0, &d1)?;
@@ -299,15 +293,9 @@ fn host_waits_child() -> TestResult {
             Ok::<_, Error>(())
         });
         let (waited, took) = outcome.ok_or("the scope did not run its closure")?;
-        println!(
-            "{wait} = {}",
-            waited.as_ref().err().map_or("ok", error_variant)
-        );
+        println!("{wait} = {}", variant_or_ok(&waited));
         println!("{wait}_s = {:.3}", took.as_secs_f64());
-        println!(
-            "{wait}_scope = {}",
-            ended.as_ref().err().map_or("ok", error_variant)
-        );
+        println!("{wait}_scope = {}", variant_or_ok(&ended));
         ranks.1.abort();
     }
     print_whether_the_device_still_works(&stream)

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use gpu_tests::child::{run_self, two_gpu_main};
 use gpu_tests::nccl_ranks::{
-    error_variant, exclusive, print_whether_the_device_still_works, two_ranks, warm_up,
+    error_variant, exclusive, print_whether_the_device_still_works, two_ranks, variant_or_ok,
+    warm_up,
 };
 use gpu_tests::tests;
 use gpu_tests::{ensure, TestResult};
@@ -200,7 +201,7 @@ fn disagreeing_rank(
         let mut x = s.alloc_zeroed::<f32>(16)?;
         s.all_reduce_in_place(comm, &mut x, Sum)
     });
-    let after = after.as_ref().err().map_or("ok", error_variant);
+    let after = variant_or_ok(&after);
     Ok((ended.to_string(), after.to_string(), changed))
 }
 
@@ -279,14 +280,10 @@ fn grouped_child() -> TestResult {
     let start = Instant::now();
     let (group, ended) = grouped([SHORT, 2 * SHORT]);
     println!("took_s = {:.3}", start.elapsed().as_secs_f64());
-    let variant = |r: &Result<(), Error>| r.as_ref().err().map_or("ok", error_variant);
-    println!("group = {}", variant(&group));
-    println!("scope = {}", variant(&ended));
+    println!("group = {}", variant_or_ok(&group));
+    println!("scope = {}", variant_or_ok(&ended));
     for (i, comm) in comms.iter().enumerate() {
-        println!(
-            "after{i} = {}",
-            comm.check().err().as_ref().map_or("ok", error_variant)
-        );
+        println!("after{i} = {}", variant_or_ok(&comm.check()));
     }
     print_whether_the_device_still_works(&streams[0])
 }
@@ -323,24 +320,15 @@ fn split_child() -> TestResult {
         let ended = scope(&stream, |s| {
             let mut x = s.alloc_zeroed::<f32>(len)?;
             let issued = s.all_reduce_in_place(&part, &mut x, Sum);
-            println!(
-                "issued{r} = {}",
-                issued.as_ref().err().map_or("ok", error_variant)
-            );
+            println!("issued{r} = {}", variant_or_ok(&issued));
             issued
         });
-        println!(
-            "child{r} = {}",
-            ended.as_ref().err().map_or("ok", error_variant)
-        );
+        println!("child{r} = {}", variant_or_ok(&ended));
         let parent = scope(&stream, |s| {
             let mut x = s.alloc_zeroed::<f32>(16)?;
             s.all_reduce_in_place(&comm, &mut x, Sum)
         });
-        println!(
-            "parent{r} = {}",
-            parent.as_ref().err().map_or("ok", error_variant)
-        );
+        println!("parent{r} = {}", variant_or_ok(&parent));
         Ok(())
     };
     std::thread::scope(|t| {

@@ -29,7 +29,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use gpu_tests::child::{run_self, two_gpu_main, ChildOutput};
-use gpu_tests::nccl_ranks::{error_variant, exclusive, two_ranks as ranks_of_one_process, warm_up};
+use gpu_tests::nccl_ranks::{
+    exclusive, still_copies, two_ranks as ranks_of_one_process, variant_or_ok, warm_up,
+};
 use gpu_tests::rank_processes::two_ranks;
 use gpu_tests::{ensure, spin, tests, TestResult};
 use stream_core::nccl::{Communicator, Sum, World};
@@ -129,11 +131,11 @@ fn late_child() -> TestResult {
     zero.set_timeout(Duration::from_secs(1));
     one.set_timeout(Duration::from_secs(3));
     let timed_out = all_reduce_of(&zero, &s0, 1, &mut vec![0; N]);
-    println!("rank0 = {}", describe(&timed_out));
+    println!("rank0 = {}", variant_or_ok(&timed_out));
     let sentinel = d0.upload_vec(&vec![7u32; N])?;
     print_rank1_rounds(&one, &s1);
-    println!("split = {}", describe(&one.split(Some(0)).map(drop)));
-    println!("check = {}", describe(&one.check()));
+    println!("split = {}", variant_or_ok(&one.split(Some(0)).map(drop)));
+    println!("check = {}", variant_or_ok(&one.check()));
     print_sentinel_and_devices(&sentinel, [&s0, &s1])
 }
 
@@ -158,10 +160,10 @@ fn queued_child() -> TestResult {
         (stopped, start.elapsed().as_secs_f64(), one.is_aborted(), s1)
     });
     let timed_out = all_reduce_of(&zero, &s0, 1, &mut vec![0; N]);
-    println!("rank0 = {}", describe(&timed_out));
+    println!("rank0 = {}", variant_or_ok(&timed_out));
     let sentinel = d0.upload_vec(&vec![7u32; N])?;
     let (stopped, took, aborted, s1) = rank1.join().map_err(|_| "rank 1 panicked")?;
-    println!("rank1 = {}", describe(&stopped));
+    println!("rank1 = {}", variant_or_ok(&stopped));
     println!("rank1_s = {took:.3}");
     println!("rank1_aborted = {aborted}");
     print_sentinel_and_devices(&sentinel, [&s0, &s1])
@@ -175,7 +177,7 @@ fn print_rank1_rounds(comm: &Communicator, stream: &Stream) {
         let start = Instant::now();
         let mut back = vec![2u32; N];
         let ended = all_reduce_of(comm, stream, 2, &mut back);
-        println!("rank1_{round} = {}", describe(&ended));
+        println!("rank1_{round} = {}", variant_or_ok(&ended));
         println!("rank1_{round}_s = {:.3}", start.elapsed().as_secs_f64());
         println!("rank1_{round}_values = {}", histogram(&back));
     }
@@ -204,20 +206,12 @@ fn print_sentinel_and_devices(sentinel: &DeviceVec<u32>, streams: [&Stream; 2]) 
     std::thread::sleep(Duration::from_millis(500));
     println!("sentinel = {}", histogram(&sentinel.to_host_vec()?));
     for (i, stream) in streams.into_iter().enumerate() {
-        let (input, mut back) = ([5u32; 256], [0u32; 256]);
-        let copied = scope(stream, |s| {
-            let x = s.upload(&input)?;
-            s.copy_to_host(&x, &mut back)?.wait()?;
-            Ok::<_, Error>(())
-        });
-        println!("device{i}_works = {}", copied.is_ok() && back == input);
+        println!(
+            "device{i}_works = {}",
+            still_copies(stream).unwrap_or(false)
+        );
     }
     Ok(())
-}
-
-/// `ok`, or the error's variant.
-fn describe(result: &stream_core::Result<()>) -> &'static str {
-    result.as_ref().err().map_or("ok", error_variant)
 }
 
 /// The distinct values of `values` with their counts, `7x1048576 9x3`.
@@ -270,7 +264,7 @@ fn apart_child() -> TestResult {
     if world.rank() == 0 {
         comm.set_timeout(Duration::from_secs(1));
         let timed_out = all_reduce_of(&comm, &stream, 1, &mut vec![0; N]);
-        println!("rank0 = {}", describe(&timed_out));
+        println!("rank0 = {}", variant_or_ok(&timed_out));
         // Alive while rank 1 calls: a process that exits would be a dead peer instead.
         std::thread::sleep(Duration::from_secs(8));
         return Ok(());
@@ -354,7 +348,7 @@ fn disagree_child() -> TestResult {
             let back = memory.to_host_vec()?;
             let used = if case == "all_gather" { 2 * len } else { len };
             let key = format!("{case}_longer{longer}");
-            println!("{key} = {}", describe(&ended));
+            println!("{key} = {}", variant_or_ok(&ended));
             println!("{key}_s = {:.3}", start.elapsed().as_secs_f64());
             println!("{key}_used = {}", histogram(&back[..used]));
             println!("{key}_beyond = {}", histogram(&back[used..]));
@@ -390,7 +384,7 @@ fn left_child() -> TestResult {
     drop(zero);
     let sentinel = d0.upload_vec(&vec![7u32; N])?;
     print_rank1_rounds(&one, &s1);
-    println!("split = {}", describe(&one.split(Some(0)).map(drop)));
+    println!("split = {}", variant_or_ok(&one.split(Some(0)).map(drop)));
     drop(one);
     let (zero, one) = warm_up(ranks_of_one_process(&d0, &d1)?, (&d0, &d1))?;
     one.set_timeout(Duration::from_secs(20));
@@ -402,7 +396,7 @@ fn left_child() -> TestResult {
     std::thread::sleep(Duration::from_millis(500));
     drop(zero);
     let (waited, took, s1) = rank1.join().map_err(|_| "rank 1 panicked")?;
-    println!("waiting = {}", describe(&waited));
+    println!("waiting = {}", variant_or_ok(&waited));
     println!("waiting_s = {took:.3}");
     print_sentinel_and_devices(&sentinel, [&s0, &s1])
 }

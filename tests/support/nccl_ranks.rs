@@ -187,6 +187,11 @@ pub fn error_variant(e: &stream_core::Error) -> &'static str {
     }
 }
 
+/// `ok`, or the [`error_variant`] of `result`'s error: what a child prints of a call.
+pub fn variant_or_ok<T>(result: &stream_core::Result<T>) -> &'static str {
+    result.as_ref().err().map_or("ok", error_variant)
+}
+
 /// Both ranks of a two-GPU communicator joined from two threads.
 pub fn two_ranks(d0: &Device, d1: &Device) -> Result<(Communicator, Communicator), Failed> {
     let id = UniqueId::new()?;
@@ -222,15 +227,21 @@ pub fn warm_up(
     })
 }
 
-/// A round trip on `stream` after the communicators were aborted, printed as
-/// `device_still_works = true` when it came back whole.
-pub fn print_whether_the_device_still_works(stream: &Stream) -> TestResult {
+/// Whether a round trip on `stream` (256 values up and back) comes back whole; the
+/// scope's error if it fails.
+pub fn still_copies(stream: &Stream) -> Result<bool, Error> {
     let (input, mut back) = ([5u32; 256], [0u32; 256]);
     scope(stream, |s| {
         let x = s.upload(&input)?;
         s.copy_to_host(&x, &mut back)?.wait()?;
         Ok::<_, Error>(())
     })?;
-    println!("device_still_works = {}", back == input);
+    Ok(back == input)
+}
+
+/// A round trip on `stream` after the communicators were aborted, printed as
+/// `device_still_works = true` when it came back whole.
+pub fn print_whether_the_device_still_works(stream: &Stream) -> TestResult {
+    println!("device_still_works = {}", still_copies(stream)?);
     Ok(())
 }
