@@ -37,8 +37,16 @@ pub trait PinnedView {
 pub trait NcclType {}
 
 /// Implemented only inside this crate, by the reductions of `nccl` (see
-/// `nccl::ReduceOp`).
-pub trait NcclOp {}
+/// `nccl::ReduceOp`). The token keeps `reduction` uncallable outside this crate.
+pub trait NcclOp {
+    /// The reduction as a collective on `comm` names it: `Err` for one made on another
+    /// communicator (`nccl::PreMulSum`).
+    fn reduction(
+        &self,
+        comm: &crate::nccl::Communicator,
+        _: Token,
+    ) -> crate::Result<crate::driver::nccl::Reduction>;
+}
 
 /// Bounds that no type satisfies: methods a graph capture has for the reader of its
 /// docs, and for the compiler's message when one is called, but that cannot be called.

@@ -48,6 +48,7 @@ pub(crate) mod nccl_abort;
 pub(crate) mod nccl_comm;
 pub(crate) mod nccl_group;
 pub(crate) mod nccl_join;
+pub(crate) mod nccl_reduction;
 pub(crate) mod nvrtc;
 pub(crate) mod nvtx;
 pub(crate) mod pinned;

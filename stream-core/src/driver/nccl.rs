@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cudarc::nccl::{result, sys};
 
 use super::nccl_group;
+use super::nccl_reduction::UserReduction;
 use crate::error::{Error, Nccl, Result};
 
 /// `true` when the NCCL library (`libnccl`) can be loaded. Checking first is what turns
@@ -134,17 +135,26 @@ pub(crate) fn has_split() -> Result<bool> {
 /// `Ok` when the NCCL loaded has `ncclCommSplit`, which `call` needs: else
 /// [`Error::Library`] naming `call` and the version loaded (`NcclNotFound` without NCCL).
 pub(super) fn require_split(call: &'static str) -> Result<()> {
-    if has_split()? {
+    require_version(call, SPLIT_SINCE)
+}
+
+/// `Ok` when the NCCL loaded is `since` or newer (as `ncclGetVersion` writes it), which
+/// `call` needs: else [`Error::Library`] naming `call`, the version needed and the
+/// version loaded (`NcclNotFound` without NCCL). Checked before calling an entry point
+/// that older libraries lack, which cudarc's loader would otherwise panic on.
+pub(super) fn require_version(call: &'static str, since: i32) -> Result<()> {
+    let loaded = version()?;
+    if loaded >= since {
         return Ok(());
     }
-    let version = version()?;
+    let dotted = |v: i32| format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
     Err(Error::from(crate::error::Library {
         call,
         message: format!(
-            "needs NCCL 2.18 or newer; this process loaded {}.{}.{}",
-            version / 10000,
-            version / 100 % 100,
-            version % 100
+            "needs NCCL {}.{} or newer; this process loaded {}",
+            since / 10000,
+            since / 100 % 100,
+            dotted(loaded)
         ),
     }))
 }
@@ -183,24 +193,65 @@ pub(crate) type RedOp = sys::ncclRedOp_t;
 /// A device address, as the driver's `CUdeviceptr`.
 pub(crate) type DevicePtr = cudarc::driver::sys::CUdeviceptr;
 
+/// A reduction as a collective names it: one of NCCL's own (`ncclSum`, `ncclAvg`, ...),
+/// or a pre-multiplied sum this process made on the collective's communicator
+/// (`nccl_reduction.rs`), whose handle means something on that communicator only.
+#[derive(Debug, Clone, Copy)]
+pub enum Reduction {
+    /// One of NCCL's own reductions.
+    Builtin(RedOp),
+    /// `ncclRedOpCreatePreMulSum`'s handle, on the communicator it was made on.
+    PreMulSum(UserReduction),
+}
+
+impl Reduction {
+    /// The reduction's name in messages (`sum`, `pre_mul_sum`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Reduction::Builtin(RedOp::ncclSum) => "sum",
+            Reduction::Builtin(RedOp::ncclProd) => "prod",
+            Reduction::Builtin(RedOp::ncclMax) => "max",
+            Reduction::Builtin(RedOp::ncclMin) => "min",
+            Reduction::Builtin(RedOp::ncclAvg) => "avg",
+            Reduction::Builtin(_) => "another NCCL reduction",
+            Reduction::PreMulSum(_) => "pre_mul_sum",
+        }
+    }
+}
+
+/// Ranks compare reductions by what they compute: two pre-multiplied sums agree
+/// whatever their handles (each communicator numbers its own) and factors (each rank's
+/// factor is its own, as NCCL defines the operation).
+impl PartialEq for Reduction {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Reduction::Builtin(a), Reduction::Builtin(b)) => a == b,
+            (Reduction::PreMulSum(_), Reduction::PreMulSum(_)) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Reduction {}
+
 /// One NCCL operation, with what it needs besides its buffers and count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Collective {
     /// Every rank's `send` reduced by the op into every rank's `recv`.
-    AllReduce(RedOp),
+    AllReduce(Reduction),
     /// Rank `root`'s `send` into every rank's `recv`.
     Broadcast {
         /// The rank whose buffer is sent.
         root: i32,
     },
     /// Every rank's `send` reduced by the op into rank `root`'s `recv`.
-    Reduce(RedOp, i32),
+    Reduce(Reduction, i32),
     /// Every rank's `count` elements of `send`, in rank order, into every rank's `recv`
     /// (`count * size` elements).
     AllGather,
     /// The reduction of every rank's `send` (`count * size` elements), block `r` of it
     /// into rank `r`'s `recv` (`count` elements).
-    ReduceScatter(RedOp),
+    ReduceScatter(Reduction),
     /// `send` to rank `peer` (which receives it with a matching `Recv`).
     Send {
         /// The receiving rank.
@@ -230,6 +281,26 @@ pub(crate) struct Call {
 }
 
 impl Collective {
+    /// The reduction of a reducing collective.
+    pub(crate) fn reduction(self) -> Option<Reduction> {
+        match self {
+            Collective::AllReduce(op)
+            | Collective::Reduce(op, _)
+            | Collective::ReduceScatter(op) => Some(op),
+            _ => None,
+        }
+    }
+
+    /// The same collective with `op` for its reduction (the others unchanged).
+    pub(crate) fn with_reduction(self, op: Reduction) -> Collective {
+        match self {
+            Collective::AllReduce(_) => Collective::AllReduce(op),
+            Collective::Reduce(_, root) => Collective::Reduce(op, root),
+            Collective::ReduceScatter(_) => Collective::ReduceScatter(op),
+            other => other,
+        }
+    }
+
     /// Elements of `send` and of `recv` the operation reads and writes, on a
     /// communicator of `size` ranks with `count` elements per rank (0 for a buffer it
     /// does not use); `None` when that overflows.

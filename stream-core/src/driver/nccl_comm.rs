@@ -19,7 +19,7 @@ use cudarc::nccl::{result, sys};
 use super::context::PrimaryContext;
 use super::nccl::{
     check, group_end, group_start, require_library, require_split, Collective, DataType, DevicePtr,
-    RawUniqueId, NCCL_SPLIT_NOCOLOR,
+    RawUniqueId, Reduction, NCCL_SPLIT_NOCOLOR,
 };
 use super::nccl_abort::abort_elsewhere;
 use super::nccl_group;
@@ -344,9 +344,10 @@ impl RawComm {
         Arc::ptr_eq(self.context(), stream.context())
     }
 
-    /// The handle, for the collectives below.
+    /// The handle, for the collectives below and the reductions made on it
+    /// (`nccl_reduction.rs`).
     #[inline(always)]
-    fn raw(&self) -> sys::ncclComm_t {
+    pub(super) fn raw(&self) -> sys::ncclComm_t {
         self.control.comm
     }
 }
@@ -393,7 +394,9 @@ pub(crate) fn aborted() -> Error {
 ///   allocated and untouched until after that and until the operation has completed.
 ///
 /// (Every rank must make the matching call, or the ranks wait for each other: a hang,
-/// not a memory error, which the caller bounds with the communicator's abort.)
+/// not a memory error, which the caller bounds with the communicator's abort. A
+/// [`Reduction::PreMulSum`](super::nccl::Reduction) NCCL does not know on `comm`, or
+/// made for another `datatype`, is an `Err` of NCCL's checks, not a memory error.)
 #[inline(always)] // the caller's `collective` is a constant: one arm is left
 pub(crate) unsafe fn enqueue(
     collective: Collective,
@@ -410,24 +413,37 @@ pub(crate) unsafe fn enqueue(
     let (call, status) = match collective {
         // SAFETY: this function's contract (`comm` is of the stream's context); `comm` is
         // live (not aborted: checked above), the stream is live (borrowed).
-        Collective::AllReduce(op) => ("ncclAllReduce", unsafe {
+        Collective::AllReduce(Reduction::Builtin(op)) => ("ncclAllReduce", unsafe {
             result::all_reduce(send, recv, count, datatype, op, raw, on)
+        }),
+        // SAFETY: as above; a reduction NCCL made takes the same call (NCCL checks that
+        // it is of `comm` and `datatype`).
+        Collective::AllReduce(Reduction::PreMulSum(op)) => ("ncclAllReduce", unsafe {
+            op.all_reduce(send, recv, count, datatype, raw, on)
         }),
         // SAFETY: as above.
         Collective::Broadcast { root } => ("ncclBroadcast", unsafe {
             result::broadcast(send, recv, count, datatype, root, raw, on)
         }),
         // SAFETY: as above.
-        Collective::Reduce(op, root) => ("ncclReduce", unsafe {
+        Collective::Reduce(Reduction::Builtin(op), root) => ("ncclReduce", unsafe {
             result::reduce(send, recv, count, datatype, op, root, raw, on)
+        }),
+        // SAFETY: as for the all-reduce with such a reduction.
+        Collective::Reduce(Reduction::PreMulSum(op), root) => ("ncclReduce", unsafe {
+            op.reduce(send, recv, count, datatype, root, raw, on)
         }),
         // SAFETY: as above.
         Collective::AllGather => ("ncclAllGather", unsafe {
             result::all_gather(send, recv, count, datatype, raw, on)
         }),
         // SAFETY: as above.
-        Collective::ReduceScatter(op) => ("ncclReduceScatter", unsafe {
+        Collective::ReduceScatter(Reduction::Builtin(op)) => ("ncclReduceScatter", unsafe {
             result::reduce_scatter(send, recv, count, datatype, op, raw, on)
+        }),
+        // SAFETY: as for the all-reduce with such a reduction.
+        Collective::ReduceScatter(Reduction::PreMulSum(op)) => ("ncclReduceScatter", unsafe {
+            op.reduce_scatter(send, recv, count, datatype, raw, on)
         }),
         // SAFETY: as above.
         Collective::Send { peer } => ("ncclSend", unsafe {

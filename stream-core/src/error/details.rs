@@ -339,16 +339,16 @@ pub struct Rendezvous {
 #[error(
     "ranks {other_rank} and {rank} of this process disagree on their {position} on one \
      communicator: rank {other_rank} issued {other_call}, rank {rank} asked for {call}. Every \
-     rank must make the matching call with the same lengths; rank {rank}'s call was not \
-     issued, and this process's members of the communicator cannot be used again (make a new \
-     one on every rank)"
+     rank must make the matching call with the same lengths and reduction; rank {rank}'s call \
+     was not issued, and this process's members of the communicator cannot be used again \
+     (make a new one on every rank)"
 )]
 pub struct RanksDisagree {
     /// Which call: `collective number 3`, `send number 0 from rank 1 to rank 0`.
     pub position: String,
     /// The rank whose call was refused.
     pub rank: usize,
-    /// Its call, `all_reduce of 4194304 × f32`.
+    /// Its call, `all_reduce (sum) of 4194304 × f32`.
     pub call: String,
     /// The rank that issued the call of that number first.
     pub other_rank: usize,

@@ -351,6 +351,15 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A [`PreMulSum`](crate::nccl::PreMulSum) made on one communicator was passed to a
+    /// collective on another (NCCL numbers each communicator's reductions on their own,
+    /// so its handle would name another reduction, or none). Nothing was enqueued.
+    #[error(
+        "a pre_mul_sum reduction was made on another communicator than the collective's; \
+         make one with Communicator::pre_mul_sum on each communicator it reduces on"
+    )]
+    ReductionOfAnotherCommunicator,
+
     /// NCCL's group calls were used in a way that could leave a collective unissued
     /// while its buffers are released, or deadlock the thread; nothing was enqueued.
     #[error("NCCL group misuse: {reason}")]

@@ -314,7 +314,7 @@ pub(crate) fn agree_each(calls: &[Call], agree: impl Fn(Call) -> Agreement) -> R
 #[cfg(test)]
 mod tests {
     use super::{agree_each, registration_off, GRAPH_REGISTER};
-    use crate::driver::nccl::{Collective, DataType, RedOp};
+    use crate::driver::nccl::{Collective, DataType, RedOp, Reduction};
     use crate::nccl::ledger::{Call, Ledger};
     use crate::Error;
 
@@ -337,7 +337,7 @@ mod tests {
     fn all_reduce(count: usize) -> Call {
         Call {
             what: "all_reduce",
-            collective: Collective::AllReduce(RedOp::ncclSum),
+            collective: Collective::AllReduce(Reduction::Builtin(RedOp::ncclSum)),
             data_type: DataType::ncclFloat32,
             type_name: "f32",
             count,

@@ -8,17 +8,23 @@ use crate::driver::nccl::Collective;
 use crate::error::Result;
 use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};
 use crate::scope::Scope;
+use crate::sealed::TOKEN;
 
 /// The requests, built from typed views; shared by [`Scope`]'s methods and
 /// [`Group`](super::Group)'s. A root or peer that does not fit NCCL's `int` is out of
-/// every communicator (checked again against the size in `issue`).
+/// every communicator (checked again against the size in `issue`); a reduction is
+/// resolved for the communicator it runs on (a `PreMulSum` of another is an `Err`).
 impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
-    pub(crate) fn all_reduce<O: ReduceOp<T>>(operands: Operands<'a, 's, T>, _: O) -> Self {
-        Request {
+    pub(crate) fn all_reduce<O: ReduceOp<T>>(
+        operands: Operands<'a, 's, T>,
+        op: O,
+        comm: &Communicator,
+    ) -> Result<Self> {
+        Ok(Request {
             what: "all_reduce",
-            collective: Collective::AllReduce(O::OP),
+            collective: Collective::AllReduce(op.reduction(comm, TOKEN)?),
             operands,
-        }
+        })
     }
 
     pub(crate) fn broadcast(operands: Operands<'a, 's, T>, root: usize) -> Result<Self> {
@@ -32,13 +38,14 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
 
     pub(crate) fn reduce<O: ReduceOp<T>>(
         operands: Operands<'a, 's, T>,
-        _: O,
+        op: O,
         root: usize,
+        comm: &Communicator,
     ) -> Result<Self> {
         let root = rank_in(root, i32::MAX as usize)?;
         Ok(Request {
             what: "reduce",
-            collective: Collective::Reduce(O::OP, root),
+            collective: Collective::Reduce(op.reduction(comm, TOKEN)?, root),
             operands,
         })
     }
@@ -51,12 +58,16 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
         }
     }
 
-    pub(crate) fn reduce_scatter<O: ReduceOp<T>>(operands: Operands<'a, 's, T>, _: O) -> Self {
-        Request {
+    pub(crate) fn reduce_scatter<O: ReduceOp<T>>(
+        operands: Operands<'a, 's, T>,
+        op: O,
+        comm: &Communicator,
+    ) -> Result<Self> {
+        Ok(Request {
             what: "reduce_scatter",
-            collective: Collective::ReduceScatter(O::OP),
+            collective: Collective::ReduceScatter(op.reduction(comm, TOKEN)?),
             operands,
-        }
+        })
     }
 
     pub(crate) fn send(buf: DeviceSlice<'a, 's, T>, peer: usize) -> Result<Self> {
@@ -101,7 +112,7 @@ macro_rules! collective_methods {
             recv: &mut impl DeviceMemoryMut<'s, T>,
             op: impl ReduceOp<T>,
         ) -> Result<()> {
-            let request = Request::all_reduce(Operands::Apart(read(send), write(recv)), op);
+            let request = Request::all_reduce(Operands::Apart(read(send), write(recv)), op, comm)?;
             $issue(self, comm, request)
         }
 
@@ -113,7 +124,7 @@ macro_rules! collective_methods {
             buf: &mut impl DeviceMemoryMut<'s, T>,
             op: impl ReduceOp<T>,
         ) -> Result<()> {
-            $issue(self, comm, Request::all_reduce(Operands::InPlace(write(buf)), op))
+            $issue(self, comm, Request::all_reduce(Operands::InPlace(write(buf)), op, comm)?)
         }
 
         /// Rank `root`'s `send` into every rank's `recv` (`ncclBroadcast`; `send` is read
@@ -154,7 +165,7 @@ macro_rules! collective_methods {
             op: impl ReduceOp<T>,
             root: usize,
         ) -> Result<()> {
-            let request = Request::reduce(Operands::Apart(read(send), write(recv)), op, root)?;
+            let request = Request::reduce(Operands::Apart(read(send), write(recv)), op, root, comm)?;
             $issue(self, comm, request)
         }
 
@@ -168,7 +179,7 @@ macro_rules! collective_methods {
             op: impl ReduceOp<T>,
             root: usize,
         ) -> Result<()> {
-            $issue(self, comm, Request::reduce(Operands::InPlace(write(buf)), op, root)?)
+            $issue(self, comm, Request::reduce(Operands::InPlace(write(buf)), op, root, comm)?)
         }
 
         /// Every rank's `send`, in rank order, into every rank's `recv`, which holds
@@ -204,7 +215,7 @@ macro_rules! collective_methods {
             recv: &mut impl DeviceMemoryMut<'s, T>,
             op: impl ReduceOp<T>,
         ) -> Result<()> {
-            let request = Request::reduce_scatter(Operands::Apart(read(send), write(recv)), op);
+            let request = Request::reduce_scatter(Operands::Apart(read(send), write(recv)), op, comm)?;
             $issue(self, comm, request)
         }
 
@@ -217,7 +228,7 @@ macro_rules! collective_methods {
             buf: &mut impl DeviceMemoryMut<'s, T>,
             op: impl ReduceOp<T>,
         ) -> Result<()> {
-            $issue(self, comm, Request::reduce_scatter(Operands::InPlace(write(buf)), op))
+            $issue(self, comm, Request::reduce_scatter(Operands::InPlace(write(buf)), op, comm)?)
         }
 
         /// `buf` to rank `peer`, which receives it with [`recv`](Self::recv) (`ncclSend`).

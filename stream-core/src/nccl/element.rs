@@ -1,7 +1,10 @@
 //! [`NcclElement`]: the element types NCCL moves and reduces, and the typed reductions
-//! ([`Sum`], [`Prod`], [`Max`], [`Min`], [`Avg`]) with the element types each admits.
+//! ([`Sum`], [`Prod`], [`Max`], [`Min`], [`Avg`]; [`PreMulSum`](super::PreMulSum) has
+//! a file of its own) with the element types each admits.
 
-use crate::driver::nccl::{DataType, RedOp};
+use super::Communicator;
+use crate::driver::nccl::{DataType, RedOp, Reduction};
+use crate::error::Result;
 use crate::memory::DeviceRepr;
 use crate::sealed;
 
@@ -41,9 +44,12 @@ nccl_element!(half::f16 => ncclFloat16, half::bf16 => ncclBfloat16);
 
 /// A reduction that elements of type `T` admit. Sealed.
 ///
-/// Every [`NcclElement`] admits [`Sum`], [`Prod`], [`Max`] and [`Min`]; [`Avg`] only the
-/// floating-point ones: the average of integers is not an integer, and which rounding
-/// a program means is its own choice (reduce with [`Sum`] and divide as meant).
+/// Every [`NcclElement`] admits [`Sum`], [`Prod`], [`Max`] and [`Min`], and the sum of
+/// each rank's elements times a factor of its own, made on the communicator with
+/// [`Communicator::pre_mul_sum`](super::Communicator::pre_mul_sum) (passed by
+/// reference: `&scale`); [`Avg`] only the floating-point ones: the average of integers
+/// is not an integer, and which rounding a program means is its own choice (reduce with
+/// [`Sum`] and divide as meant).
 ///
 /// ```compile_fail,E0277
 /// # use stream_core::{nccl::{Avg, Communicator}, DeviceBuffer, Scope};
@@ -54,59 +60,46 @@ nccl_element!(half::f16 => ncclFloat16, half::bf16 => ncclBfloat16);
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot reduce elements of type `{T}`",
     label = "not a reduction of `{T}`",
-    note = "the average of integers is not an integer: reduce with `Sum` and divide with the \
-            rounding you mean, or average floating-point elements"
+    note = "`Sum`, `Prod`, `Max` and `Min` reduce every NCCL element type; `Avg` only \
+            floating-point ones (the average of integers is not an integer: reduce with `Sum` \
+            and divide with the rounding you mean); a `PreMulSum` is passed by reference \
+            (`&op`), to reductions of the element type it was made for"
 )]
-pub trait ReduceOp<T: NcclElement>: Copy + sealed::NcclOp {
-    /// NCCL's name for the reduction.
-    #[doc(hidden)]
-    const OP: RedOp;
-}
+pub trait ReduceOp<T: NcclElement>: Copy + sealed::NcclOp {}
 
 macro_rules! reduce_op {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
         pub struct $name;
-        impl sealed::NcclOp for $name {}
+        impl sealed::NcclOp for $name {
+            #[inline(always)]
+            fn reduction(&self, _: &Communicator, _: sealed::Token) -> Result<Reduction> {
+                Ok(Reduction::Builtin(RedOp::$op))
+            }
+        }
     )*};
 }
 reduce_op!(
     /// The sum of the ranks' elements.
-    Sum,
+    Sum => ncclSum,
     /// The product of the ranks' elements.
-    Prod,
+    Prod => ncclProd,
     /// The largest of the ranks' elements.
-    Max,
+    Max => ncclMax,
     /// The smallest of the ranks' elements.
-    Min,
+    Min => ncclMin,
     /// The mean of the ranks' elements (floating-point elements only).
-    Avg,
+    Avg => ncclAvg,
 );
 
-impl<T: NcclElement> ReduceOp<T> for Sum {
-    const OP: RedOp = RedOp::ncclSum;
-}
-impl<T: NcclElement> ReduceOp<T> for Prod {
-    const OP: RedOp = RedOp::ncclProd;
-}
-impl<T: NcclElement> ReduceOp<T> for Max {
-    const OP: RedOp = RedOp::ncclMax;
-}
-impl<T: NcclElement> ReduceOp<T> for Min {
-    const OP: RedOp = RedOp::ncclMin;
-}
-impl ReduceOp<f32> for Avg {
-    const OP: RedOp = RedOp::ncclAvg;
-}
-impl ReduceOp<f64> for Avg {
-    const OP: RedOp = RedOp::ncclAvg;
-}
+impl<T: NcclElement> ReduceOp<T> for Sum {}
+impl<T: NcclElement> ReduceOp<T> for Prod {}
+impl<T: NcclElement> ReduceOp<T> for Max {}
+impl<T: NcclElement> ReduceOp<T> for Min {}
+impl ReduceOp<f32> for Avg {}
+impl ReduceOp<f64> for Avg {}
 #[cfg(feature = "half")]
-impl ReduceOp<half::f16> for Avg {
-    const OP: RedOp = RedOp::ncclAvg;
-}
+impl ReduceOp<half::f16> for Avg {}
 #[cfg(feature = "half")]
-impl ReduceOp<half::bf16> for Avg {
-    const OP: RedOp = RedOp::ncclAvg;
-}
+impl ReduceOp<half::bf16> for Avg {}

@@ -253,7 +253,7 @@ impl<'g> Group<'g, '_> {
         s.issue_in_group(
             TOKEN,
             comm,
-            Request::all_reduce(Operands::Apart(read(send), write(recv)), op),
+            Request::all_reduce(Operands::Apart(read(send), write(recv)), op, comm)?,
             self,
         )
     }
@@ -270,7 +270,7 @@ impl<'g> Group<'g, '_> {
         s.issue_in_group(
             TOKEN,
             comm,
-            Request::all_reduce(Operands::InPlace(write(buf)), op),
+            Request::all_reduce(Operands::InPlace(write(buf)), op, comm)?,
             self,
         )
     }
@@ -324,7 +324,7 @@ impl<'g> Group<'g, '_> {
         s.issue_in_group(
             TOKEN,
             comm,
-            Request::reduce(Operands::Apart(read(send), write(recv)), op, root)?,
+            Request::reduce(Operands::Apart(read(send), write(recv)), op, root, comm)?,
             self,
         )
     }
@@ -342,7 +342,7 @@ impl<'g> Group<'g, '_> {
         s.issue_in_group(
             TOKEN,
             comm,
-            Request::reduce(Operands::InPlace(write(buf)), op, root)?,
+            Request::reduce(Operands::InPlace(write(buf)), op, root, comm)?,
             self,
         )
     }
@@ -393,7 +393,7 @@ impl<'g> Group<'g, '_> {
         s.issue_in_group(
             TOKEN,
             comm,
-            Request::reduce_scatter(Operands::Apart(read(send), write(recv)), op),
+            Request::reduce_scatter(Operands::Apart(read(send), write(recv)), op, comm)?,
             self,
         )
     }
@@ -410,7 +410,7 @@ impl<'g> Group<'g, '_> {
         s.issue_in_group(
             TOKEN,
             comm,
-            Request::reduce_scatter(Operands::InPlace(write(buf)), op),
+            Request::reduce_scatter(Operands::InPlace(write(buf)), op, comm)?,
             self,
         )
     }

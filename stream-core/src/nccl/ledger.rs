@@ -90,7 +90,15 @@ impl Call {
     }
 
     fn describe(&self) -> String {
-        format!("{} of {} × {}", self.what, self.count, self.type_name)
+        let (what, count, type_name) = (self.what, self.count, self.type_name);
+        match self.collective {
+            Collective::AllReduce(op)
+            | Collective::Reduce(op, _)
+            | Collective::ReduceScatter(op) => {
+                format!("{what} ({}) of {count} × {type_name}", op.name())
+            }
+            _ => format!("{what} of {count} × {type_name}"),
+        }
     }
 }
 

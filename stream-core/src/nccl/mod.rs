@@ -199,6 +199,7 @@ mod gather_scatter;
 mod group;
 mod group_target;
 mod ledger;
+mod pre_mul_sum;
 mod rendezvous;
 mod request;
 mod self_pairs;
@@ -211,6 +212,7 @@ pub use communicator::{Communicator, DEFAULT_TIMEOUT};
 pub use element::{Avg, Max, Min, NcclElement, Prod, ReduceOp, Sum};
 pub use group::{group, Group};
 pub use group_target::GroupTarget;
+pub use pre_mul_sum::PreMulSum;
 pub use unique_id::UniqueId;
 pub use world::{Launcher, World};
 

@@ -14,7 +14,8 @@
 use super::group::Group;
 use super::request::{issue_as, read, write, Operands, Request, Role};
 use super::{Communicator, NcclElement};
-use crate::driver::nccl::{Collective, DataType};
+use crate::driver::nccl::{Collective, DataType, Reduction};
+use crate::driver::nccl_reduction::RawPreMulSum;
 use crate::error::Result;
 use crate::memory::DeviceBuffer;
 use crate::scope::Scope;
@@ -57,6 +58,23 @@ fn on_scratch<'a, 's: 'a, T: NcclElement>(
 ) -> Result<()> {
     let Some((send_len, recv_len)) = call.collective.elements(call.count, comm.size()) else {
         return Ok(());
+    };
+    // Another member's pre-multiplied sum is a handle of its communicator, which names
+    // nothing (or another reduction) on this one: the stand-in makes its own, whose
+    // factor does not matter (its data is scratch). NCCL copies it into the call, so it
+    // may go when the call returns, inside a group too.
+    let own_op = match call.collective.reduction() {
+        Some(Reduction::PreMulSum(_)) => {
+            Some(RawPreMulSum::new(comm.raw(), call.data_type, [0; 8])?)
+        }
+        _ => None,
+    };
+    let call = match &own_op {
+        Some(op) => Call {
+            collective: call.collective.with_reduction(op.reduction()),
+            ..call
+        },
+        None => call,
     };
     let (send, recv) = (s.alloc_zeroed::<T>(send_len)?, s.alloc::<T>(recv_len)?);
     let Some(g) = group else {

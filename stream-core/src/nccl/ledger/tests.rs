@@ -1,7 +1,8 @@
 //! The unit tests of `ledger.rs`.
 
 use super::{Agreement, Call, Ledger};
-use crate::driver::nccl::{Collective, DataType};
+use crate::driver::nccl::{Collective, DataType, RedOp, Reduction};
+use crate::driver::nccl_reduction::UserReduction;
 use crate::Error;
 use std::time::Duration;
 
@@ -319,4 +320,39 @@ fn a_member_that_leaves_with_calls_waiting_for_it_strands_them() {
         "{stranded:?}"
     );
     assert!(seats[0].ledger.lock().nothing_waits());
+}
+
+#[test]
+fn pre_multiplied_sums_agree_whatever_their_handles_and_disagree_with_a_sum() {
+    // Each communicator numbers the reductions made on it: two members' handles differ.
+    let pre_mul_sum = |handle| {
+        call(
+            Collective::AllReduce(Reduction::PreMulSum(UserReduction::for_tests(handle))),
+            64,
+        )
+    };
+    let sum = call(
+        Collective::AllReduce(Reduction::Builtin(RedOp::ncclSum)),
+        64,
+    );
+    let seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+    seats[0].agree(pre_mul_sum(0x1234_0005)).issued().unwrap();
+    seats[1].agree(pre_mul_sum(0x0777_0006)).issued().unwrap();
+    assert!(seats[0].ledger.lock().nothing_waits());
+    // A sum where the other member pre-multiplies is refused, and both calls are named
+    // with their reductions.
+    seats[0].agree(pre_mul_sum(0x1234_0005)).issued().unwrap();
+    let Agreement::StandIn(stand_in, err) = seats[1].agree(sum) else {
+        panic!("not a stand-in");
+    };
+    assert!(matches!(
+        stand_in.collective,
+        Collective::AllReduce(Reduction::PreMulSum(_))
+    ));
+    let text = err.to_string();
+    assert!(
+        text.contains("rank 0 issued test (pre_mul_sum) of 64 × f32")
+            && text.contains("rank 1 asked for test (sum) of 64 × f32"),
+        "{text}"
+    );
 }
