@@ -1,12 +1,14 @@
 //! Ranks of one process that disagree on a call NCCL matches (a collective's length,
-//! element type, reduction or root; a send longer or shorter than its receive, alone or
-//! as blocks of `all_to_all_v`, `gather` and `scatter`): the ledger refuses the later
-//! rank's call before it is issued (`RanksDisagree`), that rank stands in for the
-//! earlier one's call on scratch memory so it completes, and both ranks' scopes end with
-//! `RanksDisagree` at once, not at the communicator's timeout; nothing past either rank's buffer is written, and the communicators refuse
-//! every later call. One thread per rank (`join`, with and without each device's pool
-//! granting the other access, what would let NCCL reach a peer's buffer directly), one
-//! thread for both (`for_devices`, in a group), and the ranks of a split.
+//! element type, reduction or root, a `PreMulSum`'s among them; a send longer or
+//! shorter than its receive, alone or as blocks of `all_to_all_v`, `gather` and
+//! `scatter`): the ledger refuses the later rank's call before it is issued
+//! (`RanksDisagree`), that rank stands in for the earlier one's call on scratch memory
+//! so it completes, and both ranks' scopes end with `RanksDisagree` at once, not at the
+//! communicator's timeout; nothing past either rank's buffer is written, and the
+//! communicators refuse every later call. One thread per rank (`join`, with and without
+//! each device's pool granting the other access, what would let NCCL reach a peer's
+//! buffer directly), one thread for both (`for_devices`, in a group), and the ranks of
+//! a split.
 //!
 //! Two GPUs (NCCL refuses two ranks on one); each scenario runs in a child process of
 //! this binary ([`CHILD_ENV`]), since it aborts communicators on purpose.
@@ -44,7 +46,7 @@ fn main() {
 }
 
 /// The calls [`lengths_child`] makes the two ranks disagree on.
-const DISAGREEING: [&str; 10] = [
+const DISAGREEING: [&str; 12] = [
     "send_recv",
     "all_to_all_v",
     "gather",
@@ -55,6 +57,8 @@ const DISAGREEING: [&str; 10] = [
     "reduce_scatter",
     "reduction",
     "root",
+    "pre_mul_sum",
+    "pre_mul_sum_lengths",
 ];
 
 /// Rank 0's and rank 1's lengths in [`lengths_child`].
@@ -149,8 +153,10 @@ fn disagreeing_rank(
     let (ones, guard) = (vec![1f32; 2 * LONG], vec![GUARD; 2 * LONG]);
     let mut back = vec![0f32; 2 * LONG];
     let rank = comm.rank();
+    // Each rank's own factor; the stand-in for the other's `PreMulSum` makes its own.
+    let scaled = comm.pre_mul_sum(0.5 + rank as f32)?;
     // Lengths that agree where the disagreement is elsewhere.
-    let len = if matches!(case, "reduction" | "root") {
+    let len = if matches!(case, "reduction" | "root" | "pre_mul_sum") {
         SHORT
     } else {
         len
@@ -174,6 +180,8 @@ fn disagreeing_rank(
                 "reduction" if rank == 1 => s.all_reduce(comm, &x, &mut y, Max),
                 "reduction" => s.all_reduce(comm, &x, &mut y, Sum),
                 "root" => s.broadcast(comm, &x, &mut y, rank),
+                "pre_mul_sum" if rank == 1 => s.all_reduce(comm, &x, &mut y, Sum),
+                "pre_mul_sum" | "pre_mul_sum_lengths" => s.all_reduce(comm, &x, &mut y, &scaled),
                 // Each rank sends `len` to each: rank 0's block for rank 1 is shorter
                 // than rank 1 expects, and the other way round (inside the group the
                 // exchange opens, which keeps a stand-in's scratch memory to its end).

@@ -15,19 +15,17 @@
 #![allow(unsafe_code)]
 
 mod all_to_all;
+mod enqueue;
 mod graph_step;
 mod ours;
 mod raw_ranks;
 mod sibling_graphs;
 
-use std::time::Instant;
-
-use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
-use stream_core::nccl::{self, Communicator, Sum, UniqueId};
-use stream_core::{scope, Device, Stream};
+use stream_core::nccl::{self, Communicator};
+use stream_core::{Device, Stream};
 
 use crate::env::{size_name, Env, MIB};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::measurement::Measurement;
 use crate::report::{Better, Report, Row, Source};
 use ours::{Collective, Ours};
@@ -139,66 +137,5 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     all_to_all::rows(env, &comms, &streams, &raw, rep)?;
     graph_step::rows(env, &devices[0], rep)?;
     sibling_graphs::rows(env, &devices, &comms, &streams, &raw, rep)?;
-    enqueue_cost(env, &devices[0], rep)
-}
-
-/// The host cost of enqueuing one small all-reduce (one `f32`) on a communicator of one
-/// rank on `device`: ours through a scope, raw `ncclAllReduce` on memory of the same
-/// kind (the device's stream-ordered pool, as a `DeviceVec`'s).
-fn enqueue_cost(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
-    const CALLS: usize = 200;
-    let comm = Communicator::join(device, &UniqueId::new()?, 0, 1)?;
-    let stream = device.new_stream()?;
-    let mut x = device.alloc_vec::<f32>(1)?;
-    let raw = RawRanks::new(std::slice::from_ref(device))?;
-    let mut theirs = raw.buffers(1, true)?;
-    let row = Measurement::new()
-        .ours("ours", || {
-            let mut enqueue = 0.0;
-            scope(&stream, |s| {
-                let mut v = s.attach(&mut x)?;
-                let start = Instant::now();
-                for _ in 0..CALLS {
-                    s.all_reduce_in_place(&comm, &mut v, Sum)?;
-                }
-                enqueue = start.elapsed().as_secs_f64();
-                Ok::<_, stream_core::Error>(())
-            })?;
-            Ok(enqueue / CALLS as f64)
-        })
-        .raw("raw ncclAllReduce", || {
-            let start = Instant::now();
-            for _ in 0..CALLS {
-                // SAFETY: one f32 of the device, alive until `free` below; the stream
-                // and communicator are of that device.
-                unsafe {
-                    nccl_result::all_reduce(
-                        theirs.recv[0].ptr() as *const _,
-                        theirs.recv[0].ptr() as *mut _,
-                        1,
-                        nccl_sys::ncclDataType_t::ncclFloat32,
-                        nccl_sys::ncclRedOp_t::ncclSum,
-                        raw.comms[0],
-                        raw.streams[0].0 as nccl_sys::cudaStream_t,
-                    )
-                }
-                .map_err(|e| Error::msg(format!("ncclAllReduce: {e:?}")))?;
-            }
-            let enqueue = start.elapsed().as_secs_f64();
-            raw.streams[0].sync()?;
-            Ok(enqueue / CALLS as f64)
-        })
-        .into_row(
-            env.cfg.plan(3, 15),
-            Row::new(
-                "nccl",
-                "enqueue one 4-byte all_reduce, 1 rank",
-                "ns/call",
-                Better::Lower,
-            ),
-        )?
-        .in_unit(|t| t * 1e9);
-    rep.push(row.check_vs_raw(1.03, Source::Issue));
-    let _ = &mut theirs;
-    raw.free(theirs)
+    enqueue::rows(env, &devices[0], rep)
 }

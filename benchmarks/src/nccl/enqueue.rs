@@ -1,0 +1,214 @@
+//! The host cost of enqueuing one small all-reduce (one `f32`) on a communicator of one
+//! rank: ours through a scope, raw `ncclAllReduce` on memory of the same kind (the
+//! device's stream-ordered pool, as a `DeviceVec`'s); with `Sum`, and with a
+//! pre-multiplied sum made once on each side (ours `Communicator::pre_mul_sum`, raw
+//! `ncclRedOpCreatePreMulSum`, whose handle raw code passes as C's `int`: cudarc's
+//! `ncclRedOp_t` enum cannot hold it, so the raw side calls NCCL's entry points through
+//! their C signatures, as the library does).
+#![allow(unsafe_code)]
+
+use std::ffi::{c_int, c_void};
+use std::time::Instant;
+
+use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
+use stream_core::nccl::{Communicator, ReduceOp, Sum, UniqueId};
+use stream_core::{scope, Device, DeviceVec, Stream};
+
+use super::raw_ranks::RawRanks;
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::measurement::Measurement;
+use crate::report::{Better, Report, Row, Source};
+
+/// Calls per sample.
+const CALLS: usize = 200;
+
+/// Both rows.
+pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
+    let comm = Communicator::join(device, &UniqueId::new()?, 0, 1)?;
+    let stream = device.new_stream()?;
+    let mut x = device.alloc_vec::<f32>(1)?;
+    let raw = RawRanks::new(std::slice::from_ref(device))?;
+    let mut theirs = raw.buffers(1, true)?;
+    let buf = theirs.recv[0].ptr() as *mut c_void;
+    let on = (raw.comms[0], raw.streams[0].0 as nccl_sys::cudaStream_t);
+    let sum = |_: ()| {
+        // SAFETY: one f32 of the device, alive until `free` below; the stream and
+        // communicator are of that device.
+        unsafe {
+            nccl_result::all_reduce(
+                buf,
+                buf,
+                1,
+                nccl_sys::ncclDataType_t::ncclFloat32,
+                nccl_sys::ncclRedOp_t::ncclSum,
+                on.0,
+                on.1,
+            )
+        }
+        .map(drop)
+        .map_err(|e| Error::msg(format!("ncclAllReduce: {e:?}")))
+    };
+    let name = "enqueue one 4-byte all_reduce, 1 rank";
+    rep.push(row(env, name, (&comm, &stream, &mut x), Sum, &raw, sum)?);
+    let ours = comm.pre_mul_sum(1.0f32)?;
+    let pre_mul_sum = RawPreMulSum::new(on.0, 1.0)?;
+    let scaled = |_: ()| {
+        // SAFETY: as `sum` above; `pre_mul_sum` was made on `on.0` for `f32`.
+        unsafe { pre_mul_sum.all_reduce_in_place(buf, 1, on.0, on.1) }
+    };
+    let name = "enqueue one 4-byte all_reduce with a pre_mul_sum, 1 rank";
+    rep.push(row(
+        env,
+        name,
+        (&comm, &stream, &mut x),
+        &ours,
+        &raw,
+        scaled,
+    )?);
+    drop(pre_mul_sum);
+    let _ = &mut theirs;
+    raw.free(theirs)
+}
+
+/// One row: `CALLS` enqueues of ours with `op` in one scope against `CALLS` of
+/// `raw_call`, per call.
+fn row(
+    env: &Env,
+    name: &str,
+    (comm, stream, x): (&Communicator, &Stream, &mut DeviceVec<f32>),
+    op: impl ReduceOp<f32>,
+    raw: &RawRanks,
+    raw_call: impl Fn(()) -> Result<()>,
+) -> Result<Row> {
+    let row = Measurement::new()
+        .ours("ours", || {
+            let mut enqueue = 0.0;
+            scope(stream, |s| {
+                let mut v = s.attach(&mut *x)?;
+                let start = Instant::now();
+                for _ in 0..CALLS {
+                    s.all_reduce_in_place(comm, &mut v, op)?;
+                }
+                enqueue = start.elapsed().as_secs_f64();
+                Ok::<_, stream_core::Error>(())
+            })?;
+            Ok(enqueue / CALLS as f64)
+        })
+        .raw("raw ncclAllReduce", || {
+            let start = Instant::now();
+            for _ in 0..CALLS {
+                raw_call(())?;
+            }
+            let enqueue = start.elapsed().as_secs_f64();
+            raw.streams[0].sync()?;
+            Ok(enqueue / CALLS as f64)
+        })
+        .into_row(
+            env.cfg.plan(3, 15),
+            Row::new("nccl", name, "ns/call", Better::Lower),
+        )?
+        .in_unit(|t| t * 1e9);
+    Ok(row.check_vs_raw(1.03, Source::Issue))
+}
+
+type CreatePreMulSum = unsafe extern "C" fn(
+    *mut c_int,
+    *mut c_void,
+    nccl_sys::ncclDataType_t,
+    nccl_sys::ncclScalarResidence_t,
+    nccl_sys::ncclComm_t,
+) -> nccl_sys::ncclResult_t;
+type Destroy = unsafe extern "C" fn(c_int, nccl_sys::ncclComm_t) -> nccl_sys::ncclResult_t;
+type AllReduce = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    nccl_sys::ncclDataType_t,
+    c_int,
+    nccl_sys::ncclComm_t,
+    nccl_sys::cudaStream_t,
+) -> nccl_sys::ncclResult_t;
+
+/// Raw NCCL's pre-multiplied sum of `f32` on one communicator.
+struct RawPreMulSum {
+    op: c_int,
+    comm: nccl_sys::ncclComm_t,
+    all_reduce: AllReduce,
+    destroy: Destroy,
+}
+
+/// The symbol `name` of the loaded NCCL.
+///
+/// # Safety
+///
+/// `F` is the C signature of `name`.
+unsafe fn symbol<F: Copy>(name: &str) -> Result<F> {
+    // SAFETY: the library is loaded (a communicator exists) and stays loaded.
+    let nccl = unsafe { nccl_sys::culib() };
+    // SAFETY: `F` is the caller's.
+    unsafe { nccl.get::<F>(name.as_bytes()) }
+        .map(|s| *s)
+        .map_err(|e| Error::msg(format!("{name}: {e}")))
+}
+
+impl RawPreMulSum {
+    fn new(comm: nccl_sys::ncclComm_t, factor: f32) -> Result<Self> {
+        // SAFETY: each type is `nccl.h`'s signature, with `int` for `ncclRedOp_t`.
+        let create = unsafe { symbol::<CreatePreMulSum>("ncclRedOpCreatePreMulSum\0")? };
+        // SAFETY: as above.
+        let all_reduce = unsafe { symbol::<AllReduce>("ncclAllReduce\0")? };
+        // SAFETY: as above.
+        let destroy = unsafe { symbol::<Destroy>("ncclRedOpDestroy\0")? };
+        let (mut op, mut factor) = (0, factor);
+        // SAFETY: a live communicator; `op` and `factor` are live (host-immediate: read
+        // before the call returns).
+        let status = unsafe {
+            create(
+                &raw mut op,
+                (&raw mut factor).cast(),
+                nccl_sys::ncclDataType_t::ncclFloat32,
+                nccl_sys::ncclScalarResidence_t::ncclScalarHostImmediate,
+                comm,
+            )
+        };
+        if status != nccl_sys::ncclResult_t::ncclSuccess {
+            return Err(Error::msg(format!("ncclRedOpCreatePreMulSum: {status:?}")));
+        }
+        Ok(RawPreMulSum {
+            op,
+            comm,
+            all_reduce,
+            destroy,
+        })
+    }
+
+    /// `ncclAllReduce` in place of `count` `f32` at `buf` with this reduction.
+    ///
+    /// # Safety
+    ///
+    /// `buf` holds `count` `f32` of the communicator's device until the call completes
+    /// on `stream`, a stream of that device; `comm` is the one this was made on.
+    unsafe fn all_reduce_in_place(
+        &self,
+        buf: *mut c_void,
+        count: usize,
+        comm: nccl_sys::ncclComm_t,
+        stream: nccl_sys::cudaStream_t,
+    ) -> Result<()> {
+        let f32 = nccl_sys::ncclDataType_t::ncclFloat32;
+        // SAFETY: the caller's contract.
+        let status = unsafe { (self.all_reduce)(buf, buf, count, f32, self.op, comm, stream) };
+        if status != nccl_sys::ncclResult_t::ncclSuccess {
+            return Err(Error::msg(format!("ncclAllReduce: {status:?}")));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RawPreMulSum {
+    fn drop(&mut self) {
+        // SAFETY: made on `self.comm`, which is still live; destroyed once.
+        let _ = unsafe { (self.destroy)(self.op, self.comm) };
+    }
+}
