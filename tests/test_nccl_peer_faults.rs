@@ -12,8 +12,8 @@
 //! untouched, and both devices work after it. **A rank of this process that left** (its
 //! `Communicator` dropped) is no worse for NCCL (a sibling's all_reduce waited for its
 //! timeout), but that wait is 10 minutes by default: now its siblings' collectives,
-//! sends and receives with it and splits are refused at once, and a call already
-//! waiting for it is stopped by its scope's end.
+//! sends and receives with it that it never made the match of, and splits, are refused
+//! at once, and a call already waiting for it is stopped by its scope's end.
 //!
 //! **Ranks of different processes** are out of the ledger's sight. An aborted peer
 //! leaves a rank's next call returning as above, but no rank hanging; ranks that

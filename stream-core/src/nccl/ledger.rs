@@ -139,6 +139,14 @@ impl Line {
         *count - 1
     }
 
+    /// How many numbers member `rank` has taken: the number its next call takes.
+    fn taken_by(&self, rank: usize) -> u64 {
+        self.taken
+            .iter()
+            .find(|&&(r, _)| r == rank)
+            .map_or(0, |&(_, count)| count)
+    }
+
     /// Where the call of `number` waits, if one does: usually at the front (the
     /// member behind); past the back for the member ahead.
     fn find(&self, number: u64) -> Option<usize> {
@@ -210,12 +218,31 @@ struct State {
     stranded: bool,
     /// A member was aborted ([`Ledger::aborted`]): no call of any member is issued again.
     aborted: bool,
-    /// The ranks of the members that left (their `Communicator` dropped): no collective
-    /// is issued again, nor a send or receive with one of them.
+    /// The ranks of the members that left (their `Communicator` dropped). The calls each
+    /// made before it left are matched as before; a call of a number it never reached
+    /// (a collective, or a send or receive with it) is refused: it cannot complete.
     left: Vec<usize>,
 }
 
 impl State {
+    /// `true` when `me`'s next call on `numbering` needs a member that left before it
+    /// made the call of that number (a collective needs every member, a pair its two
+    /// ends): that call cannot complete.
+    fn needs_one_that_left(&self, numbering: Numbering, me: usize) -> bool {
+        let needed = |rank: usize| match numbering {
+            Numbering::Collectives => true,
+            Numbering::Pair { from, to } => rank == from || rank == to,
+            Numbering::Splits => false,
+        };
+        let Some(line) = self.lines.get(&numbering) else {
+            return self.left.iter().any(|&r| needed(r));
+        };
+        let next = line.taken_by(me);
+        self.left
+            .iter()
+            .any(|&r| needed(r) && line.taken_by(r) <= next)
+    }
+
     /// Breaks the ledger with `error` unless it is broken already (the first cause is
     /// the one reported), and strands it: some member's issued call will not complete,
     /// so the members waiting for their calls stop them.
@@ -377,8 +404,8 @@ fn sibling_aborted() -> Error {
 #[cold]
 fn member_left() -> Error {
     Error::CommunicatorAborted {
-        reason: "another rank of this process left it (its Communicator was dropped), and \
-                 no collective, nor a send or receive with that rank, can complete without it",
+        reason: "another rank of this process left it (its Communicator was dropped) \
+                 before making the matching call, and this call cannot complete without it",
     }
 }
 
@@ -466,10 +493,8 @@ impl Seat {
                 // from the other side (see the module docs). A pair with this rank
                 // itself is compared inside its group (`self_pairs.rs`).
                 let peer = peer as usize;
-                if state.left.contains(&peer) {
-                    return Agreement::Refuse(member_left());
-                }
-                if peer == me || !state.ranks.contains(&peer) {
+                let of_this_process = state.ranks.contains(&peer) || state.left.contains(&peer);
+                if peer == me || !of_this_process {
                     return match &state.broken {
                         Some(error) => Agreement::Refuse(error.clone()),
                         None => Agreement::Issue,
@@ -482,10 +507,13 @@ impl Seat {
                 // A pair is complete with its two ends.
                 (Numbering::Pair { from, to }, 2)
             }
-            // A collective, with every member: none completes once one has left.
-            _ if !state.left.is_empty() => return Agreement::Refuse(member_left()),
-            _ => (Numbering::Collectives, state.registered),
+            // A collective, complete with every member, those that left after making it
+            // included.
+            _ => (Numbering::Collectives, state.registered + state.left.len()),
         };
+        if !state.left.is_empty() && state.needs_one_that_left(numbering, me) {
+            return Agreement::Refuse(member_left());
+        }
         if super::group::is_open() {
             note_grouped(&self.ledger);
         }
@@ -586,8 +614,10 @@ impl Drop for Seat {
             state.ranks.swap_remove(i);
         }
         state.left.push(me);
-        // From now on no collective is issued (`agree`), nor a pair with this member: the
-        // calls other members issued that wait for those will never complete.
+        // The calls this member made stay, to be matched by the others' (one may have
+        // completed on its side first: a broadcast's root, a send NCCL buffered). From
+        // now on a call of a number it never reached is refused (`agree`); the calls
+        // other members issued at such numbers wait for it forever.
         let mut stranded = false;
         for (numbering, line) in state.lines.iter_mut() {
             let mine = match *numbering {
@@ -596,8 +626,9 @@ impl Drop for Seat {
                 Numbering::Splits => false,
             };
             if mine {
-                stranded |= line.waiting.iter().any(|w| w.rank != me || w.arrivals > 1);
-                line.waiting.clear();
+                let reached = line.taken_by(me);
+                stranded |= line.waiting.iter().any(|w| w.number >= reached);
+                line.waiting.retain(|w| w.number < reached);
             }
         }
         if stranded {

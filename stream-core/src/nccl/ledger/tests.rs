@@ -229,13 +229,14 @@ fn a_member_ahead_on_sends_meets_the_receives_in_order() {
             .unwrap();
     }
     assert!(seats[0].ledger.lock().nothing_waits());
-    // Rank 1 leaves with a receive of its own waiting: it is dropped (it waited for
-    // rank 1 alone), and rank 0's sends to rank 1 are refused from then on.
+    // Rank 1 leaves with a receive of its own waiting: it stays, and rank 0's matching
+    // send is compared with it as before; a send past it is refused.
     seats[1].agree(recv(5)).issued().unwrap();
     let mut seats = seats;
     drop(seats.pop());
-    assert!(seats[0].ledger.lock().nothing_waits());
     assert!(seats[0].ledger().stranded().is_none());
+    seats[0].agree(send(5)).issued().unwrap();
+    assert!(seats[0].ledger.lock().nothing_waits());
     assert!(matches!(
         seats[0].agree(send(5)),
         Agreement::Refuse(Error::CommunicatorAborted { .. })
@@ -267,6 +268,40 @@ fn an_aborted_member_stops_every_member() {
     // Calls already on the GPU are stopped by their scopes' ends, and a split refused.
     assert!(seats[1].ledger().stranded().is_some());
     assert!(seats[1].ledger().refuse_split().is_err());
+}
+
+#[test]
+fn the_calls_a_member_made_before_it_left_are_still_matched() {
+    // Rank 1's part of a scatter from it (a send to rank 0) and a broadcast from it can
+    // complete on its side before rank 0 makes its own: its scope ends, and it leaves.
+    // Found on 2x H200: rank 0's matching receive was refused ("left") before.
+    let mut seats: Vec<_> = Ledger::clique(2).into_iter().flatten().collect();
+    let broadcast = call(Collective::Broadcast { root: 1 }, 16);
+    seats[1]
+        .agree(call(Collective::Send { peer: 0 }, 16))
+        .issued()
+        .unwrap();
+    seats[1].agree(broadcast).issued().unwrap();
+    drop(seats.pop());
+    assert!(seats[0].ledger().stranded().is_none());
+    // Matched and compared as before (a disagreement would stand in: other tests).
+    seats[0]
+        .agree(call(Collective::Recv { peer: 1 }, 16))
+        .issued()
+        .unwrap();
+    seats[0].agree(broadcast).issued().unwrap();
+    assert!(seats[0].ledger.lock().nothing_waits());
+    // Past what rank 1 made, nothing completes.
+    for next in [
+        call(Collective::Recv { peer: 1 }, 16),
+        broadcast,
+        all_gather(8),
+    ] {
+        assert!(matches!(
+            seats[0].agree(next),
+            Agreement::Refuse(Error::CommunicatorAborted { .. })
+        ));
+    }
 }
 
 #[test]
