@@ -53,6 +53,7 @@ fn main() {
             ("apart", apart_child),
             ("disagree", disagree_child),
             ("left", left_child),
+            ("left_after", left_after_child),
         ],
         tests![
             a_call_after_a_siblings_abort_is_refused,
@@ -60,6 +61,7 @@ fn main() {
             a_peer_process_aborted_leaves_no_rank_hanging,
             ranks_of_two_processes_that_disagree_write_only_their_own_buffers,
             a_call_after_a_sibling_left_is_refused,
+            the_calls_a_sibling_made_before_it_left_still_complete,
         ],
     );
 }
@@ -399,4 +401,77 @@ fn left_child() -> TestResult {
     println!("waiting = {}", variant_or_ok(&waited));
     println!("waiting_s = {took:.3}");
     print_sentinel_and_devices(&sentinel, [&s0, &s1])
+}
+
+/// Rank 1 (same process, its own thread) sends 4 KiB to rank 0, its scope ends (NCCL
+/// completes a small send into the receiver's buffers before the receive is made) and
+/// its communicator is dropped; only then rank 0 makes the matching receive, which
+/// completes with rank 1's values (it was refused as "left" before: found as a flaky
+/// `test_nccl_gather_scatter` on 2x H200). Then rank 1, on a fresh pair, broadcasts as
+/// root and leaves; rank 0's broadcast completes with the root's values, whichever of
+/// the two finished first. A call past what rank 1 made is refused at once.
+fn the_calls_a_sibling_made_before_it_left_still_complete() -> TestResult {
+    let out = run_child("left_after")?;
+    out.expect("recv_order", "left_first")?;
+    for call in ["recv", "broadcast"] {
+        out.expect(call, "ok")?;
+        out.expect(&format!("{call}_values"), "true")?;
+        out.expect(&format!("{call}_next"), "CommunicatorAborted")?;
+    }
+    Ok(())
+}
+
+/// Elements [`left_after_child`] moves (4 KiB of `u32`).
+const SMALL: usize = 1024;
+
+/// See [`the_calls_a_sibling_made_before_it_left_still_complete`].
+fn left_after_child() -> TestResult {
+    let (d0, d1) = (Device::new(0)?, Device::new(1)?);
+    let s0 = d0.new_stream()?;
+    for call in ["recv", "broadcast"] {
+        let (zero, one) = warm_up(ranks_of_one_process(&d0, &d1)?, (&d0, &d1))?;
+        zero.set_timeout(Duration::from_secs(20));
+        let on_d1 = &d1;
+        let (left_tx, left_rx) = std::sync::mpsc::channel();
+        let (result, values, order) = std::thread::scope(|t| {
+            t.spawn(move || {
+                let stream = on_d1.new_stream()?;
+                let ended = scope(&stream, |s| {
+                    let x = s.upload(&[9u32; SMALL])?;
+                    match call {
+                        "recv" => s.send(&one, &x, 0),
+                        _ => s.broadcast(&one, &x, &mut s.alloc::<u32>(SMALL)?, 1),
+                    }
+                });
+                drop(one);
+                let _ = left_tx.send(());
+                ended
+            });
+            // Rank 1's part may need rank 0's (a broadcast may): wait for it to leave at
+            // most 5 s, then make the matching call either way.
+            let order = match left_rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(()) => "left_first",
+                Err(_) => "call_first",
+            };
+            let mut back = vec![0u32; SMALL];
+            let result = scope(&s0, |s| {
+                let mut y = s.alloc_zeroed::<u32>(SMALL)?;
+                match call {
+                    "recv" => s.recv(&zero, &mut y, 1)?,
+                    _ => s.broadcast_in_place(&zero, &mut y, 1)?,
+                }
+                s.copy_to_host(&y, &mut back)?.wait().map(drop)
+            });
+            (result, back.iter().all(|&v| v == 9), order)
+        });
+        let next = scope(&s0, |s| {
+            let mut y = s.alloc_zeroed::<u32>(SMALL)?;
+            s.broadcast_in_place(&zero, &mut y, 1)
+        });
+        println!("{call}_order = {order}");
+        println!("{call} = {}", variant_or_ok(&result));
+        println!("{call}_values = {values}");
+        println!("{call}_next = {}", variant_or_ok(&next));
+    }
+    Ok(())
 }
