@@ -189,8 +189,9 @@ fn lone_rank(device: &Device) -> stream_core::Result<Communicator> {
     Communicator::join(device, &UniqueId::new()?, 0, 1)
 }
 
-/// A capture records an all_reduce with a `PreMulSum` of 0.75, which is then dropped;
-/// each of three replays, on new inputs, gives the input times 0.75.
+/// A capture records an all_reduce with a `PreMulSum` of 0.75, which is then dropped
+/// and another of 5 made (in its entry of NCCL's table); each of three replays, on new
+/// inputs, gives the input times 0.75.
 fn one_dropped_after_a_capture_reduces_at_every_replay() -> TestResult {
     let _one_at_a_time = exclusive();
     const LEN: usize = 4099;
@@ -209,6 +210,9 @@ fn one_dropped_after_a_capture_reduces_at_every_replay() -> TestResult {
         Ok::<_, Error>(())
     })?;
     drop(op);
+    // NCCL reuses the freed entry of the communicator's table for the next one made:
+    // the graph keeps the factor it recorded.
+    let _another = comm.pre_mul_sum(5.0f32)?;
     let stream = device.new_stream()?;
     for round in 0..3u64 {
         let input = rank_input::<f32>(0x9e_0000 + round, 0, LEN, false);
