@@ -403,16 +403,17 @@ fn left_child() -> TestResult {
     print_sentinel_and_devices(&sentinel, [&s0, &s1])
 }
 
-/// Rank 1 (same process, its own thread) sends 4 KiB to rank 0, its scope ends (NCCL
-/// completes a small send into the receiver's buffers before the receive is made) and
-/// its communicator is dropped; only then rank 0 makes the matching receive, which
-/// completes with rank 1's values (it was refused as "left" before: found as a flaky
-/// `test_nccl_gather_scatter` on 2x H200). Then rank 1, on a fresh pair, broadcasts as
-/// root and leaves; rank 0's broadcast completes with the root's values, whichever of
-/// the two finished first. A call past what rank 1 made is refused at once.
+/// Rank 1 (same process, its own thread) broadcasts 4 KiB as root, its scope ends
+/// (NCCL completes a small broadcast on the root before the other rank makes its part:
+/// measured on 2x H200) and its communicator is dropped; only then rank 0 makes the
+/// matching broadcast, which completes with the root's values (it was refused as
+/// "left" before: found as a flaky `test_nccl_gather_scatter` on 2x H200, whose root
+/// had done so). The same with a send of 4 KiB and its receive, which NCCL completes
+/// only together (rank 0 makes it after 2 s). A call past what rank 1 made is refused
+/// at once.
 fn the_calls_a_sibling_made_before_it_left_still_complete() -> TestResult {
     let out = run_child("left_after")?;
-    out.expect("recv_order", "left_first")?;
+    out.expect("broadcast_order", "left_first")?;
     for call in ["recv", "broadcast"] {
         out.expect(call, "ok")?;
         out.expect(&format!("{call}_values"), "true")?;
@@ -428,7 +429,7 @@ const SMALL: usize = 1024;
 fn left_after_child() -> TestResult {
     let (d0, d1) = (Device::new(0)?, Device::new(1)?);
     let s0 = d0.new_stream()?;
-    for call in ["recv", "broadcast"] {
+    for call in ["broadcast", "recv"] {
         let (zero, one) = warm_up(ranks_of_one_process(&d0, &d1)?, (&d0, &d1))?;
         zero.set_timeout(Duration::from_secs(20));
         let on_d1 = &d1;
@@ -447,9 +448,9 @@ fn left_after_child() -> TestResult {
                 let _ = left_tx.send(());
                 ended
             });
-            // Rank 1's part may need rank 0's (a broadcast may): wait for it to leave at
-            // most 5 s, then make the matching call either way.
-            let order = match left_rx.recv_timeout(Duration::from_secs(5)) {
+            // Rank 1's part may need rank 0's (a send does): wait for it to leave at
+            // most 2 s, then make the matching call either way.
+            let order = match left_rx.recv_timeout(Duration::from_secs(2)) {
                 Ok(()) => "left_first",
                 Err(_) => "call_first",
             };
