@@ -126,7 +126,6 @@ impl UserReduction {
     ///
     /// That of [`enqueue`](super::nccl_comm::enqueue) for an all-reduce, with `comm`
     /// live (not aborted) and `stream` live.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn all_reduce(
         self,
         send: *const c_void,
