@@ -141,6 +141,12 @@
 //!   a graph keeps it, since NCCL's abort waits for such graphs), so `graph/` keeps it
 //!   (`graph/collectives.rs`) and checks it at replay without knowing `nccl/`. No
 //!   `unsafe` block was added.
+//! * **A value a binding cannot hold** goes to `driver/` with its calls: NCCL's handle
+//!   for a reduction it made (`nccl::PreMulSum`) is an `int` that cudarc's
+//!   `ncclRedOp_t` enum may not hold, so `driver/nccl_reduction.rs` keeps it as `c_int`
+//!   and calls the five entry points that take it through their C signatures (as
+//!   `driver/versions.rs` does for the CUDA driver); `nccl/pre_mul_sum.rs` is safe code
+//!   that ties it to its communicator by a borrow.
 //! * An operation composed of existing ones adds no `unsafe` either: `nccl/all_to_all.rs`
 //!   (the all-to-all NCCL has no call for before 2.28) is a group of the sends and
 //!   receives whose checks and proof `nccl/request.rs` already has; it splits its
