@@ -69,7 +69,7 @@
 //!
 //! | folder      | unsafe blocks | what they prove |
 //! |-------------|---------------|-----------------|
-//! | `driver/`   | 150 | the driver's own rules for each raw call (35 of them NCCL's, in `driver/nccl.rs`, `driver/nccl_comm.rs`, `driver/nccl_join.rs`, `driver/nccl_abort.rs` and `driver/nccl_reduction.rs`, whose calls take a reduction NCCL made as C's `int`, which cudarc's `ncclRedOp_t` enum cannot hold; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool; what an owner releases, a stream-ordered allocation, a pinned block, managed memory, a module, is released by a safe consuming method there, as a `Box` is dropped: the proofs are at the uses) |
+//! | `driver/`   | 151 | the driver's own rules for each raw call (36 of them NCCL's, in `driver/nccl.rs`, `driver/nccl_comm.rs`, `driver/nccl_join.rs`, `driver/nccl_abort.rs`, `driver/nccl_reduction.rs` and `driver/nccl_user_op.rs`, whose calls take a reduction NCCL made as C's `int`, which cudarc's `ncclRedOp_t` enum cannot hold; 7 the C ABI of entry points some CUDA bindings lack, in `driver/versions.rs`; 18 NVTX's injection protocol, in `driver/nvtx.rs`, 7 of them its tests acting as a tool; what an owner releases, a stream-ordered allocation, a pinned block, managed memory, a module, is released by a safe consuming method there, as a `Box` is dropped: the proofs are at the uses) |
 //! | `memory/`   | 7  | byte views of element slices; `DeviceVec`'s blocking copies; the out-of-memory wait for this thread's open scopes (a scope's memory reaches the staged copies as a `StreamRange`, made safely from its brand and borrow; stream-ordered allocations are owned `StreamOrdered` values, freed safely) |
 //! | `host/`     | 12 | pinned memory as typed slices; staged copies' DMAs, copy-out thread and streaming stores; the download snapshot's and the calibration's device memory (as `StreamRange`s) |
 //! | `scope/`    | 11 | DMA into borrowed host memory, launch arguments, a scope's and a fork's creation |
@@ -143,10 +143,12 @@
 //!   `unsafe` block was added.
 //! * **A value a binding cannot hold** goes to `driver/` with its calls: NCCL's handle
 //!   for a reduction it made (`nccl::PreMulSum`) is an `int` that cudarc's
-//!   `ncclRedOp_t` enum may not hold, so `driver/nccl_reduction.rs` keeps it as `c_int`
+//!   `ncclRedOp_t` enum may not hold, so `driver/nccl_user_op.rs` keeps it as `c_int`
 //!   and calls the five entry points that take it through their C signatures (as
-//!   `driver/versions.rs` does for the CUDA driver); `nccl/pre_mul_sum.rs` is safe code
-//!   that ties it to its communicator by a borrow.
+//!   `driver/versions.rs` does for the CUDA driver), below `driver/nccl.rs`, whose
+//!   `Collective` carries it; `driver/nccl_reduction.rs`, above `driver/nccl_comm.rs`,
+//!   makes and destroys one; `nccl/pre_mul_sum.rs` is safe code that ties it to its
+//!   communicator by a borrow.
 //! * An operation composed of existing ones adds no `unsafe` either: `nccl/all_to_all.rs`
 //!   (the all-to-all NCCL has no call for before 2.28) is a group of the sends and
 //!   receives whose checks and proof `nccl/request.rs` already has; it splits its

@@ -197,12 +197,14 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ),
     ("nccl_abort", &["context"]),
     ("nccl_group", &[]),
-    ("nccl", &["nccl_group"]),
+    ("nccl_user_op", &[]),
+    ("nccl", &["nccl_group", "nccl_user_op"]),
     (
         "nccl_comm",
         &["nccl", "nccl_group", "nccl_abort", "stream", "context"],
     ),
     ("nccl_join", &["nccl_comm", "nccl", "nccl_abort", "context"]),
+    ("nccl_reduction", &["nccl_comm", "nccl", "nccl_user_op"]),
 ];
 
 /// The driver files `source` uses in code: `super::<file>` or `crate::driver::<file>`

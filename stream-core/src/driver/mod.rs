@@ -49,6 +49,7 @@ pub(crate) mod nccl_comm;
 pub(crate) mod nccl_group;
 pub(crate) mod nccl_join;
 pub(crate) mod nccl_reduction;
+pub(crate) mod nccl_user_op;
 pub(crate) mod nvrtc;
 pub(crate) mod nvtx;
 pub(crate) mod pinned;

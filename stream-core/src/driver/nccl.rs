@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cudarc::nccl::{result, sys};
 
 use super::nccl_group;
-use super::nccl_reduction::UserReduction;
+use super::nccl_user_op::UserReduction;
 use crate::error::{Error, Nccl, Result};
 
 /// `true` when the NCCL library (`libnccl`) can be loaded. Checking first is what turns
@@ -195,7 +195,8 @@ pub(crate) type DevicePtr = cudarc::driver::sys::CUdeviceptr;
 
 /// A reduction as a collective names it: one of NCCL's own (`ncclSum`, `ncclAvg`, ...),
 /// or a pre-multiplied sum this process made on the collective's communicator
-/// (`nccl_reduction.rs`), whose handle means something on that communicator only.
+/// (`nccl_reduction.rs`, `nccl_user_op.rs`), whose handle means something on that
+/// communicator only.
 #[derive(Debug, Clone, Copy)]
 pub enum Reduction {
     /// One of NCCL's own reductions.

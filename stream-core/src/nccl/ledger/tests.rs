@@ -2,7 +2,7 @@
 
 use super::{Agreement, Call, Ledger};
 use crate::driver::nccl::{Collective, DataType, RedOp, Reduction};
-use crate::driver::nccl_reduction::UserReduction;
+use crate::driver::nccl_user_op::UserReduction;
 use crate::Error;
 use std::time::Duration;
 
