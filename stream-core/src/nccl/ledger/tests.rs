@@ -391,3 +391,100 @@ fn pre_multiplied_sums_agree_whatever_their_handles_and_disagree_with_a_sum() {
         "{text}"
     );
 }
+
+/// A small deterministic generator for the randomized test below (xorshift).
+struct Steps(u64);
+
+impl Steps {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+#[test]
+fn members_that_leave_at_random_points_are_matched_up_to_where_they_left() {
+    // Three members make the same 12 collectives (all agree) in a random interleaving;
+    // a member may leave after any prefix of its calls. Then each call of a remaining
+    // member is issued exactly when every member that left had made that number's call,
+    // and refused ("left") otherwise; nothing is ever stood in for; the ledger is
+    // stranded exactly when a call issued before a member left waits for a number that
+    // member never reached.
+    const MEMBERS: usize = 3;
+    const CALLS: usize = 12;
+    // How often each rule was exercised, over all seeds (none may be zero).
+    let (mut matched_after_a_leave, mut refused, mut strandings) = (0, 0, 0);
+    for seed in 1..=400u64 {
+        let mut steps = Steps(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut seats: Vec<_> = Ledger::clique(MEMBERS).into_iter().map(Some).collect();
+        let ledger = std::sync::Arc::clone(seats[0].as_ref().unwrap().as_ref().unwrap().ledger());
+        // Calls each member made (issued), and whether it stopped (a call refused).
+        let mut made = [0usize; MEMBERS];
+        let mut stopped = [false; MEMBERS];
+        let mut reached: Vec<Option<usize>> = vec![None; MEMBERS];
+        let mut stranded = false;
+        loop {
+            let active: Vec<usize> = (0..MEMBERS)
+                .filter(|&m| reached[m].is_none() && !stopped[m] && made[m] < CALLS)
+                .collect();
+            if active.is_empty() {
+                break;
+            }
+            let m = active[steps.below(active.len())];
+            if steps.below(8) == 0 {
+                // Member `m` leaves having made `made[m]` calls; every issued call of a
+                // number it never reached now waits for it forever.
+                stranded |= (0..MEMBERS).any(|o| o != m && made[o] > made[m]);
+                reached[m] = Some(made[m]);
+                seats[m] = None;
+                continue;
+            }
+            let number = made[m];
+            let seat = seats[m].as_ref().unwrap().as_ref().unwrap();
+            let agreement = seat.agree(all_gather(64));
+            let needs_one_that_left = reached.iter().flatten().any(|&r| r <= number);
+            match agreement {
+                Agreement::Issue if !needs_one_that_left && !stranded => {
+                    made[m] += 1;
+                    matched_after_a_leave += usize::from(reached.iter().any(Option::is_some));
+                }
+                Agreement::Refuse(Error::CommunicatorAborted { reason })
+                    if needs_one_that_left && reason.contains("left") =>
+                {
+                    // It stays refused: the member makes no more calls.
+                    stopped[m] = true;
+                    refused += 1;
+                }
+                // Once stranded, the ledger is broken: every call is an error (a stand-in
+                // where another member's call of that number waits, so that it
+                // completes), and the member makes no more calls.
+                Agreement::StandIn(_, Error::CommunicatorAborted { .. })
+                | Agreement::Refuse(Error::CommunicatorAborted { .. })
+                    if stranded =>
+                {
+                    stopped[m] = true;
+                }
+                other => panic!(
+                    "seed {seed}: member {m}'s call number {number} (left at {reached:?}): \
+                     {other:?}"
+                ),
+            }
+        }
+        assert_eq!(
+            ledger.stranded().is_some(),
+            stranded,
+            "seed {seed}: stranded (left at {reached:?})"
+        );
+        assert_eq!(ledger.broken().is_some(), stranded, "seed {seed}: broken");
+        strandings += usize::from(stranded);
+    }
+    assert!(
+        matched_after_a_leave > 0 && refused > 0 && strandings > 0,
+        "matched after a leave {matched_after_a_leave}, refused {refused}, stranded {strandings}"
+    );
+    println!(
+        "matched after a leave {matched_after_a_leave}, refused {refused}, stranded {strandings}"
+    );
+}
