@@ -114,7 +114,8 @@
 //!
 //! Every rank makes the matching call with the same lengths (the same counts, for
 //! [`Scope::all_to_all_v`](crate::Scope::all_to_all_v)), the same element type,
-//! reduction and root. Each rank's own buffers are checked against its own lengths;
+//! reduction and root (a [`PreMulSum`] on every rank where one is used; each rank's
+//! factor is its own). Each rank's own buffers are checked against its own lengths;
 //! what else keeps a disagreement from writing past a buffer depends on where the ranks
 //! are:
 //!
@@ -183,9 +184,10 @@
 //! over TCP (see [`World`] for the address), or uses NCCL's own bootstrap when
 //! `NCCL_COMM_ID` is set.
 //!
-//! Owns: communicators, unique ids, the typed elements and reductions, collectives and
-//! groups, collectives recorded into a capture and `Scope::replay_with`, the ledger of
-//! one process's ranks and its stand-ins, the launcher's world and its rendezvous.
+//! Owns: communicators, unique ids, the typed elements and reductions (`PreMulSum`
+//! among them), collectives and groups, collectives recorded into a capture and
+//! `Scope::replay_with`, the ledger of one process's ranks and its stand-ins, the
+//! launcher's world and its rendezvous.
 //! Uses: `driver/` (NCCL calls), `graph/` (a capture's scope, a graph's communicators),
 //! `scope/` (the stream, the scope's end), `memory/` (views), `device/`, `error`.
 
