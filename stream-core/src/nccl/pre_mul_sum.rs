@@ -19,12 +19,13 @@ use crate::sealed;
 /// [`reduce_scatter`](crate::Scope::reduce_scatter) on that communicator (their
 /// `_in_place` forms, a [`Group`](super::Group)'s and a capture's too).
 ///
-/// Averaging gradients with the scale folded in, `1 / (ranks × loss_scale)`, costs no
-/// pass of its own, and pre-dividing half-precision values keeps their sum in range,
-/// which [`Avg`](super::Avg)'s divide after the sum does not. Each rank passes its own
-/// factor (the ranks' factors may differ); every rank must reduce with a
-/// `PreMulSum` where one does, as with any reduction (two ranks of this process that
-/// do not are [`Error::RanksDisagree`]).
+/// Averaging gradients with another scale folded in, `1 / (ranks × loss_scale)`, or
+/// weighting each rank by its share of the batch (`local_tokens / total_tokens`, a
+/// factor of its own), costs no pass of its own. ([`Avg`](super::Avg) of floating-point
+/// elements is this with `1 / ranks`: NCCL pre-multiplies those too, which keeps a
+/// half-precision sum in range.) Each rank passes its own factor; every rank must
+/// reduce with a `PreMulSum` where one does, as with any reduction (two ranks of this
+/// process that do not are [`Error::RanksDisagree`]).
 ///
 /// ```no_run
 /// use stream_core::{nccl::Communicator, scope, Device, Error};
