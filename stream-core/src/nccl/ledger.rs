@@ -18,11 +18,14 @@
 //! (`stand_in.rs`) so that it completes, and each member's scope reports the
 //! disagreement at its end (the watch's verdict, `communicator.rs`).
 //!
-//! A member aborted ([`Ledger::aborted`]) or gone (its seat dropped) ends the
-//! communicator for the others: no collective can complete without it (NCCL lets a
-//! sibling's collective matched with an aborted one return as if it had, see
-//! `Ledger::aborted`), so their later calls are refused, and those already issued that
-//! wait for it are stranded (their scopes' ends stop them).
+//! A member aborted ([`Ledger::aborted`]) ends the communicator for the others: no
+//! collective can complete without it (NCCL lets a sibling's collective matched with an
+//! aborted one return as if it had, see `Ledger::aborted`), so their later calls are
+//! refused, and those already issued that wait for it are stranded (their scopes' ends
+//! stop them). A member gone (its seat dropped) leaves its calls recorded: one may have
+//! completed on its side first (a broadcast's root), so the others' matching calls are
+//! compared and issued as before; a call of a number it never reached is refused, and
+//! one already issued at such a number is stranded.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
