@@ -488,3 +488,106 @@ fn members_that_leave_at_random_points_are_matched_up_to_where_they_left() {
         "matched after a leave {matched_after_a_leave}, refused {refused}, stranded {strandings}"
     );
 }
+
+#[test]
+fn pairs_whose_member_leaves_at_random_points_are_matched_up_to_where_it_left() {
+    // Three members each send to and receive from each other (8 rounds, each round a
+    // send to every other member then a receive from every other member), in a random
+    // interleaving; a member may leave after any prefix of its calls. A call on the
+    // pair of `from` and `to` is issued exactly when a member of that pair that left
+    // had made that pair's call of the same number, refused ("left") when it had not;
+    // the ledger is stranded exactly when a call issued before a member left waits on a
+    // pair for a number that member never reached.
+    const MEMBERS: usize = 3;
+    const ROUNDS: usize = 8;
+    let script = |m: usize| -> Vec<Collective> {
+        let others: Vec<i32> = (0..MEMBERS).filter(|&o| o != m).map(|o| o as i32).collect();
+        (0..ROUNDS)
+            .flat_map(|_| {
+                let sends = others.iter().map(|&peer| Collective::Send { peer });
+                let recvs = others.iter().map(|&peer| Collective::Recv { peer });
+                sends.chain(recvs).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    // The pair (from, to) a call of member `m` is numbered on.
+    let pair = |m: usize, c: Collective| match c {
+        Collective::Send { peer } => (m, peer as usize),
+        Collective::Recv { peer } => (peer as usize, m),
+        _ => unreachable!("the script holds sends and receives"),
+    };
+    let (mut matched_after_a_leave, mut refused, mut strandings) = (0, 0, 0);
+    for seed in 1..=400u64 {
+        let mut steps = Steps(seed.wrapping_mul(0xD6E8_FEB8_6659_FD93) | 1);
+        let mut seats: Vec<_> = Ledger::clique(MEMBERS).into_iter().map(Some).collect();
+        let ledger = std::sync::Arc::clone(seats[0].as_ref().unwrap().as_ref().unwrap().ledger());
+        let scripts: Vec<_> = (0..MEMBERS).map(script).collect();
+        let mut next = [0usize; MEMBERS];
+        let mut stopped = [false; MEMBERS];
+        let mut left = [false; MEMBERS];
+        // Calls each member made on each pair (from, to).
+        let mut taken = std::collections::HashMap::<(usize, (usize, usize)), usize>::new();
+        let taken_by =
+            |taken: &std::collections::HashMap<_, usize>, m: usize, p: (usize, usize)| {
+                taken.get(&(m, p)).copied().unwrap_or(0)
+            };
+        let mut stranded = false;
+        loop {
+            let active: Vec<usize> = (0..MEMBERS)
+                .filter(|&m| !left[m] && !stopped[m] && next[m] < scripts[m].len())
+                .collect();
+            if active.is_empty() {
+                break;
+            }
+            let m = active[steps.below(active.len())];
+            if steps.below(10) == 0 {
+                // Every pair of `m` on which the other end made more calls than `m`.
+                stranded |= taken.iter().any(|(&(o, p), &count)| {
+                    o != m && (p.0 == m || p.1 == m) && count > taken_by(&taken, m, p)
+                });
+                left[m] = true;
+                seats[m] = None;
+                continue;
+            }
+            let collective = scripts[m][next[m]];
+            let p = pair(m, collective);
+            let number = taken_by(&taken, m, p);
+            let other = if p.0 == m { p.1 } else { p.0 };
+            let needs_one_that_left = left[other] && taken_by(&taken, other, p) <= number;
+            let seat = seats[m].as_ref().unwrap().as_ref().unwrap();
+            match seat.agree(call(collective, 16)) {
+                Agreement::Issue if !needs_one_that_left && !stranded => {
+                    next[m] += 1;
+                    *taken.entry((m, p)).or_default() += 1;
+                    matched_after_a_leave += usize::from(left[other]);
+                }
+                Agreement::Refuse(Error::CommunicatorAborted { reason })
+                    if needs_one_that_left && reason.contains("left") =>
+                {
+                    stopped[m] = true;
+                    refused += 1;
+                }
+                Agreement::StandIn(_, Error::CommunicatorAborted { .. })
+                | Agreement::Refuse(Error::CommunicatorAborted { .. })
+                    if stranded =>
+                {
+                    stopped[m] = true;
+                }
+                other => panic!(
+                    "seed {seed}: member {m}'s {collective:?} number {number} (left {left:?}): \
+                     {other:?}"
+                ),
+            }
+        }
+        assert_eq!(
+            ledger.stranded().is_some(),
+            stranded,
+            "seed {seed}: stranded (left {left:?})"
+        );
+        strandings += usize::from(stranded);
+    }
+    assert!(
+        matched_after_a_leave > 0 && refused > 0 && strandings > 0,
+        "matched after a leave {matched_after_a_leave}, refused {refused}, stranded {strandings}"
+    );
+}
