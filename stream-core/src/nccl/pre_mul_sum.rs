@@ -67,9 +67,11 @@ impl Communicator {
     /// elements times its own `factor`. [`Error::Library`] with an NCCL older than 2.11
     /// (which lacks it), [`Error::CommunicatorAborted`] on an aborted communicator.
     pub fn pre_mul_sum<T: NcclElement>(&self, factor: T) -> Result<PreMulSum<'_, T>> {
+        // Every NCCL element type is at most 8 bytes (`NcclElement` is sealed): checked
+        // when this is compiled for `T`, so the copy below cannot go past `bytes`.
+        const { assert!(size_of::<T>() <= 8) };
         let mut bytes = [0u8; 8];
         let value = value_bytes(&factor);
-        // Every NCCL element type is at most 8 bytes (`NcclElement` is sealed).
         bytes[..value.len()].copy_from_slice(value);
         let raw = RawPreMulSum::new(self.raw(), T::DATA_TYPE, bytes)?;
         Ok(PreMulSum { raw, factor })
