@@ -591,3 +591,72 @@ fn pairs_whose_member_leaves_at_random_points_are_matched_up_to_where_it_left() 
         "matched after a leave {matched_after_a_leave}, refused {refused}, stranded {strandings}"
     );
 }
+
+#[test]
+fn whatever_the_members_do_a_broken_ledger_issues_nothing_more() {
+    // Three members make random calls (collectives of two lengths, sends and receives
+    // between them), leave, or are aborted, in random order. Whatever happens: no call
+    // is issued once the ledger is broken (a disagreement, a stranding), none at all
+    // once a member was aborted, and a stand-in is only ever asked for a call that
+    // another member made.
+    const MEMBERS: usize = 3;
+    let mut outcomes = [0usize; 3];
+    for seed in 1..=1000u64 {
+        let mut steps = Steps(seed.wrapping_mul(0xBF58_476D_1CE4_E5B9) | 1);
+        let mut seats: Vec<_> = Ledger::clique(MEMBERS).into_iter().map(Some).collect();
+        let ledger = std::sync::Arc::clone(seats[0].as_ref().unwrap().as_ref().unwrap().ledger());
+        let mut aborted = false;
+        for _ in 0..40 {
+            let present: Vec<usize> = (0..MEMBERS).filter(|&m| seats[m].is_some()).collect();
+            if present.is_empty() {
+                break;
+            }
+            let m = present[steps.below(present.len())];
+            let peer = ((m + 1 + steps.below(MEMBERS - 1)) % MEMBERS) as i32;
+            let made = match steps.below(20) {
+                0 => {
+                    seats[m] = None;
+                    continue;
+                }
+                1 => {
+                    ledger.aborted();
+                    aborted = true;
+                    continue;
+                }
+                2..=9 => call(Collective::AllGather, 8 + 8 * steps.below(2)),
+                10..=14 => call(Collective::Send { peer }, 4 + steps.below(2)),
+                _ => call(Collective::Recv { peer }, 4 + steps.below(2)),
+            };
+            let broken_before = ledger.broken().is_some();
+            let seat = seats[m].as_ref().unwrap().as_ref().unwrap();
+            match seat.agree(made) {
+                Agreement::Issue => {
+                    assert!(
+                        !broken_before && !aborted,
+                        "seed {seed}: issued when broken"
+                    );
+                    outcomes[0] += 1;
+                }
+                Agreement::StandIn(stood_in, _) => {
+                    assert!(!aborted, "seed {seed}: a stand-in after an abort");
+                    // The partner's call: of the same collective (a receive for a send),
+                    // one of the lengths the members use.
+                    let lengths: &[usize] = match stood_in.collective {
+                        Collective::AllGather => &[8, 16],
+                        _ => &[4, 5],
+                    };
+                    assert!(
+                        lengths.contains(&stood_in.count),
+                        "seed {seed}: {stood_in:?}"
+                    );
+                    outcomes[1] += 1;
+                }
+                Agreement::Refuse(_) => outcomes[2] += 1,
+            }
+        }
+    }
+    assert!(
+        outcomes.iter().all(|&n| n > 0),
+        "issued, stood in, refused: {outcomes:?}"
+    );
+}
