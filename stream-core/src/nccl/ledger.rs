@@ -134,18 +134,13 @@ impl State {
     /// made the call of that number (a collective needs every member, a pair its two
     /// ends): that call cannot complete.
     fn needs_one_that_left(&self, numbering: Numbering, me: usize) -> bool {
-        let needed = |rank: usize| match numbering {
-            Numbering::Collectives => true,
-            Numbering::Pair { from, to } => rank == from || rank == to,
-            Numbering::Splits => false,
-        };
         let Some(line) = self.lines.get(&numbering) else {
-            return self.left.iter().any(|&r| needed(r));
+            return self.left.iter().any(|&r| numbering.needs(r));
         };
         let next = line.taken_by(me);
         self.left
             .iter()
-            .any(|&r| needed(r) && line.taken_by(r) <= next)
+            .any(|&r| numbering.needs(r) && line.taken_by(r) <= next)
     }
 
     /// Breaks the ledger with `error` unless it is broken already (the first cause is
@@ -525,12 +520,7 @@ impl Drop for Seat {
         // other members issued at such numbers wait for it forever.
         let mut stranded = false;
         for (numbering, line) in state.lines.iter_mut() {
-            let mine = match *numbering {
-                Numbering::Collectives => true,
-                Numbering::Pair { from, to } => from == me || to == me,
-                Numbering::Splits => false,
-            };
-            if mine {
+            if numbering.needs(me) {
                 let reached = line.taken_by(me);
                 stranded |= line.waiting.iter().any(|w| w.number >= reached);
                 line.waiting.retain(|w| w.number < reached);

@@ -19,6 +19,18 @@ pub(super) enum Numbering {
     Splits,
 }
 
+impl Numbering {
+    /// `true` when a call of this numbering needs member `rank` to complete: every
+    /// member for a collective, its two ends for a pair (splits are not compared).
+    pub(super) fn needs(self, rank: usize) -> bool {
+        match self {
+            Numbering::Collectives => true,
+            Numbering::Pair { from, to } => rank == from || rank == to,
+            Numbering::Splits => false,
+        }
+    }
+}
+
 /// A numbering's state: how many numbers each member has taken, and the calls some
 /// member made that not every member has reached yet. Every member takes the numbers
 /// in order, so those calls are recorded in number order and leave from the front
