@@ -362,7 +362,7 @@ fn nccl_stream(stream: &RawStream) -> sys::cudaStream_t {
 /// (`nccl/` does on the first call and every 64th); a call on a communicator in that
 /// state fails in NCCL, it does not misbehave.
 #[inline(always)]
-fn check_usable(comm: &RawComm) -> Result<()> {
+pub(super) fn check_usable(comm: &RawComm) -> Result<()> {
     if comm.control.is_aborted() {
         return Err(aborted());
     }

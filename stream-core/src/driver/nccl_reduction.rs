@@ -16,7 +16,7 @@ use std::ffi::{c_int, c_void};
 use cudarc::nccl::sys;
 
 use super::nccl::{check, require_version, DataType, Reduction};
-use super::nccl_comm::RawComm;
+use super::nccl_comm::{check_usable, RawComm};
 use super::nccl_user_op::{calls, UserReduction};
 use crate::error::{Error, Library, Result};
 
@@ -48,9 +48,7 @@ impl<'c> RawPreMulSum<'c> {
                     .into(),
             })
         })?;
-        if comm.control().is_aborted() {
-            return Err(super::nccl_comm::aborted());
-        }
+        check_usable(comm)?;
         let (mut op, mut factor): (c_int, [u8; 8]) = (0, factor);
         // SAFETY: `comm` is a live communicator (not aborted: checked above, and only this
         // thread, which holds it, aborts it or calls NCCL with it: `RawComm` is not
@@ -92,7 +90,7 @@ impl<'c> RawPreMulSum<'c> {
 
 impl Drop for RawPreMulSum<'_> {
     fn drop(&mut self) {
-        if self.comm.control().is_aborted() {
+        if check_usable(self.comm).is_err() {
             return;
         }
         let (op, calls) = self.reduction.parts();
