@@ -1,6 +1,6 @@
 //! The unit tests of `ledger.rs`.
 
-use super::{Agreement, Call, Ledger};
+use super::{Agreement, Call, Ledger, Seat};
 use crate::driver::nccl::{Collective, DataType, RedOp, Reduction};
 use crate::driver::nccl_user_op::UserReduction;
 use crate::Error;
@@ -392,7 +392,52 @@ fn pre_multiplied_sums_agree_whatever_their_handles_and_disagree_with_a_sum() {
     );
 }
 
-/// A small deterministic generator for the randomized test below (xorshift).
+/// The seats of a clique of `members` (each taken away as its member leaves), and their
+/// ledger, for the randomized tests below.
+fn seats_and_ledger(members: usize) -> (Vec<Option<Seat>>, std::sync::Arc<Ledger>) {
+    let seats: Vec<_> = Ledger::clique(members).into_iter().collect();
+    let ledger = std::sync::Arc::clone(seats[0].as_ref().unwrap().ledger());
+    (seats, ledger)
+}
+
+/// What the departure tests expect of a call.
+enum Outcome {
+    /// Issued: nothing it needs has left before making its match.
+    Issued,
+    /// Refused at once: a member it needs left before making its match; the member
+    /// making it makes no more calls.
+    RefusedLeft,
+    /// An error of a broken (stranded) ledger: a stand-in where another member's call of
+    /// that number waits, so that it completes, or a refusal; the member makes no more.
+    Broken,
+}
+
+/// Which [`Outcome`] `agreement` is, when it is the one expected of a call that needs a
+/// member that left (`needs_one_that_left`) on a ledger `stranded` or not; `None` when
+/// it is not.
+fn departure_outcome(
+    agreement: &Agreement,
+    needs_one_that_left: bool,
+    stranded: bool,
+) -> Option<Outcome> {
+    match agreement {
+        Agreement::Issue if !needs_one_that_left && !stranded => Some(Outcome::Issued),
+        Agreement::Refuse(Error::CommunicatorAborted { reason })
+            if needs_one_that_left && reason.contains("left") =>
+        {
+            Some(Outcome::RefusedLeft)
+        }
+        Agreement::StandIn(_, Error::CommunicatorAborted { .. })
+        | Agreement::Refuse(Error::CommunicatorAborted { .. })
+            if stranded =>
+        {
+            Some(Outcome::Broken)
+        }
+        _ => None,
+    }
+}
+
+/// A small deterministic generator for the randomized tests below (xorshift).
 struct Steps(u64);
 
 impl Steps {
@@ -418,8 +463,7 @@ fn members_that_leave_at_random_points_are_matched_up_to_where_they_left() {
     let (mut matched_after_a_leave, mut refused, mut strandings) = (0, 0, 0);
     for seed in 1..=400u64 {
         let mut steps = Steps(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        let mut seats: Vec<_> = Ledger::clique(MEMBERS).into_iter().map(Some).collect();
-        let ledger = std::sync::Arc::clone(seats[0].as_ref().unwrap().as_ref().unwrap().ledger());
+        let (mut seats, ledger) = seats_and_ledger(MEMBERS);
         // Calls each member made (issued), and whether it stopped (a call refused).
         let mut made = [0usize; MEMBERS];
         let mut stopped = [false; MEMBERS];
@@ -442,33 +486,22 @@ fn members_that_leave_at_random_points_are_matched_up_to_where_they_left() {
                 continue;
             }
             let number = made[m];
-            let seat = seats[m].as_ref().unwrap().as_ref().unwrap();
+            let seat = seats[m].as_ref().unwrap();
             let agreement = seat.agree(all_gather(64));
             let needs_one_that_left = reached.iter().flatten().any(|&r| r <= number);
-            match agreement {
-                Agreement::Issue if !needs_one_that_left && !stranded => {
+            match departure_outcome(&agreement, needs_one_that_left, stranded) {
+                Some(Outcome::Issued) => {
                     made[m] += 1;
                     matched_after_a_leave += usize::from(reached.iter().any(Option::is_some));
                 }
-                Agreement::Refuse(Error::CommunicatorAborted { reason })
-                    if needs_one_that_left && reason.contains("left") =>
-                {
-                    // It stays refused: the member makes no more calls.
+                Some(Outcome::RefusedLeft) => {
                     stopped[m] = true;
                     refused += 1;
                 }
-                // Once stranded, the ledger is broken: every call is an error (a stand-in
-                // where another member's call of that number waits, so that it
-                // completes), and the member makes no more calls.
-                Agreement::StandIn(_, Error::CommunicatorAborted { .. })
-                | Agreement::Refuse(Error::CommunicatorAborted { .. })
-                    if stranded =>
-                {
-                    stopped[m] = true;
-                }
-                other => panic!(
+                Some(Outcome::Broken) => stopped[m] = true,
+                None => panic!(
                     "seed {seed}: member {m}'s call number {number} (left at {reached:?}): \
-                     {other:?}"
+                     {agreement:?}"
                 ),
             }
         }
@@ -519,8 +552,7 @@ fn pairs_whose_member_leaves_at_random_points_are_matched_up_to_where_it_left() 
     let (mut matched_after_a_leave, mut refused, mut strandings) = (0, 0, 0);
     for seed in 1..=400u64 {
         let mut steps = Steps(seed.wrapping_mul(0xD6E8_FEB8_6659_FD93) | 1);
-        let mut seats: Vec<_> = Ledger::clique(MEMBERS).into_iter().map(Some).collect();
-        let ledger = std::sync::Arc::clone(seats[0].as_ref().unwrap().as_ref().unwrap().ledger());
+        let (mut seats, ledger) = seats_and_ledger(MEMBERS);
         let scripts: Vec<_> = (0..MEMBERS).map(script).collect();
         let mut next = [0usize; MEMBERS];
         let mut stopped = [false; MEMBERS];
@@ -554,28 +586,22 @@ fn pairs_whose_member_leaves_at_random_points_are_matched_up_to_where_it_left() 
             let number = taken_by(&taken, m, p);
             let other = if p.0 == m { p.1 } else { p.0 };
             let needs_one_that_left = left[other] && taken_by(&taken, other, p) <= number;
-            let seat = seats[m].as_ref().unwrap().as_ref().unwrap();
-            match seat.agree(call(collective, 16)) {
-                Agreement::Issue if !needs_one_that_left && !stranded => {
+            let seat = seats[m].as_ref().unwrap();
+            let agreement = seat.agree(call(collective, 16));
+            match departure_outcome(&agreement, needs_one_that_left, stranded) {
+                Some(Outcome::Issued) => {
                     next[m] += 1;
                     *taken.entry((m, p)).or_default() += 1;
                     matched_after_a_leave += usize::from(left[other]);
                 }
-                Agreement::Refuse(Error::CommunicatorAborted { reason })
-                    if needs_one_that_left && reason.contains("left") =>
-                {
+                Some(Outcome::RefusedLeft) => {
                     stopped[m] = true;
                     refused += 1;
                 }
-                Agreement::StandIn(_, Error::CommunicatorAborted { .. })
-                | Agreement::Refuse(Error::CommunicatorAborted { .. })
-                    if stranded =>
-                {
-                    stopped[m] = true;
-                }
-                other => panic!(
+                Some(Outcome::Broken) => stopped[m] = true,
+                None => panic!(
                     "seed {seed}: member {m}'s {collective:?} number {number} (left {left:?}): \
-                     {other:?}"
+                     {agreement:?}"
                 ),
             }
         }
@@ -603,8 +629,7 @@ fn whatever_the_members_do_a_broken_ledger_issues_nothing_more() {
     let mut outcomes = [0usize; 3];
     for seed in 1..=1000u64 {
         let mut steps = Steps(seed.wrapping_mul(0xBF58_476D_1CE4_E5B9) | 1);
-        let mut seats: Vec<_> = Ledger::clique(MEMBERS).into_iter().map(Some).collect();
-        let ledger = std::sync::Arc::clone(seats[0].as_ref().unwrap().as_ref().unwrap().ledger());
+        let (mut seats, ledger) = seats_and_ledger(MEMBERS);
         let mut aborted = false;
         for _ in 0..40 {
             let present: Vec<usize> = (0..MEMBERS).filter(|&m| seats[m].is_some()).collect();
@@ -628,7 +653,7 @@ fn whatever_the_members_do_a_broken_ledger_issues_nothing_more() {
                 _ => call(Collective::Recv { peer }, 4 + steps.below(2)),
             };
             let broken_before = ledger.broken().is_some();
-            let seat = seats[m].as_ref().unwrap().as_ref().unwrap();
+            let seat = seats[m].as_ref().unwrap();
             match seat.agree(made) {
                 Agreement::Issue => {
                     assert!(
