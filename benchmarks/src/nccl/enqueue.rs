@@ -32,7 +32,7 @@ pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
     let mut theirs = raw.buffers(1, true)?;
     let buf = theirs.recv[0].ptr() as *mut c_void;
     let on = (raw.comms[0], raw.streams[0].0 as nccl_sys::cudaStream_t);
-    let sum = |_: ()| {
+    let sum = || {
         // SAFETY: one f32 of the device, alive until `free` below; the stream and
         // communicator are of that device.
         unsafe {
@@ -53,7 +53,7 @@ pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
     rep.push(row(env, name, (&comm, &stream, &mut x), Sum, &raw, sum)?);
     let ours = comm.pre_mul_sum(1.0f32)?;
     let pre_mul_sum = RawPreMulSum::new(on.0, 1.0)?;
-    let scaled = |_: ()| {
+    let scaled = || {
         // SAFETY: as `sum` above; `pre_mul_sum` was made on `on.0` for `f32`.
         unsafe { pre_mul_sum.all_reduce_in_place(buf, 1, on.0, on.1) }
     };
@@ -79,7 +79,7 @@ fn row(
     (comm, stream, x): (&Communicator, &Stream, &mut DeviceVec<f32>),
     op: impl ReduceOp<f32>,
     raw: &RawRanks,
-    raw_call: impl Fn(()) -> Result<()>,
+    raw_call: impl Fn() -> Result<()>,
 ) -> Result<Row> {
     let row = Measurement::new()
         .ours("ours", || {
@@ -98,7 +98,7 @@ fn row(
         .raw("raw ncclAllReduce", || {
             let start = Instant::now();
             for _ in 0..CALLS {
-                raw_call(())?;
+                raw_call()?;
             }
             let enqueue = start.elapsed().as_secs_f64();
             raw.streams[0].sync()?;
