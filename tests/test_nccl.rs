@@ -30,6 +30,7 @@ gpu_tests::test_main! {
         every_collective_matches_the_cpu_u64 = every_collective_matches_the_cpu::<u64>,
         a_result_is_used_by_the_next_operation_on_the_stream_without_a_wait,
         forks_issue_collectives_on_their_own_streams,
+        a_fork_on_an_urgent_stream_sums_beside_the_parents_kernels,
         a_scope_that_ran_a_collective_ends_after_its_last_download_lands,
     ],
 }
@@ -413,6 +414,37 @@ fn forks_issue_collectives_on_their_own_streams() -> TestResult {
         })?;
         let total: f32 = (1..=ranks).map(|r| r as f32).sum();
         check_eq("all_reduce in a fork", &vec![total; count], &got)
+    })
+}
+
+/// The data-parallel overlap: a gradient summed on a fork's stream of the device's most
+/// urgent priority while the parent's kernels (a spin, then a scale) write another
+/// buffer; after the join, the parent adds that buffer to the gradient. Each rank gets
+/// the sum plus twice its own value: the sum landed before the join's next kernel, and
+/// the parent's kernels ran beside it on their own buffer.
+fn a_fork_on_an_urgent_stream_sums_beside_the_parents_kernels() -> TestResult {
+    let ranks = rank_count()?;
+    on_ranks(ranks, |rank, comm, stream| {
+        let device = stream.device();
+        let urgent = device.new_stream_with_priority(*device.stream_priorities()?.start())?;
+        let count = 1 << 20;
+        let mine = vec![rank as f32 + 1.0; count];
+        let mut got = poisoned(count);
+        result_of(stream, &mut got, |s| {
+            let mut grad = s.upload(&mine)?;
+            let other = s.upload(&mine)?;
+            let mut doubled = s.alloc::<f32>(count)?;
+            s.fork(&urgent, (&mut grad,), |c, (mut grad,)| {
+                c.all_reduce_in_place(comm, &mut grad, Sum)?;
+                spin(s, load(2_000_000, 100_000) as u64)?;
+                kernels::scale(s, 2.0, &other, &mut doubled)
+            })?;
+            kernels::axpy(s, 1.0, &doubled, &mut grad)?;
+            Ok(grad)
+        })?;
+        let total: f32 = (1..=ranks).map(|r| r as f32).sum();
+        let expected = total + 2.0 * (rank as f32 + 1.0);
+        check_eq("all_reduce on an urgent fork", &vec![expected; count], &got)
     })
 }
 

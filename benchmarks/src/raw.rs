@@ -59,6 +59,19 @@ impl RawStream {
         ))
     }
 
+    /// A new non-blocking stream in the current context with `priority` (CUDA's
+    /// numbers: lower is more urgent; the driver clamps it to the device's range).
+    pub fn with_priority(priority: i32) -> Result<Self> {
+        let mut stream = std::ptr::null_mut();
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+        // SAFETY: `stream` is a live out-pointer the driver writes the new stream to; the
+        // context is current (the caller bound it).
+        unsafe { sys::cuStreamCreateWithPriority(&mut stream, flags, priority) }
+            .result()
+            .context("cuStreamCreateWithPriority")?;
+        Ok(RawStream(stream))
+    }
+
     /// Blocks until the stream is idle.
     pub fn sync(&self) -> Result<()> {
         // SAFETY: the stream is alive (owned by `self`).

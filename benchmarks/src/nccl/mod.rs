@@ -4,8 +4,10 @@
 //! is zero by definition, the rows show algbw), the same for all-to-all against raw
 //! grouped sends and receives (`all_to_all.rs`), a step of small all-reduces replayed
 //! as a CUDA graph against raw NCCL's captured and eager (`graph_step.rs`; on two GPUs
-//! of one thread too, `sibling_graphs.rs`, with `NCCL_GRAPH_REGISTER=0`), and the host
-//! cost of enqueuing one small collective on a communicator of one rank.
+//! of one thread too, `sibling_graphs.rs`, with `NCCL_GRAPH_REGISTER=0`), a
+//! data-parallel step whose gradient all-reduce runs on a fork beside the next kernel
+//! against raw streams and events (`overlap.rs`), and the host cost of enqueuing one
+//! small collective on a communicator of one rank.
 //!
 //! Both sides use communicators made with `ncclCommInitAll` over the same devices, their
 //! own device memory of the same size, out-of-place sums of `f32`, and on two GPUs one
@@ -18,6 +20,7 @@ mod all_to_all;
 mod enqueue;
 mod graph_step;
 mod ours;
+mod overlap;
 mod raw_ranks;
 mod sibling_graphs;
 
@@ -135,6 +138,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         }
     }
     all_to_all::rows(env, &comms, &streams, &raw, rep)?;
+    overlap::rows(env, &devices, &comms, &streams, &raw, rep)?;
     graph_step::rows(env, &devices[0], rep)?;
     sibling_graphs::rows(env, &devices, &comms, &streams, &raw, rep)?;
     enqueue::rows(env, &devices[0], rep)

@@ -158,6 +158,39 @@
 //!   (`test_nccl_peer_faults`). Lengths across processes are the program's to agree
 //!   on, as in every NCCL program; this crate cannot see the other process's.
 //!
+//! # Overlapping a collective with computation
+//!
+//! A collective on a fork's child runs beside the parent's kernels, as DDP overlaps a
+//! gradient's all-reduce with the rest of the backward pass. The gradient is lent to
+//! the fork, so nothing on the parent can read or overwrite it before the join, which
+//! orders the parent's later work after the sum. Make the child's stream the device's
+//! most urgent ([`Device::new_stream_with_priority`](crate::Device::new_stream_with_priority)):
+//! a kernel that fills the GPU otherwise keeps NCCL's blocks from starting until its
+//! own have run, and the step takes as long as without the overlap. Measured on two
+//! H200s (`bench --case nccl`, a 64 MiB all-reduce beside a kernel as long): 811 us per
+//! step with the all-reduce between the kernels, 827 us on a second stream of the
+//! default priority, 600 us on an urgent one; the same raw calls within 0.3% of each.
+//!
+//! ```no_run
+//! use stream_core::{nccl::{Communicator, Sum}, scope, Device, Error, Scope};
+//! # fn rest_of_backward<'s>(_: &'s Scope<'s, '_>) -> stream_core::Result<()> { Ok(()) }
+//! # fn main() -> stream_core::Result<()> {
+//! let device = Device::new(0)?;
+//! let comm = Communicator::for_devices(std::slice::from_ref(&device))?.remove(0);
+//! let stream = device.new_stream()?;
+//! let urgent = device.new_stream_with_priority(*device.stream_priorities()?.start())?;
+//! scope(&stream, |s| {
+//!     let mut grad = s.alloc_zeroed::<f32>(1 << 20)?; // the last layer's gradient
+//!     s.fork(&urgent, (&mut grad,), |c, (mut grad,)| {
+//!         c.all_reduce_in_place(&comm, &mut grad, Sum)?; // on `urgent`
+//!         rest_of_backward(s) // on `stream`, meanwhile
+//!     })?;
+//!     // Joined: `grad` holds the sum from here on.
+//!     Ok::<_, Error>(())
+//! })?;
+//! # Ok(()) }
+//! ```
+//!
 //! # In CUDA graphs
 //!
 //! A [`Capture`](crate::Capture) records collectives with the same methods as a scope
