@@ -8,7 +8,9 @@
 //! replayed again without a host wait (`replay_again_with`) follow each other; a group
 //! opened inside a capture records its sends and receives (and an all_to_all) through
 //! the group's methods given the capture, and refuses a communicator's calls through a
-//! scope and a capture, or two captures, in one group.
+//! scope and a capture, or two captures, in one group; an all-reduce on a branch of the
+//! device's most urgent priority (`Capture::fork_with_priority`) beside a kernel runs
+//! at every replay.
 //!
 //! A communicator of one rank on GPU 0: collectives are captured on communicators
 //! whose peers are in other processes (with `NCCL_GRAPH_REGISTER=0`) or on ones of one
@@ -37,6 +39,7 @@ gpu_tests::test_main! {
         runs_replayed_again_with_collectives_follow_each_other,
         a_group_records_paired_sends_and_receives_into_a_capture,
         a_group_refuses_one_communicator_through_two_targets,
+        an_all_reduce_on_an_urgent_branch_runs_at_every_replay,
     ],
 }
 
@@ -437,4 +440,50 @@ fn a_group_refuses_one_communicator_through_two_targets() -> TestResult {
         s.replay_with(&mut graph, &[&comm])?.wait().map(drop)
     })?;
     check_eq("the replayed group", graph.held(), &[2.0f32; 16][..])
+}
+
+/// A collective on a branch of the device's most urgent priority
+/// (`Capture::fork_with_priority`), beside a kernel recorded on the capture's own
+/// stream meanwhile: every replay sums its new input (one rank: the input itself), and
+/// the kernel's output, downloaded after the join, is right too.
+fn an_all_reduce_on_an_urgent_branch_runs_at_every_replay() -> TestResult {
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
+    let urgent = *dev.stream_priorities()?.start();
+    let n = 4096;
+    let held = (
+        dev.alloc_pinned::<f32>(n)?,
+        dev.alloc_pinned::<f32>(n)?,
+        dev.alloc_pinned::<f32>(n)?,
+    );
+    let (mut graph, ()) = dev.capture(held, |g, (x_host, mut sum_host, mut doubled_host)| {
+        let mut grad = g.upload(&x_host)?;
+        let x = g.upload(&x_host)?;
+        let mut doubled = g.alloc::<f32>(n)?;
+        g.fork_with_priority(urgent, &mut grad, |c, mut grad| {
+            c.all_reduce_in_place(&comm, &mut grad, Sum)?;
+            kernels::scale(g, 2.0, &x, &mut doubled)
+        })?;
+        g.copy_to_host(&grad, &mut sum_host)?;
+        g.copy_to_host(&doubled, &mut doubled_host)?;
+        Ok::<_, Error>(())
+    })?;
+    for round in 0..4 {
+        let inputs: Vec<f32> = (0..n).map(|i| (i + 7 * round) as f32).collect();
+        {
+            let (x, sum, doubled) = graph.held_mut();
+            x.copy_from_slice(&inputs);
+            sum.fill(f32::NAN);
+            doubled.fill(f32::NAN);
+        }
+        scope(&stream, |s| s.replay_with(&mut graph, &[&comm]).map(drop))?;
+        let (_, sum, doubled) = graph.held();
+        check_eq(&format!("replay {round}: the sum"), &inputs, sum)?;
+        let twice: Vec<f32> = inputs.iter().map(|v| 2.0 * v).collect();
+        check_eq(
+            &format!("replay {round}: the kernel beside it"),
+            &twice,
+            doubled,
+        )?;
+    }
+    Ok(())
 }

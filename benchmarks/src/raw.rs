@@ -323,7 +323,7 @@ pub fn begin_capture(stream: &RawStream) -> Result<()> {
 }
 
 /// A CUDA graph a raw capture ended with, not instantiated yet: destroyed on drop.
-pub struct RawCapturedGraph(sys::CUgraph);
+pub struct RawCapturedGraph(pub sys::CUgraph);
 
 impl RawCapturedGraph {
     /// Ends the capture [`begin_capture`] began on `stream` (its context current).

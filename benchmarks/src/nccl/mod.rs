@@ -21,6 +21,7 @@ mod enqueue;
 mod graph_step;
 mod ours;
 mod overlap;
+mod overlap_graphs;
 mod raw_ranks;
 mod sibling_graphs;
 

@@ -21,7 +21,7 @@ use cudarc::driver::{result, sys};
 use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
 use stream_core::nccl::{self, Communicator, Sum};
 use stream_core::{
-    scope, Device, DeviceMemory, DeviceMemoryMut, DeviceVec, Error as CoreError, Scope, Stream,
+    scope, Device, DeviceMemory, DeviceMemoryMut, DeviceVec, Enqueue, Error as CoreError, Stream,
 };
 
 use super::raw_ranks::RawRanks;
@@ -150,14 +150,15 @@ pub(super) fn rows(
             rep.push(overlapped.check_vs_raw(1.02, Source::Goal));
         }
         rep.push(serial.check_vs_raw(1.02, Source::Goal));
+        super::overlap_graphs::rows(env, devices, comms, streams, raw, rep, count, work_iters)?;
         theirs.free(raw)?;
     }
     Ok(())
 }
 
 /// The kernel of every step: `y = work(x)`, `iters` iterations per element.
-fn work<'s>(
-    s: &'s Scope<'s, '_>,
+pub(super) fn work<'s>(
+    s: &'s impl Enqueue<'s>,
     iters: u32,
     x: &impl DeviceMemory<'s, f32>,
     y: &mut impl DeviceMemoryMut<'s, f32>,
@@ -275,21 +276,21 @@ impl<'a> OursStep<'a> {
 /// The raw side, on `RawRanks`' contexts, streams and communicators: per rank a second
 /// stream, the two events that order it, `work_f32` loaded in the rank's context, and
 /// the three buffers.
-struct RawStep {
+pub(super) struct RawStep {
     count: usize,
     /// Per rank, a stream of the default priority and one of the most urgent.
-    side: Vec<[RawStream; 2]>,
-    fork: Vec<RawEvent>,
-    join: Vec<RawEvent>,
+    pub(super) side: Vec<[RawStream; 2]>,
+    pub(super) fork: Vec<RawEvent>,
+    pub(super) join: Vec<RawEvent>,
     work: Vec<sys::CUfunction>,
     modules: Vec<RawModule>,
     x: Vec<RawDeviceMem>,
-    grad: Vec<RawDeviceMem>,
-    next: Vec<RawDeviceMem>,
+    pub(super) grad: Vec<RawDeviceMem>,
+    pub(super) next: Vec<RawDeviceMem>,
 }
 
 impl RawStep {
-    fn new(raw: &RawRanks, devices: &[Device], count: usize) -> Result<Self> {
+    pub(super) fn new(raw: &RawRanks, devices: &[Device], count: usize) -> Result<Self> {
         let cubin = cuda::compile_cubin(cuda::SOURCE, devices[0].compute_capability())
             .context("compiling work_f32 for the raw side")?;
         let mut step = RawStep {
@@ -333,7 +334,7 @@ impl RawStep {
     }
 
     /// Launches `work_f32` of rank `rank` from its input into `out` on `stream`.
-    fn launch(
+    pub(super) fn launch(
         &self,
         rank: usize,
         out: sys::CUdeviceptr,
@@ -352,7 +353,11 @@ impl RawStep {
 
     /// Every rank's in-place sum of its gradient, on `stream_of(rank)`, in one group
     /// with two ranks or more.
-    fn all_reduce(&self, raw: &RawRanks, stream_of: impl Fn(usize) -> sys::CUstream) -> Result<()> {
+    pub(super) fn all_reduce(
+        &self,
+        raw: &RawRanks,
+        stream_of: impl Fn(usize) -> sys::CUstream,
+    ) -> Result<()> {
         let n = raw.comms.len();
         let nccl = |call: &str, e: nccl_result::NcclError| Error::msg(format!("{call}: {e:?}"));
         if n > 1 {
@@ -440,7 +445,7 @@ impl RawStep {
     }
 
     /// Synchronises every rank's two streams, then binds rank 0's context again.
-    fn sync(&self, raw: &RawRanks) -> Result<()> {
+    pub(super) fn sync(&self, raw: &RawRanks) -> Result<()> {
         for rank in 0..raw.comms.len() {
             raw.bind(rank)?;
             raw.streams[rank].sync()?;
@@ -450,7 +455,7 @@ impl RawStep {
     }
 
     /// Frees every rank's memory, events, stream and module in its own context.
-    fn free(self, raw: &RawRanks) -> Result<()> {
+    pub(super) fn free(self, raw: &RawRanks) -> Result<()> {
         self.sync(raw)?;
         let RawStep {
             side,

@@ -97,10 +97,19 @@ unsafe impl Sync for RawGraph {}
 impl RawGraph {
     /// An executable instance of the graph, which frees, at each launch, the graph
     /// allocations a previous launch left unfreed (`AUTO_FREE_ON_LAUNCH`: a buffer
-    /// forgotten in the capture then only leaks until the next launch).
-    pub(crate) fn instantiate(&mut self) -> Result<RawGraphExec> {
+    /// forgotten in the capture then only leaks until the next launch). With
+    /// `node_priorities`, each kernel node runs at the priority of the stream it was
+    /// captured on rather than at the launch stream's (`USE_NODE_PRIORITY`).
+    pub(crate) fn instantiate(&mut self, node_priorities: bool) -> Result<RawGraphExec> {
         let _bound = self.context.bind()?;
-        let flags = sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+        use sys::CUgraphInstantiate_flags as Flags;
+        let flags = match node_priorities {
+            false => Flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
+            true => Flags(
+                Flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0
+                    | Flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY.0,
+            ),
+        };
         // SAFETY: `self.raw` is a live graph of the bound context; instantiating reads
         // it (exclusively borrowed) and runs nothing.
         let exec = unsafe { result::graph::instantiate(self.raw, flags) }

@@ -1,7 +1,7 @@
 //! [`Device::capture`], [`Scope::capture`] and [`Capture`]: recording a sequence of
 //! stream work into a graph, once, on a stream that belongs to the capture.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::device::{Device, Stream};
@@ -87,6 +87,10 @@ pub(crate) struct CaptureState {
     /// Set when the end of an `nccl::group` whose collectives the capture recorded
     /// failed: NCCL may have left some out of the graph, so the capture fails.
     group_failure: Arc<OnceLock<Error>>,
+    /// Set by a fork onto a stream of a chosen priority
+    /// ([`Capture::fork_with_priority`]): the graph then runs each kernel node at the
+    /// priority of the stream it was recorded on.
+    node_priorities: AtomicBool,
 }
 
 impl CaptureState {
@@ -102,7 +106,13 @@ impl CaptureState {
             no_downloads: Outstanding::default(),
             communicators: Mutex::new(GraphCommunicators::default()),
             group_failure: Arc::default(),
+            node_priorities: AtomicBool::new(false),
         }
+    }
+
+    /// Makes the graph run each kernel node at its own stream's priority.
+    pub(super) fn use_node_priorities(&self) {
+        self.node_priorities.store(true, Ordering::Relaxed);
     }
 
     /// Where the end of an `nccl::group` that recorded collectives into this capture
@@ -190,6 +200,7 @@ impl CaptureState {
                 .communicators
                 .into_inner()
                 .unwrap_or_else(PoisonError::into_inner),
+            node_priorities: self.node_priorities.into_inner(),
         }
     }
 }
@@ -199,6 +210,8 @@ pub(super) struct Recorded {
     pub(super) kernels: Vec<KernelRecord>,
     pub(super) allocations: usize,
     pub(super) communicators: GraphCommunicators,
+    /// Whether a fork chose its stream's priority (the instance keeps each node's).
+    pub(super) node_priorities: bool,
 }
 
 impl Device {
@@ -283,9 +296,12 @@ impl Device {
         let mut held = held;
         let state = CaptureState::new(CaptureState::fresh_id());
         let (mut template, out) = record(self, &mut held, &state, f)?;
-        let exec = template.instantiate().map_err(E::from)?;
         let id = state.id();
-        let graph = Graph::instantiated(exec, template, state.into_parts(), held, id, self);
+        let recorded = state.into_parts();
+        let exec = template
+            .instantiate(recorded.node_priorities)
+            .map_err(E::from)?;
+        let graph = Graph::instantiated(exec, template, recorded, held, id, self);
         Ok((graph, out))
     }
 }

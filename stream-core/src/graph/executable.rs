@@ -69,6 +69,9 @@ pub struct Graph<H = ()> {
     pub(super) kernels: Vec<KernelRecord>,
     /// How many allocations of its own the graph makes in each replay.
     pub(super) allocations: usize,
+    /// Whether its instance runs each kernel node at its own stream's priority (a fork
+    /// chose one: [`Capture::fork_with_priority`](super::Capture::fork_with_priority)).
+    pub(super) node_priorities: bool,
     pub(super) held: H,
     /// Unique in the process; handles to its kernel arguments carry it.
     pub(super) id: u64,
@@ -92,6 +95,7 @@ impl<H: Hold> Graph<H> {
             communicators: recorded.communicators,
             kernels: recorded.kernels,
             allocations: recorded.allocations,
+            node_priorities: recorded.node_priorities,
             held,
             id,
             device: device.clone(),

@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::graph::Capture;
 use crate::memory::brand::{LendPermit, Rebrand};
 use crate::scope::Lend;
+use crate::Stream;
 
 impl<'g> Capture<'g> {
     /// Records `f`'s work as a branch of the graph: it depends on everything this
@@ -59,10 +60,71 @@ impl<'g> Capture<'g> {
         E: From<Error>,
     {
         let _nvtx = crate::driver::nvtx::range(c"stream_core::capture_fork");
+        let stream = self.graph_device().new_stream().map_err(E::from)?;
+        self.fork_on(stream, lent, f)
+    }
+
+    /// [`fork`](Self::fork) onto a stream of `priority` (as
+    /// [`Device::new_stream_with_priority`](crate::Device::new_stream_with_priority):
+    /// lower is more urgent), which the graph keeps: its instance runs each kernel node
+    /// at the priority of the stream it was recorded on (CUDA's `USE_NODE_PRIORITY`),
+    /// this branch's at `priority`, the rest at the default, whichever stream replays
+    /// it. So a collective recorded on an urgent branch still overlaps the kernels
+    /// beside it at every replay, as on a scope's urgent fork (see the `nccl` module's
+    /// "Overlapping a collective with computation"); without a chosen priority, a
+    /// graph's nodes run at its replay stream's, and a kernel that fills the GPU keeps
+    /// NCCL's blocks waiting.
+    ///
+    /// ```no_run
+    /// # use stream_core::{nccl::{Communicator, Sum}, Device, Error};
+    /// # fn f(dev: &Device, comm: &Communicator) -> Result<(), Error> {
+    /// let urgent = *dev.stream_priorities()?.start();
+    /// let (_graph, ()) = dev.capture((), |g, ()| {
+    ///     let mut grad = g.alloc::<f32>(1 << 20)?;
+    ///     g.fill(&mut grad, 1.0)?;
+    ///     let mut rest = g.alloc::<f32>(1 << 20)?;
+    ///     g.fork_with_priority(urgent, &mut grad, |c, mut grad| {
+    ///         c.all_reduce_in_place(comm, &mut grad, Sum)?; // the urgent branch
+    ///         g.fill(&mut rest, 2.0)                         // beside it
+    ///     })?;
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// [`Error::InvalidStreamPriority`](crate::Error::InvalidStreamPriority) for a
+    /// priority outside the device's range, before anything is recorded. An
+    /// [update](crate::Graph::update) keeps the instance's choice, so it is refused
+    /// between a capture with such a fork and one without.
+    pub fn fork_with_priority<L, F, T, E>(
+        &'g self,
+        priority: i32,
+        lent: L,
+        f: F,
+    ) -> std::result::Result<T, E>
+    where
+        L: Lend<'g>,
+        F: for<'c> FnOnce(&'c Capture<'c>, L::Views<'c>) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let _nvtx = crate::driver::nvtx::range(c"stream_core::capture_fork");
+        let device = self.graph_device();
+        let stream = device.new_stream_with_priority(priority).map_err(E::from)?;
+        self.state().use_node_priorities();
+        self.fork_on(stream, lent, f)
+    }
+
+    /// The fork onto `stream`, a new stream of the capture's device.
+    fn fork_on<L, F, T, E>(&'g self, stream: Stream, lent: L, f: F) -> std::result::Result<T, E>
+    where
+        L: Lend<'g>,
+        F: for<'c> FnOnce(&'c Capture<'c>, L::Views<'c>) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
         let device = self.graph_device();
         // Kept by the capture until it ends, also when `f` unwinds: a stream that joined
         // a capture belongs to it until its origin stream ends the capture.
-        let stream = Arc::new(device.new_stream().map_err(E::from)?);
+        let stream = Arc::new(stream);
         self.state().keep_stream(Arc::clone(&stream));
         let context = &device.inner.context;
         self.state()

@@ -71,6 +71,7 @@ impl<H: Hold> Graph<H> {
             kernels,
             allocations,
             communicators,
+            node_priorities,
         } = state.into_parts();
         if !communicators.is_empty() {
             return Err(refuse(COLLECTIVES_NOT_UPDATED.to_owned()));
@@ -80,6 +81,17 @@ impl<H: Hold> Graph<H> {
                 "the new capture makes {allocations} allocation(s) of its own, which the \
                  graph does not"
             )));
+        }
+        if node_priorities != self.node_priorities {
+            // The instance keeps the priorities of its nodes, or the launch stream's, as
+            // it was made: the new capture would need the other.
+            return Err(refuse(
+                match node_priorities {
+                    true => "the new capture forks onto a stream of a chosen priority, the graph does not",
+                    false => "the graph forks onto a stream of a chosen priority, the new capture does not",
+                }
+                .to_owned(),
+            ));
         }
         if kernels.len() != self.kernels.len() {
             return Err(refuse(format!(
