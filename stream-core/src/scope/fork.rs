@@ -30,6 +30,12 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// `&x` lends a read-only view, `&mut x` a writable one, and a buffer moved in is
     /// handed to the child.
     ///
+    /// Work the GPU should start ahead of the parent's, such as a collective overlapped
+    /// with the parent's kernels, goes on a stream of the device's most urgent priority
+    /// ([`Device::new_stream_with_priority`](crate::Device::new_stream_with_priority)):
+    /// see the [`nccl`](crate::nccl) module's "Overlapping a collective with
+    /// computation".
+    ///
     /// ```no_run
     /// # use stream_core::{scope, Error, Stream};
     /// # fn f(a: &Stream, b: &Stream, input: &[f32], out: &mut [f32], out2: &mut [f32]) -> Result<(), Error> {
