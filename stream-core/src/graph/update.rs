@@ -29,7 +29,9 @@ impl<H: Hold> Graph<H> {
     /// address is fixed when it is captured, so a new capture would name other memory;
     /// and a graph with NCCL collectives (before capturing, and when the new capture
     /// records one): NCCL ties each captured operation to the graph it was captured into.
-    /// Handles to scalar arguments ([`KernelNode::scalar`](crate::KernelNode::scalar))
+    /// A capture with a [`fork_with_priority`](Capture::fork_with_priority) branch and
+    /// one without do not update each other either: the instance keeps its nodes'
+    /// priorities, or its replay stream's, as it was made. Handles to scalar arguments ([`KernelNode::scalar`](crate::KernelNode::scalar))
     /// made in `f` name this graph's launches in the same order, like the old ones.
     ///
     /// ```no_run
