@@ -31,8 +31,9 @@ impl<H: Hold> Graph<H> {
     /// records one): NCCL ties each captured operation to the graph it was captured into.
     /// A capture with a [`fork_with_priority`](Capture::fork_with_priority) branch and
     /// one without do not update each other either: the instance keeps its nodes'
-    /// priorities, or its replay stream's, as it was made. Handles to scalar arguments ([`KernelNode::scalar`](crate::KernelNode::scalar))
-    /// made in `f` name this graph's launches in the same order, like the old ones.
+    /// priorities, or its replay stream's, as it was made. Handles to scalar arguments
+    /// ([`KernelNode::scalar`](crate::KernelNode::scalar)) made in `f` name this graph's
+    /// launches in the same order, like the old ones.
     ///
     /// ```no_run
     /// # use stream_core::{kernel, scope, Capture, DeviceSliceMut, Error, LaunchConfig, Stream};
