@@ -5,7 +5,9 @@
 //!
 //! On one GPU the communicator has one rank; on two, both devices' operations are issued
 //! in one group from the scopes of `scope_all!`. Without a CUDA device these tests are
-//! reported as ignored; without NCCL they fail, naming it.
+//! reported as ignored; without NCCL they fail, naming it. The data-parallel overlap of
+//! one thread: each device's gradient summed on a fork of an urgent stream, both forks'
+//! all-reduces in one group, while the parents' kernels run beside them.
 
 use gpu_tests::nccl_ranks::{devices_of, exclusive, rank_count, rank_input, streams_of};
 use gpu_tests::{check_eq, ensure, poisoned, Rng, TestResult};
@@ -18,6 +20,7 @@ gpu_tests::test_main! {
         every_grouped_collective_matches_the_cpu,
         a_group_that_fails_or_panics_still_enqueues_what_it_issued,
         a_communicator_dropped_inside_a_group_leaves_the_group_working,
+        forks_of_every_device_sum_in_one_group_beside_their_parents,
     ],
 }
 
@@ -350,5 +353,73 @@ fn a_communicator_dropped_inside_a_group_leaves_the_group_working() -> TestResul
         )?;
     }
     ensure!(!comm.is_aborted(), "the group's communicator was aborted");
+    Ok(())
+}
+
+/// The data-parallel overlap driven by one thread: each device's scope forks onto a
+/// stream of its device's most urgent priority, lending its gradient; both forks'
+/// all-reduces go in one group (nested forks, as nested scopes), while each parent
+/// doubles another buffer of its own; after the joins each parent adds that buffer to
+/// the gradient. Each device gets the sum plus twice its own input.
+fn forks_of_every_device_sum_in_one_group_beside_their_parents() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let ranks = rank_count()?.min(2);
+    let devices = devices_of(ranks)?;
+    let comms = Communicator::for_devices(&devices)?;
+    let streams = streams_of(&devices)?;
+    let urgent = devices
+        .iter()
+        .map(|d| d.new_stream_with_priority(*d.stream_priorities()?.start()))
+        .collect::<stream_core::Result<Vec<_>>>()?;
+    let count = 1 << 16;
+    let inputs = inputs_of(Rng::new().next_u64(), ranks, count);
+    let sum = sum_of(&inputs);
+    let mut results = vec![poisoned::<f32>(count); ranks];
+    let (first, rest) = results.split_at_mut(1);
+    scope(&streams[0], |a| {
+        let mut grad0 = a.upload(&inputs[0])?;
+        let own0 = a.upload(&inputs[0])?;
+        let mut doubled0 = a.alloc::<f32>(count)?;
+        if ranks == 1 {
+            a.fork(&urgent[0], (&mut grad0,), |c, (mut g0,)| {
+                nccl::group(|g| g.all_reduce_in_place(c, &comms[0], &mut g0, Sum))?;
+                kernels::scale(a, 2.0, &own0, &mut doubled0)
+            })?;
+        } else {
+            scope(&streams[1], |b| {
+                let mut grad1 = b.upload(&inputs[1])?;
+                let own1 = b.upload(&inputs[1])?;
+                let mut doubled1 = b.alloc::<f32>(count)?;
+                a.fork(&urgent[0], (&mut grad0,), |ca, (mut g0,)| {
+                    b.fork(&urgent[1], (&mut grad1,), |cb, (mut g1,)| {
+                        nccl::group(|g| {
+                            g.all_reduce_in_place(ca, &comms[0], &mut g0, Sum)?;
+                            g.all_reduce_in_place(cb, &comms[1], &mut g1, Sum)
+                        })?;
+                        kernels::scale(a, 2.0, &own0, &mut doubled0)?;
+                        kernels::scale(b, 2.0, &own1, &mut doubled1)
+                    })
+                })?;
+                kernels::axpy(b, 1.0, &doubled1, &mut grad1)?;
+                b.copy_to_host(&grad1, &mut rest[0])?.wait()?;
+                Ok::<_, Error>(())
+            })?;
+        }
+        kernels::axpy(a, 1.0, &doubled0, &mut grad0)?;
+        a.copy_to_host(&grad0, &mut first[0])?.wait()?;
+        Ok::<_, Error>(())
+    })?;
+    for (r, got) in results.iter().enumerate() {
+        let expected: Vec<f32> = sum
+            .iter()
+            .zip(&inputs[r])
+            .map(|(s, x)| s + 2.0 * x)
+            .collect();
+        check_eq(
+            &format!("device {r}: the sum plus twice its own"),
+            &expected,
+            got,
+        )?;
+    }
     Ok(())
 }
