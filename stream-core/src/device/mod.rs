@@ -183,7 +183,10 @@ impl Device {
     /// when blocks of several streams wait for the GPU, the more urgent stream's go
     /// first. Blocks already running are not preempted. A priority outside
     /// [`stream_priorities`](Self::stream_priorities) is
-    /// [`Error::InvalidStreamPriority`] (the driver would silently clamp it).
+    /// [`Error::InvalidStreamPriority`] (the driver would silently clamp it). The stream
+    /// to fork a collective onto, to overlap it with this device's kernels: see the
+    /// [`nccl`](crate::nccl) module's "Overlapping a collective with computation" (and,
+    /// in a graph, [`Capture::fork_with_priority`](crate::Capture::fork_with_priority)).
     ///
     /// ```no_run
     /// use stream_core::{scope, Device, Error};
