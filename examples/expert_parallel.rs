@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use stream_core::nccl::{self, Communicator, UniqueId, World};
-use stream_core::{scope, Device, Error, Result, Stream};
+use stream_core::{scope, Device, DeviceVec, Error, Result, Stream};
 
 /// Elements per token, tokens per rank, steps.
 const DIM: usize = 64;
@@ -138,7 +138,8 @@ fn run_rank(device: &Device, comm: &Communicator) -> Result<Outcome> {
     for &e in &expert_of {
         sent[e] += 1;
     }
-    let weights = expert_weights(rank);
+    // The expert's weights stay on the GPU for every step: uploaded once.
+    let weights = device.upload_vec(&expert_weights(rank))?;
     let stream = device.new_stream()?;
     let mut results = vec![0f32; TOKENS * DIM];
     let mut received = 0;
@@ -182,7 +183,7 @@ fn step_once(
     comm: &Communicator,
     sorted: &[f32],
     sent: &[usize],
-    weights: &[f32],
+    weights: &DeviceVec<f32>,
     results: &mut [f32],
 ) -> Result<usize> {
     let ranks = comm.size();
@@ -205,7 +206,7 @@ fn step_once(
         s.all_to_all_v(comm, &x, &send_elems, &mut mine, &recv_elems)?;
 
         // The expert: y = x W on the tokens it received (none is a valid share).
-        let w = s.upload(weights)?;
+        let w = s.attach_ref(weights)?;
         let mut y = s.alloc::<f32>(received * DIM)?;
         if received > 0 {
             let (m, n) = (received as u32, DIM as u32);
