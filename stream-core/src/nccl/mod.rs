@@ -94,7 +94,10 @@
 //! the staging ring), first waits for the stream's earlier work, bounded (pinned
 //! memory's copies return at once and skip this). Such a wait's error is returned by
 //! the scope's end again: the abort drained the stream, but the collective did not
-//! complete.
+//! complete. So data that crosses the bus every step belongs in a
+//! [`PinnedBuffer`](crate::PinnedBuffer) made once: the `expert_parallel` example's
+//! step took 358-387 us with its 1 MiB of tokens and results pageable, 170-185 us
+//! pinned (two H200s, one process), and constant data is uploaded once.
 //!
 //! Not bounded either: a call that NCCL itself blocks inside while it waits for a
 //! peer. Communicators are made in NCCL's blocking mode (as PyTorch's default), where
