@@ -118,7 +118,7 @@ const CASES: [Case; 15] = [
     },
     Case {
         name: "nccl",
-        what: "11. NCCL all_reduce bus bandwidth 8 B to 1 GiB over every GPU (at most two), and the enqueue cost of one small collective: ours vs raw NCCL calls (host time)",
+        what: "11. NCCL all_reduce bus bandwidth 8 B to 1 GiB over every GPU (at most two), a data-parallel step with its all_reduce overlapped on a fork (also replayed as graphs), and the enqueue cost of one small collective: ours vs raw NCCL calls (host time)",
         run: nccl::run,
     },
     Case {
