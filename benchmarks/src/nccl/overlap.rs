@@ -14,6 +14,8 @@
 //! over as many elements as the gradient) is given as many iterations as make it last
 //! about as long as the all-reduce on this machine, measured first on the raw side:
 //! where the overlap matters most, and where a hidden synchronisation would show.
+//! PyTorch's form of the same step, to run beside it under `torchrun`:
+//! `benchmarks/peers/torch_overlap.py` (give it the iterations this case prints).
 
 use std::time::Instant;
 
