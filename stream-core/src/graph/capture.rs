@@ -34,7 +34,7 @@ use crate::sealed::unavailable;
 /// | copies from and to pinned host memory the graph holds | [`upload`](Self::upload), [`copy_to_device`](Self::copy_to_device), [`copy_to_host`](Self::copy_to_host) |
 /// | device copies and fills | [`copy_device`](Self::copy_device), [`zero`](Self::zero), [`fill`](Self::fill) |
 /// | `#[kernel]` launches, the `kernels` crate, cuBLAS | pass the capture where a scope goes (they take [`Enqueue`](crate::Enqueue)) |
-/// | concurrent branches | [`fork`](Self::fork) |
+/// | concurrent branches | [`fork`](Self::fork), [`fork_with_priority`](Self::fork_with_priority) (a branch of a chosen stream priority, kept at every replay) |
 /// | a handle to change a kernel's scalar later | [`last_kernel`](Self::last_kernel) |
 ///
 /// Not offered, and a compile error with a message that says why: waiting for a copy
