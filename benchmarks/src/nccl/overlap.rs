@@ -79,9 +79,12 @@ pub(super) fn rows(
             Ok([d.new_stream()?, d.new_stream_with_priority(urgent)?])
         })
         .collect::<stream_core::Result<_>>()?;
+    // `work_f32` for the raw side, compiled once for every size.
+    let cubin = cuda::compile_cubin(cuda::SOURCE, devices[0].compute_capability())
+        .context("compiling work_f32 for the raw side")?;
     for &bytes in sizes {
         let count = bytes / 4;
-        let theirs = RawStep::new(raw, devices, count)?;
+        let theirs = RawStep::new(raw, &cubin, devices.len(), count)?;
         // The calibration: one kernel of PROBE_ITERS iterations against one all-reduce.
         theirs.kernel_alone(raw, PROBE_ITERS, 2)?;
         let kernel = theirs.kernel_alone(raw, PROBE_ITERS, 5)?;
@@ -100,13 +103,16 @@ pub(super) fn rows(
         );
         let mut ours = OursStep::new(comms, streams, &side, count)?;
         let iters = if bytes >= 256 * MIB { 5 } else { 20 };
-        let (warmup, samples) = if bytes >= 256 * MIB { (1, 5) } else { (2, 11) };
+        let plan = match bytes >= 256 * MIB {
+            true => env.cfg.plan(1, 5),
+            false => env.cfg.plan(2, 11),
+        };
         let mut measure = |placement: Placement, ours_label, raw_label, what: &str| {
             Measurement::new()
                 .ours(ours_label, || ours.run(placement, work_iters, iters))
                 .raw(raw_label, || theirs.run(raw, placement, work_iters, iters))
                 .into_row(
-                    env.cfg.plan(warmup, samples),
+                    plan,
                     Row::new(
                         "nccl",
                         format!(
@@ -152,7 +158,12 @@ pub(super) fn rows(
             rep.push(overlapped.check_vs_raw(1.02, Source::Goal));
         }
         rep.push(serial.check_vs_raw(1.02, Source::Goal));
-        super::overlap_graphs::rows(env, devices, comms, streams, raw, rep, count, work_iters)?;
+        let graphs = super::overlap_graphs::Step {
+            work_iters,
+            iters,
+            plan,
+        };
+        super::overlap_graphs::rows(graphs, &mut ours, &theirs, raw, rep)?;
         theirs.free(raw)?;
     }
     Ok(())
@@ -169,14 +180,14 @@ pub(super) fn work<'s>(
 }
 
 /// The library's side: an input, a gradient and a next layer's output per rank, and a
-/// second stream per rank for the forks.
-struct OursStep<'a> {
-    comms: &'a [Communicator],
-    streams: &'a [Stream],
+/// second stream per rank for the forks (the graph row captures the same buffers).
+pub(super) struct OursStep<'a> {
+    pub(super) comms: &'a [Communicator],
+    pub(super) streams: &'a [Stream],
     side: &'a [[Stream; 2]],
-    x: Vec<DeviceVec<f32>>,
-    grad: Vec<DeviceVec<f32>>,
-    next: Vec<DeviceVec<f32>>,
+    pub(super) x: Vec<DeviceVec<f32>>,
+    pub(super) grad: Vec<DeviceVec<f32>>,
+    pub(super) next: Vec<DeviceVec<f32>>,
 }
 
 impl<'a> OursStep<'a> {
@@ -292,9 +303,8 @@ pub(super) struct RawStep {
 }
 
 impl RawStep {
-    pub(super) fn new(raw: &RawRanks, devices: &[Device], count: usize) -> Result<Self> {
-        let cubin = cuda::compile_cubin(cuda::SOURCE, devices[0].compute_capability())
-            .context("compiling work_f32 for the raw side")?;
+    /// The step's raw resources on each of `ranks` ranks, `work_f32` loaded from `cubin`.
+    fn new(raw: &RawRanks, cubin: &[u8], ranks: usize, count: usize) -> Result<Self> {
         let mut step = RawStep {
             count,
             side: Vec::new(),
@@ -307,9 +317,9 @@ impl RawStep {
             next: Vec::new(),
         };
         let bytes = count.max(1) * 4;
-        for rank in 0..devices.len() {
+        for rank in 0..ranks {
             raw.bind(rank)?;
-            let module = RawModule::load(&cubin)?;
+            let module = RawModule::load(cubin)?;
             step.work.push(module.function("work_f32")?);
             step.modules.push(module);
             let (mut least, mut greatest) = (0, 0);

@@ -19,13 +19,14 @@ use cudarc::driver::{result, sys};
 use stream_core::nccl::{self, Communicator, Sum};
 use stream_core::{scope, scope_all, Device, DeviceVec, Error as CoreError, Graph, Stream};
 
-use super::overlap::{work, RawStep};
+use super::overlap::{work, OursStep, RawStep};
 use super::raw_ranks::RawRanks;
-use crate::env::{size_name, Env, MIB};
+use crate::env::size_name;
 use crate::error::{Context, Result};
 use crate::measurement::Measurement;
 use crate::raw::{begin_capture, order, RawCapturedGraph};
 use crate::report::{Better, Report, Row, Source};
+use crate::sampling::Plan;
 
 /// What a step's graph holds: the input, the gradient, the next layer's output.
 type StepGraph<'v> = Graph<(
@@ -34,19 +35,37 @@ type StepGraph<'v> = Graph<(
     &'v mut DeviceVec<f32>,
 )>;
 
-/// Pushes the row for gradients of `count` elements, the kernel of `work_iters`
-/// iterations (calibrated by `overlap.rs`).
-#[allow(clippy::too_many_arguments)] // the case's handles, as `overlap::rows` gets them
+/// What `overlap.rs` measured the eager step with, for the same figures here: the
+/// kernel's calibrated iterations, steps per sample, and the sampling plan.
+pub(super) struct Step {
+    pub(super) work_iters: u32,
+    pub(super) iters: usize,
+    pub(super) plan: Plan,
+}
+
+/// Pushes the row: `ours`'s buffers captured into graphs, `theirs` captured raw (the
+/// eager rows' own buffers, streams and communicators, so nothing is made again).
 pub(super) fn rows(
-    env: &Env,
-    devices: &[Device],
-    comms: &[Communicator],
-    streams: &[Stream],
+    step: Step,
+    ours: &mut OursStep<'_>,
+    theirs: &RawStep,
     raw: &RawRanks,
     rep: &mut Report,
-    count: usize,
-    work_iters: u32,
 ) -> Result<()> {
+    let Step {
+        work_iters,
+        iters,
+        plan,
+    } = step;
+    let OursStep {
+        comms,
+        streams,
+        x,
+        grad,
+        next,
+        ..
+    } = ours;
+    let (comms, streams) = (*comms, *streams);
     let ranks = comms.len();
     if ranks > 1 && std::env::var_os("NCCL_GRAPH_REGISTER").is_none_or(|v| v != "0") {
         println!(
@@ -55,27 +74,16 @@ pub(super) fn rows(
         );
         return Ok(());
     }
-    let bytes = count * 4;
-    let iters = if bytes >= 256 * MIB { 5 } else { 20 };
-    let (warmup, samples) = if bytes >= 256 * MIB { (1, 5) } else { (2, 11) };
-    let vecs = |value: f32| -> Result<Vec<DeviceVec<f32>>> {
-        Ok(devices
-            .iter()
-            .map(|d| d.upload_vec(&vec![value; count]))
-            .collect::<stream_core::Result<_>>()?)
-    };
-    let x = vecs(0.5)?;
-    let (mut grad, mut next) = (vecs(0.0)?, vecs(0.0)?);
-    let mut ours = capture(devices, comms, &x, &mut grad, &mut next, work_iters)?;
-    let step = RawStep::new(raw, devices, count)?;
-    let theirs = RawStepGraphs::capture(raw, &step, work_iters)?;
+    let bytes = x[0].len() * 4;
+    let mut graphs = capture(comms, x, grad, next, work_iters)?;
+    let raw_graphs = RawStepGraphs::capture(raw, theirs, work_iters)?;
     let row = Measurement::new()
         .ours("ours, fork_with_priority", || {
-            replay(&mut ours, streams, comms, iters)
+            replay(&mut graphs, streams, comms, iters)
         })
-        .raw("raw, USE_NODE_PRIORITY", || theirs.replay(raw, &step, iters))
+        .raw("raw, USE_NODE_PRIORITY", || raw_graphs.replay(raw, theirs, iters))
         .into_row(
-            env.cfg.plan(warmup, samples),
+            plan,
             Row::new(
                 "nccl",
                 format!(
@@ -88,15 +96,13 @@ pub(super) fn rows(
         )?
         .in_unit(|t| t * 1e6);
     rep.push(row.check_vs_raw(1.02, Source::Goal));
-    drop(ours);
-    theirs.free(raw)?;
-    step.free(raw)
+    drop(graphs);
+    raw_graphs.free(raw)
 }
 
-/// Each device's step as a graph: the gradient's kernel, then its all-reduce on an
-/// urgent branch beside the next kernel.
+/// Each communicator's device's step as a graph: the gradient's kernel, then its
+/// all-reduce on an urgent branch beside the next kernel.
 fn capture<'v>(
-    devices: &[Device],
     comms: &[Communicator],
     x: &'v [DeviceVec<f32>],
     grad: &'v mut [DeviceVec<f32>],
@@ -107,9 +113,10 @@ fn capture<'v>(
     let (grad0, grad_rest) = grad.split_at_mut(1);
     let (next0, next_rest) = next.split_at_mut(1);
     let held0 = (&x[0], &mut grad0[0], &mut next0[0]);
-    if devices.len() == 1 {
-        let u0 = urgent(&devices[0])?;
-        let (graph, ()) = devices[0].capture(held0, |g, (x, mut grad, mut next)| {
+    let device0 = comms[0].device();
+    if comms.len() == 1 {
+        let u0 = urgent(device0)?;
+        let (graph, ()) = device0.capture(held0, |g, (x, mut grad, mut next)| {
             work(g, work_iters, &x, &mut grad)?;
             g.fork_with_priority(u0, &mut grad, |c, mut grad| {
                 c.all_reduce_in_place(&comms[0], &mut grad, Sum)?;
@@ -118,10 +125,11 @@ fn capture<'v>(
         })?;
         return Ok(vec![graph]);
     }
-    let (u0, u1) = (urgent(&devices[0])?, urgent(&devices[1])?);
+    let device1 = comms[1].device();
+    let (u0, u1) = (urgent(device0)?, urgent(device1)?);
     let held1 = (&x[1], &mut grad_rest[0], &mut next_rest[0]);
-    let (graph0, (graph1, ())) = devices[0].capture(held0, |g0, (x0, mut grad0, mut next0)| {
-        devices[1].capture(held1, |g1, (x1, mut grad1, mut next1)| {
+    let (graph0, (graph1, ())) = device0.capture(held0, |g0, (x0, mut grad0, mut next0)| {
+        device1.capture(held1, |g1, (x1, mut grad1, mut next1)| {
             work(g0, work_iters, &x0, &mut grad0)?;
             work(g1, work_iters, &x1, &mut grad1)?;
             g0.fork_with_priority(u0, &mut grad0, |c0, mut grad0| {
