@@ -23,19 +23,18 @@ import cupy
 import torch
 import torch.distributed as dist
 
-# The bench's kernel (benchmarks/src/cuda.rs), unchanged.
-SOURCE = r"""
-extern "C" __global__ void work_f32(unsigned iters, const float* x, size_t x_len,
-                                    float* y, size_t y_len) {
-    size_t n = x_len < y_len ? x_len : y_len;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float v = x[i];
-        for (unsigned k = 0; k < iters; ++k) v = fmaf(v, 0.999f, 0.001f);
-        y[i] = v;
-    }
-}
-"""
+
+def bench_kernels():
+    """The bench's kernel source, `SOURCE` in benchmarks/src/cuda.rs, read from that file
+    so that this script and the bench compile the same `work_f32`."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "cuda.rs")
+    with open(path) as f:
+        text = f.read()
+    opening = 'pub const SOURCE: &str = r#"'
+    start = text.index(opening) + len(opening)
+    return text[start:text.index('"#;', start)]
+
+
 MIB = 1 << 20
 COUNT = 64 * MIB // 4
 STEPS = 20
@@ -46,7 +45,7 @@ def main():
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     iters = int(sys.argv[1]) if len(sys.argv) > 1 else 398
-    kernel = cupy.RawKernel(SOURCE, "work_f32")
+    kernel = cupy.RawKernel(bench_kernels(), "work_f32")
     x = torch.full((COUNT,), 0.5, device="cuda")
     grad = torch.zeros_like(x)
     nxt = torch.zeros_like(x)
