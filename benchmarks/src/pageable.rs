@@ -29,6 +29,7 @@
 mod cache_state;
 mod contention;
 mod host_memcpy;
+mod ranks;
 mod raw_copy;
 mod stragglers;
 mod sweep;
@@ -137,6 +138,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     }
     if std::env::var_os("BENCH_STAGING_CONTENTION").is_some() {
         contention::run(env)?;
+    }
+    if std::env::var_os("BENCH_STAGING_RANKS").is_some() {
+        ranks::run()?;
     }
     if std::env::var_os("BENCH_STAGING_STRAGGLERS").is_some() {
         stragglers::run()?;
