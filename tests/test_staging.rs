@@ -3,7 +3,7 @@
 //! chunk; below it, and for pinned memory (`host_memory_is_pinned`), the copy is
 //! direct. Exact around chunk boundaries for every ring size and thread count, never
 //! reusing a block a pending copy still reads, bounded in pinned memory, never waiting
-//! for another stream, and correct inside a fork.
+//! for another stream, correct inside a fork and from a thread per GPU at once.
 //!
 //! Staged copies are checked one direction at a time: a staged upload is read back by
 //! a direct download into pinned memory, and a staged download reads what a direct
@@ -39,6 +39,7 @@ gpu_tests::test_main! {
         staged_uploads_behind_a_long_kernel_keep_pinned_memory_bounded,
         staged_copies_on_another_stream_never_wait_for_pending_staging_blocks,
         staged_copies_inside_a_fork_child_are_exact,
+        staged_round_trips_from_a_thread_per_gpu_at_once_are_exact,
     ],
 }
 
@@ -524,5 +525,53 @@ fn staged_copies_inside_a_fork_child_are_exact() -> TestResult {
             &child_in,
             &parent_saw_child,
         )
+    })
+}
+
+/// A thread per GPU (two on one GPU where there is one, at most four), as the ranks of
+/// one process copy: each makes ten staged round trips of 1 MiB and more at once with
+/// the others, so their memcpy jobs share the process's workers. Every copy staged
+/// (each thread's own counters) and exact.
+fn staged_round_trips_from_a_thread_per_gpu_at_once_are_exact() -> TestResult {
+    let count = Device::count()?;
+    let threads = count.clamp(2, 4);
+    let start = std::sync::Barrier::new(threads);
+    std::thread::scope(|t| -> TestResult {
+        let workers: Vec<_> = (0..threads)
+            .map(|i| {
+                let start = &start;
+                t.spawn(move || -> TestResult {
+                    // Every thread reaches the barrier, also when its setup failed.
+                    let stream = Device::new(i % count).and_then(|d| d.new_stream());
+                    start.wait();
+                    let stream = stream?;
+                    let mut rng = Rng::new();
+                    let before = staged_copy_counts();
+                    for round in 0..10 {
+                        let len = (1 << 20) + round * 4099 + i * 12_289;
+                        let input: Vec<u8> = rng.vec(len);
+                        let mut out = poisoned::<u8>(len);
+                        scope(&stream, |s| -> TestResult {
+                            let x = s.upload(&input)?;
+                            s.copy_to_host(&x, &mut out)?.wait()?;
+                            Ok(())
+                        })?;
+                        check_eq(&format!("thread {i}, round {round}"), &input, &out)?;
+                    }
+                    let after = staged_copy_counts();
+                    ensure!(
+                        (after.0 - before.0, after.1 - before.1) == (10, 10),
+                        "thread {i}: staged (uploads, downloads) {before:?} -> {after:?}, expected 10 of each"
+                    );
+                    Ok(())
+                })
+            })
+            .collect();
+        for (i, worker) in workers.into_iter().enumerate() {
+            worker
+                .join()
+                .map_err(|_| format!("thread {i} panicked"))??;
+        }
+        Ok(())
     })
 }
