@@ -17,7 +17,8 @@
 //! (`srun` and `mpirun` work like `torchrun`, given rank 0's host and a free port:
 //! `mpirun -np 2 --bind-to none -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 target/release/examples/data_parallel`;
 //! see `stream_core::nccl::World`.) It needs
-//! an NVIDIA GPU and the NCCL library, and says so when either is missing.
+//! an NVIDIA GPU and the NCCL and cuBLAS libraries (its GEMMs are cuBLAS's, as in
+//! PyTorch), and says so when one is missing.
 //!
 //! With `--graph`, each rank captures its training step (`step`, the function the scope
 //! runs otherwise, its fork a branch of the capture that keeps its priority,
@@ -30,6 +31,7 @@
 
 use std::time::{Duration, Instant};
 
+use kernels::Cublas;
 use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
 use stream_core::{
     scope, Device, DeviceMemory, DeviceMemoryMut, DeviceVec, Enqueue, Error, Result,
@@ -189,6 +191,7 @@ fn train_replayed(
     let mut w2 = device.upload_vec(&initial.second)?;
     let stream = device.new_stream()?;
     let urgent = *device.stream_priorities()?.start();
+    let mut blas = Cublas::new(device)?;
     scope(&stream, |s| {
         let x = s.attach_ref(&dx)?;
         let mut xt = s.attach(&mut xt)?;
@@ -208,12 +211,20 @@ fn train_replayed(
             };
             let mut grad1 = g.alloc::<f32>(FEATURES * HIDDEN)?;
             let mut grad2 = g.alloc::<f32>(HIDDEN * OUTPUTS)?;
-            forward(g, &dx, (&dt, batch), (&w1, &w2), &mut act, &mut grad2)?;
+            forward(
+                g,
+                &mut blas,
+                &dx,
+                (&dt, batch),
+                (&w1, &w2),
+                &mut act,
+                &mut grad2,
+            )?;
             // The second layer's gradient is summed on a branch of the most urgent
             // priority while the first layer's is recorded on `g`.
             g.fork_with_priority(urgent, &mut grad2, |c, mut grad2| {
                 c.all_reduce_in_place(comm, &mut grad2, Sum)?;
-                backward_first_layer(g, &xt, batch, &w2, &mut act, &mut grad1)
+                backward_first_layer(g, &mut blas, &xt, batch, &w2, &mut act, &mut grad1)
             })?;
             g.all_reduce_in_place(comm, &mut grad1, Sum)?;
             update(g, (&mut w1, &mut w2), (&grad1, &grad2))
@@ -255,6 +266,7 @@ fn train(
     let mut weights = initial.clone();
     let stream = device.new_stream()?;
     let urgent = device.new_stream_with_priority(*device.stream_priorities()?.start())?;
+    let mut blas = Cublas::new(device)?;
     let (m32, k32) = (m as u32, FEATURES as u32);
     let mut probe = [0f32];
     let mut first_result = Some(&mut probe[..]);
@@ -277,7 +289,15 @@ fn train(
         let mut grad2 = s.alloc::<f32>(HIDDEN * OUTPUTS)?;
         let mut start = Instant::now();
         for _ in 0..STEPS {
-            forward(s, &dx, (&dt, batch), (&w1, &w2), &mut act, &mut grad2)?;
+            forward(
+                s,
+                &mut blas,
+                &dx,
+                (&dt, batch),
+                (&w1, &w2),
+                &mut act,
+                &mut grad2,
+            )?;
             match comm {
                 // The second layer's gradient is lent to a fork on the urgent stream,
                 // which sums it while the first layer's is computed on this scope's
@@ -285,11 +305,11 @@ fn train(
                 Some(comm) => {
                     s.fork(&urgent, (&mut grad2,), |c, (mut grad2,)| {
                         c.all_reduce_in_place(comm, &mut grad2, Sum)?;
-                        backward_first_layer(s, &xt, batch, &w2, &mut act, &mut grad1)
+                        backward_first_layer(s, &mut blas, &xt, batch, &w2, &mut act, &mut grad1)
                     })?;
                     s.all_reduce_in_place(comm, &mut grad1, Sum)?;
                 }
-                None => backward_first_layer(s, &xt, batch, &w2, &mut act, &mut grad1)?,
+                None => backward_first_layer(s, &mut blas, &xt, batch, &w2, &mut act, &mut grad1)?,
             }
             update(s, (&mut w1, &mut w2), (&grad1, &grad2))?;
             // The first step loads the kernels and sets up NCCL's connections: timed
@@ -358,6 +378,7 @@ struct Activations<M> {
 /// `h = x w1`, `y = h w2`, the residual `y -= target`, `grad2 = h^T y / batch`.
 fn forward<'s, M: DeviceMemoryMut<'s, f32>>(
     s: &'s impl Enqueue<'s>,
+    blas: &mut Cublas,
     x: &impl F32s<'s>,
     (target, batch): (&impl F32s<'s>, usize),
     (w1, w2): (&impl F32s<'s>, &impl F32s<'s>),
@@ -366,11 +387,11 @@ fn forward<'s, M: DeviceMemoryMut<'s, f32>>(
 ) -> Result<()> {
     let rows = (x.len() / FEATURES) as u32;
     let (f, h, o) = (FEATURES as u32, HIDDEN as u32, OUTPUTS as u32);
-    kernels::sgemm_tiled(s, rows, h, f, 1.0, x, w1, 0.0, &mut act.h)?;
-    kernels::sgemm_tiled(s, rows, o, h, 1.0, &act.h, w2, 0.0, &mut act.y)?;
+    blas.sgemm(s, rows, h, f, 1.0, x, w1, 0.0, &mut act.h)?;
+    blas.sgemm(s, rows, o, h, 1.0, &act.h, w2, 0.0, &mut act.y)?;
     kernels::axpy(s, -1.0, target, &mut act.y)?;
     kernels::transpose(s, &act.h, rows, h, &mut act.ht)?;
-    kernels::sgemm_tiled(
+    blas.sgemm(
         s,
         h,
         o,
@@ -387,6 +408,7 @@ fn forward<'s, M: DeviceMemoryMut<'s, f32>>(
 /// transposed, `act.y` the residual [`forward`] left).
 fn backward_first_layer<'s, M: DeviceMemoryMut<'s, f32>>(
     s: &'s impl Enqueue<'s>,
+    blas: &mut Cublas,
     xt: &impl F32s<'s>,
     batch: usize,
     w2: &impl F32s<'s>,
@@ -396,8 +418,8 @@ fn backward_first_layer<'s, M: DeviceMemoryMut<'s, f32>>(
     let rows = (xt.len() / FEATURES) as u32;
     let (f, h, o) = (FEATURES as u32, HIDDEN as u32, OUTPUTS as u32);
     kernels::transpose(s, w2, h, o, &mut act.w2t)?;
-    kernels::sgemm_tiled(s, rows, h, o, 1.0, &act.y, &act.w2t, 0.0, &mut act.dh)?;
-    kernels::sgemm_tiled(s, f, h, rows, 1.0 / batch as f32, xt, &act.dh, 0.0, grad1)
+    blas.sgemm(s, rows, h, o, 1.0, &act.y, &act.w2t, 0.0, &mut act.dh)?;
+    blas.sgemm(s, f, h, rows, 1.0 / batch as f32, xt, &act.dh, 0.0, grad1)
 }
 
 /// The updates `w -= LEARNING_RATE grad` of both layers.
