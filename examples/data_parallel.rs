@@ -202,15 +202,7 @@ fn train_replayed(
         let first = Instant::now();
         let held = (&dx, &dt, &xt, &mut w1, &mut w2);
         let (mut graph, ()) = device.capture(held, |g, (dx, dt, xt, mut w1, mut w2)| {
-            let mut act = Activations {
-                h: g.alloc(m * HIDDEN)?,
-                ht: g.alloc(HIDDEN * m)?,
-                y: g.alloc(m * OUTPUTS)?,
-                w2t: g.alloc(OUTPUTS * HIDDEN)?,
-                dh: g.alloc(m * HIDDEN)?,
-            };
-            let mut grad1 = g.alloc::<f32>(FEATURES * HIDDEN)?;
-            let mut grad2 = g.alloc::<f32>(HIDDEN * OUTPUTS)?;
+            let (mut act, [mut grad1, mut grad2]) = Activations::alloc(m, |n| g.alloc(n))?;
             forward(
                 g,
                 &mut blas,
@@ -278,15 +270,7 @@ fn train(
         kernels::transpose(s, &dx, m32, k32, &mut xt)?;
         let mut w1 = s.upload(&initial.first)?;
         let mut w2 = s.upload(&initial.second)?;
-        let mut act = Activations {
-            h: s.alloc(m * HIDDEN)?,
-            ht: s.alloc(HIDDEN * m)?,
-            y: s.alloc(m * OUTPUTS)?,
-            w2t: s.alloc(OUTPUTS * HIDDEN)?,
-            dh: s.alloc(m * HIDDEN)?,
-        };
-        let mut grad1 = s.alloc::<f32>(FEATURES * HIDDEN)?;
-        let mut grad2 = s.alloc::<f32>(HIDDEN * OUTPUTS)?;
+        let (mut act, [mut grad1, mut grad2]) = Activations::alloc(m, |n| s.alloc(n))?;
         let mut start = Instant::now();
         for _ in 0..STEPS {
             forward(
@@ -368,6 +352,22 @@ struct Activations<M> {
     y: M,
     w2t: M,
     dh: M,
+}
+
+impl<M> Activations<M> {
+    /// The activations of a step on `m` rows and the two gradients (the first layer's,
+    /// the second's), each from `alloc` (a scope's or a capture's).
+    fn alloc(m: usize, mut alloc: impl FnMut(usize) -> Result<M>) -> Result<(Self, [M; 2])> {
+        let act = Activations {
+            h: alloc(m * HIDDEN)?,
+            ht: alloc(HIDDEN * m)?,
+            y: alloc(m * OUTPUTS)?,
+            w2t: alloc(OUTPUTS * HIDDEN)?,
+            dh: alloc(m * HIDDEN)?,
+        };
+        let grads = [alloc(FEATURES * HIDDEN)?, alloc(HIDDEN * OUTPUTS)?];
+        Ok((act, grads))
+    }
 }
 
 // A training step is `forward`, the sum of the second layer's gradient over the ranks
