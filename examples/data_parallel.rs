@@ -206,8 +206,7 @@ fn train_replayed(
             forward(
                 g,
                 &mut blas,
-                &dx,
-                (&dt, batch),
+                (&dx, &dt, batch),
                 (&w1, &w2),
                 &mut act,
                 &mut grad2,
@@ -276,8 +275,7 @@ fn train(
             forward(
                 s,
                 &mut blas,
-                &dx,
-                (&dt, batch),
+                (&dx, &dt, batch),
                 (&w1, &w2),
                 &mut act,
                 &mut grad2,
@@ -379,8 +377,7 @@ impl<M> Activations<M> {
 fn forward<'s, M: DeviceMemoryMut<'s, f32>>(
     s: &'s impl Enqueue<'s>,
     blas: &mut Cublas,
-    x: &impl F32s<'s>,
-    (target, batch): (&impl F32s<'s>, usize),
+    (x, target, batch): (&impl F32s<'s>, &impl F32s<'s>, usize),
     (w1, w2): (&impl F32s<'s>, &impl F32s<'s>),
     act: &mut Activations<M>,
     grad2: &mut impl DeviceMemoryMut<'s, f32>,
