@@ -27,6 +27,7 @@ pub const USAGE: &str =
   BENCH_STAGING_CACHE=1 adds the staged copies in three cache states to it (printed only)
   BENCH_STAGING_CONTENTION=1 adds the host memcpy and pinned DMA, alone and at once, to it (printed only)
   BENCH_STAGING_STRAGGLERS=1 adds a one-shot memcpy in one stripe per thread vs shared pieces (printed only)
+  BENCH_LAUNCH_RANKS=1 adds tiny launches on one thread alone vs a thread per GPU at once to the launch case (printed only)
   BENCH_STAGING_RANKS=1 adds pageable round trips on one thread alone vs a thread per GPU at once (printed only)
   BENCH_SERVE_TIMELINE=1 adds per-request GPU timelines of the 1 MiB server loops to the serve case (printed only)
   BENCH_SERVE_BLOCKING_EVENTS=1 makes the serve case's raw event loop's events blocking-sync, as the library's are";

@@ -16,6 +16,7 @@
 #![allow(unsafe_code)]
 
 mod diagnosis;
+mod ranks;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -88,6 +89,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             .cudarc2("cudarc, 2 streams", || cu2.sample(launches, sync))
             .into_row(plan, row("2 streams"))?;
         rep.push(two.check_vs_raw(1.03, Source::Issue));
+    }
+    if std::env::var_os("BENCH_LAUNCH_RANKS").is_some() {
+        ranks::run()?;
     }
     ours1.check()?;
     ours2.check()?;
