@@ -90,6 +90,14 @@
 # whole coverage: 0 only when every recorded run passed. A piece that leaves runs for
 # the next one exits 3.
 #
+# With two GPUs visible, initcheck fails every program whose ranks all-reduce with NCCL's
+# LL protocol, on NCCL's own memory: data_parallel (two ranks, 2x H200, 2026-11-28) gave
+# 113,900 reports, every one in ncclDevKernel_AllReduce_Sum_f32_RING_LL reading 8 or 16
+# bytes of NCCL's connection buffers (the LL protocol polls lines of data and flag that
+# the peer has not written yet), and 0 with one GPU visible; memcheck (no leak),
+# racecheck and synccheck found nothing on two GPUs
+# (tests/sanitize/results/2026-11-28-data-parallel-two-gpus.txt).
+#
 # The runs see STREAM_CORE_SANITIZER=<tool>: test binaries with load tests use lighter
 # loads under it (gpu_tests::load; test_async's 10,000 concurrent requests become 300),
 # still checking every result.
