@@ -41,6 +41,7 @@ mod pageable;
 mod peer_copy;
 mod peers;
 mod pipeline;
+mod ranks;
 mod raw;
 mod report;
 mod sampling;

@@ -9,7 +9,6 @@
 //! it is the driver's.
 #![allow(unsafe_code)]
 
-use std::sync::Barrier;
 use std::time::Instant;
 
 use cudarc::driver::{result, sys};
@@ -17,6 +16,7 @@ use stream_core::{scope, Device, DeviceVec, Stream};
 
 use crate::cuda::{self, TINY_CONFIG};
 use crate::error::{Context, Error, Result};
+use crate::ranks::{self, Path};
 use crate::raw::{arg, RawContext, RawDeviceMem, RawModule, RawStream};
 use crate::sampling::median;
 
@@ -25,71 +25,37 @@ use crate::sampling::median;
 const LAUNCHES: usize = 400;
 const SAMPLES: usize = 41;
 
-/// Which path the launches take.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Path {
-    Ours,
-    Raw,
-}
-
 pub(super) fn run() -> Result<()> {
-    let count = Device::count()?;
-    let ordinals: Vec<usize> = match count {
-        0 => return Ok(()),
-        1 => vec![0, 0],
-        n => (0..n.min(8)).collect(),
-    };
+    let ordinals = ranks::ordinals()?;
+    if ordinals.is_empty() {
+        return Ok(());
+    }
     println!(
         "launch ranks: host ns per launch of tiny_u32, median of {SAMPLES} samples of {LAUNCHES}, \
          one thread alone and {} at once (GPUs {ordinals:?})",
         ordinals.len()
     );
     for path in [Path::Ours, Path::Raw, Path::Ours, Path::Raw] {
-        let alone = per_launch(&ordinals[..1], path)?;
-        let together = per_launch(&ordinals, path)?;
-        let worst = together.iter().copied().fold(0.0, f64::max);
+        let (alone, together) = ranks::alone_and_together(
+            &ordinals,
+            |ordinal| Side::new(ordinal, path),
+            |(device, mut side)| {
+                let mut samples = Vec::with_capacity(SAMPLES);
+                for _ in 0..SAMPLES {
+                    samples.push(side.sample()?);
+                }
+                // The side is freed before the device, while its context is retained.
+                drop(side);
+                drop(device);
+                Ok(median(&samples))
+            },
+        )?;
         println!(
-            "launch ranks: {path:?}: alone {:.0}, together {} (slowest {:.2}x of alone)",
-            alone[0],
-            together
-                .iter()
-                .map(|t| format!("{t:.0}"))
-                .collect::<Vec<_>>()
-                .join(" "),
-            worst / alone[0]
+            "launch ranks: {path:?}: {}",
+            ranks::summary(alone, &together, 0)
         );
     }
     Ok(())
-}
-
-/// Median host nanoseconds per launch on a thread per entry of `ordinals` (the device
-/// it launches on), all started together.
-fn per_launch(ordinals: &[usize], path: Path) -> Result<Vec<f64>> {
-    let start = Barrier::new(ordinals.len());
-    std::thread::scope(|threads| {
-        let handles: Vec<_> = ordinals
-            .iter()
-            .map(|&ordinal| {
-                let start = &start;
-                threads.spawn(move || -> Result<f64> {
-                    // Every thread reaches the barrier, also when its setup failed.
-                    let prepared = Side::new(ordinal, path);
-                    start.wait();
-                    let (_device, mut side) = prepared?;
-                    let mut samples = Vec::with_capacity(SAMPLES);
-                    for _ in 0..SAMPLES {
-                        samples.push(side.sample()?);
-                    }
-                    Ok(median(&samples))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| Error::msg("a thread panicked"))?)
-            .collect::<Result<Vec<f64>>>()
-            .context("launch ranks")
-    })
 }
 
 /// One thread's stream, counter and kernel.
@@ -104,9 +70,7 @@ enum Side {
 }
 
 impl Side {
-    /// A thread's device (bound, for the raw path) and what its launches use. The
-    /// device is returned first, so that it is dropped after the side (its context is
-    /// still retained while the raw memory and module are freed).
+    /// A thread's device (bound, for the raw path) and what its launches use.
     fn new(ordinal: usize, path: Path) -> Result<(Device, Side)> {
         let device = Device::new(ordinal)?;
         let side = match path {

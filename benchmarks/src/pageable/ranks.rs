@@ -9,14 +9,14 @@
 //! process. What the threads slow each other down by is the cost of sharing one
 //! process.
 
-use std::sync::Barrier;
 use std::time::Instant;
 
 use stream_core::{scope, Device};
 
 use super::raw_copy::enqueue;
 use crate::env::MIB;
-use crate::error::{Context, Result};
+use crate::error::{Error, Result};
+use crate::ranks::{self, Path};
 use crate::raw::{RawContext, RawDeviceMem, RawStream};
 use crate::sampling::median;
 
@@ -26,20 +26,11 @@ const WARMUP: usize = 20;
 /// Sizes of each copy.
 const SIZES: [usize; 3] = [MIB, 4 * MIB, 32 * MIB];
 
-/// Which path the round trips take.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Path {
-    Ours,
-    Raw,
-}
-
 pub(super) fn run() -> Result<()> {
-    let count = Device::count()?;
-    let ordinals: Vec<usize> = match count {
-        0 => return Ok(()),
-        1 => vec![0, 0],
-        n => (0..n.min(8)).collect(),
-    };
+    let ordinals = ranks::ordinals()?;
+    if ordinals.is_empty() {
+        return Ok(());
+    }
     println!(
         "pageable ranks: a round trip (pageable upload, pageable download, data on the host) per thread, \
          median of {ROUND_TRIPS}, one thread alone and {} at once (GPUs {ordinals:?}), us",
@@ -47,93 +38,66 @@ pub(super) fn run() -> Result<()> {
     );
     for bytes in SIZES {
         for path in [Path::Ours, Path::Raw] {
-            let alone = round_trips(&ordinals[..1], bytes, path)?;
-            let together = round_trips(&ordinals, bytes, path)?;
-            let worst = together.iter().copied().fold(0.0, f64::max);
+            let (alone, together) = ranks::alone_and_together(
+                &ordinals,
+                |ordinal| prepare(ordinal, bytes, path),
+                |prepared| round_trips(prepared, bytes, path),
+            )?;
             println!(
-                "pageable ranks: {:>2} MiB {:?}: alone {:.1}, together {} (slowest {:.2}x of alone)",
+                "pageable ranks: {:>2} MiB {path:?}: {}",
                 bytes / MIB,
-                path,
-                alone[0],
-                together
-                    .iter()
-                    .map(|t| format!("{t:.1}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                worst / alone[0]
+                ranks::summary(alone, &together, 1)
             );
         }
     }
     Ok(())
 }
 
-/// Median microseconds of a round trip of `bytes` each way on a thread per entry of
-/// `ordinals` (the device it copies to), all started together.
-fn round_trips(ordinals: &[usize], bytes: usize, path: Path) -> Result<Vec<f64>> {
-    let start = Barrier::new(ordinals.len());
-    std::thread::scope(|threads| {
-        let handles: Vec<_> = ordinals
-            .iter()
-            .map(|&ordinal| {
-                let start = &start;
-                threads.spawn(move || -> Result<f64> {
-                    // Every thread reaches the barrier, also when its setup failed, so
-                    // that no other thread waits for it forever.
-                    let prepared = prepare(ordinal, bytes, path);
-                    start.wait();
-                    // The memory is dropped before the device (the reverse order of this pattern),
-                    // while the device's context is still retained.
-                    let (_device, mut buffers) = prepared?;
-                    let (up, down) = (&buffers.up, &mut buffers.down);
-                    let mut times = Vec::with_capacity(ROUND_TRIPS);
-                    let mut time = |i: usize, t: Instant| {
-                        if i >= WARMUP {
-                            times.push(t.elapsed().as_secs_f64() * 1e6);
-                        }
-                    };
-                    match &mut buffers.device {
-                        // A scope per round trip, as a training step opens one.
-                        Side::Ours(stream, vec) => {
-                            for i in 0..WARMUP + ROUND_TRIPS {
-                                let t = Instant::now();
-                                scope(stream, |s| {
-                                    let mut buffer = s.attach(&mut *vec)?;
-                                    s.copy_to_device(up, &mut buffer)?;
-                                    s.copy_to_host(&buffer, &mut *down)?.wait()?;
-                                    Ok::<_, stream_core::Error>(())
-                                })?;
-                                time(i, t);
-                            }
-                        }
-                        Side::Raw(stream, buffer) => {
-                            let mut up = up.clone();
-                            for i in 0..WARMUP + ROUND_TRIPS {
-                                let t = Instant::now();
-                                enqueue(stream.0, true, buffer, &mut up)?;
-                                enqueue(stream.0, false, buffer, down)?;
-                                stream.sync()?;
-                                time(i, t);
-                            }
-                        }
-                    }
-                    if buffers.down != buffers.up {
-                        return Err(crate::error::Error::msg(format!(
-                            "pageable ranks: {path:?}'s round trip of {bytes} bytes on GPU {ordinal} came back different"
-                        )));
-                    }
-                    Ok(median(&times))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| crate::error::Error::msg("a thread panicked"))?
-            })
-            .collect::<Result<Vec<f64>>>()
-            .context("pageable ranks")
-    })
+/// Median microseconds of a round trip of `bytes` each way on `prepared`'s device, its
+/// data checked afterwards.
+fn round_trips((device, mut buffers): (Device, Buffers), bytes: usize, path: Path) -> Result<f64> {
+    let (up, down) = (&buffers.up, &mut buffers.down);
+    let mut times = Vec::with_capacity(ROUND_TRIPS);
+    let mut time = |i: usize, t: Instant| {
+        if i >= WARMUP {
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    };
+    match &mut buffers.device {
+        // A scope per round trip, as a training step opens one.
+        Side::Ours(stream, vec) => {
+            for i in 0..WARMUP + ROUND_TRIPS {
+                let t = Instant::now();
+                scope(stream, |s| {
+                    let mut buffer = s.attach(&mut *vec)?;
+                    s.copy_to_device(up, &mut buffer)?;
+                    s.copy_to_host(&buffer, &mut *down)?.wait()?;
+                    Ok::<_, stream_core::Error>(())
+                })?;
+                time(i, t);
+            }
+        }
+        Side::Raw(stream, buffer) => {
+            let mut up = up.clone();
+            for i in 0..WARMUP + ROUND_TRIPS {
+                let t = Instant::now();
+                enqueue(stream.0, true, buffer, &mut up)?;
+                enqueue(stream.0, false, buffer, down)?;
+                stream.sync()?;
+                time(i, t);
+            }
+        }
+    }
+    if buffers.down != buffers.up {
+        return Err(Error::msg(format!(
+            "pageable ranks: {path:?}'s round trip of {bytes} bytes on GPU {} came back different",
+            device.ordinal()
+        )));
+    }
+    // The memory is freed before the device, while its context is still retained.
+    drop(buffers);
+    drop(device);
+    Ok(median(&times))
 }
 
 /// One thread's memory: the pageable `Vec`s and the device side of `path`.

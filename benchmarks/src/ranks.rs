@@ -1,0 +1,79 @@
+//! What the "ranks" diagnoses share (`BENCH_STAGING_RANKS`, `BENCH_LAUNCH_RANKS`): a
+//! thread per GPU, as a process that drives every GPU from a thread each runs its
+//! ranks, timed alone and all at once.
+
+use std::sync::Barrier;
+
+use stream_core::Device;
+
+use crate::error::{Context, Error, Result};
+
+/// Which side a diagnosis times: the library, or raw driver calls.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Path {
+    Ours,
+    Raw,
+}
+
+/// The GPUs of the threads: every visible one (at most eight), or GPU 0 twice where
+/// there is one; none without a GPU.
+pub fn ordinals() -> Result<Vec<usize>> {
+    Ok(match Device::count()? {
+        0 => Vec::new(),
+        1 => vec![0, 0],
+        n => (0..n.min(8)).collect(),
+    })
+}
+
+/// What one thread measured alone (the first GPU of `ordinals`), and each thread when a
+/// thread per GPU of `ordinals` ran at once: on each thread `prepare(ordinal)`, then,
+/// once every thread has prepared (also when one failed, so that none waits forever),
+/// `measure` of what it prepared.
+pub fn alone_and_together<P>(
+    ordinals: &[usize],
+    prepare: impl Fn(usize) -> Result<P> + Sync,
+    measure: impl Fn(P) -> Result<f64> + Sync,
+) -> Result<(f64, Vec<f64>)> {
+    let alone = at_once(&ordinals[..1.min(ordinals.len())], &prepare, &measure)?;
+    let together = at_once(ordinals, &prepare, &measure)?;
+    Ok((alone.first().copied().unwrap_or(f64::NAN), together))
+}
+
+/// `alone`, the threads' figures together, and the slowest of them as a multiple of
+/// `alone`, with `decimals` decimals.
+pub fn summary(alone: f64, together: &[f64], decimals: usize) -> String {
+    let slowest = together.iter().copied().fold(0.0, f64::max);
+    let each: Vec<String> = together.iter().map(|t| format!("{t:.decimals$}")).collect();
+    format!(
+        "alone {alone:.decimals$}, together {} (slowest {:.2}x of alone)",
+        each.join(" "),
+        slowest / alone
+    )
+}
+
+/// A thread per entry of `ordinals`, each preparing, waiting for the others, measuring.
+fn at_once<P>(
+    ordinals: &[usize],
+    prepare: &(impl Fn(usize) -> Result<P> + Sync),
+    measure: &(impl Fn(P) -> Result<f64> + Sync),
+) -> Result<Vec<f64>> {
+    let start = Barrier::new(ordinals.len());
+    std::thread::scope(|threads| {
+        let handles: Vec<_> = ordinals
+            .iter()
+            .map(|&ordinal| {
+                let start = &start;
+                threads.spawn(move || -> Result<f64> {
+                    let prepared = prepare(ordinal);
+                    start.wait();
+                    measure(prepared?)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| Error::msg("a thread panicked"))?)
+            .collect::<Result<Vec<f64>>>()
+            .context("a thread per GPU")
+    })
+}
