@@ -176,7 +176,9 @@
 //! same raw calls in every such row, 8 MiB to 256 MiB, across runs.
 //! In a CUDA graph, record the branch with
 //! [`Capture::fork_with_priority`](crate::Capture::fork_with_priority): a captured
-//! node otherwise runs at its replay stream's priority, and the overlap is lost.
+//! node otherwise runs at its replay stream's priority, and the overlap is lost. The
+//! `data_parallel` example trains a two-layer model this way, issued or replayed, one
+//! process or one per GPU.
 //!
 //! ```no_run
 //! use stream_core::{nccl::{Communicator, Sum}, scope, Device, Error, Scope};
