@@ -77,3 +77,42 @@ fn at_once<P>(
             .context("a thread per GPU")
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alone_is_the_first_gpu_and_together_is_every_thread_in_order() {
+        let (alone, together) =
+            alone_and_together(&[3, 5, 7], |o| Ok(o * 10), |p| Ok(p as f64)).unwrap();
+        assert_eq!(alone, 30.0);
+        assert_eq!(together, vec![30.0, 50.0, 70.0]);
+        assert_eq!(
+            summary(alone, &together, 1),
+            "alone 30.0, together 30.0 50.0 70.0 (slowest 2.33x of alone)"
+        );
+    }
+
+    #[test]
+    fn a_thread_whose_setup_failed_does_not_keep_the_others_waiting() {
+        let failed = alone_and_together(
+            &[0, 1, 2],
+            |o| match o {
+                1 => Err(Error::msg("no such GPU")),
+                o => Ok(o),
+            },
+            |p| Ok(p as f64),
+        );
+        assert!(failed.is_err(), "the failed setup was not reported");
+    }
+
+    #[test]
+    fn a_panicking_thread_is_an_error() {
+        let panicked = alone_and_together(&[0, 1], Ok, |p| match p {
+            1 => panic!("deliberate"),
+            p => Ok(p as f64),
+        });
+        assert!(panicked.is_err());
+    }
+}
