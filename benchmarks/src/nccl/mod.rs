@@ -144,3 +144,17 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     sibling_graphs::rows(env, &devices, &comms, &streams, &raw, rep)?;
     enqueue::rows(env, &devices[0], rep)
 }
+
+/// Whether NCCL may record collectives of several ranks into graphs here: only with
+/// `NCCL_GRAPH_REGISTER=0` in the environment (see `sibling_graphs.rs`); otherwise says
+/// that `what` has no row.
+fn graph_register_off(what: &str) -> bool {
+    let off = std::env::var_os("NCCL_GRAPH_REGISTER").is_some_and(|v| v == "0");
+    if !off {
+        println!(
+            "nccl: {what} replayed as graphs on 2 GPUs of one thread needs \
+             NCCL_GRAPH_REGISTER=0 in the environment: no row"
+        );
+    }
+    off
+}

@@ -67,11 +67,7 @@ pub(super) fn rows(
     } = ours;
     let (comms, streams) = (*comms, *streams);
     let ranks = comms.len();
-    if ranks > 1 && std::env::var_os("NCCL_GRAPH_REGISTER").is_none_or(|v| v != "0") {
-        println!(
-            "nccl: the data-parallel step replayed as graphs on 2 GPUs of one thread needs \
-             NCCL_GRAPH_REGISTER=0 in the environment: no row"
-        );
+    if ranks > 1 && !super::graph_register_off("the data-parallel step") {
         return Ok(());
     }
     let bytes = x[0].len() * 4;

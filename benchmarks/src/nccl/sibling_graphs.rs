@@ -39,11 +39,7 @@ pub(super) fn rows(
     if comms.len() < 2 {
         return Ok(());
     }
-    if std::env::var_os("NCCL_GRAPH_REGISTER").is_none_or(|v| v != "0") {
-        println!(
-            "nccl: the step replayed as graphs on 2 GPUs of one thread needs \
-             NCCL_GRAPH_REGISTER=0 in the environment: no row"
-        );
+    if !super::graph_register_off("the step") {
         return Ok(());
     }
     let inputs = [upload(&devices[0])?, upload(&devices[1])?];
