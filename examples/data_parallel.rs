@@ -20,9 +20,10 @@
 //! an NVIDIA GPU and the NCCL and cuBLAS libraries (its GEMMs are cuBLAS's, as in
 //! PyTorch), and says so when one is missing.
 //!
-//! With `--graph`, each rank captures its training step (`step`, the function the scope
-//! runs otherwise, its fork a branch of the capture that keeps its priority,
-//! `Capture::fork_with_priority`) into a CUDA graph once
+//! With `--graph`, each rank captures its training step (`forward`,
+//! `backward_first_layer` and `update`, the functions the scope runs otherwise; its fork
+//! a branch of the capture that keeps its priority, `Capture::fork_with_priority`) into
+//! a CUDA graph once
 //! and replays it step after step without the host waiting in between
 //! (`Scope::replay_again_with`). Graphs with collectives on more than
 //! one rank need NCCL's registration of captured buffers off, in every rank's
