@@ -1,6 +1,12 @@
 // Shared-memory tiled SGEMM, row-major: C = alpha * A * B + beta * C with A m x k,
 // B k x n, C m x n. Nothing is computed unless the slices hold m*k, k*n and m*n elements.
 //
+// `sgemm_tiled` computes C in one pass. For a C of few tiles and a long k, which would
+// leave most multiprocessors idle, `sgemm_split_k` splits k among the grid's z blocks:
+// block z multiplies k range [z * chunk, (z + 1) * chunk) into its own m x n slice of
+// `partials`, and `sgemm_split_k_sum` then adds the slices in z order (so the result is
+// the same at every run) and applies alpha and beta.
+//
 // Each 256-thread block computes a 128x128 tile of C, stepping through k in slices of 8
 // staged in shared memory, two slices deep: while the block computes on one slice, each
 // thread already holds its part of the next one in registers and stores it into the
@@ -32,31 +38,35 @@
 // for threadIdx.x < THREADS.
 #define THREADS 256
 
-// Four consecutive floats of row `row` of a `rows x cols` row-major matrix, from column
-// `col`: one 16-byte load when `vector` (the caller checked bounds and alignment), else
-// scalar loads, zero outside the matrix.
+// Four consecutive floats of row `row` of a row-major matrix of `stride` floats per row,
+// from column `col`: one 16-byte load when `vector` (the caller checked bounds and
+// alignment), else scalar loads, zero outside `rows x cols` (the matrix, or the part of
+// it a split-k block covers).
 __device__ __forceinline__ void load4(const float* base, size_t row, size_t col, size_t rows,
-                                      size_t cols, bool vector, float* out) {
+                                      size_t cols, size_t stride, bool vector, float* out) {
     if (vector) {
-        const float4 v = *reinterpret_cast<const float4*>(base + row * cols + col);
+        const float4 v = *reinterpret_cast<const float4*>(base + row * stride + col);
         out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
     } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-            out[q] = (row < rows && col + q < cols) ? base[row * cols + col + q] : 0.0f;
+            out[q] = (row < rows && col + q < cols) ? base[row * stride + col + q] : 0.0f;
     }
 }
 
 // Thread `t` loads A row `t / 2`, k offsets `(t % 2) * 4 + 0..3`, and B row `t / 32`,
 // columns `(t % 32) * 4 + 0..3`: 4 floats of each per slice, as 16-byte loads where the
-// whole tile lies inside the matrix and its rows are aligned.
-__device__ __forceinline__ void load_slice(size_t m, size_t n, size_t k, const float* a,
-                                           const float* b, size_t row0, size_t col0, size_t k0,
-                                           bool a_vec, bool b_vec, float* ra, float* rb) {
+// whole tile lies inside the matrix (and before `k_end`) and its rows are aligned.
+__device__ __forceinline__ void load_slice(size_t m, size_t n, size_t k, size_t k_end,
+                                           const float* a, const float* b, size_t row0,
+                                           size_t col0, size_t k0, bool a_vec, bool b_vec,
+                                           float* ra, float* rb) {
     const unsigned t = threadIdx.x;
-    const bool whole_k = k0 + BK <= k;
-    load4(a, row0 + t / 2, k0 + (t % 2) * 4, m, k, a_vec && row0 + BM <= m && whole_k, ra);
-    load4(b, k0 + t / 32, col0 + (t % 32) * 4, k, n, b_vec && col0 + BN <= n && whole_k, rb);
+    const bool whole_k = k0 + BK <= k_end;
+    load4(a, row0 + t / 2, k0 + (t % 2) * 4, m, k_end, k, a_vec && row0 + BM <= m && whole_k,
+          ra);
+    load4(b, k0 + t / 32, col0 + (t % 32) * 4, k_end, n, n,
+          b_vec && col0 + BN <= n && whole_k, rb);
 }
 
 // Stores what `load_slice` loaded: A transposed (as[kk][row]), B as it is (bs[kk][col]).
@@ -69,6 +79,93 @@ __device__ __forceinline__ void store_slice(float (*as)[AS_STRIDE], float (*bs)[
     *reinterpret_cast<float4*>(&bs[t / 32][(t % 32) * 4]) = v;
 }
 
+// This thread's 8x8 part of the tile at (row0, col0) of A[:, k_begin..k_end] *
+// B[k_begin..k_end, :], into `acc`. Every shared-memory access is followed by a barrier
+// before the function returns, so the next tile may reuse the buffers at once.
+__device__ __forceinline__ void tile_product(size_t m, size_t n, size_t k, size_t k_begin,
+                                             size_t k_end, const float* a, const float* b,
+                                             size_t row0, size_t col0, bool a_vec, bool b_vec,
+                                             float (*as)[BK][AS_STRIDE], float (*bs)[BK][BN],
+                                             float (&acc)[8][8]) {
+    const unsigned tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+    float ra[4], rb[4];
+    if (k_begin < k_end) {
+        load_slice(m, n, k, k_end, a, b, row0, col0, k_begin, a_vec, b_vec, ra, rb);
+        store_slice(as[0], bs[0], ra, rb);
+    }
+    __syncthreads();
+    unsigned cur = 0;
+    for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
+        const bool next = k0 + BK < k_end;
+        if (next) load_slice(m, n, k, k_end, a, b, row0, col0, k0 + BK, a_vec, b_vec, ra, rb);
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            const float4 a0 = *reinterpret_cast<const float4*>(&as[cur][kk][ty * 4]);
+            const float4 a1 = *reinterpret_cast<const float4*>(&as[cur][kk][64 + ty * 4]);
+            const float4 b0 = *reinterpret_cast<const float4*>(&bs[cur][kk][tx * 4]);
+            const float4 b1 = *reinterpret_cast<const float4*>(&bs[cur][kk][64 + tx * 4]);
+            const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] += av[i] * bv[j];
+        }
+        // The other buffer was last read before the previous barrier: safe to fill.
+        if (next) store_slice(as[cur ^ 1], bs[cur ^ 1], ra, rb);
+        __syncthreads();
+        cur ^= 1;
+    }
+}
+
+// Writes this thread's part of the tile at (row0, col0): c = alpha * acc + beta * c, with
+// 16-byte stores where `c_vec` and the row holds them; c is not read when beta == 0 (it
+// may be uninitialised).
+__device__ __forceinline__ void store_tile(float* c, size_t m, size_t n, size_t row0,
+                                           size_t col0, float alpha, float beta, bool c_vec,
+                                           const float (&acc)[8][8]) {
+    const unsigned tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const size_t r = row0 + (i < 4 ? 0 : 64) + ty * 4 + (i % 4);
+        if (r >= m) continue;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const size_t col = col0 + half * 64 + tx * 4;
+            const size_t idx = r * n + col;
+            float out[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) out[q] = alpha * acc[i][half * 4 + q];
+            if (c_vec && col + 4 <= n) {
+                float4* p = reinterpret_cast<float4*>(c + idx);
+                if (beta != 0.0f) {
+                    const float4 prior = *p;
+                    out[0] += beta * prior.x; out[1] += beta * prior.y;
+                    out[2] += beta * prior.z; out[3] += beta * prior.w;
+                }
+                const float4 v = {out[0], out[1], out[2], out[3]};
+                *p = v;
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    if (col + q >= n) break;
+                    const float prior = beta == 0.0f ? 0.0f : beta * c[idx + q];
+                    c[idx + q] = out[q] + prior;
+                }
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ bool aligned16(const float* p) {
+    return (reinterpret_cast<size_t>(p) & 15) == 0;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS)
 sgemm_tiled(unsigned m32, unsigned n32, unsigned k32, float alpha, const float* a,
             size_t a_len, const float* b, size_t b_len, float beta, float* c, size_t c_len) {
@@ -76,80 +173,59 @@ sgemm_tiled(unsigned m32, unsigned n32, unsigned k32, float alpha, const float* 
     if (m * k > a_len || k * n > b_len || m * n > c_len) return;
     __shared__ __align__(16) float as[2][BK][AS_STRIDE];
     __shared__ __align__(16) float bs[2][BK][BN];
-    const unsigned tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const size_t col0 = (size_t)blockIdx.x * BN;
-    const bool a_vec = k % 4 == 0 && (reinterpret_cast<size_t>(a) & 15) == 0;
-    const bool b_vec = n % 4 == 0 && (reinterpret_cast<size_t>(b) & 15) == 0;
-    const bool c_vec = n % 4 == 0 && (reinterpret_cast<size_t>(c) & 15) == 0;
+    const bool a_vec = k % 4 == 0 && aligned16(a);
+    const bool b_vec = n % 4 == 0 && aligned16(b);
+    const bool c_vec = n % 4 == 0 && aligned16(c);
     const size_t row_tiles = (m + BM - 1) / BM;
-    // Every shared-memory access of one row tile is followed by a barrier before the
-    // next tile's first store: the tiles reuse the buffers safely.
     for (size_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
-        const size_t row0 = tile * BM;
         float acc[8][8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-#pragma unroll
-            for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+        tile_product(m, n, k, 0, k, a, b, tile * BM, col0, a_vec, b_vec, as, bs, acc);
+        store_tile(c, m, n, tile * BM, col0, alpha, beta, c_vec, acc);
+    }
+}
 
-        float ra[4], rb[4];
-        if (k > 0) {
-            load_slice(m, n, k, a, b, row0, col0, 0, a_vec, b_vec, ra, rb);
-            store_slice(as[0], bs[0], ra, rb);
-        }
-        __syncthreads();
-        unsigned cur = 0;
-        for (size_t k0 = 0; k0 < k; k0 += BK) {
-            const bool next = k0 + BK < k;
-            if (next) load_slice(m, n, k, a, b, row0, col0, k0 + BK, a_vec, b_vec, ra, rb);
-#pragma unroll
-            for (int kk = 0; kk < BK; ++kk) {
-                const float4 a0 = *reinterpret_cast<const float4*>(&as[cur][kk][ty * 4]);
-                const float4 a1 = *reinterpret_cast<const float4*>(&as[cur][kk][64 + ty * 4]);
-                const float4 b0 = *reinterpret_cast<const float4*>(&bs[cur][kk][tx * 4]);
-                const float4 b1 = *reinterpret_cast<const float4*>(&bs[cur][kk][64 + tx * 4]);
-                const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-                const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-                for (int i = 0; i < 8; ++i)
-#pragma unroll
-                    for (int j = 0; j < 8; ++j) acc[i][j] += av[i] * bv[j];
-            }
-            // The other buffer was last read before the previous barrier: safe to fill.
-            if (next) store_slice(as[cur ^ 1], bs[cur ^ 1], ra, rb);
-            __syncthreads();
-            cur ^= 1;
-        }
+// Block z's part of a split-k product: A[:, z * chunk..] * B[z * chunk.., :] (at most
+// `chunk` long) into partials[z * m * n..][..m * n]. Nothing is computed unless
+// `partials` holds gridDim.z slices of m * n.
+extern "C" __global__ void __launch_bounds__(THREADS)
+sgemm_split_k(unsigned m32, unsigned n32, unsigned k32, unsigned chunk32, const float* a,
+              size_t a_len, const float* b, size_t b_len, float* partials,
+              size_t partials_len) {
+    const size_t m = m32, n = n32, k = k32, chunk = chunk32;
+    if (m * k > a_len || k * n > b_len || m * n > partials_len / gridDim.z) return;
+    __shared__ __align__(16) float as[2][BK][AS_STRIDE];
+    __shared__ __align__(16) float bs[2][BK][BN];
+    const size_t start = (size_t)blockIdx.z * chunk;
+    const size_t k_begin = start < k ? start : k;
+    const size_t k_end = k - k_begin < chunk ? k : k_begin + chunk;
+    float* part = partials + (size_t)blockIdx.z * m * n;
+    const size_t col0 = (size_t)blockIdx.x * BN;
+    // A's 16-byte loads start at k_begin + a multiple of 4: aligned only if it is one.
+    const bool a_vec = k % 4 == 0 && chunk % 4 == 0 && aligned16(a);
+    const bool b_vec = n % 4 == 0 && aligned16(b);
+    const bool p_vec = n % 4 == 0 && aligned16(part);
+    const size_t row_tiles = (m + BM - 1) / BM;
+    for (size_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
+        float acc[8][8];
+        tile_product(m, n, k, k_begin, k_end, a, b, tile * BM, col0, a_vec, b_vec, as, bs, acc);
+        store_tile(part, m, n, tile * BM, col0, 1.0f, 0.0f, p_vec, acc);
+    }
+}
 
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const size_t r = row0 + (i < 4 ? 0 : 64) + ty * 4 + (i % 4);
-            if (r >= m) continue;
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const size_t col = col0 + half * 64 + tx * 4;
-                const size_t idx = r * n + col;
-                float out[4];
-#pragma unroll
-                for (int q = 0; q < 4; ++q) out[q] = alpha * acc[i][half * 4 + q];
-                if (c_vec && col + 4 <= n) {
-                    float4* p = reinterpret_cast<float4*>(c + idx);
-                    if (beta != 0.0f) {  // beta == 0: C may be uninitialised, never read
-                        const float4 prior = *p;
-                        out[0] += beta * prior.x; out[1] += beta * prior.y;
-                        out[2] += beta * prior.z; out[3] += beta * prior.w;
-                    }
-                    const float4 v = {out[0], out[1], out[2], out[3]};
-                    *p = v;
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        if (col + q >= n) break;
-                        const float prior = beta == 0.0f ? 0.0f : beta * c[idx + q];
-                        c[idx + q] = out[q] + prior;
-                    }
-                }
-            }
-        }
+// c = alpha * (sum over z of partials[z * m * n..][..m * n], added in z order) + beta * c
+// (c not read when beta == 0). Nothing is computed unless `partials` holds `splits`
+// slices of m * n and `c` holds m * n.
+extern "C" __global__ void __launch_bounds__(THREADS)
+sgemm_split_k_sum(unsigned m32, unsigned n32, unsigned splits, float alpha,
+                  const float* partials, size_t partials_len, float beta, float* c,
+                  size_t c_len) {
+    const size_t mn = (size_t)m32 * n32;
+    if (splits == 0 || mn > c_len || mn > partials_len / splits) return;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += stride) {
+        float sum = 0.0f;
+        for (unsigned z = 0; z < splits; ++z) sum += partials[z * mn + i];
+        c[i] = alpha * sum + (beta == 0.0f ? 0.0f : beta * c[i]);
     }
 }

@@ -92,3 +92,23 @@ pub(crate) unsafe fn sgemm_tiled(
     beta: f32,
     c: &mut [f32],
 );
+#[kernel(cuda = SGEMM, block = 256)]
+pub(crate) unsafe fn sgemm_split_k(
+    m: u32,
+    n: u32,
+    k: u32,
+    chunk: u32,
+    a: &[f32],
+    b: &[f32],
+    partials: &mut [f32],
+);
+#[kernel(cuda = SGEMM, block = 256)]
+pub(crate) unsafe fn sgemm_split_k_sum(
+    m: u32,
+    n: u32,
+    splits: u32,
+    alpha: f32,
+    partials: &[f32],
+    beta: f32,
+    c: &mut [f32],
+);

@@ -341,9 +341,10 @@ fn a_mismatch_a_missing_shape_and_a_missing_bound_are_each_found() {
         "{found:?}"
     );
 
-    let no_shape = DECLARATIONS.replace(
+    let no_shape = DECLARATIONS.replacen(
         "#[kernel(cuda = SGEMM, block = 256)]",
         "#[kernel(cuda = SGEMM)]",
+        1,
     );
     let found = problems(&no_shape, SOURCES);
     assert!(

@@ -1,6 +1,8 @@
 //! Shared-memory tiled SGEMM: 128x128 tiles of C per 256-thread block, 8x8 register
 //! blocking per thread, slices of k double-buffered in shared memory, 16-byte loads and
-//! stores where the rows allow them (see `cuda/sgemm.cu`).
+//! stores where the rows allow them (see `cuda/sgemm.cu`). A C of few tiles with a long
+//! k (a weight gradient: 256 x 256 over a batch of 1024) has k split among blocks
+//! ([`SplitK`]), so that the device's multiprocessors all work.
 
 use stream_core::{DeviceMemory, DeviceMemoryMut, Enqueue, Error, LaunchConfig, Result};
 
@@ -9,6 +11,13 @@ use crate::declarations as k;
 /// `c = alpha * a * b + beta * c`, row-major, `a` is `m x k`, `b` is `k x n`, `c` is
 /// `m x n`. With `beta == 0`, `c` is not read (it may be uninitialised). Relative
 /// error against an f64 reference: about `k * eps_f32` in the worst case.
+///
+/// When C has fewer 128x128 tiles than half the device's multiprocessors and k is long
+/// enough, k is split among blocks ([`SplitK::choose`]): each block multiplies one range
+/// of k into scratch memory allocated on `s` (at most a tile per multiprocessor, 64 KiB
+/// each), and a second kernel adds the ranges in a fixed order. The result is the same
+/// at every run; it may differ from the unsplit kernel's in the last bits (the sums are
+/// grouped differently).
 #[allow(clippy::too_many_arguments)] // the BLAS signature, unchanged
 pub fn sgemm_tiled<'s>(
     s: &'s impl Enqueue<'s>,
@@ -34,7 +43,72 @@ pub fn sgemm_tiled<'s>(
         b.len(),
         c.len(),
     )?;
-    k::sgemm_tiled(s, sgemm_tiled_config(m, n), m, n, k, alpha, a, b, beta, c)
+    let Some(split) = SplitK::choose(m, n, k, s.multiprocessor_count()) else {
+        return k::sgemm_tiled(s, sgemm_tiled_config(m, n), m, n, k, alpha, a, b, beta, c);
+    };
+    // `choose` keeps splits * m * n under a tile per multiprocessor: no overflow.
+    let mut partials = s.alloc::<f32>(split.splits as usize * m as usize * n as usize)?;
+    let config = split.config(m, n);
+    k::sgemm_split_k(s, config, m, n, k, split.chunk, a, b, &mut partials)?;
+    let sum = sum_config(m as usize * n as usize);
+    k::sgemm_split_k_sum(s, sum, m, n, split.splits, alpha, &partials, beta, c)
+    // `partials` is freed here, on `s`'s stream, after the sum that reads it.
+}
+
+/// How [`sgemm_tiled`] splits k among blocks: `splits` ranges of `chunk` (a multiple of
+/// the kernel's slice of 8; the last range may be shorter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitK {
+    /// Ranges of k, one per block in z.
+    pub splits: u32,
+    /// The length of each range but the last.
+    pub chunk: u32,
+}
+
+impl SplitK {
+    /// The split [`sgemm_tiled`] uses for an `m x n x k` product on a device of
+    /// `multiprocessors`, or `None` to compute it in one pass: when C's tiles already
+    /// occupy half the multiprocessors, or k is too short to give each block at least
+    /// [`MIN_K_PER_SPLIT`] of it. Otherwise as many ranges as keep one block per
+    /// multiprocessor.
+    pub fn choose(m: u32, n: u32, k: u32, multiprocessors: u32) -> Option<SplitK> {
+        let tiles = u64::from(m.div_ceil(TILE)) * u64::from(n.div_ceil(TILE));
+        if tiles == 0 || 2 * tiles > u64::from(multiprocessors) {
+            return None;
+        }
+        let by_blocks = u64::from(multiprocessors) / tiles;
+        let by_k = u64::from(k / MIN_K_PER_SPLIT);
+        let wanted = by_blocks.min(by_k);
+        if wanted < 2 {
+            return None;
+        }
+        let chunk = k.div_ceil(wanted as u32).next_multiple_of(SLICE);
+        Some(SplitK {
+            splits: k.div_ceil(chunk),
+            chunk,
+        })
+    }
+
+    /// The launch shape of the split kernel: [`sgemm_tiled_config`]'s, with one block in z
+    /// per range.
+    pub fn config(&self, m: u32, n: u32) -> LaunchConfig {
+        let mut config = sgemm_tiled_config(m, n);
+        config.grid.2 = self.splits;
+        config
+    }
+}
+
+/// The least k a split-k block gets: 8 of the kernel's slices.
+pub const MIN_K_PER_SPLIT: u32 = 64;
+
+/// The kernel's slice of k (`BK` in `cuda/sgemm.cu`).
+const SLICE: u32 = 8;
+
+/// The sum kernel's launch shape for `len` elements: 256 threads a block, enough blocks
+/// for one element each, at most 65,535 (it strides past that).
+fn sum_config(len: usize) -> LaunchConfig {
+    let blocks = len.div_ceil(256).clamp(1, 65_535) as u32;
+    LaunchConfig::new((blocks, 1, 1), (256, 1, 1))
 }
 
 /// The launch shape [`sgemm_tiled`] uses for a `m x n` result: one 256-thread block per
@@ -90,5 +164,64 @@ mod tests {
         assert_eq!(c.block, (256, 1, 1));
         assert_eq!(sgemm_tiled_config(129, 1).grid, (1, 2, 1));
         assert_eq!(sgemm_tiled_config(0, 5).grid, (1, 0, 1));
+    }
+
+    #[test]
+    fn split_k_fills_the_multiprocessors_only_for_few_tiles_and_a_long_k() {
+        // A weight gradient on an H100 (132 multiprocessors): 4 tiles, 33 blocks each.
+        let split = SplitK::choose(256, 256, 1024, 132).unwrap();
+        assert_eq!(
+            split,
+            SplitK {
+                splits: 16,
+                chunk: 64
+            }
+        );
+        assert_eq!(split.config(256, 256).grid, (2, 2, 16));
+        let split = SplitK::choose(128, 128, 100_000, 132).unwrap();
+        assert_eq!((split.splits, split.chunk), (132, 760));
+        assert!(split.splits * split.chunk >= 100_000);
+        // Enough tiles already, a short k, nothing to compute: one pass.
+        assert_eq!(SplitK::choose(4096, 4096, 4096, 132), None);
+        assert_eq!(SplitK::choose(2048, 1024, 4096, 132), None);
+        // 64 tiles: two ranges fill 128 of 132.
+        let split = SplitK::choose(1024, 1024, 4096, 132);
+        assert_eq!(
+            split,
+            Some(SplitK {
+                splits: 2,
+                chunk: 2048
+            })
+        );
+        assert_eq!(SplitK::choose(256, 256, 127, 132), None);
+        assert_eq!(SplitK::choose(0, 256, 1024, 132), None);
+        assert_eq!(SplitK::choose(256, 256, 1024, 0), None);
+    }
+
+    #[test]
+    fn every_split_covers_k_with_whole_slices_and_no_empty_range() {
+        for k in [128u32, 129, 1000, 1024, 4097, 65_535, u32::MAX] {
+            for multiprocessors in [2u32, 8, 108, 132, 1024] {
+                let Some(split) = SplitK::choose(1, 1, k, multiprocessors) else {
+                    continue;
+                };
+                assert_eq!(split.chunk % 8, 0, "{k} {multiprocessors}");
+                let covered = u64::from(split.splits) * u64::from(split.chunk);
+                assert!(covered >= u64::from(k), "{k} {multiprocessors}: {split:?}");
+                assert!(
+                    covered - u64::from(split.chunk) < u64::from(k),
+                    "{k}: {split:?}"
+                );
+                assert!(split.splits >= 2 && split.splits <= multiprocessors);
+            }
+        }
+    }
+
+    #[test]
+    fn the_sum_covers_every_element_within_the_grid_limit() {
+        assert_eq!(sum_config(1).grid, (1, 1, 1));
+        assert_eq!(sum_config(0).grid, (1, 1, 1));
+        assert_eq!(sum_config(65_536).grid, (256, 1, 1));
+        assert_eq!(sum_config(usize::MAX).grid, (65_535, 1, 1));
     }
 }

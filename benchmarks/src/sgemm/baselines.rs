@@ -136,6 +136,58 @@ impl Raw {
     }
 }
 
+impl Raw {
+    /// GPU time of the tiled kernel launched once, in one pass, on `(m, n, k)` (the
+    /// leading parts of the square buffers).
+    pub(super) fn one_pass(&mut self, (m, n, k): (u32, u32, u32)) -> Result<f64> {
+        self.timer.start(self.stream)?;
+        let launched = self.launch_one_pass((m, n, k));
+        let stopped = self.timer.stop(self.stream);
+        // SAFETY: the stream is alive (owned by `Env`).
+        unsafe { result::stream::synchronize(self.stream) }.context("cuStreamSynchronize")?;
+        launched?;
+        stopped?;
+        self.timer.seconds()
+    }
+
+    fn launch_one_pass(&self, (m, n, k): (u32, u32, u32)) -> Result<()> {
+        let cfg = kernels::sgemm_tiled_config(m, n);
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (a_len, b_len, c_len) = (
+            m as usize * k as usize,
+            k as usize * n as usize,
+            m as usize * n as usize,
+        );
+        let mut args = [
+            arg(&m),
+            arg(&n),
+            arg(&k),
+            arg(&alpha),
+            arg(&self.a.ptr),
+            arg(&a_len),
+            arg(&self.b.ptr),
+            arg(&b_len),
+            arg(&beta),
+            arg(&self.c_tiled.ptr),
+            arg(&c_len),
+        ];
+        // SAFETY: `sgemm_tiled(unsigned m, n, k, float alpha, const float* a, size_t,
+        // const float* b, size_t, float beta, float* c, size_t)` gets the leading
+        // `a_len`, `b_len`, `c_len` floats of buffers that hold more (checked by `split_k::run`).
+        unsafe {
+            result::launch_kernel(
+                self.function,
+                cfg.grid,
+                cfg.block,
+                0,
+                self.stream,
+                &mut args,
+            )
+        }
+        .context("cuLaunchKernel")
+    }
+}
+
 /// cudarc's safe API: `launch_builder` and `CudaBlas`.
 pub(super) struct Cudarc {
     stream: Arc<CudaStream>,

@@ -13,6 +13,8 @@ pub(crate) struct DeviceLimits {
     pub(crate) max_block: [u32; 3],
     pub(crate) max_grid: [u32; 3],
     pub(crate) max_shared_per_block_optin: u32,
+    /// Streaming multiprocessors: how many blocks run at once, for choosing a grid.
+    pub(crate) multiprocessors: u32,
 }
 
 impl DeviceLimits {
@@ -32,6 +34,7 @@ impl DeviceLimits {
                 get(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ],
             max_shared_per_block_optin: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+            multiprocessors: get(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         })
     }
 }

@@ -156,6 +156,12 @@ impl Device {
         self.inner.limits.max_shared_per_block_optin
     }
 
+    /// The device's streaming multiprocessors (132 on an H100 SXM): a grid of fewer
+    /// blocks leaves some of them idle.
+    pub fn multiprocessor_count(&self) -> u32 {
+        self.inner.limits.multiprocessors
+    }
+
     /// Creates a new non-blocking stream on this device (it never synchronises
     /// implicitly with the legacy default stream).
     pub fn new_stream(&self) -> Result<Stream> {

@@ -63,6 +63,10 @@ pub trait Enqueue<'s>: LaunchTarget<'s> {
     /// (see [`Device::ensure_same_device`]).
     fn ensure_same_device(&self, memory: &Device) -> Result<()>;
 
+    /// The streaming multiprocessors of the device this work runs on (see
+    /// [`Device::multiprocessor_count`]), for choosing a launch shape.
+    fn multiprocessor_count(&self) -> u32;
+
     /// The stream the work goes on (for [`interop::raw_stream_of`](crate::interop::raw_stream_of)).
     #[doc(hidden)]
     fn raw_stream(&self, _: Token) -> sys::CUstream;
@@ -121,6 +125,10 @@ impl<'s, 'env> Enqueue<'s> for Scope<'s, 'env> {
         self.device().ensure_same_device(memory)
     }
 
+    fn multiprocessor_count(&self) -> u32 {
+        self.device().multiprocessor_count()
+    }
+
     fn raw_stream(&self, _: Token) -> sys::CUstream {
         // As `interop::raw_stream`: the handle leaves the crate, which the stream notes.
         self.stream.expose_handle()
@@ -150,6 +158,10 @@ impl<'g> Enqueue<'g> for Capture<'g> {
 
     fn ensure_same_device(&self, memory: &Device) -> Result<()> {
         self.graph_device().ensure_same_device(memory)
+    }
+
+    fn multiprocessor_count(&self) -> u32 {
+        self.graph_device().multiprocessor_count()
     }
 
     fn raw_stream(&self, _: Token) -> sys::CUstream {
