@@ -33,10 +33,9 @@
 use std::time::{Duration, Instant};
 
 use kernels::Cublas;
+use kernels::Op::{N, T};
 use stream_core::nccl::{self, Communicator, Sum, UniqueId, World};
-use stream_core::{
-    scope, Device, DeviceMemory, DeviceMemoryMut, DeviceVec, Enqueue, Error, Result,
-};
+use stream_core::{scope, Device, DeviceMemory, DeviceMemoryMut, Enqueue, Error, Result};
 
 /// Input features, hidden units, outputs, rows of the batch per rank, training steps,
 /// learning rate.
@@ -173,7 +172,7 @@ fn train_rank(device: &Device, comm: &Communicator, steps: Steps) -> Result<(Wei
 /// the capture and the first replay, waited for, timed together as the first step (the
 /// kernels load and NCCL connects during the capture, as during `train`'s first step),
 /// the other replays chained without a host wait and waited for once. The batch, its
-/// transpose and the weights are `DeviceVec`s the graph holds; the activations and the
+/// targets and the weights are `DeviceVec`s the graph holds; the activations and the
 /// gradients are its own.
 fn train_replayed(
     device: &Device,
@@ -183,26 +182,19 @@ fn train_replayed(
 ) -> Result<(Weights, StepTimes)> {
     let m = rows.len();
     let (x, target) = batch_rows(rows);
-    let (m32, k32) = (m as u32, FEATURES as u32);
     let dx = device.upload_vec(&x)?;
     let dt = device.upload_vec(&target)?;
-    let mut xt: DeviceVec<f32> = device.alloc_vec(FEATURES * m)?;
     let initial = Weights::initial();
     let mut w1 = device.upload_vec(&initial.first)?;
     let mut w2 = device.upload_vec(&initial.second)?;
     let stream = device.new_stream()?;
     let urgent = *device.stream_priorities()?.start();
     let mut blas = Cublas::new(device)?;
-    scope(&stream, |s| {
-        let x = s.attach_ref(&dx)?;
-        let mut xt = s.attach(&mut xt)?;
-        kernels::transpose(s, &x, m32, k32, &mut xt)
-    })?;
     let mut times = StepTimes::default();
     {
         let first = Instant::now();
-        let held = (&dx, &dt, &xt, &mut w1, &mut w2);
-        let (mut graph, ()) = device.capture(held, |g, (dx, dt, xt, mut w1, mut w2)| {
+        let held = (&dx, &dt, &mut w1, &mut w2);
+        let (mut graph, ()) = device.capture(held, |g, (dx, dt, mut w1, mut w2)| {
             let (mut act, [mut grad1, mut grad2]) = Activations::alloc(m, |n| g.alloc(n))?;
             forward(
                 g,
@@ -216,7 +208,7 @@ fn train_replayed(
             // priority while the first layer's is recorded on `g`.
             g.fork_with_priority(urgent, &mut grad2, |c, mut grad2| {
                 c.all_reduce_in_place(comm, &mut grad2, Sum)?;
-                backward_first_layer(g, &mut blas, &xt, batch, &w2, &mut act, &mut grad1)
+                backward_first_layer(g, &mut blas, &dx, batch, &w2, &mut act, &mut grad1)
             })?;
             g.all_reduce_in_place(comm, &mut grad1, Sum)?;
             update(g, (&mut w1, &mut w2), (&grad1, &grad2))
@@ -259,15 +251,12 @@ fn train(
     let stream = device.new_stream()?;
     let urgent = device.new_stream_with_priority(*device.stream_priorities()?.start())?;
     let mut blas = Cublas::new(device)?;
-    let (m32, k32) = (m as u32, FEATURES as u32);
     let mut probe = [0f32];
     let mut first_result = Some(&mut probe[..]);
     let mut times = StepTimes::default();
     scope(&stream, |s| {
         let dx = s.upload(&x)?;
         let dt = s.upload(&target)?;
-        let mut xt = s.alloc::<f32>(FEATURES * m)?;
-        kernels::transpose(s, &dx, m32, k32, &mut xt)?;
         let mut w1 = s.upload(&initial.first)?;
         let mut w2 = s.upload(&initial.second)?;
         let (mut act, [mut grad1, mut grad2]) = Activations::alloc(m, |n| s.alloc(n))?;
@@ -288,11 +277,11 @@ fn train(
                 Some(comm) => {
                     s.fork(&urgent, (&mut grad2,), |c, (mut grad2,)| {
                         c.all_reduce_in_place(comm, &mut grad2, Sum)?;
-                        backward_first_layer(s, &mut blas, &xt, batch, &w2, &mut act, &mut grad1)
+                        backward_first_layer(s, &mut blas, &dx, batch, &w2, &mut act, &mut grad1)
                     })?;
                     s.all_reduce_in_place(comm, &mut grad1, Sum)?;
                 }
-                None => backward_first_layer(s, &mut blas, &xt, batch, &w2, &mut act, &mut grad1)?,
+                None => backward_first_layer(s, &mut blas, &dx, batch, &w2, &mut act, &mut grad1)?,
             }
             update(s, (&mut w1, &mut w2), (&grad1, &grad2))?;
             // The first step loads the kernels and sets up NCCL's connections: timed
@@ -342,14 +331,11 @@ impl Weights {
     }
 }
 
-/// A rank's intermediate results in a step: the hidden activations `h = x w1` and their
-/// transpose, the output `y = h w2` (then its residual), `w2` transposed, and the
-/// hidden layer's gradient `dh`.
+/// A rank's intermediate results in a step: the hidden activations `h = x w1`, the
+/// output `y = h w2` (then its residual), and the hidden layer's gradient `dh`.
 struct Activations<M> {
     h: M,
-    ht: M,
     y: M,
-    w2t: M,
     dh: M,
 }
 
@@ -359,9 +345,7 @@ impl<M> Activations<M> {
     fn alloc(m: usize, mut alloc: impl FnMut(usize) -> Result<M>) -> Result<(Self, [M; 2])> {
         let act = Activations {
             h: alloc(m * HIDDEN)?,
-            ht: alloc(HIDDEN * m)?,
             y: alloc(m * OUTPUTS)?,
-            w2t: alloc(OUTPUTS * HIDDEN)?,
             dh: alloc(m * HIDDEN)?,
         };
         let grads = [alloc(FEATURES * HIDDEN)?, alloc(HIDDEN * OUTPUTS)?];
@@ -388,36 +372,27 @@ fn forward<'s, M: DeviceMemoryMut<'s, f32>>(
     blas.sgemm(s, rows, h, f, 1.0, x, w1, 0.0, &mut act.h)?;
     blas.sgemm(s, rows, o, h, 1.0, &act.h, w2, 0.0, &mut act.y)?;
     kernels::axpy(s, -1.0, target, &mut act.y)?;
-    kernels::transpose(s, &act.h, rows, h, &mut act.ht)?;
-    blas.sgemm(
-        s,
-        h,
-        o,
-        rows,
-        1.0 / batch as f32,
-        &act.ht,
-        &act.y,
-        0.0,
-        grad2,
-    )
+    // `h^T y`: `h` read transposed in place (`Op::T`), as cuBLAS and the tiled kernel can.
+    let scale = 1.0 / batch as f32;
+    blas.sgemm_op(s, T, N, h, o, rows, scale, &act.h, &act.y, 0.0, grad2)
 }
 
-/// The first layer's gradient: `dh = y w2^T`, `grad1 = x^T dh / batch` (`xt` is `x`
-/// transposed, `act.y` the residual [`forward`] left).
+/// The first layer's gradient: `dh = y w2^T`, `grad1 = x^T dh / batch` (`act.y` is the
+/// residual [`forward`] left).
 fn backward_first_layer<'s, M: DeviceMemoryMut<'s, f32>>(
     s: &'s impl Enqueue<'s>,
     blas: &mut Cublas,
-    xt: &impl F32s<'s>,
+    x: &impl F32s<'s>,
     batch: usize,
     w2: &impl F32s<'s>,
     act: &mut Activations<M>,
     grad1: &mut impl DeviceMemoryMut<'s, f32>,
 ) -> Result<()> {
-    let rows = (xt.len() / FEATURES) as u32;
+    let rows = (x.len() / FEATURES) as u32;
     let (f, h, o) = (FEATURES as u32, HIDDEN as u32, OUTPUTS as u32);
-    kernels::transpose(s, w2, h, o, &mut act.w2t)?;
-    blas.sgemm(s, rows, h, o, 1.0, &act.y, &act.w2t, 0.0, &mut act.dh)?;
-    blas.sgemm(s, f, h, rows, 1.0 / batch as f32, xt, &act.dh, 0.0, grad1)
+    let scale = 1.0 / batch as f32;
+    blas.sgemm_op(s, N, T, rows, h, o, 1.0, &act.y, w2, 0.0, &mut act.dh)?;
+    blas.sgemm_op(s, T, N, f, h, rows, scale, x, &act.dh, 0.0, grad1)
 }
 
 /// The updates `w -= LEARNING_RATE grad` of both layers.

@@ -1,5 +1,8 @@
-// Shared-memory tiled SGEMM, row-major: C = alpha * A * B + beta * C with A m x k,
-// B k x n, C m x n. Nothing is computed unless the slices hold m*k, k*n and m*n elements.
+// Shared-memory tiled SGEMM, row-major: C = alpha * op(A) * op(B) + beta * C with op(A)
+// m x k, op(B) k x n, C m x n. `sgemm_tiled` and `sgemm_split_k` read A and B as stored;
+// their `_op` twins take `ops`, which says which operands are stored transposed (BLAS's
+// op): bit 0 for A (stored k x m), bit 1 for B (stored n x k); other values compute
+// nothing. Nothing is computed unless the slices hold m*k, k*n and m*n elements.
 //
 // `sgemm_tiled` computes C in one pass. For a C of few tiles and a long k, which would
 // leave most multiprocessors idle, `sgemm_split_k` splits k among the grid's z blocks:
@@ -22,7 +25,7 @@
 // or `k0 + BK` would wrap (a wrong bound check, or a k loop that never ends).
 //
 // Loads are 16-byte vectors where the slice lies inside the matrix and the rows are
-// 16-byte aligned (k, resp. n, a multiple of 4 and the pointer aligned); elsewhere
+// 16-byte aligned (the stored row length a multiple of 4 and the pointer aligned); elsewhere
 // (edges of shapes that are not multiples of the tile, a k that is not a multiple of 8,
 // views at odd offsets) they are scalar, zero-padded outside the matrix. Stores are
 // masked the same way.
@@ -30,8 +33,8 @@
 #define BM 128
 #define BN 128
 #define BK 8
-// A tile rows padded by 4 floats: the transposed stores of a warp then fall in distinct
-// banks, and rows stay 16-byte aligned.
+// A tile rows padded by 4 floats: the transposed stores of a warp (A as stored) then fall
+// in distinct banks, and rows stay 16-byte aligned.
 #define AS_STRIDE (BM + 4)
 // Declared for blocks of exactly THREADS threads in x (`#[kernel(block = 256)]` in
 // ../src/declarations.rs): the load and compute mappings below cover the tiles only
@@ -54,34 +57,67 @@ __device__ __forceinline__ void load4(const float* base, size_t row, size_t col,
     }
 }
 
-// Thread `t` loads A row `t / 2`, k offsets `(t % 2) * 4 + 0..3`, and B row `t / 32`,
-// columns `(t % 32) * 4 + 0..3`: 4 floats of each per slice, as 16-byte loads where the
-// whole tile lies inside the matrix (and before `k_end`) and its rows are aligned.
+// The two ways of loading one operand's slice into registers, 4 floats per thread, as
+// 16-byte loads where the whole slice lies inside the matrix and its rows are aligned:
+// "across k" reads 128 stored rows (the tile's rows of A, or columns of a transposed B)
+// by 8 columns of k, thread `t` row `t / 2` at k offsets `(t % 2) * 4 + 0..3`; "along k"
+// reads 8 stored rows of k (B, or a transposed A) by 128 columns, thread `t` row `t / 32`
+// at columns `(t % 32) * 4 + 0..3`. `lines` is the stored rows' bound (m or n), `k_end`
+// the end of k that this block covers, `k` the stored row length when k is the column.
+__device__ __forceinline__ void load_across_k(const float* x, size_t line0, size_t lines,
+                                              size_t k0, size_t k_end, size_t k, bool vec,
+                                              float* out) {
+    const unsigned t = threadIdx.x;
+    const bool inside = line0 + BM <= lines && k0 + BK <= k_end;
+    load4(x, line0 + t / 2, k0 + (t % 2) * 4, lines, k_end, k, vec && inside, out);
+}
+
+__device__ __forceinline__ void load_along_k(const float* x, size_t line0, size_t lines,
+                                             size_t k0, size_t k_end, bool vec, float* out) {
+    const unsigned t = threadIdx.x;
+    const bool inside = line0 + BN <= lines && k0 + BK <= k_end;
+    load4(x, k0 + t / 32, line0 + (t % 32) * 4, k_end, lines, lines, vec && inside, out);
+}
+
+// One slice of op(A) (rows row0.., k0..) and op(B) (k0.., columns col0..) into registers.
+template <bool TA, bool TB>
 __device__ __forceinline__ void load_slice(size_t m, size_t n, size_t k, size_t k_end,
                                            const float* a, const float* b, size_t row0,
                                            size_t col0, size_t k0, bool a_vec, bool b_vec,
                                            float* ra, float* rb) {
-    const unsigned t = threadIdx.x;
-    const bool whole_k = k0 + BK <= k_end;
-    load4(a, row0 + t / 2, k0 + (t % 2) * 4, m, k_end, k, a_vec && row0 + BM <= m && whole_k,
-          ra);
-    load4(b, k0 + t / 32, col0 + (t % 32) * 4, k_end, n, n,
-          b_vec && col0 + BN <= n && whole_k, rb);
+    if (TA) load_along_k(a, row0, m, k0, k_end, a_vec, ra);
+    else load_across_k(a, row0, m, k0, k_end, k, a_vec, ra);
+    if (TB) load_across_k(b, col0, n, k0, k_end, k, b_vec, rb);
+    else load_along_k(b, col0, n, k0, k_end, b_vec, rb);
 }
 
-// Stores what `load_slice` loaded: A transposed (as[kk][row]), B as it is (bs[kk][col]).
+// Stores what `load_slice` loaded as as[kk][row] and bs[kk][col]: what was read across k
+// is transposed (4 scalar stores), what was read along k is stored as it is (one 16-byte
+// store).
+template <bool TA, bool TB>
 __device__ __forceinline__ void store_slice(float (*as)[AS_STRIDE], float (*bs)[BN],
                                             const float* ra, const float* rb) {
     const unsigned t = threadIdx.x;
+    if (TA) {
+        const float4 v = {ra[0], ra[1], ra[2], ra[3]};
+        *reinterpret_cast<float4*>(&as[t / 32][(t % 32) * 4]) = v;
+    } else {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) as[(t % 2) * 4 + q][t / 2] = ra[q];
-    const float4 v = {rb[0], rb[1], rb[2], rb[3]};
-    *reinterpret_cast<float4*>(&bs[t / 32][(t % 32) * 4]) = v;
+        for (int q = 0; q < 4; ++q) as[(t % 2) * 4 + q][t / 2] = ra[q];
+    }
+    if (TB) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) bs[(t % 2) * 4 + q][t / 2] = rb[q];
+    } else {
+        const float4 v = {rb[0], rb[1], rb[2], rb[3]};
+        *reinterpret_cast<float4*>(&bs[t / 32][(t % 32) * 4]) = v;
+    }
 }
 
 // This thread's 8x8 part of the tile at (row0, col0) of A[:, k_begin..k_end] *
 // B[k_begin..k_end, :], into `acc`. Every shared-memory access is followed by a barrier
 // before the function returns, so the next tile may reuse the buffers at once.
+template <bool TA, bool TB>
 __device__ __forceinline__ void tile_product(size_t m, size_t n, size_t k, size_t k_begin,
                                              size_t k_end, const float* a, const float* b,
                                              size_t row0, size_t col0, bool a_vec, bool b_vec,
@@ -95,14 +131,15 @@ __device__ __forceinline__ void tile_product(size_t m, size_t n, size_t k, size_
 
     float ra[4], rb[4];
     if (k_begin < k_end) {
-        load_slice(m, n, k, k_end, a, b, row0, col0, k_begin, a_vec, b_vec, ra, rb);
-        store_slice(as[0], bs[0], ra, rb);
+        load_slice<TA, TB>(m, n, k, k_end, a, b, row0, col0, k_begin, a_vec, b_vec, ra, rb);
+        store_slice<TA, TB>(as[0], bs[0], ra, rb);
     }
     __syncthreads();
     unsigned cur = 0;
     for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
         const bool next = k0 + BK < k_end;
-        if (next) load_slice(m, n, k, k_end, a, b, row0, col0, k0 + BK, a_vec, b_vec, ra, rb);
+        if (next)
+            load_slice<TA, TB>(m, n, k, k_end, a, b, row0, col0, k0 + BK, a_vec, b_vec, ra, rb);
 #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             const float4 a0 = *reinterpret_cast<const float4*>(&as[cur][kk][ty * 4]);
@@ -117,7 +154,7 @@ __device__ __forceinline__ void tile_product(size_t m, size_t n, size_t k, size_
                 for (int j = 0; j < 8; ++j) acc[i][j] += av[i] * bv[j];
         }
         // The other buffer was last read before the previous barrier: safe to fill.
-        if (next) store_slice(as[cur ^ 1], bs[cur ^ 1], ra, rb);
+        if (next) store_slice<TA, TB>(as[cur ^ 1], bs[cur ^ 1], ra, rb);
         __syncthreads();
         cur ^= 1;
     }
@@ -166,51 +203,119 @@ __device__ __forceinline__ bool aligned16(const float* p) {
     return (reinterpret_cast<size_t>(p) & 15) == 0;
 }
 
+// Whether a stored operand's rows allow 16-byte loads: `row_len` floats long (a multiple
+// of 4) from an aligned start, and for a split-k block whose rows are of k, starting at
+// a multiple of 4 (`chunk`).
+__device__ __forceinline__ bool rows_aligned(const float* x, size_t row_len, size_t start) {
+    return row_len % 4 == 0 && start % 4 == 0 && aligned16(x);
+}
+
+// The block's shared staging of A and B slices, two deep, declared by each kernel and
+// lent to the instantiation its `ops` picks (declared in the templated function, each
+// instantiation would get shared memory of its own).
+struct Staging {
+    float as[2][BK][AS_STRIDE];
+    float bs[2][BK][BN];
+};
+
+// C's tiles of this block (row tiles blockIdx.y, blockIdx.y + gridDim.y, ..., columns
+// blockIdx.x) over k range [k_begin, k_end), into c as alpha * product + beta * c.
+template <bool TA, bool TB>
+__device__ __forceinline__ void gemm_tiles(size_t m, size_t n, size_t k, size_t k_begin,
+                                           size_t k_end, size_t chunk, const float* a,
+                                           const float* b, float alpha, float beta, float* c,
+                                           Staging& st) {
+    const size_t col0 = (size_t)blockIdx.x * BN;
+    // A stored m x k (k the row) or k x m; B stored k x n or n x k (k the row).
+    const bool a_vec = TA ? rows_aligned(a, m, 0) : rows_aligned(a, k, chunk);
+    const bool b_vec = TB ? rows_aligned(b, k, chunk) : rows_aligned(b, n, 0);
+    const bool c_vec = n % 4 == 0 && aligned16(c);
+    const size_t row_tiles = (m + BM - 1) / BM;
+    for (size_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
+        float acc[8][8];
+        tile_product<TA, TB>(m, n, k, k_begin, k_end, a, b, tile * BM, col0, a_vec, b_vec,
+                             st.as, st.bs, acc);
+        store_tile(c, m, n, tile * BM, col0, alpha, beta, c_vec, acc);
+    }
+}
+
+// `gemm_tiles` for the operands' storage `ops` names (bit 0: A transposed, bit 1: B).
+__device__ __forceinline__ void gemm_tiles_for(unsigned ops, size_t m, size_t n, size_t k,
+                                               size_t k_begin, size_t k_end, size_t chunk,
+                                               const float* a, const float* b, float alpha,
+                                               float beta, float* c, Staging& st) {
+    switch (ops) {
+        case 0: gemm_tiles<false, false>(m, n, k, k_begin, k_end, chunk, a, b, alpha, beta, c, st); break;
+        case 1: gemm_tiles<true, false>(m, n, k, k_begin, k_end, chunk, a, b, alpha, beta, c, st); break;
+        case 2: gemm_tiles<false, true>(m, n, k, k_begin, k_end, chunk, a, b, alpha, beta, c, st); break;
+        case 3: gemm_tiles<true, true>(m, n, k, k_begin, k_end, chunk, a, b, alpha, beta, c, st); break;
+        default: break;
+    }
+}
+
+// The kernels come in pairs: one for operands as stored (the common case, its code alone
+// in its kernel), one taking `ops` for the transposed forms. One kernel holding every
+// form cost the untransposed one 5% (2048^3 on an H100: 37.5 against 39.6 TFLOP/s, the
+// same machine), its registers shared with the others'.
+
 extern "C" __global__ void __launch_bounds__(THREADS)
 sgemm_tiled(unsigned m32, unsigned n32, unsigned k32, float alpha, const float* a,
             size_t a_len, const float* b, size_t b_len, float beta, float* c, size_t c_len) {
     const size_t m = m32, n = n32, k = k32;
     if (m * k > a_len || k * n > b_len || m * n > c_len) return;
-    __shared__ __align__(16) float as[2][BK][AS_STRIDE];
-    __shared__ __align__(16) float bs[2][BK][BN];
-    const size_t col0 = (size_t)blockIdx.x * BN;
-    const bool a_vec = k % 4 == 0 && aligned16(a);
-    const bool b_vec = n % 4 == 0 && aligned16(b);
-    const bool c_vec = n % 4 == 0 && aligned16(c);
-    const size_t row_tiles = (m + BM - 1) / BM;
-    for (size_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
-        float acc[8][8];
-        tile_product(m, n, k, 0, k, a, b, tile * BM, col0, a_vec, b_vec, as, bs, acc);
-        store_tile(c, m, n, tile * BM, col0, alpha, beta, c_vec, acc);
-    }
+    __shared__ __align__(16) Staging st;
+    gemm_tiles<false, false>(m, n, k, 0, k, 0, a, b, alpha, beta, c, st);
 }
 
-// Block z's part of a split-k product: A[:, z * chunk..] * B[z * chunk.., :] (at most
-// `chunk` long) into partials[z * m * n..][..m * n]. Nothing is computed unless
+extern "C" __global__ void __launch_bounds__(THREADS)
+sgemm_tiled_op(unsigned m32, unsigned n32, unsigned k32, unsigned ops, float alpha,
+               const float* a, size_t a_len, const float* b, size_t b_len, float beta,
+               float* c, size_t c_len) {
+    const size_t m = m32, n = n32, k = k32;
+    if (m * k > a_len || k * n > b_len || m * n > c_len) return;
+    __shared__ __align__(16) Staging st;
+    gemm_tiles_for(ops, m, n, k, 0, k, 0, a, b, alpha, beta, c, st);
+}
+
+// Block z's part of a split-k product: op(A)[:, z * chunk..] * op(B)[z * chunk.., :] (at
+// most `chunk` long) into partials[z * m * n..][..m * n], the operands as `ops` says
+// (`sgemm_split_k_op`) or as stored (`sgemm_split_k`). Nothing is computed unless
 // `partials` holds gridDim.z slices of m * n.
+__device__ __forceinline__ bool split_range(size_t m, size_t n, size_t k, size_t chunk,
+                                            size_t a_len, size_t b_len, size_t partials_len,
+                                            size_t* k_begin, size_t* k_end, size_t* offset) {
+    if (m * k > a_len || k * n > b_len || m * n > partials_len / gridDim.z) return false;
+    const size_t start = (size_t)blockIdx.z * chunk;
+    *k_begin = start < k ? start : k;
+    *k_end = k - *k_begin < chunk ? k : *k_begin + chunk;
+    *offset = (size_t)blockIdx.z * m * n;
+    return true;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS)
 sgemm_split_k(unsigned m32, unsigned n32, unsigned k32, unsigned chunk32, const float* a,
               size_t a_len, const float* b, size_t b_len, float* partials,
               size_t partials_len) {
     const size_t m = m32, n = n32, k = k32, chunk = chunk32;
-    if (m * k > a_len || k * n > b_len || m * n > partials_len / gridDim.z) return;
-    __shared__ __align__(16) float as[2][BK][AS_STRIDE];
-    __shared__ __align__(16) float bs[2][BK][BN];
-    const size_t start = (size_t)blockIdx.z * chunk;
-    const size_t k_begin = start < k ? start : k;
-    const size_t k_end = k - k_begin < chunk ? k : k_begin + chunk;
-    float* part = partials + (size_t)blockIdx.z * m * n;
-    const size_t col0 = (size_t)blockIdx.x * BN;
-    // A's 16-byte loads start at k_begin + a multiple of 4: aligned only if it is one.
-    const bool a_vec = k % 4 == 0 && chunk % 4 == 0 && aligned16(a);
-    const bool b_vec = n % 4 == 0 && aligned16(b);
-    const bool p_vec = n % 4 == 0 && aligned16(part);
-    const size_t row_tiles = (m + BM - 1) / BM;
-    for (size_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
-        float acc[8][8];
-        tile_product(m, n, k, k_begin, k_end, a, b, tile * BM, col0, a_vec, b_vec, as, bs, acc);
-        store_tile(part, m, n, tile * BM, col0, 1.0f, 0.0f, p_vec, acc);
-    }
+    size_t k_begin, k_end, offset;
+    if (!split_range(m, n, k, chunk, a_len, b_len, partials_len, &k_begin, &k_end, &offset))
+        return;
+    __shared__ __align__(16) Staging st;
+    gemm_tiles<false, false>(m, n, k, k_begin, k_end, chunk, a, b, 1.0f, 0.0f,
+                             partials + offset, st);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+sgemm_split_k_op(unsigned m32, unsigned n32, unsigned k32, unsigned ops, unsigned chunk32,
+                 const float* a, size_t a_len, const float* b, size_t b_len, float* partials,
+                 size_t partials_len) {
+    const size_t m = m32, n = n32, k = k32, chunk = chunk32;
+    size_t k_begin, k_end, offset;
+    if (!split_range(m, n, k, chunk, a_len, b_len, partials_len, &k_begin, &k_end, &offset))
+        return;
+    __shared__ __align__(16) Staging st;
+    gemm_tiles_for(ops, m, n, k, k_begin, k_end, chunk, a, b, 1.0f, 0.0f, partials + offset,
+                   st);
 }
 
 // c = alpha * (sum over z of partials[z * m * n..][..m * n], added in z order) + beta * c

@@ -30,6 +30,7 @@
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::Op;
 use cudarc::cublas::{result as blas, sys as blas_sys};
 use cudarc::driver::sys;
 use stream_core::interop::{self, device_ptr, device_ptr_mut, raw_stream_of};
@@ -156,11 +157,33 @@ impl Cublas {
     /// workspace is then an allocation of the graph's own, made and freed in each
     /// replay). On a scope, the workspace is the stream's scratch memory (32 MiB on
     /// Hopper, 4 MiB before), allocated by the first call on the stream and kept until
-    /// the stream is dropped (see the [module docs](self)).
+    /// the stream is dropped (see the [module docs](self)). Transposed operands:
+    /// [`sgemm_op`](Self::sgemm_op).
     #[allow(clippy::too_many_arguments)] // the BLAS signature, unchanged
     pub fn sgemm<'s>(
         &mut self,
         s: &'s impl Enqueue<'s>,
+        m: u32,
+        n: u32,
+        k: u32,
+        alpha: f32,
+        a: &impl DeviceMemory<'s, f32>,
+        b: &impl DeviceMemory<'s, f32>,
+        beta: f32,
+        c: &mut impl DeviceMemoryMut<'s, f32>,
+    ) -> Result<()> {
+        self.sgemm_op(s, Op::N, Op::N, m, n, k, alpha, a, b, beta, c)
+    }
+
+    /// `c = alpha * op_a(a) * op_b(b) + beta * c`, row-major: [`sgemm`](Self::sgemm)
+    /// with either operand stored transposed (BLAS's `op`, see [`Op`]): `op_a(a)` is `m x
+    /// k`, `op_b(b)` is `k x n`, so `a` holds `m * k` elements and `b` `k * n` either way.
+    #[allow(clippy::too_many_arguments)] // the BLAS signature
+    pub fn sgemm_op<'s>(
+        &mut self,
+        s: &'s impl Enqueue<'s>,
+        op_a: Op,
+        op_b: Op,
         m: u32,
         n: u32,
         k: u32,
@@ -182,26 +205,28 @@ impl Cublas {
             (a, b, c),
             s,
             |handle, [a, b, c], (m, n, k)| {
-                // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
+                let ([op_b, op_a], [ldb, lda]) = column_major(op_a, op_b, (m, n, k));
                 // SAFETY: `a`, `b`, `c` are device memory of the scope holding exactly k*m,
-                // n*k and n*m floats (checked by `run`), borrowed for the call (`c` mutably,
-                // so it aliases neither input) and freed, if at all, stream-ordered after
-                // this call; `alpha` and `beta` are host scalars alive for the call, read
-                // before it returns (the handle's default host pointer mode); `run` bound
-                // the handle to the scope's stream and a workspace of this call's alone.
+                // n*k and n*m floats (checked by `run`), which `column_major`'s operations
+                // and leading dimensions read as the stored matrices; borrowed for the call
+                // (`c` mutably, so it aliases neither input) and freed, if at all,
+                // stream-ordered after this call; `alpha` and `beta` are host scalars alive
+                // for the call, read before it returns (the handle's default host pointer
+                // mode); `run` bound the handle to the scope's stream and a workspace of
+                // this call's alone.
                 unsafe {
                     blas::sgemm(
                         handle,
-                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                        op_b,
+                        op_a,
                         n,
                         m,
                         k,
                         &alpha,
                         b as *const f32,
-                        n,
+                        ldb,
                         a as *const f32,
-                        k.max(1), // cuBLAS needs a leading dimension >= 1 even when k == 0
+                        lda,
                         &beta,
                         c as *mut f32,
                         n,
@@ -250,6 +275,26 @@ impl Cublas {
         beta: f32,
         c: &mut impl DeviceMemoryMut<'s, T>,
     ) -> Result<()> {
+        self.gemm_op(s, Op::N, Op::N, m, n, k, alpha, a, b, beta, c)
+    }
+
+    /// [`gemm`](Self::gemm) with either operand stored transposed, as
+    /// [`sgemm_op`](Self::sgemm_op).
+    #[allow(clippy::too_many_arguments)] // the BLAS signature
+    pub fn gemm_op<'s, T: HalfGemm>(
+        &mut self,
+        s: &'s impl Enqueue<'s>,
+        op_a: Op,
+        op_b: Op,
+        m: u32,
+        n: u32,
+        k: u32,
+        alpha: f32,
+        a: &impl DeviceMemory<'s, T>,
+        b: &impl DeviceMemory<'s, T>,
+        beta: f32,
+        c: &mut impl DeviceMemoryMut<'s, T>,
+    ) -> Result<()> {
         let names = [
             "cublas gemm: a (m * k)",
             "cublas gemm: b (k * n)",
@@ -263,25 +308,25 @@ impl Cublas {
             (a, b, c),
             s,
             |handle, [a, b, c], (m, n, k)| {
-                // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
-                // SAFETY: as `sgemm`'s, for elements of `T` (`element` is its cuBLAS type, so
-                // cuBLAS reads and writes exactly the checked counts of 2-byte elements);
+                let ([op_b, op_a], [ldb, lda]) = column_major(op_a, op_b, (m, n, k));
+                // SAFETY: as `sgemm_op`'s, for elements of `T` (`element` is its cuBLAS type,
+                // so cuBLAS reads and writes exactly the checked counts of 2-byte elements);
                 // `alpha` and `beta` are the `f32` scalars `CUBLAS_COMPUTE_32F` reads.
                 unsafe {
                     blas::gemm_ex(
                         handle,
-                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                        op_b,
+                        op_a,
                         n,
                         m,
                         k,
                         (&raw const alpha).cast(),
                         b as *const std::ffi::c_void,
                         element,
-                        n,
+                        ldb,
                         a as *const std::ffi::c_void,
                         element,
-                        k.max(1), // cuBLAS needs a leading dimension >= 1 even when k == 0
+                        lda,
                         (&raw const beta).cast(),
                         c as *mut std::ffi::c_void,
                         element,
@@ -408,4 +453,48 @@ fn cublas_error(call: &'static str, what: &str) -> Error {
         call,
         message: what.to_owned(),
     })
+}
+
+/// cuBLAS's operations and leading dimensions for the row-major `c (m x n) = op_a(a)
+/// op_b(b)`, which cuBLAS (column-major) computes as `c^T = op_b(b)^T op_a(a)^T`: the
+/// operands swapped, `b` first. A row-major matrix stored `r x c` is, read column-major,
+/// its transpose with leading dimension `c`; so `b` is read as stored with `op_b` (`k x
+/// n` stored, leading dimension `n`; transposed: `n x k`, `k`) and `a` likewise (`m x k`,
+/// `k`; transposed: `k x m`, `m`). Returns `[op for b, op for a]`, `[ldb, lda]`, each
+/// leading dimension at least 1 (cuBLAS asks that even when a dimension is 0).
+fn column_major(
+    op_a: Op,
+    op_b: Op,
+    (m, n, k): (i32, i32, i32),
+) -> ([blas_sys::cublasOperation_t; 2], [i32; 2]) {
+    let op = |o: Op| match o {
+        Op::N => blas_sys::cublasOperation_t::CUBLAS_OP_N,
+        Op::T => blas_sys::cublasOperation_t::CUBLAS_OP_T,
+    };
+    let ldb = match op_b {
+        Op::N => n,
+        Op::T => k,
+    };
+    let lda = match op_a {
+        Op::N => k,
+        Op::T => m,
+    };
+    ([op(op_b), op(op_a)], [ldb.max(1), lda.max(1)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blas_sys::cublasOperation_t::{CUBLAS_OP_N as N, CUBLAS_OP_T as T};
+
+    #[test]
+    fn operands_are_swapped_and_read_as_stored() {
+        let (m, n, k) = (2, 3, 5);
+        assert_eq!(column_major(Op::N, Op::N, (m, n, k)), ([N, N], [n, k]));
+        assert_eq!(column_major(Op::T, Op::N, (m, n, k)), ([N, T], [n, m]));
+        assert_eq!(column_major(Op::N, Op::T, (m, n, k)), ([T, N], [k, k]));
+        assert_eq!(column_major(Op::T, Op::T, (m, n, k)), ([T, T], [k, m]));
+        // cuBLAS asks for leading dimensions of at least 1, also for an empty k.
+        assert_eq!(column_major(Op::N, Op::T, (m, n, 0)), ([T, N], [1, 1]));
+    }
 }

@@ -93,10 +93,33 @@ pub(crate) unsafe fn sgemm_tiled(
     c: &mut [f32],
 );
 #[kernel(cuda = SGEMM, block = 256)]
+pub(crate) unsafe fn sgemm_tiled_op(
+    m: u32,
+    n: u32,
+    k: u32,
+    ops: u32,
+    alpha: f32,
+    a: &[f32],
+    b: &[f32],
+    beta: f32,
+    c: &mut [f32],
+);
+#[kernel(cuda = SGEMM, block = 256)]
 pub(crate) unsafe fn sgemm_split_k(
     m: u32,
     n: u32,
     k: u32,
+    chunk: u32,
+    a: &[f32],
+    b: &[f32],
+    partials: &mut [f32],
+);
+#[kernel(cuda = SGEMM, block = 256)]
+pub(crate) unsafe fn sgemm_split_k_op(
+    m: u32,
+    n: u32,
+    k: u32,
+    ops: u32,
     chunk: u32,
     a: &[f32],
     b: &[f32],

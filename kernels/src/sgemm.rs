@@ -17,10 +17,54 @@ use crate::declarations as k;
 /// of k into scratch memory allocated on `s` (at most a tile per multiprocessor, 64 KiB
 /// each), and a second kernel adds the ranges in a fixed order. The result is the same
 /// at every run; it may differ from the unsplit kernel's in the last bits (the sums are
-/// grouped differently).
+/// grouped differently). Transposed operands: [`sgemm_tiled_op`].
 #[allow(clippy::too_many_arguments)] // the BLAS signature, unchanged
 pub fn sgemm_tiled<'s>(
     s: &'s impl Enqueue<'s>,
+    m: u32,
+    n: u32,
+    k: u32,
+    alpha: f32,
+    a: &impl DeviceMemory<'s, f32>,
+    b: &impl DeviceMemory<'s, f32>,
+    beta: f32,
+    c: &mut impl DeviceMemoryMut<'s, f32>,
+) -> Result<()> {
+    sgemm_tiled_op(s, Op::N, Op::N, m, n, k, alpha, a, b, beta, c)
+}
+
+/// `c = alpha * op_a(a) * op_b(b) + beta * c`, row-major: [`sgemm_tiled`] with either
+/// operand stored transposed (BLAS's `op`), read in place, as in a backward pass: the
+/// weight gradient `x^T dy` is `sgemm_tiled_op(s, Op::T, Op::N, ..)` on `x` as it is.
+/// `op_a(a)` is `m x k` (so `a` holds `m * k` elements: `m x k`, or `k x m` with
+/// [`Op::T`]), `op_b(b)` is `k x n`.
+///
+/// ```no_run
+/// use kernels::Op;
+/// use stream_core::{scope, Device, Error};
+/// # fn main() -> stream_core::Result<()> {
+/// let dev = Device::new(0)?;
+/// let stream = dev.new_stream()?;
+/// let (rows, inputs, outputs) = (1024, 256, 128);
+/// let x = vec![0.5f32; rows * inputs]; // rows x inputs
+/// let dy = vec![1.0f32; rows * outputs]; // rows x outputs
+/// let mut grad = vec![0.0f32; inputs * outputs];
+/// scope(&stream, |s| {
+///     let (dx, ddy) = (s.upload(&x)?, s.upload(&dy)?);
+///     let mut dw = s.alloc::<f32>(inputs * outputs)?;
+///     let (m, n, k) = (inputs as u32, outputs as u32, rows as u32);
+///     kernels::sgemm_tiled_op(s, Op::T, Op::N, m, n, k, 1.0, &dx, &ddy, 0.0, &mut dw)?;
+///     s.copy_to_host(&dw, &mut grad)?.wait()?;
+///     Ok::<_, Error>(())
+/// })?;
+/// assert_eq!(grad[0], 512.0); // 1024 products of 0.5
+/// # Ok(()) }
+/// ```
+#[allow(clippy::too_many_arguments)] // the BLAS signature
+pub fn sgemm_tiled_op<'s>(
+    s: &'s impl Enqueue<'s>,
+    op_a: Op,
+    op_b: Op,
     m: u32,
     n: u32,
     k: u32,
@@ -43,16 +87,46 @@ pub fn sgemm_tiled<'s>(
         b.len(),
         c.len(),
     )?;
+    // Operands as stored take kernels of their own (see `cuda/sgemm.cu`).
+    let ops = op_a.bit() | op_b.bit() << 1;
     let Some(split) = SplitK::choose(m, n, k, s.multiprocessor_count()) else {
-        return k::sgemm_tiled(s, sgemm_tiled_config(m, n), m, n, k, alpha, a, b, beta, c);
+        let config = sgemm_tiled_config(m, n);
+        return match ops {
+            0 => k::sgemm_tiled(s, config, m, n, k, alpha, a, b, beta, c),
+            _ => k::sgemm_tiled_op(s, config, m, n, k, ops, alpha, a, b, beta, c),
+        };
     };
     // `choose` keeps splits * m * n under a tile per multiprocessor: no overflow.
     let mut partials = s.alloc::<f32>(split.splits as usize * m as usize * n as usize)?;
-    let config = split.config(m, n);
-    k::sgemm_split_k(s, config, m, n, k, split.chunk, a, b, &mut partials)?;
+    let (config, chunk) = (split.config(m, n), split.chunk);
+    match ops {
+        0 => k::sgemm_split_k(s, config, m, n, k, chunk, a, b, &mut partials)?,
+        _ => k::sgemm_split_k_op(s, config, m, n, k, ops, chunk, a, b, &mut partials)?,
+    }
     let sum = sum_config(m as usize * n as usize);
     k::sgemm_split_k_sum(s, sum, m, n, split.splits, alpha, &partials, beta, c)
     // `partials` is freed here, on `s`'s stream, after the sum that reads it.
+}
+
+/// How a GEMM reads an operand (BLAS's `op`): as stored, or transposed. Row-major
+/// throughout: `op(x)` of `r x c` is `x` stored `r x c` with [`Op::N`], `c x r` with
+/// [`Op::T`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// As stored.
+    N,
+    /// Transposed.
+    T,
+}
+
+impl Op {
+    /// The operand's bit of the tiled kernel's `ops` (shifted by the caller).
+    fn bit(self) -> u32 {
+        match self {
+            Op::N => 0,
+            Op::T => 1,
+        }
+    }
 }
 
 /// How [`sgemm_tiled`] splits k among blocks: `splits` ranges of `chunk` (a multiple of
