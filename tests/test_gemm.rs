@@ -1,8 +1,10 @@
 //! SGEMM of the `kernels` crate on a real GPU (`kernels/src/sgemm.rs`, `cublas.rs`),
-//! both from the tiled kernel (`kernels::sgemm_tiled`) and from cuBLAS
-//! (`Cublas::sgemm`), with their refusal of operands of the wrong size; and cuBLAS's
-//! half-precision GEMM (`Cublas::gemm`, `f16` and `bf16` with `f32` accumulation). How `Cublas`
-//! handles share streams is in `test_cublas`; the transpose kernel in `test_transpose`.
+//! both from the tiled kernel (`kernels::sgemm_tiled_op`, in one pass or with k split
+//! among blocks) and from cuBLAS (`Cublas::sgemm_op`), for every pair of `kernels::Op`s
+//! (operands stored transposed), with their refusal of operands of the wrong size; and cuBLAS's
+//! half-precision GEMM (`Cublas::gemm_op`, `f16` and `bf16` with `f32` accumulation). How
+//! `Cublas` handles share streams is in `test_cublas`; the transpose kernel in
+//! `test_transpose`.
 //!
 //! Every test draws fresh non-zero random inputs, poisons its outputs before the GPU
 //! runs, and compares with a CPU reference: within a stated rounding-error bound of the
@@ -14,9 +16,9 @@
 
 use gpu_tests::{
     check_close, check_eq, device, ensure, expect_err, gemm_reference, poisoned, signed, stream,
-    Element, Failed, Real, Rng, TestResult,
+    Element, Failed, Real, Rng, TestResult, SPLIT_SHAPES,
 };
-use kernels::{Cublas, HalfGemm};
+use kernels::{Cublas, HalfGemm, Op};
 use stream_core::{scope, DeviceMemory, DeviceMemoryMut, Error, Scope};
 
 gpu_tests::test_main! {
@@ -33,14 +35,17 @@ gpu_tests::test_main! {
     ],
     host: [
         gemm_reference_matches_a_plain_triple_loop,
+        stored_transposes_what_the_reference_uses,
     ],
 }
 
 /// SGEMM shapes `(m, n, k)`: the first four are multiples of neither the tiled kernel's
 /// 128x128 tile nor its 8-deep slice, nor of 4 in `n` and `k` (its scalar loads and
-/// stores); the others have `n` and `k` multiples of 4 (its 16-byte loads and stores),
-/// in whole tiles, in partial tiles, and with a partial last slice.
-const GEMM_SHAPES: [(usize, usize, usize); 7] = [
+/// stores); the next three have `n` and `k` multiples of 4 (its 16-byte loads and
+/// stores), in whole tiles, in partial tiles, and with a partial last slice. The tiled
+/// kernel splits k for `SPLIT_SHAPES` (see `test_gemm_split_k`) and, on 128 or more
+/// multiprocessors, for 1000x999x513.
+const GEMM_SHAPES: [(usize, usize, usize); 10] = [
     (1, 1, 1),
     (65, 33, 17),
     (129, 257, 63),
@@ -48,18 +53,44 @@ const GEMM_SHAPES: [(usize, usize, usize); 7] = [
     (256, 384, 64),
     (300, 260, 100),
     (130, 140, 12),
+    SPLIT_SHAPES[0],
+    SPLIT_SHAPES[1],
+    SPLIT_SHAPES[2],
 ];
+
+/// Both operands as stored.
+const NN: (Op, Op) = (Op::N, Op::N);
+
+/// Every pair of operand forms.
+const OPS: [(Op, Op); 4] = [
+    (Op::N, Op::N),
+    (Op::T, Op::N),
+    (Op::N, Op::T),
+    (Op::T, Op::T),
+];
+
+/// `x`, a row-major `rows x cols` matrix, stored as `op` reads it: as it is, or
+/// transposed (`cols x rows`).
+fn stored<T: Copy>(x: &[T], rows: usize, cols: usize, op: Op) -> Vec<T> {
+    match op {
+        Op::N => x.to_vec(),
+        Op::T => (0..cols)
+            .flat_map(|c| (0..rows).map(move |r| x[r * cols + c]))
+            .collect(),
+    }
+}
 
 // ---------------------------------------------------------------------------------------
 // SGEMM.
 
-/// `c = alpha a b + beta c` for `(m, n, k)` with `Cublas::sgemm` when a handle is given,
-/// else with `kernels::sgemm_tiled`.
+/// `c = alpha op_a(a) op_b(b) + beta c` for `(m, n, k)` with `Cublas::sgemm_op` when a
+/// handle is given, else with `kernels::sgemm_tiled_op`.
 #[allow(clippy::too_many_arguments)] // the BLAS signature
 fn gemm<'s>(
     blas: Option<&mut Cublas>,
     s: &'s Scope<'s, '_>,
     (m, n, k): (usize, usize, usize),
+    (op_a, op_b): (Op, Op),
     alpha: f32,
     a: &impl DeviceMemory<'s, f32>,
     b: &impl DeviceMemory<'s, f32>,
@@ -68,8 +99,8 @@ fn gemm<'s>(
 ) -> stream_core::Result<()> {
     let (m, n, k) = (m as u32, n as u32, k as u32);
     match blas {
-        None => kernels::sgemm_tiled(s, m, n, k, alpha, a, b, beta, c),
-        Some(h) => h.sgemm(s, m, n, k, alpha, a, b, beta, c),
+        None => kernels::sgemm_tiled_op(s, op_a, op_b, m, n, k, alpha, a, b, beta, c),
+        Some(h) => h.sgemm_op(s, op_a, op_b, m, n, k, alpha, a, b, beta, c),
     }
 }
 
@@ -80,8 +111,10 @@ enum Gemm {
     Cublas,
 }
 
-/// Checks one SGEMM against the `f64` reference for every shape, with `beta = 0` and a
-/// poisoned (NaN) `C`, which must not be read, and with `beta = 0.5` and a random `C`.
+/// Checks one SGEMM against the `f64` reference for every shape and every pair of
+/// [`OPS`] (the operands stored as the op reads them, the reference computed on the
+/// matrices as used), with `beta = 0` and a poisoned (NaN) `C`, which must not be read,
+/// and with `beta = 0.5` and a random `C`.
 ///
 /// Bound per element: `|got - (alpha (A B)_ij + beta C_ij)| <= (k + 3) u (|alpha| (|A| |B|)_ij
 /// + |beta C_ij|)`: any order of summing `k` products rounds each at most `k` times
@@ -99,7 +132,8 @@ fn sgemm_matches_the_reference(which: Gemm) -> TestResult {
         let b: Vec<f32> = signed(&mut rng, k * n);
         let (ab, abs) = gemm_reference((m, n, k), &a, &b);
         let alpha = signed::<f32>(&mut rng, 1)[0];
-        for beta in [0.0f32, 0.5] {
+        for ((op_a, op_b), beta) in OPS.into_iter().flat_map(|o| [(o, 0.0f32), (o, 0.5)]) {
+            let (sa, sb) = (stored(&a, m, k, op_a), stored(&b, k, n, op_b));
             let c: Vec<f32> = if beta == 0.0 {
                 poisoned(m * n)
             } else {
@@ -107,19 +141,30 @@ fn sgemm_matches_the_reference(which: Gemm) -> TestResult {
             };
             let mut out = poisoned::<f32>(m * n);
             scope(&stream, |s| -> TestResult {
-                let (da, db) = (s.upload(&a)?, s.upload(&b)?);
+                let (da, db) = (s.upload(&sa)?, s.upload(&sb)?);
                 let mut dc = s.upload(&c)?;
-                gemm(blas.as_mut(), s, (m, n, k), alpha, &da, &db, beta, &mut dc)?;
+                let ops = (op_a, op_b);
+                gemm(
+                    blas.as_mut(),
+                    s,
+                    (m, n, k),
+                    ops,
+                    alpha,
+                    &da,
+                    &db,
+                    beta,
+                    &mut dc,
+                )?;
                 let _download = s.copy_to_host(&dc, &mut out)?;
                 Ok(())
             })?;
             let name = match which {
-                Gemm::Tiled => "kernels::sgemm_tiled",
-                Gemm::Cublas => "Cublas::sgemm",
+                Gemm::Tiled => "kernels::sgemm_tiled_op",
+                Gemm::Cublas => "Cublas::sgemm_op",
             };
             let (alpha, beta) = (f64::from(alpha), f64::from(beta));
             check_close(
-                &format!("{name} {m}x{n}x{k}, alpha {alpha}, beta {beta}"),
+                &format!("{name}({op_a:?}, {op_b:?}) {m}x{n}x{k}, alpha {alpha}, beta {beta}"),
                 &out,
                 |i| {
                     let bc = if beta == 0.0 {
@@ -136,8 +181,8 @@ fn sgemm_matches_the_reference(which: Gemm) -> TestResult {
     Ok(())
 }
 
-/// `Cublas::gemm` on `f16` or `bf16` matrices, accumulated in `f32`, against the `f64`
-/// product of the same (exactly converted) values. Stated tolerance: `4 (k + 3) u32
+/// `Cublas::gemm_op` on `f16` or `bf16` matrices, for every pair of [`OPS`], accumulated
+/// in `f32`, against the `f64` product of the same (exactly converted) values. Stated tolerance: `4 (k + 3) u32
 /// (|alpha| |A||B| + |beta c|)` for the accumulation, plus the one rounding of the
 /// result to `T`, `u_T |alpha AB + beta c|`. Four units per step, not one: tensor cores
 /// add the products of one block FMA after aligning them to the largest and truncating
@@ -154,7 +199,8 @@ fn cublas_half_gemm_matches_the_f32_reference<T: Real + HalfGemm>() -> TestResul
         let b: Vec<T> = signed(&mut rng, k * n);
         let (ab, abs) = gemm_reference((m, n, k), &wide(&a), &wide(&b));
         let alpha = signed::<f32>(&mut rng, 1)[0];
-        for beta in [0.0f32, 0.5] {
+        for ((op_a, op_b), beta) in OPS.into_iter().flat_map(|o| [(o, 0.0f32), (o, 0.5)]) {
+            let (sa, sb) = (stored(&a, m, k, op_a), stored(&b, k, n, op_b));
             let c: Vec<T> = if beta == 0.0 {
                 poisoned(m * n)
             } else {
@@ -162,18 +208,17 @@ fn cublas_half_gemm_matches_the_f32_reference<T: Real + HalfGemm>() -> TestResul
             };
             let mut out = poisoned::<T>(m * n);
             scope(&stream, |s| -> TestResult {
-                let (da, db) = (s.upload(&a)?, s.upload(&b)?);
+                let (da, db) = (s.upload(&sa)?, s.upload(&sb)?);
                 let mut dc = s.upload(&c)?;
-                blas.gemm(
-                    s, m as u32, n as u32, k as u32, alpha, &da, &db, beta, &mut dc,
-                )?;
+                let (mu, nu, ku) = (m as u32, n as u32, k as u32);
+                blas.gemm_op(s, op_a, op_b, mu, nu, ku, alpha, &da, &db, beta, &mut dc)?;
                 let _download = s.copy_to_host(&dc, &mut out)?;
                 Ok(())
             })?;
             let (alpha, beta) = (f64::from(alpha), f64::from(beta));
             check_close(
                 &format!(
-                    "Cublas::gemm::<{}> {m}x{n}x{k}, alpha {alpha}, beta {beta}",
+                    "Cublas::gemm_op::<{}>({op_a:?}, {op_b:?}) {m}x{n}x{k}, alpha {alpha}, beta {beta}",
                     T::NAME
                 ),
                 &out,
@@ -226,7 +271,17 @@ fn sgemm_with_k_zero_scales_c_by_beta(which: Gemm) -> TestResult {
         scope(&stream, |s| -> TestResult {
             let (da, db) = (s.alloc::<f32>(0)?, s.alloc::<f32>(0)?);
             let mut dc = s.upload(&c)?;
-            gemm(blas.as_mut(), s, (m, n, 0), 1.5, &da, &db, beta, &mut dc)?;
+            gemm(
+                blas.as_mut(),
+                s,
+                (m, n, 0),
+                NN,
+                1.5,
+                &da,
+                &db,
+                beta,
+                &mut dc,
+            )?;
             let _download = s.copy_to_host(&dc, &mut out)?;
             Ok(())
         })?;
@@ -240,12 +295,19 @@ fn sgemm_with_k_zero_scales_c_by_beta(which: Gemm) -> TestResult {
 /// The tiled kernel on views that start one to three elements into their buffers (rows
 /// no longer 16-byte aligned although `n` and `k` are multiples of 4: it must fall back
 /// to its scalar loads and stores), in whole tiles, against the `f64` reference with the
-/// bound of [`sgemm_matches_the_reference`]. The elements around the view of `C` keep
-/// their poison.
+/// bound of [`sgemm_matches_the_reference`], in one pass and split (the split kernel, its
+/// partial sums and the sum fall back where they must). The elements around the view of
+/// `C` keep their poison.
 fn sgemm_tiled_on_views_at_odd_offsets_matches_the_reference() -> TestResult {
+    for shape in [(256, 256, 64), SPLIT_SHAPES[0]] {
+        sgemm_tiled_on_views_at_odd_offsets(shape)?;
+    }
+    Ok(())
+}
+
+fn sgemm_tiled_on_views_at_odd_offsets((m, n, k): (usize, usize, usize)) -> TestResult {
     let stream = stream()?;
     let mut rng = Rng::new();
-    let (m, n, k) = (256, 256, 64);
     let a: Vec<f32> = signed(&mut rng, m * k);
     let b: Vec<f32> = signed(&mut rng, k * n);
     let c: Vec<f32> = signed(&mut rng, m * n);
@@ -319,7 +381,7 @@ fn sgemm_tiled_with_more_row_tiles_than_a_grid_holds_computes_every_row() -> Tes
     scope(&stream, |s| -> TestResult {
         let (da, db) = (s.upload(&a)?, s.upload(&b)?);
         let mut dc = s.upload(&c)?;
-        gemm(None, s, (m, n, k), alpha, &da, &db, beta, &mut dc)?;
+        gemm(None, s, (m, n, k), NN, alpha, &da, &db, beta, &mut dc)?;
         let _download = s.copy_to_host(&dc, &mut out)?;
         Ok(())
     })?;
@@ -368,6 +430,7 @@ fn sgemm_with_wrong_sizes_is_shape_mismatch_naming_the_operand() -> TestResult {
                         cublas.then_some(&mut blas),
                         s,
                         shape,
+                        NN,
                         1.0,
                         &short_a,
                         &db,
@@ -383,6 +446,7 @@ fn sgemm_with_wrong_sizes_is_shape_mismatch_naming_the_operand() -> TestResult {
                         cublas.then_some(&mut blas),
                         s,
                         shape,
+                        NN,
                         1.0,
                         &da,
                         &short_b,
@@ -398,6 +462,7 @@ fn sgemm_with_wrong_sizes_is_shape_mismatch_naming_the_operand() -> TestResult {
                         cublas.then_some(&mut blas),
                         s,
                         shape,
+                        NN,
                         1.0,
                         &da,
                         &db,
@@ -471,4 +536,11 @@ fn gemm_reference_matches_a_plain_triple_loop() -> TestResult {
         }
     }
     Ok(())
+}
+
+/// `stored` lays a matrix out as an op reads it.
+fn stored_transposes_what_the_reference_uses() -> TestResult {
+    let x = [1, 2, 3, 4, 5, 6]; // 2 x 3
+    check_eq("as stored", &x, &stored(&x, 2, 3, Op::N))?;
+    check_eq("transposed", &[1, 4, 2, 5, 3, 6], &stored(&x, 2, 3, Op::T))
 }

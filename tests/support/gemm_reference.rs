@@ -1,5 +1,13 @@
 //! [`gemm_reference`]: the CPU's matrix product that the SGEMM tests compare with (a
-//! host test of `test_gemm` checks it against a plain triple loop).
+//! host test of `test_gemm` checks it against a plain triple loop), and the shapes on
+//! which the tiled SGEMM splits k ([`SPLIT_SHAPES`]).
+
+/// Shapes `(m, n, k)` for which `kernels::sgemm_tiled` splits k on any device of 8 or
+/// more multiprocessors (`test_gemm_split_k` checks that they do on the test device): a
+/// weight gradient (16-byte loads), odd lengths with a last range shorter than the others
+/// (scalar loads), one element of C over a long k (the most ranges).
+pub const SPLIT_SHAPES: [(usize, usize, usize); 3] =
+    [(256, 256, 1024), (130, 70, 1001), (1, 1, 20_000)];
 
 /// `A B` and `|A| |B|` (row-major, `m x k` times `k x n`) in `f64`, rows spread over
 /// the host's cores.

@@ -38,7 +38,7 @@ mod rng;
 pub use check::{check_eq, check_error, expect_err, panic_message, poison, poisoned};
 pub use element::Element;
 pub use float::{accurate_sum, check_close, signed, summation_height, Real};
-pub use gemm_reference::gemm_reference;
+pub use gemm_reference::{gemm_reference, SPLIT_SHAPES};
 pub use gpu::{
     device, gpu_status, load, require_gpu, sanitizer, stream, GpuStatus, REQUIRE_GPU_ENV,
     SANITIZER_ENV,

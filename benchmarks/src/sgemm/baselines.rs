@@ -81,8 +81,7 @@ impl Raw {
     }
 
     pub(super) fn launch(&self, size: usize, use_blas: bool) -> Result<()> {
-        let (n, len) = (size as u32, size * size);
-        let (alpha, beta) = (1.0f32, 0.0f32);
+        let n = size as u32;
         if use_blas {
             let h = self
                 .blas
@@ -93,34 +92,7 @@ impl Raw {
             unsafe { raw_square_sgemm(h.0, size, &self.a, &self.b, &self.c_blas) }?;
             return Ok(());
         }
-        let cfg = tiled_config(size);
-        let mut args = [
-            arg(&n),
-            arg(&n),
-            arg(&n),
-            arg(&alpha),
-            arg(&self.a.ptr),
-            arg(&len),
-            arg(&self.b.ptr),
-            arg(&len),
-            arg(&beta),
-            arg(&self.c_tiled.ptr),
-            arg(&len),
-        ];
-        // SAFETY: `sgemm_tiled(unsigned m, n, k, float alpha, const float* a, size_t,
-        // const float* b, size_t, float beta, float* c, size_t)` gets three buffers of
-        // `len` floats and their lengths.
-        unsafe {
-            result::launch_kernel(
-                self.function,
-                cfg.grid,
-                cfg.block,
-                0,
-                self.stream,
-                &mut args,
-            )
-        }
-        .context("cuLaunchKernel")
+        self.launch_one_pass((n, n, n))
     }
 
     pub(super) fn result(&self, use_blas: bool) -> Result<Vec<f32>> {
@@ -138,7 +110,7 @@ impl Raw {
 
 impl Raw {
     /// GPU time of the tiled kernel launched once, in one pass, on `(m, n, k)` (the
-    /// leading parts of the square buffers).
+    /// leading parts of the square buffers; the square case's launch is this one's).
     pub(super) fn one_pass(&mut self, (m, n, k): (u32, u32, u32)) -> Result<f64> {
         self.timer.start(self.stream)?;
         let launched = self.launch_one_pass((m, n, k));

@@ -217,6 +217,17 @@ impl<'e> Ours<'e> {
 
     fn sgemm(&mut self, size: usize, use_blas: bool) -> Result<f64> {
         let n = size as u32;
+        self.gemm((n, n, n), use_blas)
+    }
+
+    /// GPU time of one `kernels::sgemm_tiled` (or cuBLAS) call on `(m, n, k)`, the
+    /// leading parts of the square buffers.
+    fn gemm(&mut self, (m, n, k): (u32, u32, u32), use_blas: bool) -> Result<f64> {
+        let (a_len, b_len, c_len) = (
+            m as usize * k as usize,
+            k as usize * n as usize,
+            m as usize * n as usize,
+        );
         let Ours {
             stream,
             a,
@@ -228,15 +239,18 @@ impl<'e> Ours<'e> {
         } = self;
         scope(stream, |s| {
             let (da, db) = (s.attach_ref(a)?, s.attach_ref(b)?);
+            let (da, db) = (da.slice(..a_len)?, db.slice(..b_len)?);
             timer.start(s)?;
             match (use_blas, blas.as_mut()) {
                 (false, _) => {
                     let mut dc = s.attach(c_tiled)?;
-                    kernels::sgemm_tiled(s, n, n, n, 1.0, &da, &db, 0.0, &mut dc)?;
+                    let mut dc = dc.slice_mut(..c_len)?;
+                    kernels::sgemm_tiled(s, m, n, k, 1.0, &da, &db, 0.0, &mut dc)?;
                 }
                 (true, Some(blas)) => {
                     let mut dc = s.attach(c_blas)?;
-                    blas.sgemm(s, n, n, n, 1.0, &da, &db, 0.0, &mut dc)?;
+                    let mut dc = dc.slice_mut(..c_len)?;
+                    blas.sgemm(s, m, n, k, 1.0, &da, &db, 0.0, &mut dc)?;
                 }
                 (true, None) => return Err(Error::msg("cuBLAS is not loaded")),
             }

@@ -5,7 +5,6 @@
 //! checked against an `f64` CPU product.
 
 use kernels::SplitK;
-use stream_core::scope;
 
 use super::baselines::Raw;
 use super::Ours;
@@ -71,46 +70,6 @@ pub(super) fn run(
 }
 
 impl Ours<'_> {
-    /// GPU time of one `kernels::sgemm_tiled` (or cuBLAS) call on `(m, n, k)`, the
-    /// leading parts of the square buffers.
-    fn gemm(&mut self, (m, n, k): (u32, u32, u32), use_blas: bool) -> Result<f64> {
-        let (a_len, b_len, c_len) = (
-            m as usize * k as usize,
-            k as usize * n as usize,
-            m as usize * n as usize,
-        );
-        let Ours {
-            stream,
-            a,
-            b,
-            c_tiled,
-            c_blas,
-            blas,
-            timer,
-        } = self;
-        scope(stream, |s| {
-            let (da, db) = (s.attach_ref(a)?, s.attach_ref(b)?);
-            let (da, db) = (da.slice(..a_len)?, db.slice(..b_len)?);
-            timer.start(s)?;
-            match (use_blas, blas.as_mut()) {
-                (false, _) => {
-                    let mut dc = s.attach(c_tiled)?;
-                    let mut dc = dc.slice_mut(..c_len)?;
-                    kernels::sgemm_tiled(s, m, n, k, 1.0, &da, &db, 0.0, &mut dc)?;
-                }
-                (true, Some(blas)) => {
-                    let mut dc = s.attach(c_blas)?;
-                    let mut dc = dc.slice_mut(..c_len)?;
-                    blas.sgemm(s, m, n, k, 1.0, &da, &db, 0.0, &mut dc)?;
-                }
-                (true, None) => return Err(Error::msg("cuBLAS is not loaded")),
-            }
-            timer.stop(s)?;
-            Ok::<_, Error>(())
-        })?;
-        Ok(timer.elapsed()?.as_secs_f64())
-    }
-
     /// The last [`gemm`](Self::gemm) on `(m, n, k)` against the `f64` product.
     fn check(&self, (m, n, k): (u32, u32, u32), use_blas: bool) -> Result<()> {
         let (m, n, k) = (m as usize, n as usize, k as usize);
