@@ -16,7 +16,7 @@ mod square;
 pub(crate) use square::RawBlas;
 
 use cudarc::cublas::sys as blas_sys;
-use kernels::SplitK;
+use kernels::{Op, SplitK};
 use stream_core::{scope, DeviceVec, Stream};
 
 use crate::cuda::{self, SGEMM_SOURCE};
@@ -217,12 +217,17 @@ impl<'e> Ours<'e> {
 
     fn sgemm(&mut self, size: usize, use_blas: bool) -> Result<f64> {
         let n = size as u32;
-        self.gemm((n, n, n), use_blas)
+        self.gemm((n, n, n), (Op::N, Op::N), use_blas)
     }
 
-    /// GPU time of one `kernels::sgemm_tiled` (or cuBLAS) call on `(m, n, k)`, the
-    /// leading parts of the square buffers.
-    fn gemm(&mut self, (m, n, k): (u32, u32, u32), use_blas: bool) -> Result<f64> {
+    /// GPU time of one `kernels::sgemm_tiled_op` (or cuBLAS) call on `(m, n, k)` with the
+    /// operands read as the `Op`s say, on the leading parts of the square buffers.
+    fn gemm(
+        &mut self,
+        (m, n, k): (u32, u32, u32),
+        (op_a, op_b): (Op, Op),
+        use_blas: bool,
+    ) -> Result<f64> {
         let (a_len, b_len, c_len) = (
             m as usize * k as usize,
             k as usize * n as usize,
@@ -245,12 +250,12 @@ impl<'e> Ours<'e> {
                 (false, _) => {
                     let mut dc = s.attach(c_tiled)?;
                     let mut dc = dc.slice_mut(..c_len)?;
-                    kernels::sgemm_tiled(s, m, n, k, 1.0, &da, &db, 0.0, &mut dc)?;
+                    kernels::sgemm_tiled_op(s, op_a, op_b, m, n, k, 1.0, &da, &db, 0.0, &mut dc)?;
                 }
                 (true, Some(blas)) => {
                     let mut dc = s.attach(c_blas)?;
                     let mut dc = dc.slice_mut(..c_len)?;
-                    blas.sgemm(s, m, n, k, 1.0, &da, &db, 0.0, &mut dc)?;
+                    blas.sgemm_op(s, op_a, op_b, m, n, k, 1.0, &da, &db, 0.0, &mut dc)?;
                 }
                 (true, None) => return Err(Error::msg("cuBLAS is not loaded")),
             }
