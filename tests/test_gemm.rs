@@ -16,7 +16,7 @@
 
 use gpu_tests::{
     check_close, check_eq, device, ensure, expect_err, gemm_reference, poisoned, signed, stream,
-    Element, Failed, Real, Rng, TestResult, SPLIT_SHAPES,
+    transposed, Element, Failed, Real, Rng, TestResult, SPLIT_SHAPES,
 };
 use kernels::{Cublas, HalfGemm, Op};
 use stream_core::{scope, DeviceMemory, DeviceMemoryMut, Error, Scope};
@@ -74,9 +74,7 @@ const OPS: [(Op, Op); 4] = [
 fn stored<T: Copy>(x: &[T], rows: usize, cols: usize, op: Op) -> Vec<T> {
     match op {
         Op::N => x.to_vec(),
-        Op::T => (0..cols)
-            .flat_map(|c| (0..rows).map(move |r| x[r * cols + c]))
-            .collect(),
+        Op::T => transposed(x, rows, cols),
     }
 }
 

@@ -16,7 +16,9 @@
 //!
 //! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
 
-use gpu_tests::{check_eq, check_error, ensure, expect_err, poisoned, stream, Rng, TestResult};
+use gpu_tests::{
+    check_eq, check_error, ensure, expect_err, poisoned, stream, transposed, Rng, TestResult,
+};
 use stream_core::{kernel, scope, Error, LaunchConfig, LaunchLimit};
 
 gpu_tests::test_main! {
@@ -160,17 +162,6 @@ fn block_sums_reference(x: &[u32]) -> Vec<u32> {
         .collect()
 }
 
-/// `x^T` for `x` of `rows x cols`.
-fn transpose_reference(x: &[u32], rows: usize, cols: usize) -> Vec<u32> {
-    let mut t = vec![0u32; rows * cols];
-    for r in 0..rows {
-        for c in 0..cols {
-            t[c * rows + r] = x[r * cols + c];
-        }
-    }
-    t
-}
-
 /// Each run of `n` elements reversed, reading 0 past the end of `x`.
 fn reverse_reference(x: &[u32], n: usize) -> Vec<u32> {
     let mut y = vec![0u32; x.len()];
@@ -243,7 +234,7 @@ fn fixed_shared_tile_kernels_are_exact_at_their_declared_block() -> TestResult {
         })?;
         check_eq(
             &format!("transpose of {rows}x{cols}"),
-            &transpose_reference(&x, rows, cols),
+            &transposed(&x, rows, cols),
             &out,
         )?;
     }

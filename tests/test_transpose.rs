@@ -8,7 +8,9 @@
 //!
 //! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
 
-use gpu_tests::{check_eq, check_error, expect_err, poisoned, stream, Element, Rng, TestResult};
+use gpu_tests::{
+    check_eq, check_error, expect_err, poisoned, stream, transposed, Element, Rng, TestResult,
+};
 use stream_core::{scope, Error};
 
 gpu_tests::test_main! {
@@ -25,12 +27,7 @@ fn transpose_is_exact() -> TestResult {
     let mut rng = Rng::new();
     for (rows, cols) in [(1, 1), (31, 33), (1000, 17), (4096, 4096), (0, 5), (5, 0)] {
         let input: Vec<f32> = rng.vec(rows * cols);
-        let mut expected = vec![0f32; rows * cols];
-        for r in 0..rows {
-            for c in 0..cols {
-                expected[c * rows + r] = input[r * cols + c];
-            }
-        }
+        let expected = transposed(&input, rows, cols);
         let mut out = poisoned::<f32>(rows * cols);
         scope(&stream, |s| -> TestResult {
             let x = s.upload(&input)?;

@@ -2,7 +2,7 @@
 //! and `dot`, `transpose`, `sgemm_tiled`, and multi-step pipelines on one buffer. All
 //! arithmetic is on small integers, so every result is exact and compared bit for bit.
 
-use gpu_tests::{check_eq, Element, Failed};
+use gpu_tests::{check_eq, transposed, Element, Failed};
 use stream_core::scope;
 
 use crate::host::Host;
@@ -89,12 +89,7 @@ fn transpose(w: &mut Worker<'_>) -> OpResult {
     let rows = 1 + rng.below(2048.min(max));
     let cols = 1 + rng.below(2048.min(max / rows).max(1));
     let input: Vec<f32> = rng.vec(rows * cols);
-    let mut expected = vec![0f32; rows * cols];
-    for r in 0..rows {
-        for c in 0..cols {
-            expected[c * rows + r] = input[r * cols + c];
-        }
-    }
+    let expected = transposed(&input, rows, cols);
     let mut out = Host::<f32>::poisoned(&w.dev, rng, rows * cols)?;
     let stream = &w.streams[rng.below(3)];
     scope(stream, |s| -> Result<(), Failed> {

@@ -34,6 +34,7 @@ pub mod nccl_ranks;
 pub mod pool;
 pub mod rank_processes;
 mod rng;
+mod transposed;
 
 pub use check::{check_eq, check_error, expect_err, panic_message, poison, poisoned};
 pub use element::Element;
@@ -47,6 +48,7 @@ pub use gpu_work::{round_trip_in, round_trips_on, spin, spin_then_write};
 pub use harness::{run, Test, TestFn};
 pub use libtest_mimic::Failed;
 pub use rng::{Rng, SEED_ENV};
+pub use transposed::transposed;
 
 /// What every test function returns: `Ok(())` on success, a [`Failed`] with a message
 /// otherwise. `?` works on `stream_core::Error` (and anything `Display`), since
