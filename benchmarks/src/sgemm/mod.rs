@@ -128,8 +128,13 @@ pub(crate) fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// 64 sampled entries of `c` agree with an f64 reference within a bound that covers
-/// f32 rounding of a length-`size` dot product (and TF32, should cuBLAS use it).
+/// How far an f32 SGEMM's entry may be from the f64 product whose terms' magnitudes sum
+/// to `magnitude`: f32 rounding of the dot product (and TF32, should cuBLAS use it).
+pub(super) fn f32_bound(magnitude: f64) -> f64 {
+    1e-3 * magnitude + 1e-6
+}
+
+/// 64 sampled entries of `c` agree with an f64 reference within [`f32_bound`].
 pub(super) fn check_against_cpu(
     who: &str,
     c: &[f32],
@@ -150,7 +155,7 @@ pub(super) fn check_against_cpu(
         |i| at(a, i),
         |i| at(b, i),
         |i| at(c, i),
-        |_, magnitude| 1e-3 * magnitude + 1e-6,
+        |_, magnitude| f32_bound(magnitude),
     )
 }
 

@@ -7,7 +7,7 @@
 use kernels::{Op, SplitK};
 
 use super::baselines::Raw;
-use super::Ours;
+use super::{f32_bound, Ours};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::measurement::Measurement;
@@ -116,7 +116,7 @@ impl Ours<'_> {
                     magnitude += term.abs();
                 }
                 let got = f64::from(c[i * n + j]);
-                if (got - exact).abs() > 1e-3 * magnitude + 1e-6 {
+                if (got - exact).abs() > f32_bound(magnitude) {
                     return Err(Error::msg(format!(
                         "split-k {who} {m}x{n}x{k} {ops:?}: C[{i}][{j}] is {got}, the CPU computes {exact}"
                     )));
