@@ -104,7 +104,8 @@
 # (its collectives are in place, on buffers the example's kernels wrote first), and so
 # has test_nccl_groups; but a buffer that only NCCL's unchecked kernels wrote reads as
 # uninitialised to the tool, so test_nccl_gather_scatter and test_nccl_all_to_all (fresh
-# receive buffers) still report about 2,050 each (2x H100, 2026-11-28,
+# receive buffers) still report about 2,050 each, every one a download of a buffer only
+# NCCL wrote (read on 2x H200,
 # tests/sanitize/results/2026-11-28-initcheck-nccl-kernels-skipped.txt). Use it for
 # programs whose NCCL buffers are written by the program before each collective.
 #
