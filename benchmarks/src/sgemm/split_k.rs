@@ -15,11 +15,13 @@ use crate::report::{Better, Report, Row};
 
 /// `(m, n, k)`: the two-layer `data_parallel` example's weight gradients (256 -> 256 ->
 /// 128 over a batch of 1024 rows), with operands as stored, then the first with A read
-/// transposed (the gradient `x^T dy` as the example computes it).
-const SHAPES: [(Shape, (Op, Op)); 3] = [
+/// transposed (the gradient `x^T dy` as the example computes it), then the example's
+/// data gradient `dy w2^T`, B read transposed.
+const SHAPES: [(Shape, (Op, Op)); 4] = [
     ((256, 256, 1024), (Op::N, Op::N)),
     ((256, 128, 1024), (Op::N, Op::N)),
     ((256, 256, 1024), (Op::T, Op::N)),
+    ((1024, 256, 128), (Op::N, Op::T)),
 ];
 
 /// `(m, n, k)` of a GEMM.
@@ -49,6 +51,7 @@ pub(super) fn run(
         let transposed = ops != (Op::N, Op::N);
         let what = match ops {
             (Op::T, Op::N) => format!("{m}x{n}x{k}, A transposed"),
+            (Op::N, Op::T) => format!("{m}x{n}x{k}, B transposed"),
             _ => format!("{m}x{n}x{k}"),
         };
         // The raw one-pass launch is of the kernel for operands as stored: a baseline
