@@ -1,8 +1,8 @@
 // Shared-memory tiled SGEMM, row-major: C = alpha * op(A) * op(B) + beta * C with op(A)
 // m x k, op(B) k x n, C m x n. `sgemm_tiled` and `sgemm_split_k` read A and B as stored;
 // their `_op` twins take `ops`, which says which operands are stored transposed (BLAS's
-// op): bit 0 for A (stored k x m), bit 1 for B (stored n x k); other values compute
-// nothing. Nothing is computed unless the slices hold m*k, k*n and m*n elements.
+// op): bit 0 for A (stored k x m), bit 1 for B (stored n x k); 1, 2 or 3 (0 is the plain
+// kernels' case, and it and other values compute nothing). Nothing is computed unless the slices hold m*k, k*n and m*n elements.
 //
 // `sgemm_tiled` computes C in one pass. For a C of few tiles and a long k, which would
 // leave most multiprocessors idle, `sgemm_split_k` splits k among the grid's z blocks:
@@ -33,9 +33,10 @@
 #define BM 128
 #define BN 128
 #define BK 8
-// A tile rows padded by 4 floats: the transposed stores of a warp (A as stored) then fall
-// in distinct banks, and rows stay 16-byte aligned.
+// Tile rows padded by 4 floats: the transposed stores of a warp (A as stored, a
+// transposed B) then fall in distinct banks, and rows stay 16-byte aligned.
 #define AS_STRIDE (BM + 4)
+#define BS_STRIDE (BN + 4)
 // Declared for blocks of exactly THREADS threads in x (`#[kernel(block = 256)]` in
 // ../src/declarations.rs): the load and compute mappings below cover the tiles only
 // for threadIdx.x < THREADS.
@@ -95,7 +96,7 @@ __device__ __forceinline__ void load_slice(size_t m, size_t n, size_t k, size_t 
 // is transposed (4 scalar stores), what was read along k is stored as it is (one 16-byte
 // store).
 template <bool TA, bool TB>
-__device__ __forceinline__ void store_slice(float (*as)[AS_STRIDE], float (*bs)[BN],
+__device__ __forceinline__ void store_slice(float (*as)[AS_STRIDE], float (*bs)[BS_STRIDE],
                                             const float* ra, const float* rb) {
     const unsigned t = threadIdx.x;
     if (TA) {
@@ -121,7 +122,7 @@ template <bool TA, bool TB>
 __device__ __forceinline__ void tile_product(size_t m, size_t n, size_t k, size_t k_begin,
                                              size_t k_end, const float* a, const float* b,
                                              size_t row0, size_t col0, bool a_vec, bool b_vec,
-                                             float (*as)[BK][AS_STRIDE], float (*bs)[BK][BN],
+                                             float (*as)[BK][AS_STRIDE], float (*bs)[BK][BS_STRIDE],
                                              float (&acc)[8][8]) {
     const unsigned tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
@@ -215,7 +216,7 @@ __device__ __forceinline__ bool rows_aligned(const float* x, size_t row_len, siz
 // instantiation would get shared memory of its own).
 struct Staging {
     float as[2][BK][AS_STRIDE];
-    float bs[2][BK][BN];
+    float bs[2][BK][BS_STRIDE];
 };
 
 // C's tiles of this block (row tiles blockIdx.y, blockIdx.y + gridDim.y, ..., columns
@@ -239,13 +240,13 @@ __device__ __forceinline__ void gemm_tiles(size_t m, size_t n, size_t k, size_t 
     }
 }
 
-// `gemm_tiles` for the operands' storage `ops` names (bit 0: A transposed, bit 1: B).
+// `gemm_tiles` for the operands' storage `ops` names (bit 0: A transposed, bit 1: B). No
+// instantiation for 0: operands as stored go to the plain kernels, which hold theirs alone.
 __device__ __forceinline__ void gemm_tiles_for(unsigned ops, size_t m, size_t n, size_t k,
                                                size_t k_begin, size_t k_end, size_t chunk,
                                                const float* a, const float* b, float alpha,
                                                float beta, float* c, Staging& st) {
     switch (ops) {
-        case 0: gemm_tiles<false, false>(m, n, k, k_begin, k_end, chunk, a, b, alpha, beta, c, st); break;
         case 1: gemm_tiles<true, false>(m, n, k, k_begin, k_end, chunk, a, b, alpha, beta, c, st); break;
         case 2: gemm_tiles<false, true>(m, n, k, k_begin, k_end, chunk, a, b, alpha, beta, c, st); break;
         case 3: gemm_tiles<true, true>(m, n, k, k_begin, k_end, chunk, a, b, alpha, beta, c, st); break;
