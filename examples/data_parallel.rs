@@ -43,7 +43,7 @@ const FEATURES: usize = 256;
 const HIDDEN: usize = 256;
 const OUTPUTS: usize = 128;
 const ROWS_PER_RANK: usize = 1024;
-const STEPS: usize = 20;
+const STEPS: usize = 100;
 const LEARNING_RATE: f32 = 0.5;
 
 /// How each rank runs its steps: issued one by one from a scope, or replayed from a
