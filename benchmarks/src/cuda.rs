@@ -33,8 +33,12 @@ extern "C" __global__ void work_f32(unsigned iters, const float* x, size_t x_len
 }
 "#;
 
-/// The tiled SGEMM of the `kernels` crate, for the raw and cudarc baselines.
-pub const SGEMM_SOURCE: &str = include_str!("../../kernels/cuda/sgemm.cu");
+/// The tiled SGEMM of the `kernels` crate for operands as stored, for the raw and cudarc
+/// baselines: the module `kernels` builds (its shared header, then the kernels).
+pub const SGEMM_SOURCE: &str = concat!(
+    include_str!("../../kernels/cuda/sgemm_tiles.cuh"),
+    include_str!("../../kernels/cuda/sgemm.cu")
+);
 
 #[kernel(cuda = SOURCE)]
 pub unsafe fn tiny_u32(y: &mut [u32]);

@@ -26,7 +26,16 @@ const REDUCE: &str = concat!(
     include_str!("../cuda/reduce.cu")
 );
 const TRANSPOSE: &str = include_str!("../cuda/transpose.cu");
-const SGEMM: &str = include_str!("../cuda/sgemm.cu");
+// The SGEMM's two modules share `sgemm_tiles.cuh`: operands as stored, and the transposed
+// forms apart, so that a program using only the first never compiles the second.
+const SGEMM: &str = concat!(
+    include_str!("../cuda/sgemm_tiles.cuh"),
+    include_str!("../cuda/sgemm.cu")
+);
+const SGEMM_OP: &str = concat!(
+    include_str!("../cuda/sgemm_tiles.cuh"),
+    include_str!("../cuda/sgemm_op.cu")
+);
 
 #[kernel(cuda = ELEMENTWISE, block = 256)]
 pub(crate) unsafe fn fill_f32(v: f32, y: &mut [f32]);
@@ -92,7 +101,7 @@ pub(crate) unsafe fn sgemm_tiled(
     beta: f32,
     c: &mut [f32],
 );
-#[kernel(cuda = SGEMM, block = 256)]
+#[kernel(cuda = SGEMM_OP, block = 256)]
 pub(crate) unsafe fn sgemm_tiled_op(
     m: u32,
     n: u32,
@@ -114,7 +123,7 @@ pub(crate) unsafe fn sgemm_split_k(
     b: &[f32],
     partials: &mut [f32],
 );
-#[kernel(cuda = SGEMM, block = 256)]
+#[kernel(cuda = SGEMM_OP, block = 256)]
 pub(crate) unsafe fn sgemm_split_k_op(
     m: u32,
     n: u32,

@@ -19,7 +19,21 @@ const SOURCES: &[(&str, &str)] = &[
     ),
     ("../cuda/reduce.cu", include_str!("../cuda/reduce.cu")),
     ("../cuda/transpose.cu", include_str!("../cuda/transpose.cu")),
-    ("../cuda/sgemm.cu", include_str!("../cuda/sgemm.cu")),
+    // With the header that precedes them in their modules, whose #defines they use.
+    (
+        "../cuda/sgemm.cu",
+        concat!(
+            include_str!("../cuda/sgemm_tiles.cuh"),
+            include_str!("../cuda/sgemm.cu")
+        ),
+    ),
+    (
+        "../cuda/sgemm_op.cu",
+        concat!(
+            include_str!("../cuda/sgemm_tiles.cuh"),
+            include_str!("../cuda/sgemm_op.cu")
+        ),
+    ),
 ];
 
 /// One `#[kernel(...)]` declaration.

@@ -1,6 +1,6 @@
 //! Shared-memory tiled SGEMM: 128x128 tiles of C per 256-thread block, 8x8 register
 //! blocking per thread, slices of k double-buffered in shared memory, 16-byte loads and
-//! stores where the rows allow them (see `cuda/sgemm.cu`). A C of few tiles with a long
+//! stores where the rows allow them (see `cuda/sgemm_tiles.cuh`). A C of few tiles with a long
 //! k (a weight gradient: 256 x 256 over a batch of 1024) has k split among blocks
 //! ([`SplitK`]), so that the device's multiprocessors all work.
 
@@ -87,7 +87,8 @@ pub fn sgemm_tiled_op<'s>(
         b.len(),
         c.len(),
     )?;
-    // Operands as stored take kernels of their own (see `cuda/sgemm.cu`).
+    // Operands as stored take kernels of their own (`cuda/sgemm.cu`; the transposed
+    // forms are `cuda/sgemm_op.cu`'s, a module compiled only when one is first launched).
     let ops = op_a.bit() | op_b.bit() << 1;
     let Some(split) = SplitK::choose(m, n, k, s.multiprocessor_count()) else {
         let config = sgemm_tiled_config(m, n);
@@ -178,7 +179,7 @@ impl SplitK {
 /// to 1.07x-1.09x: more blocks at work outweigh the larger partial sums.
 pub const MIN_K_PER_SPLIT: u32 = 32;
 
-/// The kernel's slice of k (`BK` in `cuda/sgemm.cu`).
+/// The kernel's slice of k (`BK` in `cuda/sgemm_tiles.cuh`).
 const SLICE: u32 = 8;
 
 /// The sum kernel's launch shape for `len` elements: 256 threads a block, enough blocks
