@@ -1,11 +1,14 @@
 //! Kernels: a declared kernel ([`Kernel`], made by `#[kernel]`), the launch shapes its
 //! declaration admits ([`KernelShape`]), launch configurations ([`LaunchConfig`]) and
-//! their checks, and the per-device cache of compiled and loaded modules.
+//! their checks, the per-device cache of loaded modules, and the process's cache of
+//! compiled images (one compile per source for devices of one compute capability).
 //!
-//! Owns: `Kernel`, `KernelSource`, `KernelParam`, `KernelShape` and its rules, `LaunchConfig`, the
-//! module cache (NVRTC compilation goes through `driver::nvrtc`). Uses: `driver/`,
-//! `device/`, `error`. The launch itself is a scope's operation (`scope::launch`).
+//! Owns: `Kernel`, `KernelSource`, `KernelParam`, `KernelShape` and its rules,
+//! `LaunchConfig`, the module cache and the compiled images (NVRTC compilation goes
+//! through `driver::nvrtc`). Uses: `driver/`, `device/`, `error`. The launch itself is
+//! a scope's operation (`scope::launch`).
 
+pub(crate) mod compiled_images;
 pub(crate) mod config;
 pub(crate) mod declaration;
 pub(crate) mod module_cache;

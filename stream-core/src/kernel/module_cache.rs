@@ -11,6 +11,7 @@ use crate::driver::context::PrimaryContext;
 use crate::driver::module::{Image, LoadError, Module};
 use crate::driver::nvrtc::compile_cubin;
 use crate::error::{Error, Result};
+use crate::kernel::compiled_images::CompiledImages;
 use crate::kernel::declaration::{Kernel, KernelSource, LoadedKernel};
 
 /// The modules and functions loaded on one device.
@@ -82,16 +83,21 @@ impl ModuleCache {
     }
 }
 
-/// Compiles (CUDA) or takes (PTX) `source` and loads it into `device`'s context.
+/// Compiles (CUDA: once per process for devices of one compute capability) or takes
+/// (PTX) `source` and loads it into `device`'s context.
 fn load_module(kernel: &str, source: KernelSource, device: &DeviceInner) -> Result<Module> {
     let image = match source {
-        KernelSource::Cuda(text) => compile_cubin(kernel, text, device.compute_capability)?,
-        KernelSource::Ptx(text) => Image::ptx(text).ok_or_else(|| {
+        KernelSource::Cuda(text) => {
+            let capability = device.compute_capability;
+            CompiledImages::process()
+                .get_or_compile(text, capability, || compile_cubin(kernel, text, capability))?
+        }
+        KernelSource::Ptx(text) => Arc::new(Image::ptx(text).ok_or_else(|| {
             Error::from(crate::error::KernelCompile {
                 kernel: kernel.to_owned(),
                 log: "the PTX text contains a NUL byte".to_owned(),
             })
-        })?,
+        })?),
     };
     let bound = device.bind()?;
     match Module::load(&image, &bound) {
