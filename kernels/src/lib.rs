@@ -3,7 +3,9 @@
 //! Every wrapper takes the scope and branded device memory: `&` for what the kernel
 //! reads, `&mut` for what it writes, so the borrow checker proves that no buffer is
 //! both read and written by one launch, and that nothing from another scope gets in.
-//! Kernels are compiled with NVRTC for the device on first use and cached per device.
+//! Kernels are compiled with NVRTC on first use, once per process for devices of one
+//! compute capability, and loaded once per device; each CUDA file is compiled only when
+//! one of its kernels is first launched (the transposed SGEMM forms have their own).
 //!
 //! ```no_run
 //! use stream_core::{scope, Device, Error};

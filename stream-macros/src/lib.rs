@@ -203,7 +203,8 @@ pub fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
 /// # Other arguments
 ///
 /// `cuda = EXPR` (CUDA C++ source, a `&'static str`, compiled with NVRTC for the device
-/// on first use) or `ptx = EXPR` (PTX text); `name = "..."` when the CUDA name differs
+/// on first use, once per process for devices of one compute capability) or
+/// `ptx = EXPR` (PTX text); `name = "..."` when the CUDA name differs
 /// from the Rust one; `crate = path` for re-exports of `stream_core`.
 ///
 /// On error the wrapper is still emitted with the declared signature next to the

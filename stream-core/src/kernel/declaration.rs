@@ -18,7 +18,8 @@ use crate::kernel::shape::KernelShape;
 /// Where a kernel's code comes from.
 #[derive(Debug, Clone, Copy)]
 pub enum KernelSource {
-    /// CUDA C++ source, compiled with NVRTC for the device's own architecture.
+    /// CUDA C++ source, compiled with NVRTC for the device's own architecture (once per
+    /// process for devices of one compute capability).
     Cuda(&'static str),
     /// Precompiled PTX text, JIT-compiled by the driver.
     Ptx(&'static str),
