@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use crate::driver::module::Image;
 use crate::error::Result;
 
-/// A source's text (address and length: sources are `'static`, so both are fixed) and
-/// the compute capability it is compiled for.
-type Key = (usize, usize, (i32, i32));
+/// A source's text (compared by content: one constant may be placed at several
+/// addresses) and the compute capability it is compiled for.
+type Key = (&'static str, (i32, i32));
 
 /// One source's image for one capability, once compiled. Its own lock, so that a
 /// compile holds up only the devices that need the same image.
@@ -46,7 +46,7 @@ impl CompiledImages {
         capability: (i32, i32),
         compile: impl FnOnce() -> Result<Image>,
     ) -> Result<Arc<Image>> {
-        let key = (source.as_ptr() as usize, source.len(), capability);
+        let key = (source, capability);
         let slot = Arc::clone(
             self.slots
                 .lock()
@@ -91,6 +91,11 @@ mod tests {
         let first = images.get_or_compile(SOURCE, (9, 0), compile).unwrap();
         let again = images.get_or_compile(SOURCE, (9, 0), compile).unwrap();
         assert!(Arc::ptr_eq(&first, &again));
+        // The same text at another address (a constant copied into two statics).
+        let copy: &'static str = Box::leak(SOURCE.to_owned().into_boxed_str());
+        assert_ne!(copy.as_ptr(), SOURCE.as_ptr());
+        let same_text = images.get_or_compile(copy, (9, 0), compile).unwrap();
+        assert!(Arc::ptr_eq(&first, &same_text));
         assert_eq!(compiles.load(Ordering::Relaxed), 1);
         // Another capability, another source: compiled apart.
         let other_kind = images.get_or_compile(SOURCE, (8, 0), compile).unwrap();
