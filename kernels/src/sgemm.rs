@@ -1,7 +1,7 @@
 //! Shared-memory tiled SGEMM: 128x128 tiles of C per 256-thread block, 8x8 register
 //! blocking per thread, slices of k double-buffered in shared memory, 16-byte loads and
-//! stores where the rows allow them (see `cuda/sgemm_tiles.cuh`). A C of few tiles with a long
-//! k (a weight gradient: 256 x 256 over a batch of 1024) has k split among blocks
+//! stores where the rows allow them (see `cuda/sgemm_tiles.cuh`). A C of few tiles with
+//! a long k (a weight gradient: 256 x 256 over a batch of 1024) has k split among blocks
 //! ([`SplitK`]), so that the device's multiprocessors all work.
 
 use stream_core::{DeviceMemory, DeviceMemoryMut, Enqueue, Error, LaunchConfig, Result};
