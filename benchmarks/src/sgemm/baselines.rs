@@ -125,11 +125,7 @@ impl Raw {
     fn launch_one_pass(&self, (m, n, k): (u32, u32, u32)) -> Result<()> {
         let cfg = kernels::sgemm_tiled_config(m, n);
         let (alpha, beta) = (1.0f32, 0.0f32);
-        let (a_len, b_len, c_len) = (
-            m as usize * k as usize,
-            k as usize * n as usize,
-            m as usize * n as usize,
-        );
+        let [a_len, b_len, c_len] = super::operand_lens((m, n, k));
         let mut args = [
             arg(&m),
             arg(&n),

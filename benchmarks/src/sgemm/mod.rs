@@ -128,6 +128,12 @@ pub(crate) fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// The elements of `a`, `b` and `c` in an `m x n x k` product: `m * k`, `k * n`, `m * n`.
+pub(super) fn operand_lens((m, n, k): (u32, u32, u32)) -> [usize; 3] {
+    let (m, n, k) = (m as usize, n as usize, k as usize);
+    [m * k, k * n, m * n]
+}
+
 /// How far an f32 SGEMM's entry may be from the f64 product whose terms' magnitudes sum
 /// to `magnitude`: f32 rounding of the dot product (and TF32, should cuBLAS use it).
 pub(super) fn f32_bound(magnitude: f64) -> f64 {
@@ -233,11 +239,7 @@ impl<'e> Ours<'e> {
         (op_a, op_b): (Op, Op),
         use_blas: bool,
     ) -> Result<f64> {
-        let (a_len, b_len, c_len) = (
-            m as usize * k as usize,
-            k as usize * n as usize,
-            m as usize * n as usize,
-        );
+        let [a_len, b_len, c_len] = operand_lens((m, n, k));
         let Ours {
             stream,
             a,

@@ -7,7 +7,7 @@
 use kernels::{Op, SplitK};
 
 use super::baselines::Raw;
-use super::{f32_bound, Ours};
+use super::{f32_bound, operand_lens, Ours};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::measurement::Measurement;
@@ -37,7 +37,7 @@ pub(super) fn run(
 ) -> Result<()> {
     let multiprocessors = env.dev.multiprocessor_count();
     for ((m, n, k), ops) in SHAPES {
-        let biggest = [m * k, k * n, m * n].map(|e| e as usize).into_iter().max();
+        let biggest = operand_lens((m, n, k)).into_iter().max();
         if biggest > Some(size * size) {
             return Err(Error::msg(format!(
                 "split-k {m}x{n}x{k}: the square case's buffers hold {} elements",
