@@ -1,9 +1,11 @@
 // Shared-memory tiled SGEMM, row-major: C = alpha * op(A) * op(B) + beta * C with op(A)
-// m x k, op(B) k x n, C m x n: what the kernels of sgemm.cu (operands as stored) and of
-// sgemm_op.cu (operands stored transposed) share. This file precedes each of them in its
-// module (../src/declarations.rs); the two are separate modules so that a program using
-// only the first does not wait for the driver to compile the second's three
-// instantiations (about three quarters of the PTX) at its first launch.
+// m x k, op(B) k x n, C m x n: what the kernels of sgemm.cu (one pass) and
+// sgemm_split_k.cu share. This file precedes each of them in its module, and two #defines
+// precede it, A_TRANSPOSED and B_TRANSPOSED, which name the module's form of the operands
+// (../src/declarations.rs). A module per kernel and form, each compiled at its first
+// launch, so that a program waits only for the forms it uses: NVRTC took about 0.5 s for
+// each on an H200 host, against 0.9 s for the one-pass and split-k kernels together and
+// 3.4 s for the three transposed forms of both (2026-11-28, CUDA's cache off).
 //
 // `sgemm_tiled` computes C in one pass. For a C of few tiles and a long k, which would
 // leave most multiprocessors idle, `sgemm_split_k` splits k among the grid's z blocks:
@@ -30,6 +32,10 @@
 // (edges of shapes that are not multiples of the tile, a k that is not a multiple of 8,
 // views at odd offsets) they are scalar, zero-padded outside the matrix. Stores are
 // masked the same way.
+
+#if !defined(A_TRANSPOSED) || !defined(B_TRANSPOSED)
+#error "#define A_TRANSPOSED and B_TRANSPOSED (true or false) before sgemm_tiles.cuh"
+#endif
 
 #define BM 128
 #define BN 128
@@ -213,8 +219,7 @@ __device__ __forceinline__ bool rows_aligned(const float* x, size_t row_len, siz
 }
 
 // The block's shared staging of A and B slices, two deep, declared by each kernel and
-// lent to the instantiation its `ops` picks (declared in the templated function, each
-// instantiation would get shared memory of its own).
+// lent to `gemm_tiles`.
 struct Staging {
     float as[2][BK][AS_STRIDE];
     float bs[2][BK][BS_STRIDE];
@@ -242,8 +247,7 @@ __device__ __forceinline__ void gemm_tiles(size_t m, size_t n, size_t k, size_t 
 }
 
 // Block z's part of a split-k product: op(A)[:, z * chunk..] * op(B)[z * chunk.., :] (at
-// most `chunk` long) into partials[z * m * n..][..m * n], the operands as `ops` says
-// (`sgemm_split_k_op`) or as stored (`sgemm_split_k`). Nothing is computed unless
+// most `chunk` long) into partials[z * m * n..][..m * n]. Nothing is computed unless
 // `partials` holds gridDim.z slices of m * n.
 __device__ __forceinline__ bool split_range(size_t m, size_t n, size_t k, size_t chunk,
                                             size_t a_len, size_t b_len, size_t partials_len,

@@ -26,16 +26,65 @@ const REDUCE: &str = concat!(
     include_str!("../cuda/reduce.cu")
 );
 const TRANSPOSE: &str = include_str!("../cuda/transpose.cu");
-// The SGEMM's two modules share `sgemm_tiles.cuh`: operands as stored, and the transposed
-// forms apart, so that a program using only the first never compiles the second.
-const SGEMM: &str = concat!(
+// The SGEMM: a module per kernel (one pass, split k) and per form of the operands (A, then
+// B, as stored `N` or transposed `T`), each compiled at its first launch, so that a program
+// waits only for the forms it uses (`cuda/sgemm_tiles.cuh` has the figures). The form is
+// two #defines before the shared header.
+macro_rules! sgemm_form {
+    (N, N) => {
+        "#define A_TRANSPOSED false\n#define B_TRANSPOSED false\n"
+    };
+    (T, N) => {
+        "#define A_TRANSPOSED true\n#define B_TRANSPOSED false\n"
+    };
+    (N, T) => {
+        "#define A_TRANSPOSED false\n#define B_TRANSPOSED true\n"
+    };
+    (T, T) => {
+        "#define A_TRANSPOSED true\n#define B_TRANSPOSED true\n"
+    };
+}
+const SGEMM_NN: &str = concat!(
+    sgemm_form!(N, N),
     include_str!("../cuda/sgemm_tiles.cuh"),
     include_str!("../cuda/sgemm.cu")
 );
-const SGEMM_OP: &str = concat!(
+const SGEMM_TN: &str = concat!(
+    sgemm_form!(T, N),
     include_str!("../cuda/sgemm_tiles.cuh"),
-    include_str!("../cuda/sgemm_op.cu")
+    include_str!("../cuda/sgemm.cu")
 );
+const SGEMM_NT: &str = concat!(
+    sgemm_form!(N, T),
+    include_str!("../cuda/sgemm_tiles.cuh"),
+    include_str!("../cuda/sgemm.cu")
+);
+const SGEMM_TT: &str = concat!(
+    sgemm_form!(T, T),
+    include_str!("../cuda/sgemm_tiles.cuh"),
+    include_str!("../cuda/sgemm.cu")
+);
+const SPLIT_K_NN: &str = concat!(
+    sgemm_form!(N, N),
+    include_str!("../cuda/sgemm_tiles.cuh"),
+    include_str!("../cuda/sgemm_split_k.cu")
+);
+const SPLIT_K_TN: &str = concat!(
+    sgemm_form!(T, N),
+    include_str!("../cuda/sgemm_tiles.cuh"),
+    include_str!("../cuda/sgemm_split_k.cu")
+);
+const SPLIT_K_NT: &str = concat!(
+    sgemm_form!(N, T),
+    include_str!("../cuda/sgemm_tiles.cuh"),
+    include_str!("../cuda/sgemm_split_k.cu")
+);
+const SPLIT_K_TT: &str = concat!(
+    sgemm_form!(T, T),
+    include_str!("../cuda/sgemm_tiles.cuh"),
+    include_str!("../cuda/sgemm_split_k.cu")
+);
+const SPLIT_K_SUM: &str = include_str!("../cuda/sgemm_split_k_sum.cu");
 
 #[kernel(cuda = ELEMENTWISE, block = 256)]
 pub(crate) unsafe fn fill_f32(v: f32, y: &mut [f32]);
@@ -90,8 +139,8 @@ pub(crate) unsafe fn final_sum_f64(partials: &[f64], out: &mut [f64]);
 #[kernel(cuda = TRANSPOSE, block = (32, 8))]
 pub(crate) unsafe fn transpose_f32(input: &[f32], output: &mut [f32], rows: u32, cols: u32);
 
-#[kernel(cuda = SGEMM, block = 256)]
-pub(crate) unsafe fn sgemm_tiled(
+#[kernel(cuda = SGEMM_NN, name = "sgemm_tiled", block = 256)]
+pub(crate) unsafe fn sgemm_tiled_nn(
     m: u32,
     n: u32,
     k: u32,
@@ -101,20 +150,41 @@ pub(crate) unsafe fn sgemm_tiled(
     beta: f32,
     c: &mut [f32],
 );
-#[kernel(cuda = SGEMM_OP, block = 256)]
-pub(crate) unsafe fn sgemm_tiled_op(
+#[kernel(cuda = SGEMM_TN, name = "sgemm_tiled", block = 256)]
+pub(crate) unsafe fn sgemm_tiled_tn(
     m: u32,
     n: u32,
     k: u32,
-    ops: u32,
     alpha: f32,
     a: &[f32],
     b: &[f32],
     beta: f32,
     c: &mut [f32],
 );
-#[kernel(cuda = SGEMM, block = 256)]
-pub(crate) unsafe fn sgemm_split_k(
+#[kernel(cuda = SGEMM_NT, name = "sgemm_tiled", block = 256)]
+pub(crate) unsafe fn sgemm_tiled_nt(
+    m: u32,
+    n: u32,
+    k: u32,
+    alpha: f32,
+    a: &[f32],
+    b: &[f32],
+    beta: f32,
+    c: &mut [f32],
+);
+#[kernel(cuda = SGEMM_TT, name = "sgemm_tiled", block = 256)]
+pub(crate) unsafe fn sgemm_tiled_tt(
+    m: u32,
+    n: u32,
+    k: u32,
+    alpha: f32,
+    a: &[f32],
+    b: &[f32],
+    beta: f32,
+    c: &mut [f32],
+);
+#[kernel(cuda = SPLIT_K_NN, name = "sgemm_split_k", block = 256)]
+pub(crate) unsafe fn sgemm_split_k_nn(
     m: u32,
     n: u32,
     k: u32,
@@ -123,18 +193,37 @@ pub(crate) unsafe fn sgemm_split_k(
     b: &[f32],
     partials: &mut [f32],
 );
-#[kernel(cuda = SGEMM_OP, block = 256)]
-pub(crate) unsafe fn sgemm_split_k_op(
+#[kernel(cuda = SPLIT_K_TN, name = "sgemm_split_k", block = 256)]
+pub(crate) unsafe fn sgemm_split_k_tn(
     m: u32,
     n: u32,
     k: u32,
-    ops: u32,
     chunk: u32,
     a: &[f32],
     b: &[f32],
     partials: &mut [f32],
 );
-#[kernel(cuda = SGEMM, block = 256)]
+#[kernel(cuda = SPLIT_K_NT, name = "sgemm_split_k", block = 256)]
+pub(crate) unsafe fn sgemm_split_k_nt(
+    m: u32,
+    n: u32,
+    k: u32,
+    chunk: u32,
+    a: &[f32],
+    b: &[f32],
+    partials: &mut [f32],
+);
+#[kernel(cuda = SPLIT_K_TT, name = "sgemm_split_k", block = 256)]
+pub(crate) unsafe fn sgemm_split_k_tt(
+    m: u32,
+    n: u32,
+    k: u32,
+    chunk: u32,
+    a: &[f32],
+    b: &[f32],
+    partials: &mut [f32],
+);
+#[kernel(cuda = SPLIT_K_SUM, block = 256)]
 pub(crate) unsafe fn sgemm_split_k_sum(
     m: u32,
     n: u32,

@@ -19,20 +19,27 @@ const SOURCES: &[(&str, &str)] = &[
     ),
     ("../cuda/reduce.cu", include_str!("../cuda/reduce.cu")),
     ("../cuda/transpose.cu", include_str!("../cuda/transpose.cu")),
-    // With the header that precedes them in their modules, whose #defines they use.
+    // With the header that precedes them in their modules, whose #defines they use (and
+    // one form's two #defines before it, which the header requires).
     (
         "../cuda/sgemm.cu",
         concat!(
+            "#define A_TRANSPOSED false\n#define B_TRANSPOSED false\n",
             include_str!("../cuda/sgemm_tiles.cuh"),
             include_str!("../cuda/sgemm.cu")
         ),
     ),
     (
-        "../cuda/sgemm_op.cu",
+        "../cuda/sgemm_split_k.cu",
         concat!(
+            "#define A_TRANSPOSED false\n#define B_TRANSPOSED false\n",
             include_str!("../cuda/sgemm_tiles.cuh"),
-            include_str!("../cuda/sgemm_op.cu")
+            include_str!("../cuda/sgemm_split_k.cu")
         ),
+    ),
+    (
+        "../cuda/sgemm_split_k_sum.cu",
+        include_str!("../cuda/sgemm_split_k_sum.cu"),
     ),
 ];
 
@@ -356,13 +363,13 @@ fn a_mismatch_a_missing_shape_and_a_missing_bound_are_each_found() {
     );
 
     let no_shape = DECLARATIONS.replacen(
-        "#[kernel(cuda = SGEMM, block = 256)]",
-        "#[kernel(cuda = SGEMM)]",
+        "#[kernel(cuda = SGEMM_NN, name = \"sgemm_tiled\", block = 256)]",
+        "#[kernel(cuda = SGEMM_NN, name = \"sgemm_tiled\")]",
         1,
     );
     let found = problems(&no_shape, SOURCES);
     assert!(
-        found.len() == 1 && found[0].contains("`sgemm_tiled` declares no launch shape"),
+        found.len() == 1 && found[0].contains("`sgemm_tiled_nn` declares no launch shape"),
         "{found:?}"
     );
 
@@ -412,4 +419,59 @@ fn a_mismatch_a_missing_shape_and_a_missing_bound_are_each_found() {
         found.len() == 1 && found[0].contains("`stray` has no declaration"),
         "{found:?}"
     );
+}
+
+/// The SGEMM's forms are named three times: a module's constant (`SGEMM_TN`), the
+/// `sgemm_form!(T, N)` it begins with (A transposed, B as stored), and the Rust name of
+/// the kernel declared on it (`sgemm_tiled_tn`). A mix-up would compute another product
+/// (the lengths checked are the same for every form), so the three must agree.
+#[test]
+fn every_sgemm_form_is_named_alike_by_its_module_its_defines_and_its_kernel() {
+    let mut modules = 0;
+    let mut lines = DECLARATIONS.lines();
+    while let Some(line) = lines.next() {
+        let Some(name) = line
+            .strip_prefix("const ")
+            .and_then(|rest| rest.split_once(": &str = concat!("))
+            .map(|(name, _)| name)
+        else {
+            continue;
+        };
+        let Some(form) = lines
+            .next()
+            .and_then(|l| l.trim().strip_prefix("sgemm_form!("))
+        else {
+            continue;
+        };
+        let letters: String = form.chars().filter(|c| matches!(c, 'N' | 'T')).collect();
+        assert!(
+            name.ends_with(&format!("_{letters}")),
+            "`{name}` begins with sgemm_form!({form}"
+        );
+        modules += 1;
+    }
+    assert_eq!(
+        modules, 8,
+        "the SGEMM's modules: one pass and split k, four forms each"
+    );
+
+    let declared = declarations(DECLARATIONS).unwrap_or_default();
+    let mut kernels = 0;
+    for declaration in declared.iter().filter(|d| d.cuda.starts_with("sgemm_")) {
+        let Some((_, form)) = declaration.source.rsplit_once('_') else {
+            continue;
+        };
+        if form.chars().all(|c| matches!(c, 'N' | 'T')) {
+            assert!(
+                declaration
+                    .rust
+                    .ends_with(&format!("_{}", form.to_lowercase())),
+                "`{}` is declared on `{}`",
+                declaration.rust,
+                declaration.source
+            );
+            kernels += 1;
+        }
+    }
+    assert_eq!(kernels, 8, "{declared:?}");
 }

@@ -5,7 +5,8 @@
 //! both read and written by one launch, and that nothing from another scope gets in.
 //! Kernels are compiled with NVRTC on first use, once per process for devices of one
 //! compute capability, and loaded once per device; each CUDA file is compiled only when
-//! one of its kernels is first launched (the transposed SGEMM forms have their own).
+//! one of its kernels is first launched (the SGEMM has a module per kernel and form of
+//! its operands).
 //!
 //! ```no_run
 //! use stream_core::{scope, Device, Error};

@@ -87,22 +87,25 @@ pub fn sgemm_tiled_op<'s>(
         b.len(),
         c.len(),
     )?;
-    // Operands as stored take kernels of their own (`cuda/sgemm.cu`; the transposed
-    // forms are `cuda/sgemm_op.cu`'s, a module compiled only when one is first launched).
-    let ops = op_a.bit() | op_b.bit() << 1;
+    // Each form of the operands has kernels of its own, in modules compiled at their first
+    // launch (`declarations.rs`), so that a program compiles only the forms it uses.
     let Some(split) = SplitK::choose(m, n, k, s.multiprocessor_count()) else {
         let config = sgemm_tiled_config(m, n);
-        return match ops {
-            0 => k::sgemm_tiled(s, config, m, n, k, alpha, a, b, beta, c),
-            _ => k::sgemm_tiled_op(s, config, m, n, k, ops, alpha, a, b, beta, c),
+        return match (op_a, op_b) {
+            (Op::N, Op::N) => k::sgemm_tiled_nn(s, config, m, n, k, alpha, a, b, beta, c),
+            (Op::T, Op::N) => k::sgemm_tiled_tn(s, config, m, n, k, alpha, a, b, beta, c),
+            (Op::N, Op::T) => k::sgemm_tiled_nt(s, config, m, n, k, alpha, a, b, beta, c),
+            (Op::T, Op::T) => k::sgemm_tiled_tt(s, config, m, n, k, alpha, a, b, beta, c),
         };
     };
     // `choose` keeps splits * m * n under a tile per multiprocessor: no overflow.
     let mut partials = s.alloc::<f32>(split.splits as usize * m as usize * n as usize)?;
-    let (config, chunk) = (split.config(m, n), split.chunk);
-    match ops {
-        0 => k::sgemm_split_k(s, config, m, n, k, chunk, a, b, &mut partials)?,
-        _ => k::sgemm_split_k_op(s, config, m, n, k, ops, chunk, a, b, &mut partials)?,
+    let (config, chunk, p) = (split.config(m, n), split.chunk, &mut partials);
+    match (op_a, op_b) {
+        (Op::N, Op::N) => k::sgemm_split_k_nn(s, config, m, n, k, chunk, a, b, p)?,
+        (Op::T, Op::N) => k::sgemm_split_k_tn(s, config, m, n, k, chunk, a, b, p)?,
+        (Op::N, Op::T) => k::sgemm_split_k_nt(s, config, m, n, k, chunk, a, b, p)?,
+        (Op::T, Op::T) => k::sgemm_split_k_tt(s, config, m, n, k, chunk, a, b, p)?,
     }
     let sum = sum_config(m as usize * n as usize);
     k::sgemm_split_k_sum(s, sum, m, n, split.splits, alpha, &partials, beta, c)
@@ -118,16 +121,6 @@ pub enum Op {
     N,
     /// Transposed.
     T,
-}
-
-impl Op {
-    /// The operand's bit of the tiled kernel's `ops` (shifted by the caller).
-    fn bit(self) -> u32 {
-        match self {
-            Op::N => 0,
-            Op::T => 1,
-        }
-    }
 }
 
 /// How [`sgemm_tiled`] splits k among blocks: `splits` ranges of `chunk` (a multiple of
