@@ -3,8 +3,11 @@
 //!
 //! A kernel is compiled (or its PTX loaded) on the first launch on a device, once per
 //! source and device, never per launch. The hot path is one atomic load and a compare:
-//! each `Kernel` remembers the function of the first device it was loaded on; other
-//! devices look it up in their own [module cache](super::module_cache).
+//! each `Kernel` remembers its function on the first device of each of the ordinals
+//! 0 to 7 it was loaded on, so that a process driving several GPUs (a thread each)
+//! launches on every one of them without a lock; a device of a higher ordinal, or one
+//! made again after its ordinal's first was dropped, looks it up in its own
+//! [module cache](super::module_cache).
 
 use std::sync::OnceLock;
 
@@ -38,8 +41,14 @@ pub struct Kernel {
     /// The declaration's parameters, in order (empty for a kernel made without them,
     /// whose graph nodes then cannot have their scalars changed).
     pub(crate) params: &'static [KernelParam],
-    first: OnceLock<LoadedKernel>,
+    /// The function on the first device of each ordinal below [`FAST_PATH_ORDINALS`]
+    /// that loaded the kernel.
+    by_ordinal: [OnceLock<LoadedKernel>; FAST_PATH_ORDINALS],
 }
+
+/// How many device ordinals have a lock-free path to a kernel's function: the GPUs of
+/// one node (eight on the largest common hosts).
+const FAST_PATH_ORDINALS: usize = 8;
 
 /// A kernel loaded on one device.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +69,7 @@ impl Kernel {
             source,
             shape,
             params: &[],
-            first: OnceLock::new(),
+            by_ordinal: [const { OnceLock::new() }; FAST_PATH_ORDINALS],
         }
     }
 
@@ -79,16 +88,23 @@ impl Kernel {
     /// The kernel's function on `device`, compiling or loading its module on first use.
     #[inline]
     pub(crate) fn load(&'static self, device: &DeviceInner) -> Result<LoadedKernel> {
-        match self.first.get() {
+        let slot = self.by_ordinal.get(device.ordinal);
+        match slot.and_then(OnceLock::get) {
             Some(k) if k.device_id == device.id => Ok(*k),
-            _ => self.load_slow(device),
+            _ => self.load_slow(slot, device),
         }
     }
 
     #[cold]
-    fn load_slow(&'static self, device: &DeviceInner) -> Result<LoadedKernel> {
+    fn load_slow(
+        &'static self,
+        slot: Option<&OnceLock<LoadedKernel>>,
+        device: &DeviceInner,
+    ) -> Result<LoadedKernel> {
         let loaded = ModuleCache::of(device).load(self, device)?;
-        let _ = self.first.set(loaded);
+        if let Some(slot) = slot {
+            let _ = slot.set(loaded);
+        }
         Ok(loaded)
     }
 }
