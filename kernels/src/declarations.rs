@@ -44,46 +44,24 @@ macro_rules! sgemm_form {
         "#define A_TRANSPOSED true\n#define B_TRANSPOSED true\n"
     };
 }
-const SGEMM_NN: &str = concat!(
-    sgemm_form!(N, N),
-    include_str!("../cuda/sgemm_tiles.cuh"),
-    include_str!("../cuda/sgemm.cu")
-);
-const SGEMM_TN: &str = concat!(
-    sgemm_form!(T, N),
-    include_str!("../cuda/sgemm_tiles.cuh"),
-    include_str!("../cuda/sgemm.cu")
-);
-const SGEMM_NT: &str = concat!(
-    sgemm_form!(N, T),
-    include_str!("../cuda/sgemm_tiles.cuh"),
-    include_str!("../cuda/sgemm.cu")
-);
-const SGEMM_TT: &str = concat!(
-    sgemm_form!(T, T),
-    include_str!("../cuda/sgemm_tiles.cuh"),
-    include_str!("../cuda/sgemm.cu")
-);
-const SPLIT_K_NN: &str = concat!(
-    sgemm_form!(N, N),
-    include_str!("../cuda/sgemm_tiles.cuh"),
-    include_str!("../cuda/sgemm_split_k.cu")
-);
-const SPLIT_K_TN: &str = concat!(
-    sgemm_form!(T, N),
-    include_str!("../cuda/sgemm_tiles.cuh"),
-    include_str!("../cuda/sgemm_split_k.cu")
-);
-const SPLIT_K_NT: &str = concat!(
-    sgemm_form!(N, T),
-    include_str!("../cuda/sgemm_tiles.cuh"),
-    include_str!("../cuda/sgemm_split_k.cu")
-);
-const SPLIT_K_TT: &str = concat!(
-    sgemm_form!(T, T),
-    include_str!("../cuda/sgemm_tiles.cuh"),
-    include_str!("../cuda/sgemm_split_k.cu")
-);
+/// The module of `file`'s kernel for the form `a, b`: the form, the shared header, the file.
+macro_rules! sgemm_module {
+    ($a:ident, $b:ident, $file:literal) => {
+        concat!(
+            sgemm_form!($a, $b),
+            include_str!("../cuda/sgemm_tiles.cuh"),
+            include_str!($file)
+        )
+    };
+}
+const SGEMM_NN: &str = sgemm_module!(N, N, "../cuda/sgemm.cu");
+const SGEMM_TN: &str = sgemm_module!(T, N, "../cuda/sgemm.cu");
+const SGEMM_NT: &str = sgemm_module!(N, T, "../cuda/sgemm.cu");
+const SGEMM_TT: &str = sgemm_module!(T, T, "../cuda/sgemm.cu");
+const SPLIT_K_NN: &str = sgemm_module!(N, N, "../cuda/sgemm_split_k.cu");
+const SPLIT_K_TN: &str = sgemm_module!(T, N, "../cuda/sgemm_split_k.cu");
+const SPLIT_K_NT: &str = sgemm_module!(N, T, "../cuda/sgemm_split_k.cu");
+const SPLIT_K_TT: &str = sgemm_module!(T, T, "../cuda/sgemm_split_k.cu");
 const SPLIT_K_SUM: &str = include_str!("../cuda/sgemm_split_k_sum.cu");
 
 #[kernel(cuda = ELEMENTWISE, block = 256)]

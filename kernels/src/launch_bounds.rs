@@ -168,7 +168,8 @@ fn declarations(text: &str) -> Result<Vec<Declaration>, String> {
 
 /// `const NAME: &str = include_str!("PATH");` of `text`, as NAME -> PATH. A source made
 /// of several files (`concat!(include_str!("header"), include_str!("PATH"))`, the
-/// headers first) maps to its last file, which holds the kernels.
+/// headers first, or `sgemm_module!(A, B, "PATH")`, whose header the macro adds) maps
+/// to its last `../cuda/` file, which holds the kernels.
 fn included_sources(text: &str) -> BTreeMap<String, String> {
     let mut found = BTreeMap::new();
     let mut lines = text.lines();
@@ -187,10 +188,10 @@ fn included_sources(text: &str) -> BTreeMap<String, String> {
             }
         }
         let last = statement
-            .rsplit_once("include_str!(\"")
+            .rsplit_once("\"../cuda/")
             .and_then(|(_, after)| after.split_once('"'));
-        if let Some((path, _)) = last {
-            found.insert(name.trim().to_owned(), path.to_owned());
+        if let Some((file, _)) = last {
+            found.insert(name.trim().to_owned(), format!("../cuda/{file}"));
         }
     }
     found
@@ -421,32 +422,28 @@ fn a_mismatch_a_missing_shape_and_a_missing_bound_are_each_found() {
     );
 }
 
-/// The SGEMM's forms are named three times: a module's constant (`SGEMM_TN`), the
-/// `sgemm_form!(T, N)` it begins with (A transposed, B as stored), and the Rust name of
-/// the kernel declared on it (`sgemm_tiled_tn`). A mix-up would compute another product
+/// The SGEMM's forms are named three times: a module's constant (`SGEMM_TN`), the form
+/// of its `sgemm_module!(T, N, ..)` (A transposed, B as stored), and the Rust name of the
+/// kernel declared on it (`sgemm_tiled_tn`). A mix-up would compute another product
 /// (the lengths checked are the same for every form), so the three must agree.
 #[test]
 fn every_sgemm_form_is_named_alike_by_its_module_its_defines_and_its_kernel() {
     let mut modules = 0;
-    let mut lines = DECLARATIONS.lines();
-    while let Some(line) = lines.next() {
-        let Some(name) = line
+    for line in DECLARATIONS.lines() {
+        let Some((name, form)) = line
             .strip_prefix("const ")
-            .and_then(|rest| rest.split_once(": &str = concat!("))
-            .map(|(name, _)| name)
+            .and_then(|rest| rest.split_once(": &str = sgemm_module!("))
         else {
             continue;
         };
-        let Some(form) = lines
-            .next()
-            .and_then(|l| l.trim().strip_prefix("sgemm_form!("))
-        else {
-            continue;
-        };
-        let letters: String = form.chars().filter(|c| matches!(c, 'N' | 'T')).collect();
+        let letters: String = form
+            .split(',')
+            .take(2)
+            .flat_map(|letter| letter.trim().chars())
+            .collect();
         assert!(
             name.ends_with(&format!("_{letters}")),
-            "`{name}` begins with sgemm_form!({form}"
+            "`{name}` is sgemm_module!({form}"
         );
         modules += 1;
     }
