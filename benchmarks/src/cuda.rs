@@ -34,13 +34,8 @@ extern "C" __global__ void work_f32(unsigned iters, const float* x, size_t x_len
 "#;
 
 /// The tiled SGEMM of the `kernels` crate in one pass for operands as stored, for the raw
-/// and cudarc baselines: the module `kernels` builds for that form (the form's two
-/// #defines, its shared header, then the kernel).
-pub const SGEMM_SOURCE: &str = concat!(
-    "#define A_TRANSPOSED false\n#define B_TRANSPOSED false\n",
-    include_str!("../../kernels/cuda/sgemm_tiles.cuh"),
-    include_str!("../../kernels/cuda/sgemm.cu")
-);
+/// and cudarc baselines: the module `kernels` compiles.
+pub const SGEMM_SOURCE: &str = kernels::SGEMM_TILED_SOURCE;
 
 #[kernel(cuda = SOURCE)]
 pub unsafe fn tiny_u32(y: &mut [u32]);

@@ -63,6 +63,12 @@ const SPLIT_K_TN: &str = sgemm_module!(T, N, "../cuda/sgemm_split_k.cu");
 const SPLIT_K_NT: &str = sgemm_module!(N, T, "../cuda/sgemm_split_k.cu");
 const SPLIT_K_TT: &str = sgemm_module!(T, T, "../cuda/sgemm_split_k.cu");
 const SPLIT_K_SUM: &str = include_str!("../cuda/sgemm_split_k_sum.cu");
+/// The one-pass and split-k modules for operands as stored, as the kernels get them: for
+/// the launch-bounds test (each file with what precedes it) and programs that launch the
+/// one-pass kernel themselves ([`crate::SGEMM_TILED_SOURCE`]).
+pub(crate) const SGEMM_AS_STORED: &str = SGEMM_NN;
+#[cfg(test)]
+pub(crate) const SPLIT_K_AS_STORED: &str = SPLIT_K_NN;
 
 #[kernel(cuda = ELEMENTWISE, block = 256)]
 pub(crate) unsafe fn fill_f32(v: f32, y: &mut [f32]);

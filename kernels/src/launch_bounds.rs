@@ -19,23 +19,11 @@ const SOURCES: &[(&str, &str)] = &[
     ),
     ("../cuda/reduce.cu", include_str!("../cuda/reduce.cu")),
     ("../cuda/transpose.cu", include_str!("../cuda/transpose.cu")),
-    // With the header that precedes them in their modules, whose #defines they use (and
-    // one form's two #defines before it, which the header requires).
-    (
-        "../cuda/sgemm.cu",
-        concat!(
-            "#define A_TRANSPOSED false\n#define B_TRANSPOSED false\n",
-            include_str!("../cuda/sgemm_tiles.cuh"),
-            include_str!("../cuda/sgemm.cu")
-        ),
-    ),
+    // As their modules have them: the form's two #defines and the shared header first.
+    ("../cuda/sgemm.cu", crate::declarations::SGEMM_AS_STORED),
     (
         "../cuda/sgemm_split_k.cu",
-        concat!(
-            "#define A_TRANSPOSED false\n#define B_TRANSPOSED false\n",
-            include_str!("../cuda/sgemm_tiles.cuh"),
-            include_str!("../cuda/sgemm_split_k.cu")
-        ),
+        crate::declarations::SPLIT_K_AS_STORED,
     ),
     (
         "../cuda/sgemm_split_k_sum.cu",

@@ -58,7 +58,10 @@ mod transpose;
 pub use cublas::{Cublas, HalfGemm};
 pub use elementwise::{axpy, fill, scale, Element, Float};
 pub use reduce::{dot, reduce_sum};
-pub use sgemm::{sgemm_tiled, sgemm_tiled_config, sgemm_tiled_op, Op, SplitK, MIN_K_PER_SPLIT};
+pub use sgemm::{
+    sgemm_tiled, sgemm_tiled_config, sgemm_tiled_op, Op, SplitK, MIN_K_PER_SPLIT,
+    SGEMM_TILED_SOURCE,
+};
 pub use transpose::transpose;
 
 use stream_core::LaunchConfig;

@@ -182,6 +182,12 @@ fn sum_config(len: usize) -> LaunchConfig {
     LaunchConfig::new((blocks, 1, 1), (256, 1, 1))
 }
 
+/// The CUDA module of `sgemm_tiled`'s one-pass kernel (`extern "C" sgemm_tiled`) for
+/// operands as stored, as [`sgemm_tiled`] compiles it. For programs that launch the kernel
+/// themselves (the benchmark's raw and cudarc baselines), with [`sgemm_tiled_config`]'s
+/// shape, so that they run the same code.
+pub const SGEMM_TILED_SOURCE: &str = k::SGEMM_AS_STORED;
+
 /// The launch shape [`sgemm_tiled`] uses for a `m x n` result: one 256-thread block per
 /// 128x128 tile of C, with at most 65,535 blocks in y (each block then
 /// computes every 65,535th row tile), so that every `m` has a valid shape.
