@@ -28,8 +28,10 @@ def form(a, b):
 
 def modules():
     tiles = read('sgemm_tiles.cuh')
-    yield 'elementwise', read('half.cuh') + read('elementwise.cu')
-    yield 'reduce', read('half.cuh') + read('reduce.cu')
+    for precision in ('f32', 'f64', 'half'):
+        half = read('half.cuh') if precision == 'half' else ''
+        yield f'elementwise {precision}', half + read('elementwise.cuh') + read(f'elementwise_{precision}.cu')
+        yield f'reduce {precision}', half + read('reduce.cuh') + read(f'reduce_{precision}.cu')
     yield 'transpose', read('transpose.cu')
     for name, (a, b) in {'NN': ('false', 'false'), 'TN': ('true', 'false'),
                          'NT': ('false', 'true'), 'TT': ('true', 'true')}.items():

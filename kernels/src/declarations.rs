@@ -16,14 +16,34 @@
 use half::{bf16, f16};
 use stream_core::kernel;
 
-// The f16 and bf16 kernels convert through `half.cuh`, which precedes each file using it.
-const ELEMENTWISE: &str = concat!(
-    include_str!("../cuda/half.cuh"),
-    include_str!("../cuda/elementwise.cu")
+// The element-wise kernels and the reductions: a module per precision (f32, f64, and f16
+// with bf16), each its shared header then its kernels, so that a program compiles only the
+// precisions it launches. The f16 and bf16 kernels convert through `half.cuh`, first.
+pub(crate) const ELEMENTWISE_F32: &str = concat!(
+    include_str!("../cuda/elementwise.cuh"),
+    include_str!("../cuda/elementwise_f32.cu")
 );
-const REDUCE: &str = concat!(
+pub(crate) const ELEMENTWISE_F64: &str = concat!(
+    include_str!("../cuda/elementwise.cuh"),
+    include_str!("../cuda/elementwise_f64.cu")
+);
+pub(crate) const ELEMENTWISE_HALF: &str = concat!(
     include_str!("../cuda/half.cuh"),
-    include_str!("../cuda/reduce.cu")
+    include_str!("../cuda/elementwise.cuh"),
+    include_str!("../cuda/elementwise_half.cu")
+);
+pub(crate) const REDUCE_F32: &str = concat!(
+    include_str!("../cuda/reduce.cuh"),
+    include_str!("../cuda/reduce_f32.cu")
+);
+pub(crate) const REDUCE_F64: &str = concat!(
+    include_str!("../cuda/reduce.cuh"),
+    include_str!("../cuda/reduce_f64.cu")
+);
+pub(crate) const REDUCE_HALF: &str = concat!(
+    include_str!("../cuda/half.cuh"),
+    include_str!("../cuda/reduce.cuh"),
+    include_str!("../cuda/reduce_half.cu")
 );
 const TRANSPOSE: &str = include_str!("../cuda/transpose.cu");
 // The SGEMM: a module per kernel (one pass, split k) and per form of the operands (A, then
@@ -70,54 +90,54 @@ pub(crate) const SGEMM_AS_STORED: &str = SGEMM_NN;
 #[cfg(test)]
 pub(crate) const SPLIT_K_AS_STORED: &str = SPLIT_K_NN;
 
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_F32, block = 256)]
 pub(crate) unsafe fn fill_f32(v: f32, y: &mut [f32]);
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_F64, block = 256)]
 pub(crate) unsafe fn fill_f64(v: f64, y: &mut [f64]);
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_F32, block = 256)]
 pub(crate) unsafe fn fill_u32(v: u32, y: &mut [u32]);
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_HALF, block = 256)]
 pub(crate) unsafe fn fill_f16(v: f16, y: &mut [f16]);
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_HALF, block = 256)]
 pub(crate) unsafe fn fill_bf16(v: bf16, y: &mut [bf16]);
 
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_F32, block = 256)]
 pub(crate) unsafe fn scale_f32(a: f32, x: &[f32], y: &mut [f32]);
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_F64, block = 256)]
 pub(crate) unsafe fn scale_f64(a: f64, x: &[f64], y: &mut [f64]);
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_HALF, block = 256)]
 pub(crate) unsafe fn scale_f16(a: f16, x: &[f16], y: &mut [f16]);
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_HALF, block = 256)]
 pub(crate) unsafe fn scale_bf16(a: bf16, x: &[bf16], y: &mut [bf16]);
 
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_F32, block = 256)]
 pub(crate) unsafe fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]);
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_F64, block = 256)]
 pub(crate) unsafe fn axpy_f64(a: f64, x: &[f64], y: &mut [f64]);
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_HALF, block = 256)]
 pub(crate) unsafe fn axpy_f16(a: f16, x: &[f16], y: &mut [f16]);
-#[kernel(cuda = ELEMENTWISE, block = 256)]
+#[kernel(cuda = ELEMENTWISE_HALF, block = 256)]
 pub(crate) unsafe fn axpy_bf16(a: bf16, x: &[bf16], y: &mut [bf16]);
 
-#[kernel(cuda = REDUCE, block = 256)]
+#[kernel(cuda = REDUCE_F32, block = 256)]
 pub(crate) unsafe fn sum_partials_f32(x: &[f32], partials: &mut [f32]);
-#[kernel(cuda = REDUCE, block = 256)]
+#[kernel(cuda = REDUCE_F64, block = 256)]
 pub(crate) unsafe fn sum_partials_f64(x: &[f64], partials: &mut [f64]);
-#[kernel(cuda = REDUCE, block = 256)]
+#[kernel(cuda = REDUCE_F32, block = 256)]
 pub(crate) unsafe fn dot_partials_f32(x: &[f32], y: &[f32], partials: &mut [f32]);
-#[kernel(cuda = REDUCE, block = 256)]
+#[kernel(cuda = REDUCE_F64, block = 256)]
 pub(crate) unsafe fn dot_partials_f64(x: &[f64], y: &[f64], partials: &mut [f64]);
-#[kernel(cuda = REDUCE, block = 256)]
+#[kernel(cuda = REDUCE_HALF, block = 256)]
 pub(crate) unsafe fn sum_partials_f16(x: &[f16], partials: &mut [f32]);
-#[kernel(cuda = REDUCE, block = 256)]
+#[kernel(cuda = REDUCE_HALF, block = 256)]
 pub(crate) unsafe fn sum_partials_bf16(x: &[bf16], partials: &mut [f32]);
-#[kernel(cuda = REDUCE, block = 256)]
+#[kernel(cuda = REDUCE_HALF, block = 256)]
 pub(crate) unsafe fn dot_partials_f16(x: &[f16], y: &[f16], partials: &mut [f32]);
-#[kernel(cuda = REDUCE, block = 256)]
+#[kernel(cuda = REDUCE_HALF, block = 256)]
 pub(crate) unsafe fn dot_partials_bf16(x: &[bf16], y: &[bf16], partials: &mut [f32]);
-#[kernel(cuda = REDUCE, block = 256)]
+#[kernel(cuda = REDUCE_F32, block = 256)]
 pub(crate) unsafe fn final_sum_f32(partials: &[f32], out: &mut [f32]);
-#[kernel(cuda = REDUCE, block = 256)]
+#[kernel(cuda = REDUCE_F64, block = 256)]
 pub(crate) unsafe fn final_sum_f64(partials: &[f64], out: &mut [f64]);
 
 #[kernel(cuda = TRANSPOSE, block = (32, 8))]

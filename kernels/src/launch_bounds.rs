@@ -8,23 +8,27 @@
 
 use std::collections::BTreeMap;
 
+use crate::declarations;
+
 /// The declarations, as written.
 const DECLARATIONS: &str = include_str!("declarations.rs");
 
-/// Every CUDA file of the crate, by the path `declarations.rs` includes it with.
+/// Every CUDA file of the crate that holds kernels, by the path `declarations.rs`
+/// includes it with, as its module has it (what precedes the file first: the shared
+/// header with its `#define`s, an SGEMM form's two `#define`s).
 const SOURCES: &[(&str, &str)] = &[
+    ("../cuda/elementwise_f32.cu", declarations::ELEMENTWISE_F32),
+    ("../cuda/elementwise_f64.cu", declarations::ELEMENTWISE_F64),
     (
-        "../cuda/elementwise.cu",
-        include_str!("../cuda/elementwise.cu"),
+        "../cuda/elementwise_half.cu",
+        declarations::ELEMENTWISE_HALF,
     ),
-    ("../cuda/reduce.cu", include_str!("../cuda/reduce.cu")),
+    ("../cuda/reduce_f32.cu", declarations::REDUCE_F32),
+    ("../cuda/reduce_f64.cu", declarations::REDUCE_F64),
+    ("../cuda/reduce_half.cu", declarations::REDUCE_HALF),
     ("../cuda/transpose.cu", include_str!("../cuda/transpose.cu")),
-    // As their modules have them: the form's two #defines and the shared header first.
-    ("../cuda/sgemm.cu", crate::declarations::SGEMM_AS_STORED),
-    (
-        "../cuda/sgemm_split_k.cu",
-        crate::declarations::SPLIT_K_AS_STORED,
-    ),
+    ("../cuda/sgemm.cu", declarations::SGEMM_AS_STORED),
+    ("../cuda/sgemm_split_k.cu", declarations::SPLIT_K_AS_STORED),
     (
         "../cuda/sgemm_split_k_sum.cu",
         include_str!("../cuda/sgemm_split_k_sum.cu"),
@@ -162,7 +166,12 @@ fn included_sources(text: &str) -> BTreeMap<String, String> {
     let mut found = BTreeMap::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
-        let Some(declaration) = line.trim().strip_prefix("const ") else {
+        let line = line.trim();
+        let Some(declaration) = line
+            .strip_prefix("pub(crate) ")
+            .unwrap_or(line)
+            .strip_prefix("const ")
+        else {
             continue;
         };
         let Some((name, rest)) = declaration.split_once(':') else {

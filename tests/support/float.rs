@@ -142,7 +142,7 @@ pub fn accurate_sum(terms: impl Iterator<Item = f64>) -> f64 {
 
 /// The height of the summation tree of `reduce_sum`/`dot` for `n` elements: the most
 /// roundings any one term goes through. Mirrors `kernels/src/reduce.rs` and
-/// `kernels/cuda/reduce.cu`: `p = min(ceil(n / 256), 1024)` blocks of 256 threads; each
+/// `kernels/cuda/reduce.cuh`: `p = min(ceil(n / 256), 1024)` blocks of 256 threads; each
 /// thread adds `ceil(n / (256 p))` terms in sequence, a block adds its 256 threads in a
 /// tree of depth 8, then one block adds the `p` partials, `ceil(p / 256)` per thread in
 /// sequence and again a tree of depth 8.

@@ -1,0 +1,50 @@
+// Deterministic reductions: a fixed number of blocks (a function of n only) each sum a
+// fixed, strided set of elements and reduce them in shared memory in a fixed tree order;
+// a second launch of one block reduces the per-block partials the same way. No atomics,
+// so the result depends only on the input and its length, never on timing.
+//
+// Slices are (pointer, length) pairs; kernels stay below the lengths they are given.
+//
+// This header is the reductions' shared code: each precision's kernels are a module of
+// their own (reduce_f32.cu, reduce_f64.cu, reduce_half.cu, each preceded by this header),
+// so that a program compiles only the precisions it launches.
+
+// Every kernel here is declared for blocks of exactly REDUCE_THREADS threads
+// (`#[kernel(block = 256)]` in ../src/declarations.rs): block_tree_sum indexes its
+// __shared__ array of REDUCE_THREADS elements with threadIdx.x.
+#define REDUCE_THREADS 256
+
+template <typename T>
+__device__ T block_tree_sum(T v) {
+    __shared__ T partial[REDUCE_THREADS];
+    partial[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned stride = REDUCE_THREADS / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    return partial[0];
+}
+
+// Pass 1: partials[blockIdx.x] = sum of x[i] (or x[i]*y[i]) over i = blockIdx.x*T + t + k*gridDim.x*T.
+template <typename T, bool DOT>
+__device__ void partial_sums(const T* x, size_t x_len, const T* y, size_t y_len, T* partials, size_t partials_len) {
+    if (blockIdx.x >= partials_len) return;
+    size_t n = DOT ? (x_len < y_len ? x_len : y_len) : x_len;
+    T acc = 0;
+    for (size_t i = blockIdx.x * (size_t)REDUCE_THREADS + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * REDUCE_THREADS) {
+        acc += DOT ? x[i] * y[i] : x[i];
+    }
+    T total = block_tree_sum(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// Pass 2 (one block): out[0] = sum of partials, in a fixed order.
+template <typename T>
+__device__ void final_sum(const T* partials, size_t partials_len, T* out, size_t out_len) {
+    T acc = 0;
+    for (size_t i = threadIdx.x; i < partials_len; i += REDUCE_THREADS) acc += partials[i];
+    T total = block_tree_sum(acc);
+    if (threadIdx.x == 0 && out_len > 0) out[0] = total;
+}
