@@ -4,7 +4,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::device::DeviceInner;
 use crate::driver::context::PrimaryContext;
@@ -40,31 +40,61 @@ impl ModuleCache {
     }
 
     /// `kernel`'s function on `device`: compiles or loads its module on first use.
+    ///
+    /// The compile runs outside this cache's lock, so that a first launch of another
+    /// module on this device, or a launch of a loaded kernel found here, does not wait
+    /// for it; threads that need the same image wait for one compile
+    /// ([`CompiledImages`]). Only loading the image into the context is done under the
+    /// lock, so each source is loaded once.
     pub(crate) fn load(
         &self,
         kernel: &'static Kernel,
         device: &DeviceInner,
     ) -> Result<LoadedKernel> {
-        let mut cache = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let kernel_key = kernel as *const Kernel as usize;
-        if let Some(k) = cache.functions.get(&kernel_key) {
-            return Ok(*k);
-        }
         let source_key = match kernel.source {
             KernelSource::Cuda(text) | KernelSource::Ptx(text) => {
                 (text.as_ptr() as usize, text.len())
             }
         };
+        {
+            let mut cache = self.lock();
+            if let Some(k) = cache.functions.get(&kernel_key) {
+                return Ok(*k);
+            }
+            if cache.modules.contains_key(&source_key) {
+                return cache.function(kernel, source_key, device);
+            }
+        }
+        let image = image_of(kernel.name(), kernel.source, device)?;
+        let mut cache = self.lock();
+        if let Entry::Vacant(slot) = cache.modules.entry(source_key) {
+            slot.insert(load_image(kernel.name(), &image, device)?);
+        }
+        cache.function(kernel, source_key, device)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Loaded> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Loaded {
+    /// `kernel`'s function from its module (loaded, under `source_key`), kept for the
+    /// next launch.
+    fn function(
+        &mut self,
+        kernel: &'static Kernel,
+        source_key: (usize, usize),
+        device: &DeviceInner,
+    ) -> Result<LoadedKernel> {
         let name = kernel.name();
-        let module = match cache.modules.entry(source_key) {
-            Entry::Occupied(loaded) => loaded.into_mut(),
-            Entry::Vacant(slot) => slot.insert(load_module(name, kernel.source, device)?),
-        };
         let not_found = || {
             Error::from(crate::error::KernelNotFound {
                 kernel: name.to_owned(),
             })
         };
+        let module = self.modules.get(&source_key).ok_or_else(not_found)?;
         let c_name = CString::new(name).map_err(|_| not_found())?;
         // Dynamic shared memory up to the device's opt-in limit is allowed once, at
         // load, so launches never change function attributes (no race between threads).
@@ -78,29 +108,34 @@ impl ModuleCache {
             device_id: device.id,
             function,
         };
-        cache.functions.insert(kernel_key, loaded);
+        self.functions
+            .insert(kernel as *const Kernel as usize, loaded);
         Ok(loaded)
     }
 }
 
-/// Compiles (CUDA: once per process for devices of one compute capability) or takes
-/// (PTX) `source` and loads it into `device`'s context.
-fn load_module(kernel: &str, source: KernelSource, device: &DeviceInner) -> Result<Module> {
-    let image = match source {
+/// `source`'s image for `device`: CUDA compiled (once per process for devices of one
+/// compute capability), PTX taken as it is.
+fn image_of(kernel: &str, source: KernelSource, device: &DeviceInner) -> Result<Arc<Image>> {
+    match source {
         KernelSource::Cuda(text) => {
             let capability = device.compute_capability;
             CompiledImages::process()
-                .get_or_compile(text, capability, || compile_cubin(kernel, text, capability))?
+                .get_or_compile(text, capability, || compile_cubin(kernel, text, capability))
         }
-        KernelSource::Ptx(text) => Arc::new(Image::ptx(text).ok_or_else(|| {
+        KernelSource::Ptx(text) => Ok(Arc::new(Image::ptx(text).ok_or_else(|| {
             Error::from(crate::error::KernelCompile {
                 kernel: kernel.to_owned(),
                 log: "the PTX text contains a NUL byte".to_owned(),
             })
-        })?),
-    };
+        })?)),
+    }
+}
+
+/// Loads `image` (of `kernel`'s source) into `device`'s context.
+fn load_image(kernel: &str, image: &Image, device: &DeviceInner) -> Result<Module> {
     let bound = device.bind()?;
-    match Module::load(&image, &bound) {
+    match Module::load(image, &bound) {
         Ok(module) => Ok(module),
         Err(LoadError::Rejected(e)) if image.is_ptx() => {
             Err(Error::from(crate::error::KernelCompile {
