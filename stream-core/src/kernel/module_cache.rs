@@ -51,7 +51,6 @@ impl ModuleCache {
         kernel: &'static Kernel,
         device: &DeviceInner,
     ) -> Result<LoadedKernel> {
-        let kernel_key = kernel as *const Kernel as usize;
         let source_key = match kernel.source {
             KernelSource::Cuda(text) | KernelSource::Ptx(text) => {
                 (text.as_ptr() as usize, text.len())
@@ -59,9 +58,6 @@ impl ModuleCache {
         };
         {
             let mut cache = self.lock();
-            if let Some(k) = cache.functions.get(&kernel_key) {
-                return Ok(*k);
-            }
             if cache.modules.contains_key(&source_key) {
                 return cache.function(kernel, source_key, device);
             }
@@ -81,13 +77,18 @@ impl ModuleCache {
 
 impl Loaded {
     /// `kernel`'s function from its module (loaded, under `source_key`), kept for the
-    /// next launch.
+    /// next launch; the kept one when another thread took it first (while this one
+    /// compiled), so that its attributes are set once, before any launch.
     fn function(
         &mut self,
         kernel: &'static Kernel,
         source_key: (usize, usize),
         device: &DeviceInner,
     ) -> Result<LoadedKernel> {
+        let kernel_key = kernel as *const Kernel as usize;
+        if let Some(k) = self.functions.get(&kernel_key) {
+            return Ok(*k);
+        }
         let name = kernel.name();
         let not_found = || {
             Error::from(crate::error::KernelNotFound {
@@ -108,8 +109,7 @@ impl Loaded {
             device_id: device.id,
             function,
         };
-        self.functions
-            .insert(kernel as *const Kernel as usize, loaded);
+        self.functions.insert(kernel_key, loaded);
         Ok(loaded)
     }
 }
