@@ -195,8 +195,8 @@ fn axpy_on_sub_range_views_leaves_neighbours_untouched() -> TestResult {
 /// `reduce_sum` of `n` values: `|got - sum| <= (h + 2) u sum |x|` with `h` the height of
 /// the summation tree ([`summation_height`]; `h * u * sum |x|` is the classic bound for
 /// any summation tree of height `h`, and `2 u` covers the reference). For the largest
-/// `n`, `h = 85`: about `5.1e-6 * sum |x|` for `f32` (below the `1e-5` one would guess)
-/// and `1e-14 * sum |x|` for `f64`. Sums of 0 and 1 terms are exact. Running it twice in
+/// `n`, `h = 39`: about `2.4e-6 * sum |x|` for `f32` (below the `1e-5` one would guess)
+/// and `4.6e-15 * sum |x|` for `f64`. Sums of 0 and 1 terms are exact. Running it twice in
 /// one scope and once on another stream gives the same bits.
 fn reduce_sum_is_within_its_bound_and_bit_reproducible<T: Real>() -> TestResult
 where

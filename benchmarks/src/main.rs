@@ -36,6 +36,7 @@ mod launch;
 mod managed;
 mod managed_raw;
 mod measurement;
+mod memory_bound;
 mod nccl;
 mod pageable;
 mod peer_copy;
@@ -65,7 +66,7 @@ struct Case {
     run: fn(&Env, &mut Report) -> Result<()>,
 }
 
-const CASES: [Case; 15] = [
+const CASES: [Case; 16] = [
     Case {
         name: "launch",
         what: "1. launch enqueue cost of a tiny kernel (host time)",
@@ -141,6 +142,11 @@ const CASES: [Case; 15] = [
         name: "peers",
         what: "15. the same operations through PyTorch and CuPy (where Python imports them), interleaved with ours on the same GPU: launch, copies, synchronisation, fork + join, allocation, graph replay, SGEMM, all_reduce",
         run: peers::run,
+    },
+    Case {
+        name: "membound",
+        what: "16. memory-bound kernels: axpy and dot of 64 Mi f32 (GPU time, GB/s): ours (the kernels crate) vs raw cuBLAS saxpy and sdot, and a device-to-device copy as the ceiling",
+        run: memory_bound::run,
     },
 ];
 

@@ -26,16 +26,31 @@ __device__ T block_tree_sum(T v) {
     return partial[0];
 }
 
-// Pass 1: partials[blockIdx.x] = sum of x[i] (or x[i]*y[i]) over i = blockIdx.x*T + t + k*gridDim.x*T.
+// The sum of term(i) over this thread's indices i = blockIdx.x*T + t + k*gridDim.x*T below
+// n, in an order fixed by n: four running sums, each index in turn to the next (so that a
+// thread has four loads of each operand in flight, not one), the indices left after the
+// last whole four to the first sum, then (s0 + s1) + (s2 + s3).
+template <typename Acc, typename Term>
+__device__ Acc strided_sum(const Term& term, size_t n) {
+    size_t stride = (size_t)gridDim.x * REDUCE_THREADS;
+    size_t i = blockIdx.x * (size_t)REDUCE_THREADS + threadIdx.x;
+    Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (; i < n && n - i > 3 * stride; i += 4 * stride) {
+        s0 += term(i);
+        s1 += term(i + stride);
+        s2 += term(i + 2 * stride);
+        s3 += term(i + 3 * stride);
+    }
+    for (; i < n; i += stride) s0 += term(i);
+    return (s0 + s1) + (s2 + s3);
+}
+
+// Pass 1: partials[blockIdx.x] = sum of x[i] (or x[i]*y[i]) over this block's indices.
 template <typename T, bool DOT>
 __device__ void partial_sums(const T* x, size_t x_len, const T* y, size_t y_len, T* partials, size_t partials_len) {
     if (blockIdx.x >= partials_len) return;
     size_t n = DOT ? (x_len < y_len ? x_len : y_len) : x_len;
-    T acc = 0;
-    for (size_t i = blockIdx.x * (size_t)REDUCE_THREADS + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * REDUCE_THREADS) {
-        acc += DOT ? x[i] * y[i] : x[i];
-    }
+    T acc = strided_sum<T>([&](size_t i) { return DOT ? x[i] * y[i] : x[i]; }, n);
     T total = block_tree_sum(acc);
     if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }

@@ -7,11 +7,8 @@ __device__ void half_partial_sums(const unsigned short* x, size_t x_len, const u
                                   size_t y_len, float* partials, size_t partials_len) {
     if (blockIdx.x >= partials_len) return;
     size_t n = DOT ? (x_len < y_len ? x_len : y_len) : x_len;
-    float acc = 0;
-    for (size_t i = blockIdx.x * (size_t)REDUCE_THREADS + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * REDUCE_THREADS) {
-        acc += DOT ? H::to_f32(x[i]) * H::to_f32(y[i]) : H::to_f32(x[i]);
-    }
+    float acc = strided_sum<float>(
+        [&](size_t i) { return DOT ? H::to_f32(x[i]) * H::to_f32(y[i]) : H::to_f32(x[i]); }, n);
     float total = block_tree_sum(acc);
     if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }

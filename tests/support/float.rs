@@ -142,16 +142,20 @@ pub fn accurate_sum(terms: impl Iterator<Item = f64>) -> f64 {
 
 /// The height of the summation tree of `reduce_sum`/`dot` for `n` elements: the most
 /// roundings any one term goes through. Mirrors `kernels/src/reduce.rs` and
-/// `kernels/cuda/reduce.cuh`: `p = min(ceil(n / 256), 1024)` blocks of 256 threads; each
-/// thread adds `ceil(n / (256 p))` terms in sequence, a block adds its 256 threads in a
-/// tree of depth 8, then one block adds the `p` partials, `ceil(p / 256)` per thread in
-/// sequence and again a tree of depth 8.
+/// `kernels/cuda/reduce.cuh`: `p = min(ceil(n / 256), 1024)` blocks of 256 threads; a
+/// thread has `t = ceil(n / (256 p))` terms or one fewer, which it adds into four running
+/// sums in turn (`t / 4` terms each, the `t % 4` left over into the first) and adds the
+/// four in a tree of depth 2; a block adds its 256 threads in a tree of depth 8, then one
+/// block adds the `p` partials, `ceil(p / 256)` per thread in sequence and again a tree
+/// of depth 8.
 pub fn summation_height(n: usize) -> usize {
     if n == 0 {
         return 0;
     }
     let partials = n.div_ceil(256).min(1024);
-    n.div_ceil(256 * partials) + 8 + partials.div_ceil(256) + 8
+    let thread = |t: usize| t / 4 + t % 4 + 2;
+    let terms = n.div_ceil(256 * partials);
+    thread(terms).max(thread(terms - 1)) + 8 + partials.div_ceil(256) + 8
 }
 
 #[cfg(test)]

@@ -94,7 +94,14 @@ fn seeds_parse_in_decimal_and_hex() {
 /// `summation_height` for the sizes the reductions are checked at.
 #[test]
 fn summation_height_counts_every_level_of_the_reduction() -> TestResult {
-    for (n, expected) in [(0, 0), (1, 18), (256, 18), (257, 18), ((1 << 24) + 3, 85)] {
+    for (n, expected) in [
+        (0, 0),
+        (1, 20),
+        (256, 20),
+        (257, 20),
+        (7 << 18, 26),
+        ((1 << 24) + 3, 39),
+    ] {
         let h = summation_height(n);
         ensure!(
             h == expected,

@@ -1,0 +1,220 @@
+//! Case 16: the `kernels` crate's memory-bound kernels, where the GPU pays: `axpy` and
+//! `dot` of `f32` vectors of 64 Mi elements (256 MiB each), as GB/s of the bytes each one
+//! must move (`axpy` reads x and y and writes y: 12 bytes an element; `dot` reads x and y:
+//! 8), GPU time of one call between two events. Ours (`kernels::axpy`, `kernels::dot`,
+//! its deterministic two passes) against raw cuBLAS (`cublasSaxpy_v2`, `cublasSdot_v2`
+//! with its result in device memory) on a raw stream, in the same run. A note gives a
+//! device-to-device copy of the same vector (`cuMemcpyDtoDAsync`, reading and writing
+//! 4 bytes an element) as the ceiling. The dot products are checked against an `f64`
+//! CPU sum.
+#![allow(unsafe_code)]
+
+use cudarc::cublas::{result as blas, sys as blas_sys};
+use cudarc::driver::result;
+use stream_core::{scope, GpuTimer as OurTimer};
+
+use crate::env::Env;
+use crate::error::{Context, Error, Result};
+use crate::measurement::Measurement;
+use crate::raw::RawDeviceMem;
+use crate::report::{Better, Report, Row, Source};
+use crate::sampling::GpuTimer;
+use crate::sgemm::{pseudo_random, RawBlas};
+
+/// Runs case 16.
+pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
+    // SAFETY: only `dlopen`s the library by its well-known names, so that a missing
+    // cuBLAS is reported rather than a panic of cudarc's lazy loader.
+    if !unsafe { blas_sys::is_culib_present() } {
+        rep.note("membound: cuBLAS (libcublas) could not be loaded; nothing was measured");
+        return Ok(());
+    }
+    let len = env.cfg.pick(64 << 20, 4 << 20);
+    let (warmup, reps) = env.cfg.pick((3, 20), (1, 5));
+    let x = pseudo_random(len, 5);
+    let y = pseudo_random(len, 6);
+    let bytes = len * std::mem::size_of::<f32>();
+    let n = i32::try_from(len).map_err(|_| Error::msg("membound: length exceeds i32::MAX"))?;
+
+    // Ours: `DeviceVec`s attached to a scope per sample.
+    let (dx, mut dy) = (env.dev.upload_vec(&x)?, env.dev.upload_vec(&y)?);
+    let mut dot_out = env.dev.alloc_vec::<f32>(1)?;
+    let timer = OurTimer::new(&env.dev)?;
+    let ours_axpy = || -> Result<f64> {
+        scope(&env.streams[0], |s| {
+            let (x, mut y) = (s.attach_ref(&dx)?, s.attach(&mut dy)?);
+            timer.start(s)?;
+            kernels::axpy(s, 1e-3, &x, &mut y)?;
+            timer.stop(s)?;
+            Ok::<_, Error>(())
+        })?;
+        Ok(timer.elapsed()?.as_secs_f64())
+    };
+
+    // Raw: cuBLAS on a raw stream, its scalars read from host (axpy) and its dot written
+    // to device memory (no host round trip inside the timed span).
+    let stream = env.raw_streams[0].0;
+    let upload = |host: &[f32]| -> Result<RawDeviceMem> {
+        let m = RawDeviceMem::new(bytes)?;
+        // SAFETY: `m` holds as many bytes as `host`.
+        unsafe { result::memcpy_htod_sync(m.ptr, host) }.context("cuMemcpyHtoD")?;
+        Ok(m)
+    };
+    let (rx, ry) = (upload(&x)?, upload(&y)?);
+    let (r_out, r_copy) = (RawDeviceMem::new(4)?, RawDeviceMem::new(bytes)?);
+    let handle = RawBlas(blas::create_handle()?);
+    // SAFETY: the handle was just created; the stream is alive (owned by `Env`).
+    unsafe { blas::set_stream(handle.0, stream as _) }?;
+    let raw_timer = GpuTimer::new()?;
+    let timed = |call: &dyn Fn() -> Result<()>| -> Result<f64> {
+        raw_timer.start(stream)?;
+        let called = call();
+        let stopped = raw_timer.stop(stream);
+        // SAFETY: the stream is alive (owned by `Env`).
+        unsafe { result::stream::synchronize(stream) }.context("cuStreamSynchronize")?;
+        called?;
+        stopped?;
+        raw_timer.seconds()
+    };
+    let set_pointer_mode = |mode| -> Result<()> {
+        // SAFETY: the handle is alive and used by this thread alone.
+        unsafe { blas_sys::cublasSetPointerMode_v2(handle.0, mode) }
+            .result()
+            .map_err(|e| Error::msg(format!("cublasSetPointerMode: {e:?}")))
+    };
+    let raw_axpy = || {
+        timed(&|| {
+            set_pointer_mode(blas_sys::cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST)?;
+            let alpha = 1e-3f32;
+            // SAFETY: `rx` and `ry` hold `n` floats and stay allocated until `timed`
+            // synchronised the stream; `alpha` is read before the call returns (host
+            // pointer mode).
+            unsafe {
+                blas_sys::cublasSaxpy_v2(
+                    handle.0,
+                    n,
+                    &raw const alpha,
+                    rx.ptr as *const f32,
+                    1,
+                    ry.ptr as *mut f32,
+                    1,
+                )
+            }
+            .result()
+            .map_err(|e| Error::msg(format!("cublasSaxpy_v2: {e:?}")))
+        })
+    };
+    let row = Measurement::new()
+        .ours("ours", ours_axpy)
+        .raw("raw cublasSaxpy_v2", raw_axpy)
+        .into_row(
+            env.cfg.plan(warmup, reps),
+            Row::new(
+                "membound",
+                format!("axpy f32, {} Mi elements", len >> 20),
+                "GB/s",
+                Better::Higher,
+            ),
+        )?
+        .in_unit(|t| 12.0 * len as f64 / t / 1e9);
+    rep.push(row.check_vs_raw(0.95, Source::Goal));
+
+    // Fresh inputs for the dot products (the axpy samples changed y).
+    let (dx, dy) = (env.dev.upload_vec(&x)?, env.dev.upload_vec(&y)?);
+    // SAFETY: `ry` holds as many bytes as `y`; no work of the raw stream is pending
+    // (`timed` synchronised it).
+    unsafe { result::memcpy_htod_sync(ry.ptr, &y) }.context("cuMemcpyHtoD")?;
+    let ours_dot = || -> Result<f64> {
+        scope(&env.streams[0], |s| {
+            let (x, y, mut out) = (
+                s.attach_ref(&dx)?,
+                s.attach_ref(&dy)?,
+                s.attach(&mut dot_out)?,
+            );
+            timer.start(s)?;
+            kernels::dot(s, &x, &y, &mut out)?;
+            timer.stop(s)?;
+            Ok::<_, Error>(())
+        })?;
+        Ok(timer.elapsed()?.as_secs_f64())
+    };
+    let raw_dot = || {
+        timed(&|| {
+            set_pointer_mode(blas_sys::cublasPointerMode_t::CUBLAS_POINTER_MODE_DEVICE)?;
+            // SAFETY: `rx` and `ry` hold `n` floats and `r_out` one, all allocated until
+            // `timed` synchronised the stream (device pointer mode: the result is written
+            // there by the stream's work).
+            unsafe {
+                blas_sys::cublasSdot_v2(
+                    handle.0,
+                    n,
+                    rx.ptr as *const f32,
+                    1,
+                    ry.ptr as *const f32,
+                    1,
+                    r_out.ptr as *mut f32,
+                )
+            }
+            .result()
+            .map_err(|e| Error::msg(format!("cublasSdot_v2: {e:?}")))
+        })
+    };
+    let row = Measurement::new()
+        .ours("ours", ours_dot)
+        .raw("raw cublasSdot_v2", raw_dot)
+        .into_row(
+            env.cfg.plan(warmup, reps),
+            Row::new(
+                "membound",
+                format!("dot f32, {} Mi elements", len >> 20),
+                "GB/s",
+                Better::Higher,
+            ),
+        )?
+        .in_unit(|t| 8.0 * len as f64 / t / 1e9);
+    rep.push(row.check_vs_raw(0.95, Source::Goal));
+
+    let mut copies = Vec::with_capacity(warmup + reps);
+    for _ in 0..warmup + reps {
+        copies.push(timed(&|| {
+            // SAFETY: both allocations hold `bytes` bytes, allocated until `timed`
+            // synchronised the stream; distinct allocations.
+            unsafe { result::memcpy_dtod_async(r_copy.ptr, rx.ptr, bytes, stream) }
+                .context("cuMemcpyDtoDAsync")
+        })?);
+    }
+    copies.drain(..warmup);
+    copies.sort_by(f64::total_cmp);
+    let median = copies[copies.len() / 2];
+    rep.note(format!(
+        "membound: a device-to-device copy of the same {} Mi f32 (cuMemcpyDtoDAsync) moves {:.0} \
+         GB/s (read and write), the ceiling of the rows above",
+        len >> 20,
+        8.0 * len as f64 / median / 1e9
+    ));
+
+    let want: f64 = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+        .sum();
+    let scale: f64 = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &b)| f64::from(a * b).abs())
+        .sum();
+    let ours = f64::from(dot_out.to_host_vec()?[0]);
+    let mut theirs = [0f32];
+    // SAFETY: `r_out` holds one float; the raw stream was synchronised.
+    unsafe { result::memcpy_dtoh_sync(&mut theirs, r_out.ptr) }.context("cuMemcpyDtoH")?;
+    // Pairwise summation in f32: about log2(n) roundings of the sum of |x y|.
+    let bound = 2.0 * (len as f64).log2() * f64::from(f32::EPSILON) * scale;
+    for (who, got) in [("ours", ours), ("cuBLAS", f64::from(theirs[0]))] {
+        if (got - want).abs() > bound {
+            return Err(Error::msg(format!(
+                "membound: {who} dot is {got}, the f64 sum {want} (bound {bound:.3e})"
+            )));
+        }
+    }
+    Ok(())
+}
