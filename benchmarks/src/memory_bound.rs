@@ -6,11 +6,12 @@
 //! with its result in device memory) on a raw stream, in the same run. A note gives a
 //! device-to-device copy of the same vector (`cuMemcpyDtoDAsync`, reading and writing
 //! 4 bytes an element) as the ceiling. The dot products are checked against an `f64`
-//! CPU sum.
+//! CPU sum. Then the transpose of an 8192x8192 `f32` matrix (`kernels::transpose`)
+//! against `cublasSgeam` (8 bytes an element), both outputs checked bit for bit.
 #![allow(unsafe_code)]
 
 use cudarc::cublas::{result as blas, sys as blas_sys};
-use cudarc::driver::result;
+use cudarc::driver::{result, sys};
 use stream_core::{scope, GpuTimer as OurTimer};
 
 use crate::env::Env;
@@ -66,16 +67,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     // SAFETY: the handle was just created; the stream is alive (owned by `Env`).
     unsafe { blas::set_stream(handle.0, stream as _) }?;
     let raw_timer = GpuTimer::new()?;
-    let timed = |call: &dyn Fn() -> Result<()>| -> Result<f64> {
-        raw_timer.start(stream)?;
-        let called = call();
-        let stopped = raw_timer.stop(stream);
-        // SAFETY: the stream is alive (owned by `Env`).
-        unsafe { result::stream::synchronize(stream) }.context("cuStreamSynchronize")?;
-        called?;
-        stopped?;
-        raw_timer.seconds()
-    };
+    let timed = |call: &dyn Fn() -> Result<()>| timed(&raw_timer, stream, call);
     let set_pointer_mode = |mode| -> Result<()> {
         // SAFETY: the handle is alive and used by this thread alone.
         unsafe { blas_sys::cublasSetPointerMode_v2(handle.0, mode) }
@@ -213,6 +205,119 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         if (got - want).abs() > bound {
             return Err(Error::msg(format!(
                 "membound: {who} dot is {got}, the f64 sum {want} (bound {bound:.3e})"
+            )));
+        }
+    }
+    transpose(env, rep, &handle, (warmup, reps))
+}
+
+/// GPU seconds of `call`'s work on the raw `stream`, synchronised after.
+fn timed(timer: &GpuTimer, stream: sys::CUstream, call: &dyn Fn() -> Result<()>) -> Result<f64> {
+    timer.start(stream)?;
+    let called = call();
+    let stopped = timer.stop(stream);
+    // SAFETY: the stream is alive (owned by `Env`).
+    unsafe { result::stream::synchronize(stream) }.context("cuStreamSynchronize")?;
+    called?;
+    stopped?;
+    timer.seconds()
+}
+
+/// The transpose of a square `f32` matrix (8192^2, 256 MiB): ours (`kernels::transpose`)
+/// against raw `cublasSgeam` (`C = A^T`), as GB/s of the 8 bytes an element moves; both
+/// outputs must equal the CPU's transpose.
+fn transpose(
+    env: &Env,
+    rep: &mut Report,
+    handle: &RawBlas,
+    (warmup, reps): (usize, usize),
+) -> Result<()> {
+    let side = env.cfg.pick(8192, 2048);
+    let len = side * side;
+    let a = pseudo_random(len, 7);
+    let d = i32::try_from(side).map_err(|_| Error::msg("membound: side exceeds i32::MAX"))?;
+    let n = side as u32;
+
+    let da = env.dev.upload_vec(&a)?;
+    let mut dt = env.dev.alloc_vec::<f32>(len)?;
+    let timer = OurTimer::new(&env.dev)?;
+    let ours = || -> Result<f64> {
+        scope(&env.streams[0], |s| {
+            let (a, mut t) = (s.attach_ref(&da)?, s.attach(&mut dt)?);
+            timer.start(s)?;
+            kernels::transpose(s, &a, n, n, &mut t)?;
+            timer.stop(s)?;
+            Ok::<_, Error>(())
+        })?;
+        Ok(timer.elapsed()?.as_secs_f64())
+    };
+
+    let stream = env.raw_streams[0].0;
+    let (ra, rt) = (RawDeviceMem::new(len * 4)?, RawDeviceMem::new(len * 4)?);
+    // SAFETY: `ra` holds as many bytes as `a`.
+    unsafe { result::memcpy_htod_sync(ra.ptr, &a) }.context("cuMemcpyHtoD")?;
+    // SAFETY: the handle is alive and used by this thread alone.
+    unsafe {
+        blas_sys::cublasSetPointerMode_v2(
+            handle.0,
+            blas_sys::cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST,
+        )
+    }
+    .result()
+    .map_err(|e| Error::msg(format!("cublasSetPointerMode: {e:?}")))?;
+    let raw_timer = GpuTimer::new()?;
+    let raw = || {
+        timed(&raw_timer, stream, &|| {
+            let (alpha, beta) = (1.0f32, 0.0f32);
+            // SAFETY: `ra` and `rt` hold `side * side` floats, allocated until `timed`
+            // synchronised the stream; distinct allocations (no in-place geam). `alpha`
+            // and `beta` are read before the call returns (host pointer mode); with
+            // `beta` zero the second operand (`ra` again, valid) adds nothing.
+            unsafe {
+                blas_sys::cublasSgeam(
+                    handle.0,
+                    blas_sys::cublasOperation_t::CUBLAS_OP_T,
+                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                    d,
+                    d,
+                    &raw const alpha,
+                    ra.ptr as *const f32,
+                    d,
+                    &raw const beta,
+                    ra.ptr as *const f32,
+                    d,
+                    rt.ptr as *mut f32,
+                    d,
+                )
+            }
+            .result()
+            .map_err(|e| Error::msg(format!("cublasSgeam: {e:?}")))
+        })
+    };
+    let row = Measurement::new()
+        .ours("ours", ours)
+        .raw("raw cublasSgeam", raw)
+        .into_row(
+            env.cfg.plan(warmup, reps),
+            Row::new(
+                "membound",
+                format!("transpose f32, {side}x{side}"),
+                "GB/s",
+                Better::Higher,
+            ),
+        )?
+        .in_unit(|t| 8.0 * len as f64 / t / 1e9);
+    rep.push(row.check_vs_raw(0.95, Source::Goal));
+
+    let ours = dt.to_host_vec()?;
+    let mut theirs = vec![0f32; len];
+    // SAFETY: `rt` holds `len` floats; the raw stream was synchronised.
+    unsafe { result::memcpy_dtoh_sync(&mut theirs, rt.ptr) }.context("cuMemcpyDtoH")?;
+    for (who, t) in [("ours", &ours), ("cuBLAS", &theirs)] {
+        let wrong = (0..len).find(|&i| t[i].to_bits() != a[(i % side) * side + i / side].to_bits());
+        if let Some(i) = wrong {
+            return Err(Error::msg(format!(
+                "membound: {who} transpose differs from the CPU's at element {i}"
             )));
         }
     }

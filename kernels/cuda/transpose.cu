@@ -1,15 +1,17 @@
-// Coalesced transpose through shared memory: a 32x32 tile is read row by row
-// (coalesced), stored in shared memory padded to 33 columns (no bank conflicts), and
-// written out row by row of the transposed matrix (coalesced). Blocks are 32x8 threads.
+// Coalesced transpose through shared memory: a 64x64 tile is read row by row
+// (coalesced), stored in shared memory padded to 65 columns (no bank conflicts), and
+// written out row by row of the transposed matrix (coalesced). Blocks are 64x4 threads,
+// each moving 16 elements: on an H200 an 8192x8192 transpose moved 3760-3779 GB/s with
+// these tiles, 3454-3465 with 32x32 tiles by 32x8 threads, 3533 with 64x64 by 32x8.
 //
 // `in` is rows x cols, row-major; `out` is cols x rows. Nothing is written unless both
 // slices hold rows*cols elements.
 
-#define TILE 32
-#define ROWS_PER_PASS 8
+#define TILE 64
+#define ROWS_PER_PASS 4
 
 // Declared for blocks of exactly TILE x ROWS_PER_PASS threads (`#[kernel(block =
-// (32, 8))]` in ../src/declarations.rs): `tile[threadIdx.y + j]` with j up to
+// (64, 4))]` in ../src/declarations.rs): `tile[threadIdx.y + j]` with j up to
 // TILE - ROWS_PER_PASS stays within the tile only for threadIdx.y < ROWS_PER_PASS.
 extern "C" __global__ void __launch_bounds__(TILE * ROWS_PER_PASS)
 transpose_f32(const float* in, size_t in_len, float* out, size_t out_len,

@@ -3,7 +3,7 @@
 //! slice as a pointer and a `size_t` length), stays within those lengths, and writes
 //! only through `&mut` slices, for every launch its `block` admits: each kernel is
 //! written for exactly that block (the reductions index a `__shared__` array of 256
-//! with `threadIdx.x`, the transpose a 32x33 tile with `threadIdx.y + 24`, the SGEMM a
+//! with `threadIdx.x`, the transpose a 64x65 tile with `threadIdx.y + 60`, the SGEMM a
 //! 16x16 grid of threads over 64x68 tiles; the element-wise kernels index one
 //! dimension), and carries a matching `__launch_bounds__` (checked by the test in
 //! `launch_bounds.rs`). The wrappers refuse any other block before launching. None of
@@ -140,7 +140,7 @@ pub(crate) unsafe fn final_sum_f32(partials: &[f32], out: &mut [f32]);
 #[kernel(cuda = REDUCE_F64, block = 256)]
 pub(crate) unsafe fn final_sum_f64(partials: &[f64], out: &mut [f64]);
 
-#[kernel(cuda = TRANSPOSE, block = (32, 8))]
+#[kernel(cuda = TRANSPOSE, block = (64, 4))]
 pub(crate) unsafe fn transpose_f32(input: &[f32], output: &mut [f32], rows: u32, cols: u32);
 
 #[kernel(cuda = SGEMM_NN, name = "sgemm_tiled", block = 256)]

@@ -351,7 +351,7 @@ fn every_kernel_declares_its_shape_and_its_launch_bounds_match() {
 
 #[test]
 fn a_mismatch_a_missing_shape_and_a_missing_bound_are_each_found() {
-    let wrong_block = DECLARATIONS.replace("block = (32, 8)", "block = (32, 32)");
+    let wrong_block = DECLARATIONS.replace("block = (64, 4)", "block = (64, 16)");
     let found = problems(&wrong_block, SOURCES);
     assert!(
         found.len() == 1

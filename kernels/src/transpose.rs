@@ -26,10 +26,10 @@ pub fn transpose<'s>(
             }));
         }
     }
-    // 32x32 tiles, 32x8 threads each (every thread moves 4 elements).
-    let config = LaunchConfig::for_2d(cols as usize, rows as usize, (32, 32));
+    // 64x64 tiles, 64x4 threads each (every thread moves 16 elements).
+    let config = LaunchConfig::for_2d(cols as usize, rows as usize, (64, 64));
     let config = LaunchConfig {
-        block: (32, 8, 1),
+        block: (64, 4, 1),
         ..config
     };
     k::transpose_f32(s, config, input, output, rows, cols)
