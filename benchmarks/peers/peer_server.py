@@ -15,7 +15,8 @@ Protocol (one line each way, UTF-8):
 
 Every figure is in the unit `bench` prints for the key (benchmarks/src/peers/mod.rs
 holds the list): ns per operation for host costs, GB/s for copies, GFLOP/s for SGEMM,
-us per call for all_reduce.
+us per call for all_reduce; the kernel keys (axpy, dot, transpose) are in
+peer_kernels.py.
 Host times are `time.perf_counter_ns` around the same loop the Rust side times;
 copies and SGEMM include the synchronisation that makes their result usable, as ours
 do (the scope's end).
@@ -23,15 +24,18 @@ do (the scope's end).
 import sys
 import time
 
+import peer_kernels
+
 MIB = 1 << 20
 # Set from the command line (see main): launches per launch sample, operations per
 # sample of the host-cost keys, kernels in the replayed graph, the SGEMM's side, SGEMMs
 # and all_reduces per sample, graph replays per sample, all_gathers in the graph of
 # all_gathers and the elements of each, kernels in the graph of the replay loop and its
-# replays.
+# replays, the elements and matrix side of the kernel keys and their calls per sample.
 LOOP_SIZES = (
     "BATCH", "OPS", "GRAPH_KERNELS", "GEMM_N", "GEMM_CALLS", "ALL_REDUCE_CALLS", "GRAPH_REPLAYS",
     "GRAPH_ALL_GATHERS", "GRAPH_ALL_GATHER_ELEMENTS", "LOOP_GRAPH_KERNELS", "LOOP_REPLAYS",
+    "KERNEL_N", "KERNEL_SIDE", "KERNEL_CALLS",
 )
 
 
@@ -97,6 +101,9 @@ class Torch(Peer):
         self.other = torch.cuda.Stream(self.dev)
         self.idle = torch.cuda.Stream(self.dev)
         self.state = {}
+
+    def on_stream(self):
+        return self.torch.cuda.stream(self.stream)
 
     def launch(self):
         x = self.state.setdefault("one", self.torch.zeros(1, device=self.dev))
@@ -248,6 +255,9 @@ class CuPy(Peer):
             cupy.cuda.Event(disable_timing=True),
         )
         self.state = {}
+
+    def on_stream(self):
+        return self.stream
 
     def launch(self):
         with self.stream:
@@ -420,6 +430,8 @@ def sample(peer, key):
         return peer.graph_all_gathers()
     if key.startswith("all_reduce_"):
         return peer.all_reduce(key)
+    if key.startswith("kernel_"):
+        return peer_kernels.sample(peer, key, globals())
     raise Absent(f"no measurement named {key!r}")
 
 

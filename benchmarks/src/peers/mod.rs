@@ -46,7 +46,7 @@ const fn peered(
 }
 
 /// Every measurement, in table order.
-const MEASUREMENTS: [Peered; 15] = [
+const MEASUREMENTS: [Peered; 18] = [
     peered(
         "launch",
         "launch a tiny kernel (fill one element), batches of 256",
@@ -146,6 +146,27 @@ const MEASUREMENTS: [Peered; 15] = [
         true,
     ),
     peered(
+        "kernel_axpy",
+        "axpy of 64 Mi f32 (y += a x), 5 calls until done",
+        "GB/s",
+        Better::Higher,
+        true,
+    ),
+    peered(
+        "kernel_dot",
+        "dot of 64 Mi f32, 5 calls until done",
+        "GB/s",
+        Better::Higher,
+        true,
+    ),
+    peered(
+        "kernel_transpose",
+        "transpose of 8192x8192 f32 into another matrix, 5 calls until done",
+        "GB/s",
+        Better::Higher,
+        true,
+    ),
+    peered(
         "all_reduce_64",
         "all_reduce 64 MiB f32 in place, one rank (no data moves): host time per call, 5 calls until done",
         "us",
@@ -214,8 +235,8 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     rep.note(
         "peers: the raw column of a peers row is the framework its name ends with (a Python \
          process of its own on the same GPU, its samples interleaved with ours); ours/raw is \
-         ours/PyTorch or ours/CuPy. Copies, SGEMM and all_reduce are host time until the \
-         result is usable; the rest host time per operation",
+         ours/PyTorch or ours/CuPy. Copies, SGEMM, the kernels and all_reduce are host time \
+         until the result is usable; the rest host time per operation",
     );
     Ok(())
 }

@@ -2,8 +2,8 @@
 //! operation the peer makes (`benchmarks/peers/peer_server.py`), timed the same way.
 //!
 //! Host costs are nanoseconds per operation over a loop of [`OPS`] (launches: a batch
-//! of [`BATCH`]); copies, SGEMM and all_reduce are the host time until the result is
-//! usable (the scope's end), as GB/s or GFLOP/s of the work.
+//! of [`BATCH`]); copies, SGEMM, the kernels and all_reduce are the host time until the
+//! result is usable (the scope's end), as GB/s or GFLOP/s of the work.
 
 use std::time::Instant;
 
@@ -35,6 +35,12 @@ pub const GRAPH_ALL_GATHER_ELEMENTS: usize = 16 << 10;
 pub const LOOP_GRAPH_KERNELS: usize = 4;
 /// Replays of the replay loop, back to back, synchronised once.
 pub const LOOP_REPLAYS: usize = 50;
+/// Elements (`f32`) of the vectors of `kernel_axpy` and `kernel_dot`: 256 MiB each.
+pub const KERNEL_N: usize = 64 << 20;
+/// Side of the square `f32` matrix of `kernel_transpose`: 256 MiB.
+pub const KERNEL_SIDE: usize = 8192;
+/// Calls per sample of the kernel keys.
+pub const KERNEL_CALLS: usize = 5;
 
 /// The loop sizes the peer is given, so that both sides time the same loops.
 pub const LOOP_SIZES: &[(&str, usize)] = &[
@@ -49,7 +55,31 @@ pub const LOOP_SIZES: &[(&str, usize)] = &[
     ("GRAPH_ALL_GATHER_ELEMENTS", GRAPH_ALL_GATHER_ELEMENTS),
     ("LOOP_GRAPH_KERNELS", LOOP_GRAPH_KERNELS),
     ("LOOP_REPLAYS", LOOP_REPLAYS),
+    ("KERNEL_N", KERNEL_N),
+    ("KERNEL_SIDE", KERNEL_SIDE),
+    ("KERNEL_CALLS", KERNEL_CALLS),
 ];
+
+/// Bytes an element of a kernel key moves (the peer's `BYTES`): axpy reads x and y and
+/// writes y, dot reads x and y, the transpose reads and writes each element.
+fn kernel_bytes(key: &str) -> Result<usize> {
+    match key {
+        "kernel_axpy" => Ok(12 * KERNEL_N),
+        "kernel_dot" => Ok(8 * KERNEL_N),
+        "kernel_transpose" => Ok(8 * KERNEL_SIDE * KERNEL_SIDE),
+        _ => Err(Error::msg(format!("peers: no kernel named {key:?}"))),
+    }
+}
+
+/// The kernel keys' memory: x and y of `KERNEL_N`, dot's result, and the matrix and its
+/// transpose of `KERNEL_SIDE`^2.
+struct KernelData {
+    x: DeviceVec<f32>,
+    y: DeviceVec<f32>,
+    dot: DeviceVec<f32>,
+    matrix: DeviceVec<f32>,
+    transposed: DeviceVec<f32>,
+}
 
 /// Bytes of a copy key: `..._64` is 64 MiB, `..._1024` 1 GiB (the peer's `copy_size`).
 pub fn copy_size(key: &str) -> Result<usize> {
@@ -88,6 +118,7 @@ pub struct Ours<'a> {
     /// The graph of the replay loop: `LOOP_GRAPH_KERNELS` fills of a buffer of its own.
     loop_graph: Graph<&'a mut DeviceVec<f32>>,
     gemm: Option<Gemm>,
+    kernel: Option<KernelData>,
     comm: Option<(Communicator, DeviceVec<f32>)>,
     /// The buffers of the graph of all_gathers (input, output), until that graph is
     /// captured (at first use: it needs a communicator), then the communicator and the
@@ -130,6 +161,7 @@ impl<'a> Ours<'a> {
             graph,
             loop_graph,
             gemm: None,
+            kernel: None,
             comm: None,
             gather_bufs: Some(gather_bufs),
             gather_graph: None,
@@ -147,6 +179,7 @@ impl<'a> Ours<'a> {
             "graph_loop" => self.graph_loop(),
             "graph_all_gathers" => self.graph_all_gathers(),
             "sgemm" => self.sgemm(),
+            _ if key.starts_with("kernel_") => self.kernel(key),
             _ if key.starts_with("pinned_") || key.starts_with("pageable_") => self.copy(key),
             _ if key.starts_with("all_reduce_") => self.all_reduce(key),
             _ => Err(Error::msg(format!("peers: no measurement named {key:?}"))),
@@ -318,6 +351,55 @@ impl<'a> Ours<'a> {
         })?;
         let flop = 2.0 * (GEMM_N as f64).powi(3) * GEMM_CALLS as f64;
         Ok(flop / t.elapsed().as_nanos() as f64)
+    }
+
+    /// `KERNEL_CALLS` calls of the `kernels` crate's axpy, dot or transpose (the
+    /// peer: its framework's own way of writing the operation) until done: GB/s of the
+    /// bytes the calls must move.
+    fn kernel(&mut self, key: &str) -> Result<f64> {
+        let bytes = kernel_bytes(key)? * KERNEL_CALLS;
+        if self.kernel.is_none() {
+            let square = KERNEL_SIDE * KERNEL_SIDE;
+            self.kernel = Some(KernelData {
+                x: upload_ones(&self.dev, &self.stream, KERNEL_N)?,
+                y: upload_ones(&self.dev, &self.stream, KERNEL_N)?,
+                dot: self.dev.alloc_vec::<f32>(1)?,
+                matrix: upload_ones(&self.dev, &self.stream, square)?,
+                transposed: self.dev.alloc_vec::<f32>(square)?,
+            });
+        }
+        let k = self
+            .kernel
+            .as_mut()
+            .ok_or_else(|| Error::msg("no kernel data"))?;
+        let side = KERNEL_SIDE as u32;
+        let t = Instant::now();
+        scope(&self.stream, |s| {
+            match key {
+                "kernel_axpy" => {
+                    let (x, mut y) = (s.attach_ref(&k.x)?, s.attach(&mut k.y)?);
+                    for _ in 0..KERNEL_CALLS {
+                        kernels::axpy(s, 1e-3, &x, &mut y)?;
+                    }
+                }
+                "kernel_dot" => {
+                    let (x, y) = (s.attach_ref(&k.x)?, s.attach_ref(&k.y)?);
+                    let mut out = s.attach(&mut k.dot)?;
+                    for _ in 0..KERNEL_CALLS {
+                        kernels::dot(s, &x, &y, &mut out)?;
+                    }
+                }
+                _ => {
+                    let a = s.attach_ref(&k.matrix)?;
+                    let mut t = s.attach(&mut k.transposed)?;
+                    for _ in 0..KERNEL_CALLS {
+                        kernels::transpose(s, &a, side, side, &mut t)?;
+                    }
+                }
+            }
+            Ok::<_, CoreError>(())
+        })?;
+        Ok(bytes as f64 / t.elapsed().as_nanos() as f64)
     }
 
     /// `ALL_REDUCE_CALLS` in-place sums of the key's size over a one-rank communicator

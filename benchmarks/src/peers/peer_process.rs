@@ -16,6 +16,20 @@ use crate::error::{Error, Result};
 /// The peer side's source.
 pub const SERVER: &str = include_str!("../../peers/peer_server.py");
 
+/// The kernel rows' module, which the server imports as `peer_kernels`.
+pub const KERNELS: &str = include_str!("../../peers/peer_kernels.py");
+
+/// What [`PeerProcess::start`] runs: `python -c` has no directory to import from, so
+/// the script first makes [`KERNELS`] the module `peer_kernels` (its text in a raw
+/// triple-quoted string: it holds no `'''`, a test checks), then runs the server.
+fn server_script() -> String {
+    format!(
+        "import sys, types\npeer_kernels = types.ModuleType(\"peer_kernels\")\n\
+         exec(r'''{KERNELS}''', peer_kernels.__dict__)\n\
+         sys.modules[\"peer_kernels\"] = peer_kernels\n{SERVER}"
+    )
+}
+
 /// How long one answer may take (the first includes importing the framework and
 /// creating its CUDA context; a sample of 1 GiB pageable copies takes well under this).
 pub const ANSWER_LIMIT: Duration = Duration::from_secs(120);
@@ -46,7 +60,8 @@ pub struct PeerProcess {
 }
 
 impl PeerProcess {
-    /// Starts `python -c SERVER framework ordinal NAME=value...` (`loop_sizes`: the
+    /// Starts `python -c SERVER framework ordinal NAME=value...` (with [`KERNELS`]
+    /// before it; `loop_sizes`: the
     /// loops both sides time) and reads its first line.
     pub fn start(
         python: &str,
@@ -54,7 +69,7 @@ impl PeerProcess {
         ordinal: usize,
         loop_sizes: &[(&str, usize)],
     ) -> Result<Started> {
-        Self::start_script(python, SERVER, framework, ordinal, loop_sizes)
+        Self::start_script(python, &server_script(), framework, ordinal, loop_sizes)
     }
 
     /// [`start`](Self::start) with another script (the tests' fake peers).
@@ -257,6 +272,13 @@ for line in sys.stdin:
             Started::Ready(..) => return Err(Error::msg("a missing interpreter was ready")),
         }
         Ok(())
+    }
+
+    #[test]
+    fn the_kernel_module_fits_in_a_raw_triple_quoted_string() {
+        assert!(!KERNELS.contains("'''"), "peer_kernels.py holds '''");
+        assert!(!KERNELS.ends_with('\\') && KERNELS.is_ascii());
+        assert!(server_script().ends_with(SERVER));
     }
 
     #[test]
