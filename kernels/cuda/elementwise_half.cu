@@ -7,10 +7,9 @@ __device__ void scale_half(unsigned short a, const unsigned short* x, size_t x_l
                            unsigned short* y, size_t y_len) {
     size_t n = x_len < y_len ? x_len : y_len;
     float af = H::to_f32(a);
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        y[i] = H::from_f32(af * H::to_f32(x[i]));
-    }
+    map_by_four<false>(x, y, n, [=](unsigned short xv, unsigned short) {
+        return H::from_f32(af * H::to_f32(xv));
+    });
 }
 
 template <typename H>
@@ -18,10 +17,9 @@ __device__ void axpy_half(unsigned short a, const unsigned short* x, size_t x_le
                           unsigned short* y, size_t y_len) {
     size_t n = x_len < y_len ? x_len : y_len;
     float af = H::to_f32(a);
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        y[i] = H::from_f32(fmaf(af, H::to_f32(x[i]), H::to_f32(y[i])));
-    }
+    map_by_four<true>(x, y, n, [=](unsigned short xv, unsigned short yv) {
+        return H::from_f32(fmaf(af, H::to_f32(xv), H::to_f32(yv)));
+    });
 }
 
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
