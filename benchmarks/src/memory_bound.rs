@@ -19,7 +19,7 @@ use crate::error::{Context, Error, Result};
 use crate::measurement::Measurement;
 use crate::raw::RawDeviceMem;
 use crate::report::{Better, Report, Row, Source};
-use crate::sampling::GpuTimer;
+use crate::sampling::{GpuTimer, Plan};
 use crate::sgemm::{pseudo_random, RawBlas};
 
 /// Runs case 16.
@@ -96,20 +96,13 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             .map_err(|e| Error::msg(format!("cublasSaxpy_v2: {e:?}")))
         })
     };
-    let row = Measurement::new()
-        .ours("ours", ours_axpy)
-        .raw("raw cublasSaxpy_v2", raw_axpy)
-        .into_row(
-            env.cfg.plan(warmup, reps),
-            Row::new(
-                "membound",
-                format!("axpy f32, {} Mi elements", len >> 20),
-                "GB/s",
-                Better::Higher,
-            ),
-        )?
-        .in_unit(|t| 12.0 * len as f64 / t / 1e9);
-    rep.push(row.check_vs_raw(0.95, Source::Goal));
+    rep.push(gb_per_s_row(
+        env.cfg.plan(warmup, reps),
+        format!("axpy f32, {} Mi elements", len >> 20),
+        12.0 * len as f64,
+        ("raw cublasSaxpy_v2", raw_axpy),
+        ours_axpy,
+    )?);
 
     // Fresh inputs for the dot products (the axpy samples changed y).
     let (dx, dy) = (env.dev.upload_vec(&x)?, env.dev.upload_vec(&y)?);
@@ -151,20 +144,13 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             .map_err(|e| Error::msg(format!("cublasSdot_v2: {e:?}")))
         })
     };
-    let row = Measurement::new()
-        .ours("ours", ours_dot)
-        .raw("raw cublasSdot_v2", raw_dot)
-        .into_row(
-            env.cfg.plan(warmup, reps),
-            Row::new(
-                "membound",
-                format!("dot f32, {} Mi elements", len >> 20),
-                "GB/s",
-                Better::Higher,
-            ),
-        )?
-        .in_unit(|t| 8.0 * len as f64 / t / 1e9);
-    rep.push(row.check_vs_raw(0.95, Source::Goal));
+    rep.push(gb_per_s_row(
+        env.cfg.plan(warmup, reps),
+        format!("dot f32, {} Mi elements", len >> 20),
+        8.0 * len as f64,
+        ("raw cublasSdot_v2", raw_dot),
+        ours_dot,
+    )?);
 
     let mut copies = Vec::with_capacity(warmup + reps);
     for _ in 0..warmup + reps {
@@ -209,6 +195,23 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         }
     }
     transpose(env, rep, &handle, (warmup, reps))
+}
+
+/// A row of GB/s (`bytes` a call moves over its GPU seconds) measured by `plan`: ours
+/// against the raw side named `raw.0`, with the design's goal of 0.95x raw or better.
+fn gb_per_s_row<'a>(
+    plan: Plan,
+    what: String,
+    bytes: f64,
+    raw: (&'static str, impl FnMut() -> Result<f64> + 'a),
+    ours: impl FnMut() -> Result<f64> + 'a,
+) -> Result<Row> {
+    let row = Measurement::new()
+        .ours("ours", ours)
+        .raw(raw.0, raw.1)
+        .into_row(plan, Row::new("membound", what, "GB/s", Better::Higher))?
+        .in_unit(|t| bytes / t / 1e9);
+    Ok(row.check_vs_raw(0.95, Source::Goal))
 }
 
 /// GPU seconds of `call`'s work on the raw `stream`, synchronised after.
@@ -294,20 +297,13 @@ fn transpose(
             .map_err(|e| Error::msg(format!("cublasSgeam: {e:?}")))
         })
     };
-    let row = Measurement::new()
-        .ours("ours", ours)
-        .raw("raw cublasSgeam", raw)
-        .into_row(
-            env.cfg.plan(warmup, reps),
-            Row::new(
-                "membound",
-                format!("transpose f32, {side}x{side}"),
-                "GB/s",
-                Better::Higher,
-            ),
-        )?
-        .in_unit(|t| 8.0 * len as f64 / t / 1e9);
-    rep.push(row.check_vs_raw(0.95, Source::Goal));
+    rep.push(gb_per_s_row(
+        env.cfg.plan(warmup, reps),
+        format!("transpose f32, {side}x{side}"),
+        8.0 * len as f64,
+        ("raw cublasSgeam", raw),
+        ours,
+    )?);
 
     let ours = dt.to_host_vec()?;
     let mut theirs = vec![0f32; len];
