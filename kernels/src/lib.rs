@@ -4,9 +4,15 @@
 //! reads, `&mut` for what it writes, so the borrow checker proves that no buffer is
 //! both read and written by one launch, and that nothing from another scope gets in.
 //! Kernels are compiled with NVRTC on first use, once per process for devices of one
-//! compute capability, and loaded once per device; each CUDA file is compiled only when
-//! one of its kernels is first launched (the SGEMM has a module per kernel and form of
-//! its operands).
+//! compute capability, and loaded once per device; each module is compiled only when
+//! one of its kernels is first launched (the element-wise kernels and the reductions
+//! have a module per precision, the SGEMM one per kernel and form of its operands), and
+//! modules needed by several threads at once compile side by side.
+//!
+//! The memory-bound kernels run at cuBLAS's bandwidth or above (on an H200, 64 Mi `f32`:
+//! `axpy` 4107 GB/s, 1.30x `cublasSaxpy`; `dot` 4071-4168, 1.01-1.02x `cublasSdot`; an
+//! 8192x8192 `transpose` 3792-3803, 1.02-1.04x `cublasSgeam`; a device copy 3986-4093),
+//! measured by `bench --case membound`.
 //!
 //! ```no_run
 //! use stream_core::{scope, Device, Error};
