@@ -99,13 +99,8 @@ fn measure<T: Half>(env: &Env, rep: &mut Report, size: usize) -> Result<()> {
     // Raw: `cublasGemmEx` with a handle bound to a raw stream.
     let stream = env.raw_streams[0].0;
     let bytes = size * size * std::mem::size_of::<T>();
-    let upload = |host: &[T]| -> Result<RawDeviceMem> {
-        let m = RawDeviceMem::new(bytes)?;
-        // SAFETY: `m` holds as many bytes as `host`.
-        unsafe { result::memcpy_htod_sync(m.ptr, host) }.context("cuMemcpyHtoD")?;
-        Ok(m)
-    };
-    let (ra, rb, rc) = (upload(&a)?, upload(&b)?, RawDeviceMem::new(bytes)?);
+    let (ra, rb) = (RawDeviceMem::upload(&a)?, RawDeviceMem::upload(&b)?);
+    let rc = RawDeviceMem::new(bytes)?;
     let handle = RawBlas(blas::create_handle()?);
     // SAFETY: the handle was just created; the stream is alive (owned by `Env`).
     unsafe { blas::set_stream(handle.0, stream as _) }?;

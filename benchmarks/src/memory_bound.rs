@@ -55,28 +55,19 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     // Raw: cuBLAS on a raw stream, its scalars read from host (axpy) and its dot written
     // to device memory (no host round trip inside the timed span).
     let stream = env.raw_streams[0].0;
-    let upload = |host: &[f32]| -> Result<RawDeviceMem> {
-        let m = RawDeviceMem::new(bytes)?;
-        // SAFETY: `m` holds as many bytes as `host`.
-        unsafe { result::memcpy_htod_sync(m.ptr, host) }.context("cuMemcpyHtoD")?;
-        Ok(m)
-    };
-    let (rx, ry) = (upload(&x)?, upload(&y)?);
+    let (rx, ry) = (RawDeviceMem::upload(&x)?, RawDeviceMem::upload(&y)?);
     let (r_out, r_copy) = (RawDeviceMem::new(4)?, RawDeviceMem::new(bytes)?);
     let handle = RawBlas(blas::create_handle()?);
     // SAFETY: the handle was just created; the stream is alive (owned by `Env`).
     unsafe { blas::set_stream(handle.0, stream as _) }?;
     let raw_timer = GpuTimer::new()?;
     let timed = |call: &dyn Fn() -> Result<()>| timed(&raw_timer, stream, call);
-    let set_pointer_mode = |mode| -> Result<()> {
-        // SAFETY: the handle is alive and used by this thread alone.
-        unsafe { blas_sys::cublasSetPointerMode_v2(handle.0, mode) }
-            .result()
-            .map_err(|e| Error::msg(format!("cublasSetPointerMode: {e:?}")))
-    };
     let raw_axpy = || {
         timed(&|| {
-            set_pointer_mode(blas_sys::cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST)?;
+            set_pointer_mode(
+                &handle,
+                blas_sys::cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST,
+            )?;
             let alpha = 1e-3f32;
             // SAFETY: `rx` and `ry` hold `n` floats and stay allocated until `timed`
             // synchronised the stream; `alpha` is read before the call returns (host
@@ -125,7 +116,10 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     };
     let raw_dot = || {
         timed(&|| {
-            set_pointer_mode(blas_sys::cublasPointerMode_t::CUBLAS_POINTER_MODE_DEVICE)?;
+            set_pointer_mode(
+                &handle,
+                blas_sys::cublasPointerMode_t::CUBLAS_POINTER_MODE_DEVICE,
+            )?;
             // SAFETY: `rx` and `ry` hold `n` floats and `r_out` one, all allocated until
             // `timed` synchronised the stream (device pointer mode: the result is written
             // there by the stream's work).
@@ -214,6 +208,14 @@ fn gb_per_s_row<'a>(
     Ok(row.check_vs_raw(0.95, Source::Goal))
 }
 
+/// Where `handle`'s calls read their scalars and write their results: host or device.
+fn set_pointer_mode(handle: &RawBlas, mode: blas_sys::cublasPointerMode_t) -> Result<()> {
+    // SAFETY: the handle is alive (borrowed) and used by this thread alone.
+    unsafe { blas_sys::cublasSetPointerMode_v2(handle.0, mode) }
+        .result()
+        .map_err(|e| Error::msg(format!("cublasSetPointerMode: {e:?}")))
+}
+
 /// GPU seconds of `call`'s work on the raw `stream`, synchronised after.
 fn timed(timer: &GpuTimer, stream: sys::CUstream, call: &dyn Fn() -> Result<()>) -> Result<f64> {
     timer.start(stream)?;
@@ -256,18 +258,11 @@ fn transpose(
     };
 
     let stream = env.raw_streams[0].0;
-    let (ra, rt) = (RawDeviceMem::new(len * 4)?, RawDeviceMem::new(len * 4)?);
-    // SAFETY: `ra` holds as many bytes as `a`.
-    unsafe { result::memcpy_htod_sync(ra.ptr, &a) }.context("cuMemcpyHtoD")?;
-    // SAFETY: the handle is alive and used by this thread alone.
-    unsafe {
-        blas_sys::cublasSetPointerMode_v2(
-            handle.0,
-            blas_sys::cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST,
-        )
-    }
-    .result()
-    .map_err(|e| Error::msg(format!("cublasSetPointerMode: {e:?}")))?;
+    let (ra, rt) = (RawDeviceMem::upload(&a)?, RawDeviceMem::new(len * 4)?);
+    set_pointer_mode(
+        handle,
+        blas_sys::cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST,
+    )?;
     let raw_timer = GpuTimer::new()?;
     let raw = || {
         timed(&raw_timer, stream, &|| {

@@ -173,10 +173,7 @@ impl RawPair {
         let mut made = Vec::new();
         for &context in &self.contexts {
             bind(context)?;
-            let m = RawDeviceMem::new(pattern.len())?;
-            // SAFETY: `m` holds as many bytes as `pattern`.
-            unsafe { result::memcpy_htod_sync(m.ptr, pattern) }.context("cuMemcpyHtoD")?;
-            made.push(m);
+            made.push(RawDeviceMem::upload(pattern)?);
         }
         bind(self.contexts[0])?;
         let on1 = made

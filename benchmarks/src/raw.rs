@@ -137,6 +137,14 @@ impl RawDeviceMem {
         let ptr = unsafe { result::malloc_sync(bytes) }.context("cuMemAlloc")?;
         Ok(RawDeviceMem { ptr, bytes })
     }
+
+    /// A copy of `host` in new device memory of the current context (`cuMemcpyHtoD`).
+    pub fn upload<T: Copy>(host: &[T]) -> Result<Self> {
+        let m = RawDeviceMem::new(std::mem::size_of_val(host))?;
+        // SAFETY: `m` holds as many bytes as `host`, a live slice of plain values.
+        unsafe { result::memcpy_htod_sync(m.ptr, host) }.context("cuMemcpyHtoD")?;
+        Ok(m)
+    }
 }
 
 // SAFETY: a device address is plain data; users of it order their streams themselves.

@@ -41,12 +41,7 @@ impl Raw {
     ) -> Result<Self> {
         let module = RawModule::load(cubin)?;
         let function = module.function("sgemm_tiled")?;
-        let upload = |host: &[f32]| -> Result<RawDeviceMem> {
-            let m = RawDeviceMem::new(host.len() * 4)?;
-            // SAFETY: `m` holds as many bytes as `host`.
-            unsafe { result::memcpy_htod_sync(m.ptr, host) }.context("cuMemcpyHtoD")?;
-            Ok(m)
-        };
+        let upload = RawDeviceMem::upload::<f32>;
         let stream = env.raw_streams[0].0;
         let blas = if have_cublas {
             let h = RawBlas(blas::create_handle()?);

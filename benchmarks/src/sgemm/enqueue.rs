@@ -129,12 +129,7 @@ struct Raw {
 
 impl Raw {
     fn new(ones: &[f32]) -> Result<Self> {
-        let upload = |host: &[f32]| -> Result<RawDeviceMem> {
-            let m = RawDeviceMem::new(host.len() * 4)?;
-            // SAFETY: `m` holds as many bytes as `host`.
-            unsafe { result::memcpy_htod_sync(m.ptr, host) }.context("cuMemcpyHtoD")?;
-            Ok(m)
-        };
+        let upload = RawDeviceMem::upload::<f32>;
         let stream = RawStream::new()?;
         let handle = blas::create_handle()?;
         let raw = Raw {
