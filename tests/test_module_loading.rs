@@ -28,7 +28,7 @@ gpu_tests::test_main! {
 /// Elements each thread fills and sums: more than one block, not a multiple of one.
 const LEN: usize = 4096 + 37;
 
-/// On a new stream of `device`, after `start`: fills `LEN` elements of `T` with 3, sums
+/// After `start`, on a new stream of `device`: fills `LEN` elements of `T` with 3, sums
 /// `i % 16` over `LEN` elements, and checks both exactly (every value and partial sum is
 /// a small integer, exact in every precision and accumulator).
 fn fill_and_sum<T>(device: &Device, start: &Barrier) -> TestResult
@@ -36,13 +36,15 @@ where
     T: Real,
     T::Accumulator: Real,
 {
-    let stream = device.new_stream()?;
     let three = T::from_f64(3.0);
     let terms: Vec<T> = (0..LEN).map(|i| T::from_f64((i % 16) as f64)).collect();
     let expected: f64 = (0..LEN).map(|i| (i % 16) as f64).sum();
     let mut filled = poisoned::<T>(LEN);
     let mut sum = poisoned::<T::Accumulator>(1);
+    // Before anything that can fail: a thread that returned early would leave the others
+    // (and the test) waiting at the barrier for good.
     start.wait();
+    let stream = device.new_stream()?;
     scope(&stream, |s| -> TestResult {
         let mut y = s.alloc::<T>(LEN)?;
         kernels::fill(s, &mut y, three)?;
