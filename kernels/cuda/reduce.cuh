@@ -45,14 +45,24 @@ __device__ Acc strided_sum(const Term& term, size_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-// Pass 1: partials[blockIdx.x] = sum of x[i] (or x[i]*y[i]) over this block's indices.
-template <typename T, bool DOT>
-__device__ void partial_sums(const T* x, size_t x_len, const T* y, size_t y_len, T* partials, size_t partials_len) {
+// Pass 1: partials[blockIdx.x] = the sum over this block's indices of acc(x[i]) (or
+// acc(x[i]) * acc(y[i])), in Acc: `acc` reads an element as the accumulator's type (the
+// identity for f32 and f64; f16 and bf16 to f32, reduce_half.cu).
+template <typename Acc, bool DOT, typename T, typename ToAcc>
+__device__ void partial_sums(const T* x, size_t x_len, const T* y, size_t y_len, Acc* partials,
+                             size_t partials_len, const ToAcc& acc) {
     if (blockIdx.x >= partials_len) return;
     size_t n = DOT ? (x_len < y_len ? x_len : y_len) : x_len;
-    T acc = strided_sum<T>([&](size_t i) { return DOT ? x[i] * y[i] : x[i]; }, n);
-    T total = block_tree_sum(acc);
+    Acc sum = strided_sum<Acc>([&](size_t i) { return DOT ? acc(x[i]) * acc(y[i]) : acc(x[i]); }, n);
+    Acc total = block_tree_sum(sum);
     if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// `partial_sums` of elements that are their own accumulator type.
+template <typename T, bool DOT>
+__device__ void partial_sums(const T* x, size_t x_len, const T* y, size_t y_len, T* partials,
+                             size_t partials_len) {
+    partial_sums<T, DOT>(x, x_len, y, y_len, partials, partials_len, [](T v) { return v; });
 }
 
 // Pass 2 (one block): out[0] = sum of partials, in a fixed order.

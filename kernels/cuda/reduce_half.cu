@@ -2,15 +2,12 @@
 // partial sums accumulate in f32 and are f32; `final_sum_f32` (reduce_f32.cu) finishes
 // them.
 
+// reduce.cuh's partial sums, each element read as f32.
 template <typename H, bool DOT>
 __device__ void half_partial_sums(const unsigned short* x, size_t x_len, const unsigned short* y,
                                   size_t y_len, float* partials, size_t partials_len) {
-    if (blockIdx.x >= partials_len) return;
-    size_t n = DOT ? (x_len < y_len ? x_len : y_len) : x_len;
-    float acc = strided_sum<float>(
-        [&](size_t i) { return DOT ? H::to_f32(x[i]) * H::to_f32(y[i]) : H::to_f32(x[i]); }, n);
-    float total = block_tree_sum(acc);
-    if (threadIdx.x == 0) partials[blockIdx.x] = total;
+    partial_sums<float, DOT>(x, x_len, y, y_len, partials, partials_len,
+                             [](unsigned short v) { return H::to_f32(v); });
 }
 
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
