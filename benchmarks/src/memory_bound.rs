@@ -5,8 +5,9 @@
 //! its deterministic two passes) against raw cuBLAS (`cublasSaxpy_v2`, `cublasSdot_v2`
 //! with its result in device memory) on a raw stream, in the same run. A note gives a
 //! device-to-device copy of the same vector (`cuMemcpyDtoDAsync`, reading and writing
-//! 4 bytes an element) as the ceiling. The dot products are checked against an `f64`
-//! CPU sum. Then the transpose of an 8192x8192 `f32` matrix (`kernels::transpose`)
+//! 4 bytes an element) as the ceiling. `axpy` also runs on the first quarter of the
+//! vectors (16 Mi), where the launch shape shows. The dot products are checked against
+//! an `f64` CPU sum. Then the transpose of an 8192x8192 `f32` matrix (`kernels::transpose`)
 //! against `cublasSgeam` (8 bytes an element), both outputs checked bit for bit.
 #![allow(unsafe_code)]
 
@@ -41,9 +42,10 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let (dx, mut dy) = (env.dev.upload_vec(&x)?, env.dev.upload_vec(&y)?);
     let mut dot_out = env.dev.alloc_vec::<f32>(1)?;
     let timer = OurTimer::new(&env.dev)?;
-    let ours_axpy = || -> Result<f64> {
+    let mut ours_axpy = |len: usize| -> Result<f64> {
         scope(&env.streams[0], |s| {
             let (x, mut y) = (s.attach_ref(&dx)?, s.attach(&mut dy)?);
+            let (x, mut y) = (x.slice(..len)?, y.slice_mut(..len)?);
             timer.start(s)?;
             kernels::axpy(s, 1e-3, &x, &mut y)?;
             timer.stop(s)?;
@@ -62,7 +64,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     unsafe { blas::set_stream(handle.0, stream as _) }?;
     let raw_timer = GpuTimer::new()?;
     let timed = |call: &dyn Fn() -> Result<()>| timed(&raw_timer, stream, call);
-    let raw_axpy = || {
+    let raw_axpy = |n: i32| {
         timed(&|| {
             set_pointer_mode(
                 &handle,
@@ -87,13 +89,17 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             .map_err(|e| Error::msg(format!("cublasSaxpy_v2: {e:?}")))
         })
     };
-    rep.push(gb_per_s_row(
-        env.cfg.plan(warmup, reps),
-        format!("axpy f32, {} Mi elements", len >> 20),
-        12.0 * len as f64,
-        ("raw cublasSaxpy_v2", raw_axpy),
-        ours_axpy,
-    )?);
+    // Also at a quarter of the length, where the launch shape (elements per thread) shows.
+    for part in [len, len / 4] {
+        let n = i32::try_from(part).map_err(|_| Error::msg("membound: length exceeds i32::MAX"))?;
+        rep.push(gb_per_s_row(
+            env.cfg.plan(warmup, reps),
+            format!("axpy f32, {} Mi elements", part >> 20),
+            12.0 * part as f64,
+            ("raw cublasSaxpy_v2", || raw_axpy(n)),
+            || ours_axpy(part),
+        )?);
+    }
 
     // Fresh inputs for the dot products (the axpy samples changed y).
     let (dx, dy) = (env.dev.upload_vec(&x)?, env.dev.upload_vec(&y)?);

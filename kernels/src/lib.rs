@@ -77,9 +77,17 @@ use stream_core::LaunchConfig;
 /// Threads per block of the element-wise and reduction kernels.
 const BLOCK: u32 = 256;
 
-/// Grid-stride launch shape for `n` elements: one thread per element up to a cap on
-/// the number of blocks (each thread then loops), so any `n` is a valid shape.
+/// Grid-stride launch shape for `n` elements: a thread for every four elements, up to a
+/// cap on the number of blocks (each thread loops over its elements), so any `n` is a
+/// valid shape. Four, not one: a block's start costs the GPU about what a few of its
+/// threads' elements do, and the element-wise kernels load four of a thread's elements
+/// before storing any (on an H200, 16 Mi `f32`: `fill` 3714 GB/s against 1567 with a
+/// thread an element, `axpy` 3839 against 3084).
 fn grid_stride(n: usize) -> LaunchConfig {
     const MAX_BLOCKS: usize = 1 << 16;
-    LaunchConfig::for_elements(n.min(MAX_BLOCKS * BLOCK as usize), BLOCK)
+    const PER_THREAD: usize = 4;
+    LaunchConfig::for_elements(
+        n.div_ceil(PER_THREAD).min(MAX_BLOCKS * BLOCK as usize),
+        BLOCK,
+    )
 }
