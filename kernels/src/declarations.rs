@@ -3,9 +3,8 @@
 //! slice as a pointer and a `size_t` length), stays within those lengths, and writes
 //! only through `&mut` slices, for every launch its `block` admits: each kernel is
 //! written for exactly that block (the reductions index a `__shared__` array of 256
-//! with `threadIdx.x`, the transpose a 64x65 tile with `threadIdx.y + 60`, the SGEMM a
-//! 16x16 grid of threads over 64x68 tiles; the element-wise kernels index one
-//! dimension), and carries a matching `__launch_bounds__` (checked by the test in
+//! with `threadIdx.x`, the transpose a 64x65 tile with `threadIdx.y + 60`, the SGEMM's
+//! 256 threads a 128x128 tile of C; the element-wise kernels index one dimension), and carries a matching `__launch_bounds__` (checked by the test in
 //! `launch_bounds.rs`). The wrappers refuse any other block before launching. None of
 //! them uses dynamic shared memory, so any amount is admitted.
 //!
@@ -45,7 +44,7 @@ pub(crate) const REDUCE_HALF: &str = concat!(
     include_str!("../cuda/reduce.cuh"),
     include_str!("../cuda/reduce_half.cu")
 );
-const TRANSPOSE: &str = include_str!("../cuda/transpose.cu");
+pub(crate) const TRANSPOSE: &str = include_str!("../cuda/transpose.cu");
 // The SGEMM: a module per kernel (one pass, split k) and per form of the operands (A, then
 // B, as stored `N` or transposed `T`), each compiled at its first launch, so that a program
 // waits only for the forms it uses (`cuda/sgemm_tiles.cuh` has the figures). The form is
@@ -74,15 +73,15 @@ macro_rules! sgemm_module {
         )
     };
 }
-const SGEMM_NN: &str = sgemm_module!(N, N, "../cuda/sgemm.cu");
-const SGEMM_TN: &str = sgemm_module!(T, N, "../cuda/sgemm.cu");
-const SGEMM_NT: &str = sgemm_module!(N, T, "../cuda/sgemm.cu");
-const SGEMM_TT: &str = sgemm_module!(T, T, "../cuda/sgemm.cu");
-const SPLIT_K_NN: &str = sgemm_module!(N, N, "../cuda/sgemm_split_k.cu");
-const SPLIT_K_TN: &str = sgemm_module!(T, N, "../cuda/sgemm_split_k.cu");
-const SPLIT_K_NT: &str = sgemm_module!(N, T, "../cuda/sgemm_split_k.cu");
-const SPLIT_K_TT: &str = sgemm_module!(T, T, "../cuda/sgemm_split_k.cu");
-const SPLIT_K_SUM: &str = include_str!("../cuda/sgemm_split_k_sum.cu");
+pub(crate) const SGEMM_NN: &str = sgemm_module!(N, N, "../cuda/sgemm.cu");
+pub(crate) const SGEMM_TN: &str = sgemm_module!(T, N, "../cuda/sgemm.cu");
+pub(crate) const SGEMM_NT: &str = sgemm_module!(N, T, "../cuda/sgemm.cu");
+pub(crate) const SGEMM_TT: &str = sgemm_module!(T, T, "../cuda/sgemm.cu");
+pub(crate) const SPLIT_K_NN: &str = sgemm_module!(N, N, "../cuda/sgemm_split_k.cu");
+pub(crate) const SPLIT_K_TN: &str = sgemm_module!(T, N, "../cuda/sgemm_split_k.cu");
+pub(crate) const SPLIT_K_NT: &str = sgemm_module!(N, T, "../cuda/sgemm_split_k.cu");
+pub(crate) const SPLIT_K_TT: &str = sgemm_module!(T, T, "../cuda/sgemm_split_k.cu");
+pub(crate) const SPLIT_K_SUM: &str = include_str!("../cuda/sgemm_split_k_sum.cu");
 /// The one-pass and split-k modules for operands as stored, as the kernels get them: for
 /// the launch-bounds test (each file with what precedes it) and programs that launch the
 /// one-pass kernel themselves ([`crate::SGEMM_TILED_SOURCE`]).

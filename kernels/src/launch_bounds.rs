@@ -428,6 +428,8 @@ fn every_sgemm_form_is_named_alike_by_its_module_its_defines_and_its_kernel() {
     let mut modules = 0;
     for line in DECLARATIONS.lines() {
         let Some((name, form)) = line
+            .strip_prefix("pub(crate) ")
+            .unwrap_or(line)
             .strip_prefix("const ")
             .and_then(|rest| rest.split_once(": &str = sgemm_module!("))
         else {

@@ -59,6 +59,7 @@ mod declarations;
 mod elementwise;
 #[cfg(test)]
 mod launch_bounds;
+pub mod modules;
 mod reduce;
 mod sgemm;
 mod transpose;

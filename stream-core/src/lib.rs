@@ -360,7 +360,7 @@ pub use graph::{
     PinnedSliceMut, Recorded, ScalarParam,
 };
 pub use host::{PinnedBuffer, PinnedMemoryStats};
-pub use kernel::LaunchConfig;
+pub use kernel::{KernelSource, LaunchConfig};
 pub use managed::{
     ManagedAccess, ManagedAdvice, ManagedLocation, ManagedMemory, ManagedMemoryStats, ManagedSlice,
     ManagedSliceMut, ManagedVec,

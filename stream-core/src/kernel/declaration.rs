@@ -28,6 +28,15 @@ pub enum KernelSource {
     Ptx(&'static str),
 }
 
+impl KernelSource {
+    /// The source's text, CUDA C++ or PTX.
+    pub(crate) fn text(self) -> &'static str {
+        match self {
+            KernelSource::Cuda(text) | KernelSource::Ptx(text) => text,
+        }
+    }
+}
+
 /// A kernel declared with `#[kernel]`: its name, its code and the launch shapes its
 /// declaration admits. Lives in a `static` made by the macro; launching goes through the
 /// declaration's safe wrapper, and [`launch`](crate::__private::launch) refuses any

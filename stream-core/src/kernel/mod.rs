@@ -5,7 +5,8 @@
 //!
 //! Owns: `Kernel`, `KernelSource`, `KernelParam`, `KernelShape` and its rules,
 //! `LaunchConfig`, the module cache and the compiled images (NVRTC compilation goes
-//! through `driver::nvrtc`). Uses: `driver/`, `device/`, `error`. The launch itself is
+//! through `driver::nvrtc`), and `Device::prepare_kernels`, which fills that cache
+//! ahead of first launches. Uses: `driver/`, `device/`, `error`. The launch itself is
 //! a scope's operation (`scope::launch`).
 
 pub(crate) mod compiled_images;
@@ -13,6 +14,7 @@ pub(crate) mod config;
 pub(crate) mod declaration;
 pub(crate) mod module_cache;
 pub(crate) mod params;
+pub(crate) mod prepare;
 pub(crate) mod shape;
 
 pub use config::LaunchConfig;

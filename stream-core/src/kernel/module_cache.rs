@@ -23,9 +23,10 @@ pub(crate) struct ModuleCache {
 
 #[derive(Default)]
 struct Loaded {
-    /// By source text (address, length): one module per source, however many kernels
-    /// it holds.
-    modules: HashMap<(usize, usize), Module>,
+    /// By source text (its content: one constant may be placed at several addresses, and
+    /// a module prepared from a source must be the one its kernels' first launches find):
+    /// one module per source, however many kernels it holds.
+    modules: HashMap<&'static str, Module>,
     /// By `Kernel` address.
     functions: HashMap<usize, LoadedKernel>,
 }
@@ -40,34 +41,45 @@ impl ModuleCache {
     }
 
     /// `kernel`'s function on `device`: compiles or loads its module on first use.
+    pub(crate) fn load(
+        &self,
+        kernel: &'static Kernel,
+        device: &DeviceInner,
+    ) -> Result<LoadedKernel> {
+        let source_key = kernel.source.text();
+        {
+            let mut cache = self.lock();
+            if cache.modules.contains_key(source_key) {
+                return cache.function(kernel, source_key, device);
+            }
+        }
+        self.load_module(kernel.name(), kernel.source, device)?;
+        self.lock().function(kernel, source_key, device)
+    }
+
+    /// Makes sure `source`'s module is loaded on `device`, compiling it first if no
+    /// device of this compute capability has (`label` names it in errors).
     ///
     /// The compile runs outside this cache's lock, so that a first launch of another
     /// module on this device, or a launch of a loaded kernel found here, does not wait
     /// for it; threads that need the same image wait for one compile
     /// ([`CompiledImages`]). Only loading the image into the context is done under the
     /// lock, so each source is loaded once.
-    pub(crate) fn load(
+    pub(crate) fn load_module(
         &self,
-        kernel: &'static Kernel,
+        label: &str,
+        source: KernelSource,
         device: &DeviceInner,
-    ) -> Result<LoadedKernel> {
-        let source_key = match kernel.source {
-            KernelSource::Cuda(text) | KernelSource::Ptx(text) => {
-                (text.as_ptr() as usize, text.len())
-            }
-        };
-        {
-            let mut cache = self.lock();
-            if cache.modules.contains_key(&source_key) {
-                return cache.function(kernel, source_key, device);
-            }
+    ) -> Result<()> {
+        if self.lock().modules.contains_key(source.text()) {
+            return Ok(());
         }
-        let image = image_of(kernel.name(), kernel.source, device)?;
+        let image = image_of(label, source, device)?;
         let mut cache = self.lock();
-        if let Entry::Vacant(slot) = cache.modules.entry(source_key) {
-            slot.insert(load_image(kernel.name(), &image, device)?);
+        if let Entry::Vacant(slot) = cache.modules.entry(source.text()) {
+            slot.insert(load_image(label, &image, device)?);
         }
-        cache.function(kernel, source_key, device)
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Loaded> {
@@ -82,7 +94,7 @@ impl Loaded {
     fn function(
         &mut self,
         kernel: &'static Kernel,
-        source_key: (usize, usize),
+        source_key: &'static str,
         device: &DeviceInner,
     ) -> Result<LoadedKernel> {
         let kernel_key = kernel as *const Kernel as usize;
@@ -95,7 +107,7 @@ impl Loaded {
                 kernel: name.to_owned(),
             })
         };
-        let module = self.modules.get(&source_key).ok_or_else(not_found)?;
+        let module = self.modules.get(source_key).ok_or_else(not_found)?;
         let c_name = CString::new(name).map_err(|_| not_found())?;
         // Dynamic shared memory up to the device's opt-in limit is allowed once, at
         // load, so launches never change function attributes (no race between threads).
