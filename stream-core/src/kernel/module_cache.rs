@@ -27,7 +27,7 @@ struct Loaded {
     /// a module prepared from a source must be the one its kernels' first launches find):
     /// one module per source, however many kernels it holds.
     modules: HashMap<&'static str, Module>,
-    /// By `Kernel` address.
+    /// By `Kernel` address ([`kernel_key`]).
     functions: HashMap<usize, LoadedKernel>,
 }
 
@@ -41,6 +41,11 @@ impl ModuleCache {
     }
 
     /// `kernel`'s function on `device`: compiles or loads its module on first use.
+    ///
+    /// The path of every launch of a kernel whose `Kernel` keeps another device's
+    /// function for this ordinal (a device made again, or an ordinal past the fast
+    /// path's): the kernel's own entry is looked up first, by address, so that the source
+    /// text is hashed only until the kernel has its function here.
     pub(crate) fn load(
         &self,
         kernel: &'static Kernel,
@@ -49,6 +54,9 @@ impl ModuleCache {
         let source_key = kernel.source.text();
         {
             let mut cache = self.lock();
+            if let Some(loaded) = cache.functions.get(&kernel_key(kernel)) {
+                return Ok(*loaded);
+            }
             if cache.modules.contains_key(source_key) {
                 return cache.function(kernel, source_key, device);
             }
@@ -97,8 +105,7 @@ impl Loaded {
         source_key: &'static str,
         device: &DeviceInner,
     ) -> Result<LoadedKernel> {
-        let kernel_key = kernel as *const Kernel as usize;
-        if let Some(k) = self.functions.get(&kernel_key) {
+        if let Some(k) = self.functions.get(&kernel_key(kernel)) {
             return Ok(*k);
         }
         let name = kernel.name();
@@ -121,9 +128,15 @@ impl Loaded {
             device_id: device.id,
             function,
         };
-        self.functions.insert(kernel_key, loaded);
+        self.functions.insert(kernel_key(kernel), loaded);
         Ok(loaded)
     }
+}
+
+/// A kernel's key in [`Loaded::functions`]: its `Kernel`'s address (a `static`'s, one
+/// per declaration).
+fn kernel_key(kernel: &'static Kernel) -> usize {
+    kernel as *const Kernel as usize
 }
 
 /// `source`'s image for `device`: CUDA compiled (once per process for devices of one
