@@ -267,6 +267,11 @@
 //! memory:** a kernel with a fixed-size `__shared__` array indexed by `threadIdx`, or
 //! that assumes its `blockDim`, must declare its shape.
 //!
+//! A CUDA source compiles (NVRTC, for the device's architecture, once per process for
+//! devices of one compute capability) at the first launch of one of its kernels on a
+//! device, or before it with [`Device::prepare_kernels`], which compiles several sources
+//! side by side and reports a compile error at once: what a server does at start-up.
+//!
 //! # Managed memory
 //!
 //! A [`ManagedVec`] ([`Device::alloc_managed`]) is unified memory whose residency is a
