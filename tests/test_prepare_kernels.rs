@@ -1,8 +1,9 @@
 //! `Device::prepare_kernels` (`stream-core/src/kernel/prepare.rs`): modules compiled and
 //! loaded ahead of their kernels' first launches, side by side; a source that does not
 //! compile reported by its index while the others stay loaded; nothing, a repeat, and
-//! threads preparing one source at once. The `kernels` crate's groups of modules
-//! (`kernels::modules`) are what its first test prepares.
+//! threads preparing one source at once; a device made again at an ordinal. The
+//! `kernels` crate's groups of modules (`kernels::modules`) are what its first test
+//! prepares.
 //!
 //! This binary holds only these tests, so the `kernels` crate's modules are compiled
 //! here (by `prepare_kernels`), not found loaded. The first test prints how long the
@@ -22,6 +23,7 @@ gpu_tests::test_main! {
         a_source_that_fails_is_reported_by_its_index_and_the_others_stay_loaded,
         preparing_nothing_again_and_from_threads_at_once_is_ok,
         ptx_with_a_nul_byte_is_kernel_compile_at_prepare,
+        a_device_made_again_prepares_and_launches_through_its_own_cache,
     ],
 }
 
@@ -61,10 +63,14 @@ const LEN: usize = 1000;
 
 /// `add_u32(v)` then `times_u32(t)` (when given) on `LEN` elements `i`, checked exactly.
 fn add_then_times(v: u32, t: Option<u32>) -> TestResult {
-    let stream = stream()?;
+    add_then_times_on(&stream()?, v, t)
+}
+
+/// [`add_then_times`] on `stream`.
+fn add_then_times_on(stream: &stream_core::Stream, v: u32, t: Option<u32>) -> TestResult {
     let input: Vec<u32> = (0..LEN as u32).collect();
     let mut out = poisoned::<u32>(LEN);
-    scope(&stream, |s| -> TestResult {
+    scope(stream, |s| -> TestResult {
         let mut y = s.upload(&input)?;
         add_u32(s, LaunchConfig::for_elements(LEN, 256), v, &mut y)?;
         if let Some(t) = t {
@@ -227,4 +233,19 @@ fn ptx_with_a_nul_byte_is_kernel_compile_at_prepare() -> TestResult {
         }
         other => Err(format!("expected KernelCompile, got {other:?}").into()),
     }
+}
+
+/// A second `Device` of ordinal 0 (the tests' shared one holds the kernels' per-ordinal
+/// fast path) has a module cache of its own: it prepares and launches there, repeatedly
+/// (each launch after the first finds the kernel's function by its address), exactly.
+fn a_device_made_again_prepares_and_launches_through_its_own_cache() -> TestResult {
+    device()?.prepare_kernels(&[KernelSource::Cuda(ADD_SRC)])?;
+    add_then_times(1, None)?;
+    let again = stream_core::Device::new(0)?;
+    again.prepare_kernels(&[KernelSource::Cuda(ADD_SRC), KernelSource::Cuda(TIMES_SRC)])?;
+    let stream = again.new_stream()?;
+    for v in 1..4 {
+        add_then_times_on(&stream, v, Some(v + 1))?;
+    }
+    Ok(())
 }
