@@ -40,9 +40,10 @@ impl ModuleCache {
         })
     }
 
-    /// `kernel`'s function on `device`: compiles or loads its module on first use.
+    /// `kernel`'s function on `device`: compiles or loads its module on first use
+    /// ([`load_module`](Self::load_module)).
     ///
-    /// The path of every launch of a kernel whose `Kernel` keeps another device's
+    /// Also the path of every launch of a kernel whose `Kernel` keeps another device's
     /// function for this ordinal (a device made again, or an ordinal past the fast
     /// path's): the kernel's own entry is looked up first, by address, so that the source
     /// text is hashed only until the kernel has its function here.
