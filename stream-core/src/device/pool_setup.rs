@@ -27,7 +27,7 @@ pub(crate) fn configure_pool(device: DeviceId) -> Result<MemPool> {
 /// Every free in this library is stream-ordered on the stream that used the memory
 /// last, so the pool may still reuse memory on that stream, or once its free has
 /// completed, but never by making an unrelated stream wait. (Out of memory, the one
-/// recovery in [`DeviceInner::alloc_async`] waits for this thread's streams on the host
+/// recovery in [`DeviceInner::alloc_async`](crate::device::DeviceInner::alloc_async) waits for this thread's streams on the host
 /// instead, so that such frees complete.)
 fn forbid_hidden_stream_dependencies(pool: MemPool) -> Result<()> {
     pool.allow_internal_dependencies(false)

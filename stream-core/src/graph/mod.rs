@@ -1,5 +1,5 @@
 //! CUDA graphs: capture a sequence of stream work once ([`Device::capture`](crate::Device::capture)), replay it
-//! for the cost of one launch ([`Scope::replay`]).
+//! for the cost of one launch ([`Scope::replay`](crate::Scope::replay)).
 //!
 //! Owns: [`Enqueue`] (what both a scope and a capture issue work through, used by
 //! `#[kernel]` wrappers and the launch entry), [`Capture`] and its operations (graph
@@ -23,7 +23,7 @@
 //! 3. The graph owns or borrows what it holds for as long as it exists, and the host
 //!    reaches held memory only through the graph; a replay borrows the graph
 //!    exclusively until it is known complete (its `Pending`, or the scope's end). Runs
-//!    chained without a host wait ([`Scope::replay_again`]) keep it inside their last
+//!    chained without a host wait ([`Scope::replay_again`](crate::Scope::replay_again)) keep it inside their last
 //!    `Pending` (`InFlight` in between, which reaches none of its memory).
 
 mod capture;

@@ -1,5 +1,6 @@
 //! [`DeviceVec`]: long-lived device memory made outside scopes and brought into a scope
-//! by [`Scope::attach`] (writable) or [`Scope::attach_ref`] (read-only).
+//! by [`Scope::attach`](crate::Scope::attach) (writable) or
+//! [`Scope::attach_ref`](crate::Scope::attach_ref) (read-only).
 //!
 //! Creation blocks until the memory is allocated and filled, so it is ordered before
 //! any use on any stream. The one exception is a vec converted from cudarc

@@ -44,7 +44,7 @@ use crate::error::{Error, Result};
 use crate::memory::StreamRange;
 
 /// A staged download in flight: wait for it, or ask whether it is done. Cloned into the
-/// `Pending` and into the scope's [`Outstanding`] list.
+/// `Pending` and into the scope's [`Outstanding`](crate::scope::Outstanding) list.
 #[derive(Clone)]
 pub(crate) struct DownloadJob {
     shared: Arc<Shared>,

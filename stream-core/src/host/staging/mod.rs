@@ -14,7 +14,7 @@
 //!
 //! [`Scope::copy_to_device`](crate::Scope::copy_to_device) (and `upload`) and
 //! [`Scope::copy_to_host`](crate::Scope::copy_to_host) stage a copy when it moves at
-//! least the direction's threshold ([`DEFAULT_THRESHOLD`], 1 MiB) **and** the host
+//! least the direction's threshold ([`DEFAULT_THRESHOLD`](config::DEFAULT_THRESHOLD), 1 MiB) **and** the host
 //! memory is pageable. Smaller copies, and pinned memory
 //! ([`PinnedBuffer`](crate::PinnedBuffer)s and their sub-slices included), use the
 //! driver's direct path.
@@ -74,7 +74,7 @@
 //! # How
 //!
 //! * **Host to device**: for each chunk, take the next block of a ring of
-//!   [`DEFAULT_RING`] (4) pool blocks, wait until the DMA that last read it has completed
+//!   [`DEFAULT_RING`](config::DEFAULT_RING) (4) pool blocks, wait until the DMA that last read it has completed
 //!   (its event), memcpy the chunk into it on the configuration's threads, enqueue `cuMemcpyHtoDAsync` from it on the scope's stream and record
 //!   the block's event. The call returns once every chunk has been copied out of the
 //!   source, as the driver's pageable path does; the last DMAs may still be running,

@@ -6,7 +6,7 @@ use super::memcpy;
 use crate::error::{Error, Result};
 
 /// The GPU side of a staged copy: a ring of staging blocks and the DMAs between them
-/// and one range of device memory. Implemented by [`CudaRing`]; the unit tests
+/// and one range of device memory. Implemented by [`CudaRing`](super::ring::CudaRing); the unit tests
 /// implement it with a simulated, deliberately late DMA engine.
 pub(crate) trait Dma {
     /// Ring block `slot` (`slot < ring_blocks`, at least one chunk long), once no DMA
