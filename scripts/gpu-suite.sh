@@ -12,9 +12,11 @@
 # A binary is started only while the budget has time left, and is given only that time
 # (`timeout`); one cut short is reported as such and is where the next call starts. Each
 # binary runs with --include-ignored and STREAM_CORE_REQUIRE_GPU=1, as .gpu/run.sh runs
-# them. At the end: the totals of the `test result` lines, then either
-# "gpu-suite: every binary ran" or "gpu-suite: next: --from K". Exit status 1 when a test
-# failed or a binary exited non-zero (other than being cut short), else 0.
+# them. At the end: the totals of the `test result` lines, the binaries that exited
+# non-zero (a crash leaves no `test result` for the tests it cut off, so the totals alone
+# would not show it), then either "gpu-suite: every binary ran" or "gpu-suite: next:
+# --from K". Exit status 1 when a test failed or a binary exited non-zero (other than
+# being cut short), else 0.
 set -u
 budget=420
 from=1
@@ -35,6 +37,7 @@ passed=0
 failed=0
 status=0
 next=""
+broken=()
 for ((i = from; i <= ${#binaries[@]}; i++)); do
   t=${binaries[i - 1]}
   left=$((budget - (SECONDS - start)))
@@ -57,10 +60,19 @@ for ((i = from; i <= ${#binaries[@]}; i++)); do
     next=$i
     break
   fi
-  ((rc != 0)) && status=1
+  if ((rc != 0)); then
+    status=1
+    # A binary that died (a signal: rc 128 + its number) prints no `test result` for the
+    # tests it had left: the totals alone would not show it.
+    echo "gpu-suite: $t exited with status $rc$( ((rc > 128)) && echo " (signal $((rc - 128)))")"
+    broken+=("$(basename "$t") (status $rc)")
+  fi
 done
 ((failed > 0)) && status=1
 echo "gpu-suite: passed $passed failed $failed in $((SECONDS - start)) s"
+if ((${#broken[@]} > 0)); then
+  echo "gpu-suite: ${#broken[@]} binary(ies) exited non-zero: ${broken[*]}"
+fi
 if [[ -n $next ]]; then
   echo "gpu-suite: next: --from $next"
 else

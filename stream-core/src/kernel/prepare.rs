@@ -70,7 +70,7 @@ impl Device {
             .map_or(1, NonZeroUsize::get)
             .min(sources.len())
             .saturating_sub(1);
-        let mut failed: Vec<(usize, Error)> = thread::scope(|scope| {
+        let failed: Vec<(usize, Error)> = thread::scope(|scope| {
             // A helper that cannot be spawned leaves its share to the others.
             let spawned: Vec<_> = (0..helpers)
                 .filter_map(|_| {
@@ -89,8 +89,7 @@ impl Device {
             }
             failed
         });
-        failed.sort_by_key(|&(i, _)| i);
-        match failed.into_iter().next() {
+        match failed.into_iter().min_by_key(|&(i, _)| i) {
             Some((_, e)) => Err(e),
             None => Ok(()),
         }
