@@ -35,6 +35,9 @@ gpu_tests::test_main! {
         fill_sets_every_element_u32 = fill_sets_every_element::<u32>,
         fill_sets_every_element_f16 = fill_sets_every_element::<f16>,
         fill_sets_every_element_bf16 = fill_sets_every_element::<bf16>,
+        fill_of_views_at_every_offset_writes_exactly_their_elements_f32 = fill_of_views_at_every_offset_writes_exactly_their_elements::<f32>,
+        fill_of_views_at_every_offset_writes_exactly_their_elements_f64 = fill_of_views_at_every_offset_writes_exactly_their_elements::<f64>,
+        fill_of_views_at_every_offset_writes_exactly_their_elements_f16 = fill_of_views_at_every_offset_writes_exactly_their_elements::<f16>,
         scale_is_exactly_the_rounded_product_f32 = scale_is_exactly_the_rounded_product::<f32>,
         scale_is_exactly_the_rounded_product_f64 = scale_is_exactly_the_rounded_product::<f64>,
         scale_is_exactly_the_rounded_product_f16 = scale_is_exactly_the_rounded_product::<f16>,
@@ -86,6 +89,42 @@ fn fill_sets_every_element<T: Element + kernels::Element>() -> TestResult {
         })?;
         let what = format!("kernels::fill({}) of {len} {}", value.describe(), T::NAME);
         check_eq(&what, &vec![value; len], &out)?;
+    }
+    Ok(())
+}
+
+/// `fill` of a view at each offset from a 16-byte boundary and of lengths around its
+/// 16-byte vectors writes exactly the view's elements: the head and tail it stores one
+/// by one and the vectors between them, never a neighbour (each case fills a view of a
+/// poisoned buffer and downloads the whole buffer).
+fn fill_of_views_at_every_offset_writes_exactly_their_elements<T>() -> TestResult
+where
+    T: Element + kernels::Element,
+{
+    let stream = stream()?;
+    let per_vector = 16 / std::mem::size_of::<T>();
+    let value: T = Rng::new().value();
+    let whole = 4 * per_vector + 1200;
+    let lengths = [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 33, 1030];
+    for offset in 0..=per_vector {
+        for len in lengths {
+            let mut out = poisoned::<T>(whole);
+            scope(&stream, |s| -> TestResult {
+                let mut y = s.alloc::<T>(whole)?;
+                s.fill(&mut y, T::POISON)?;
+                kernels::fill(s, &mut y.slice_mut(offset..offset + len)?, value)?;
+                let _download = s.copy_to_host(&y, &mut out)?;
+                Ok(())
+            })?;
+            let mut expected = vec![T::POISON; whole];
+            expected[offset..offset + len].fill(value);
+            let what = format!(
+                "{} after kernels::fill of [{offset}..{}]",
+                T::NAME,
+                offset + len
+            );
+            check_eq(&what, &expected, &out)?;
+        }
     }
     Ok(())
 }

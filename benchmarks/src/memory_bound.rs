@@ -6,9 +6,11 @@
 //! with its result in device memory) on a raw stream, in the same run. A note gives a
 //! device-to-device copy of the same vector (`cuMemcpyDtoDAsync`, reading and writing
 //! 4 bytes an element) as the ceiling. `axpy` also runs on the first quarter of the
-//! vectors (16 Mi), where the launch shape shows. The dot products are checked against
-//! an `f64` CPU sum. Then the transpose of an 8192x8192 `f32` matrix (`kernels::transpose`)
-//! against `cublasSgeam` (8 bytes an element), both outputs checked bit for bit.
+//! vectors (16 Mi), where the launch shape shows; `kernels::fill` runs at both lengths
+//! against `cuMemsetD32Async` (4 bytes written an element). The dot products are checked
+//! against an `f64` CPU sum. Then the transpose of an 8192x8192 `f32` matrix
+//! (`kernels::transpose`) against `cublasSgeam` (8 bytes an element), both outputs
+//! checked bit for bit.
 #![allow(unsafe_code)]
 
 use cudarc::cublas::{result as blas, sys as blas_sys};
@@ -99,6 +101,43 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             ("raw cublasSaxpy_v2", || raw_axpy(n)),
             || ours_axpy(part),
         )?);
+    }
+
+    // `kernels::fill` against the driver's `cuMemsetD32Async` (4 bytes written an
+    // element), at both lengths; ours is checked after.
+    let mut ours_fill = |len: usize| -> Result<f64> {
+        scope(&env.streams[0], |s| {
+            let mut y = s.attach(&mut dy)?;
+            let mut y = y.slice_mut(..len)?;
+            timer.start(s)?;
+            kernels::fill(s, &mut y, 0.5f32)?;
+            timer.stop(s)?;
+            Ok::<_, Error>(())
+        })?;
+        Ok(timer.elapsed()?.as_secs_f64())
+    };
+    let raw_fill = |len: usize| {
+        timed(&|| {
+            // SAFETY: `ry` holds `len` floats or more, allocated until `timed`
+            // synchronised the stream.
+            unsafe { sys::cuMemsetD32Async(ry.ptr, 0.5f32.to_bits(), len, stream) }
+                .result()
+                .context("cuMemsetD32Async")
+        })
+    };
+    for part in [len, len / 4] {
+        rep.push(gb_per_s_row(
+            env.cfg.plan(warmup, reps),
+            format!("fill f32, {} Mi elements", part >> 20),
+            4.0 * part as f64,
+            ("raw cuMemsetD32Async", || raw_fill(part)),
+            || ours_fill(part),
+        )?);
+    }
+    if let Some(i) = dy.to_host_vec()?.iter().position(|&v| v != 0.5) {
+        return Err(Error::msg(format!(
+            "membound: ours fill left element {i} unset"
+        )));
     }
 
     // Fresh inputs for the dot products (the axpy samples changed y).

@@ -4,7 +4,7 @@ use half::{bf16, f16};
 use stream_core::{DeviceMemory, DeviceMemoryMut, DeviceRepr, Enqueue, Error, Result};
 
 use crate::declarations as k;
-use crate::grid_stride;
+use crate::{fill_grid, grid_stride};
 
 mod sealed {
     pub trait Sealed {}
@@ -76,7 +76,7 @@ macro_rules! element {
                 y: &mut impl DeviceMemoryMut<'s, Self>,
                 v: Self,
             ) -> Result<()> {
-                k::$fill(s, grid_stride(y.len()), v, y)
+                k::$fill(s, fill_grid::<Self>(y.len()), v, y)
             }
         }
     };

@@ -85,10 +85,17 @@ const BLOCK: u32 = 256;
 /// before storing any (on an H200, 16 Mi `f32`: `fill` 3714 GB/s against 1567 with a
 /// thread an element, `axpy` 3839 against 3084).
 fn grid_stride(n: usize) -> LaunchConfig {
-    const MAX_BLOCKS: usize = 1 << 16;
     const PER_THREAD: usize = 4;
-    LaunchConfig::for_elements(
-        n.div_ceil(PER_THREAD).min(MAX_BLOCKS * BLOCK as usize),
-        BLOCK,
-    )
+    LaunchConfig::for_elements(n.div_ceil(PER_THREAD).min(MAX_THREADS), BLOCK)
 }
+
+/// `fill`'s launch shape for `n` elements of `T`: a thread for every 16 bytes, which
+/// `fill` stores as one vector (so `f16`'s grid is half `f32`'s for as many elements).
+fn fill_grid<T>(n: usize) -> LaunchConfig {
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    LaunchConfig::for_elements(bytes.div_ceil(16).min(MAX_THREADS), BLOCK)
+}
+
+/// The most threads a grid-stride launch starts (65536 blocks); past it, each thread
+/// loops.
+const MAX_THREADS: usize = (1 << 16) * BLOCK as usize;
