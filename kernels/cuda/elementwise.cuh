@@ -15,9 +15,10 @@
 // 16-byte boundary (the head) and after its last (the tail), fewer than 16 bytes each,
 // are stored one by one by the grid's first threads (a block has 256), the rest as
 // 16-byte vectors over the grid. An element's 2, 4 or 8 bytes divide 16, and `y` is
-// aligned to its element, so the head is whole elements. On an H200, 64 Mi f32: 4465
-// GB/s against 4326 with one element a store, cudaMemset's 4358; at an odd offset
-// 4104 against 2835.
+// aligned to its element, so the head is whole elements. On an H200, 64 Mi f32: 4455
+// GB/s against 4311 with one element a store, cudaMemset's 4338; a view at an odd
+// offset 4039 against 2831; 64 Mi f16 4235 against 3144 (benchmarks/results/
+// 2026-11-28-h200x2-fill-vectors-and-suite.txt).
 template <typename T>
 __device__ void fill(T value, T* y, size_t y_len) {
     constexpr size_t PER_VECTOR = 16 / sizeof(T);

@@ -10,9 +10,9 @@
 //! modules needed by several threads at once compile side by side.
 //!
 //! The memory-bound kernels run at cuBLAS's bandwidth or above (on an H200, 64 Mi `f32`:
-//! `axpy` 4107 GB/s, 1.30x `cublasSaxpy`; `dot` 4071-4168, 1.01-1.02x `cublasSdot`; an
-//! 8192x8192 `transpose` 3792-3803, 1.02-1.04x `cublasSgeam`; a device copy 3986-4093),
-//! measured by `bench --case membound`. The tiled SGEMM reaches 92% of cuBLAS at 4096^3
+//! `axpy` 4107 GB/s, 1.30x `cublasSaxpy`; `fill` 4192, 1.03x `cuMemsetD32Async`; `dot`
+//! 4071-4168, 1.01-1.02x `cublasSdot`; an 8192x8192 `transpose` 3792-3803, 1.02-1.04x
+//! `cublasSgeam`; a device copy 3986-4093), measured by `bench --case membound`. The tiled SGEMM reaches 92% of cuBLAS at 4096^3
 //! (47071 against 51118 GFLOP/s on an H200, the `kernels` example); `Cublas::sgemm` is
 //! there for the rest.
 //!
@@ -82,8 +82,8 @@ const BLOCK: u32 = 256;
 /// cap on the number of blocks (each thread loops over its elements), so any `n` is a
 /// valid shape. Four, not one: a block's start costs the GPU about what a few of its
 /// threads' elements do, and the element-wise kernels load four of a thread's elements
-/// before storing any (on an H200, 16 Mi `f32`: `fill` 3714 GB/s against 1567 with a
-/// thread an element, `axpy` 3839 against 3084).
+/// before storing any (on an H200, 16 Mi `f32`: `axpy` 3839 GB/s against 3084 with a
+/// thread an element). `fill` has a shape of its own ([`fill_grid`]).
 fn grid_stride(n: usize) -> LaunchConfig {
     const PER_THREAD: usize = 4;
     LaunchConfig::for_elements(n.div_ceil(PER_THREAD).min(MAX_THREADS), BLOCK)
