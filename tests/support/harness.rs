@@ -5,6 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use libtest_mimic::{Arguments, Failed, Trial};
 
 use crate::check::panic_message;
+use crate::crash_report;
 use crate::gpu::{gpu_status, require_gpu, GpuStatus, REQUIRE_GPU_ENV};
 use crate::rng;
 
@@ -23,6 +24,7 @@ pub type Test = (&'static str, TestFn);
 /// reports the seed of the test's random data.
 pub fn run(gpu: &[Test], host: &[Test]) -> ! {
     let args = Arguments::from_args();
+    crash_report::install();
     let status = gpu_status();
     let require = require_gpu();
     if let GpuStatus::Absent(reason) = status {
@@ -62,7 +64,7 @@ pub fn run(gpu: &[Test], host: &[Test]) -> ! {
 /// into a failure, and adds the random seed to any failure's message, which it also
 /// prints at once (libtest prints failures only at the end, which a binary killed by a
 /// time limit never reaches).
-fn run_one(name: &str, test: TestFn, needs_gpu: bool) -> Result<(), Failed> {
+fn run_one(name: &'static str, test: TestFn, needs_gpu: bool) -> Result<(), Failed> {
     if needs_gpu {
         if let GpuStatus::Absent(reason) = gpu_status() {
             let why = if require_gpu() {
@@ -77,6 +79,7 @@ fn run_one(name: &str, test: TestFn, needs_gpu: bool) -> Result<(), Failed> {
             )));
         }
     }
+    let _running = crash_report::Running::enter(name);
     rng::begin_test()?;
     let outcome = match catch_unwind(AssertUnwindSafe(test)) {
         Ok(result) => result,

@@ -21,6 +21,7 @@
 mod check;
 pub mod child;
 pub mod chrome_trace;
+mod crash_report;
 pub mod cudarc_side;
 mod element;
 mod float;
