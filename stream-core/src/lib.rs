@@ -157,7 +157,7 @@
 //!   `scatter` (`nccl/gather_scatter.rs`) are that exchange with the blocks that do not
 //!   involve the root empty.
 //!
-//! The macros (`#[gpu_scope]`, `#[kernel]`) generate calls into [`scope`] and the launch
+//! The macros (`#[gpu_scope]`, `#[kernel]`) generate calls into [`fn@scope`] and the launch
 //! entry, and [`#[derive(DeviceRepr)]`](derive@DeviceRepr) makes a `#[repr(C)]` struct
 //! an element type; [`interop`] gives raw handles to other crates and converts cudarc's
 //! values ([`docs::coming_from_cudarc`] is the porting guide), [`staging`] tunes staged
@@ -168,7 +168,7 @@
 //!
 //! # Safety model
 //!
-//! 1. **One synchronisation the user cannot skip.** [`scope`] runs its closure, then
+//! 1. **One synchronisation the user cannot skip.** [`fn@scope`] runs its closure, then
 //!    synchronises *that stream* in its own stack frame, on return and on unwind.
 //!    Nothing the user holds is needed for safety, so `mem::forget` is at worst a leak.
 //!    If that synchronisation fails while unwinding, the process aborts.
@@ -245,7 +245,7 @@
 //!
 //! # Kernels
 //!
-//! A kernel's Rust signature is declared once with [`kernel`], which generates a safe
+//! A kernel's Rust signature is declared once with [`macro@kernel`], which generates a safe
 //! wrapper taking the scope, a [`LaunchConfig`] and branded device memory (`&` for what
 //! the kernel reads, `&mut` for what it writes):
 //!

@@ -10,7 +10,7 @@ use crate::driver::stream_scratch::StreamScratch;
 use crate::error::{Error, Result};
 
 /// A non-blocking CUDA stream: work on it runs in issue order, concurrently with other
-/// streams. `Send` and `Sync`; all work is issued through [`scope`](crate::scope).
+/// streams. `Send` and `Sync`; all work is issued through [`scope`](fn@crate::scope).
 ///
 /// ```no_run
 /// # fn main() -> stream_core::Result<()> {

@@ -13,7 +13,7 @@
 //! config of its own; the parent is non-blocking, so the split is too, and is polled the
 //! same way), after which the non-blocking one is aborted, on a thread of its own (it
 //! took up to a second), which the member's destruction and the process's exit wait for
-//! ([`wait_for_aborts`](super::nccl_abort::wait_for_aborts)). The member returned is a plain blocking communicator,
+//! ([`wait_for_aborts`]). The member returned is a plain blocking communicator,
 //! as `ncclCommInitRank` would have made.
 
 use std::ffi::{c_int, c_uint};

@@ -42,7 +42,7 @@
 //!   are `'static` and own their elements at an address that moving them does not change.
 //!   A borrowed slice is refused at compile time, with a message naming the owned forms.
 //! * [`run_owned`](crate::Stream::run_owned) takes any `O: Send + 'static`, boxes it, and lends it
-//!   to a closure that issues a whole [scope](crate::scope)'s work.
+//!   to a closure that issues a whole [scope](fn@crate::scope)'s work.
 //!
 //! # Why `run_owned` is sound
 //!

@@ -10,7 +10,7 @@
 //! capture's own, kept until it ends: the thread's cached spares are recorded and waited
 //! on by other code of the thread meanwhile, which must not meet an event recorded in a
 //! capture. The child's stream is a
-//! new one that belongs to the capture, never a user's [`Stream`](crate::Stream), so no
+//! new one that belongs to the capture, never a user's [`Stream`], so no
 //! user stream is ever capturing, and it stays alive until the whole capture has ended.
 
 use std::sync::Arc;
@@ -92,7 +92,7 @@ impl<'g> Capture<'g> {
     /// # Ok(()) }
     /// ```
     ///
-    /// [`Error::InvalidStreamPriority`](crate::Error::InvalidStreamPriority) for a
+    /// [`Error::InvalidStreamPriority`] for a
     /// priority outside the device's range, before anything is recorded. An
     /// [update](crate::Graph::update) keeps the instance's choice, so it is refused
     /// between a capture with such a fork and one without.

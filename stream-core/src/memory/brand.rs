@@ -1,7 +1,7 @@
 //! Invariant lifetime markers ("brands").
 //!
 //! Every scope gets a fresh lifetime `'s` from the higher-ranked closure bound of
-//! [`scope`](crate::scope). Types that carry `'s` hold a [`Brand`], which makes them
+//! [`scope`](fn@crate::scope). Types that carry `'s` hold a [`Brand`], which makes them
 //! *invariant* in `'s`: the compiler may neither shorten nor lengthen the brand, so
 //! memory branded by one scope can never be passed to, stored in, or returned from
 //! another one (two distinct universally quantified lifetimes never unify).

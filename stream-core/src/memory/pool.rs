@@ -13,7 +13,7 @@
 //!
 //! The driver's default threshold is 0: at every stream, event or context
 //! synchronisation the pool hands all its unused memory back to the driver. Every
-//! [`scope`](crate::scope) ends with a stream synchronisation, so with the default every
+//! [`scope`](fn@crate::scope) ends with a stream synchronisation, so with the default every
 //! scope's buffers would go back to the driver at its end and the next scope would map
 //! fresh physical memory again (a slow driver path), turning a loop of short scopes
 //! into a loop of `cudaMalloc`/`cudaFree`. [`Device::new`] therefore sets the threshold

@@ -71,7 +71,7 @@ pub(crate) fn checked_range(range: impl RangeBounds<usize>, len: usize) -> Resul
 
 /// Device memory of element type `T` usable in the scope branded `'s`, for reading:
 /// a [`DeviceBuffer`](crate::DeviceBuffer), a [`DeviceSlice`], a [`DeviceSliceMut`] or an
-/// attached [`DeviceVec`](crate::DeviceVec) view. Sealed: it cannot be implemented
+/// attached [`DeviceVec`] view. Sealed: it cannot be implemented
 /// outside this crate.
 ///
 /// ```no_run
@@ -100,7 +100,7 @@ pub trait DeviceMemory<'s, T: DeviceRepr>: sealed::Sealed {
 
 /// Device memory of element type `T` usable in the scope branded `'s`, for writing:
 /// a [`DeviceBuffer`](crate::DeviceBuffer), a [`DeviceSliceMut`] or an attached mutable
-/// [`DeviceVec`](crate::DeviceVec) view. Operations take it by `&mut`, so the borrow
+/// [`DeviceVec`] view. Operations take it by `&mut`, so the borrow
 /// checker proves no other argument of the same call can alias it. Sealed.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not writable device memory",

@@ -2,7 +2,7 @@
 //! `r`'s block into block `r` of its own (PyTorch's `all_to_all_single`, the exchange
 //! of expert parallelism), with blocks of equal length or of lengths given per rank
 //! (`all_to_all_v`). NCCL has no call for it before 2.28 and its guide writes it as one
-//! [`group`](super::group) of sends and receives, one pair per rank; so does this file,
+//! [`group`](fn@super::group) of sends and receives, one pair per rank; so does this file,
 //! through the requests of [`Group::send`] and [`Group::recv`], whose checks and
 //! borrows it inherits (no `unsafe` of its own).
 
@@ -22,10 +22,10 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// hold `comm.size()` blocks of equal length, as on every other rank; the two are
     /// distinct buffers (one is borrowed shared, the other exclusively).
     ///
-    /// Issued as one NCCL group of a send and a receive per rank (NCCL's own recipe),
-    /// so it is refused, as every scope collective, while an [`nccl::group`](super::group)
-    /// is open on this thread: call [`Group::all_to_all`] there. Errors before anything
-    /// is enqueued: [`Error::LengthMismatch`] when the lengths differ,
+    /// Issued as one NCCL group of a send and a receive per rank (NCCL's own recipe), so it
+    /// is refused, as every scope collective, while an [`nccl::group`](fn@super::group) is
+    /// open on this thread: call [`Group::all_to_all`] there. Errors before anything is
+    /// enqueued: [`Error::LengthMismatch`] when the lengths differ,
     /// [`Error::ShapeMismatch`] when they are not a multiple of `comm.size()`, and the
     /// checks of [`all_reduce`](Self::all_reduce).
     ///

@@ -19,9 +19,9 @@ impl Communicator {
     /// communicator aborted (unless it is the communicator's first collective, whose
     /// connections NCCL sets up inside the call: see the [`nccl`](super) module docs).
     ///
-    /// Refused as the scope's own collectives are: inside an [`nccl::group`](super::group)
-    /// and on a communicator one thread drives beside others
-    /// ([`for_devices`](Self::for_devices)), both
+    /// Refused as the scope's own collectives are: inside an
+    /// [`nccl::group`](fn@super::group) and on a communicator one thread drives beside
+    /// others ([`for_devices`](Self::for_devices)), both
     /// [`Error::NcclGroup`](crate::Error::NcclGroup); and after an abort,
     /// [`Error::CommunicatorAborted`](crate::Error::CommunicatorAborted).
     ///

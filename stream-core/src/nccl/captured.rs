@@ -70,12 +70,12 @@ use crate::scope::{Pending, Scope};
 /// one rank, or, with `NCCL_GRAPH_REGISTER=0` in the environment (set it before the
 /// process starts: NCCL reads it once, when a collective is first captured, and so does
 /// this crate, at the process's first captured collective), on any communicator;
-/// otherwise the call is [`Error::GraphCommunicators`](crate::Error::GraphCommunicators)
+/// otherwise the call is [`Error::GraphCommunicators`]
 /// and nothing is recorded. Without registration NCCL moves the data as for a scope's
 /// collectives: ranks of other processes whose lengths disagree wait for each other
 /// until the timeout, and ranks of this process (threads of [`Communicator::join`])
 /// have each replay's calls compared by the ledger before it is launched, as a scope's
-/// are: a disagreement is [`Error::RanksDisagree`](crate::Error::RanksDisagree) there, and
+/// are: a disagreement is [`Error::RanksDisagree`] there, and
 /// the other ranks' replays end with it too instead of waiting.
 ///
 /// Inside [`nccl::group`](super::group()) a capture records through the group's methods,
@@ -84,7 +84,7 @@ use crate::scope::{Pending, Scope};
 /// [`Communicator::for_devices`] (a capture per device, the group inside them all),
 /// whose collectives a capture's own methods refuse (`GraphCommunicators`), as a scope's
 /// refuse them outside a group. A capture's own collective inside a group, and a replay
-/// of a graph with collectives there, are [`Error::NcclGroup`](crate::Error::NcclGroup).
+/// of a graph with collectives there, are [`Error::NcclGroup`].
 impl<'s> Capture<'s> {
     collective_methods!(record_collective, &,);
 }
@@ -192,14 +192,14 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// end and its waits (the returned `Pending`'s too) are bounded by their timeouts, as
     /// for a collective issued in the scope (see [`nccl`](super#when-a-peer-dies)). On a
     /// communicator with other ranks in this process, the replay's calls are first
-    /// compared with theirs ([`Error::RanksDisagree`](crate::Error::RanksDisagree)
+    /// compared with theirs ([`Error::RanksDisagree`]
     /// otherwise, nothing launched).
     ///
-    /// [`Error::GraphCommunicators`](crate::Error::GraphCommunicators) when one of the
-    /// graph's communicators is not in `comms`; [`Error::NcclGroup`](crate::Error::NcclGroup)
+    /// [`Error::GraphCommunicators`] when one of the
+    /// graph's communicators is not in `comms`; [`Error::NcclGroup`]
     /// inside [`nccl::group`](super::group()) (the group's collectives would run after
     /// the replay's, in another order than they were called);
-    /// [`Error::CommunicatorAborted`](crate::Error::CommunicatorAborted) once one was
+    /// [`Error::CommunicatorAborted`] once one was
     /// aborted (by a scope's watch, or [`Communicator::abort`]): its captured operations
     /// cannot run again. Nothing is launched then. A graph without collectives replays
     /// here too, as with `replay`.

@@ -233,7 +233,7 @@ macro_rules! collective_methods {
 
         /// `buf` to rank `peer`, which receives it with [`recv`](Self::recv) (`ncclSend`).
         /// A send to this rank itself needs its receive in the same
-        /// [`nccl::group`](crate::nccl::group).
+        /// [`nccl::group`](fn@crate::nccl::group).
         #[inline]
         pub fn send<T: NcclElement>(
             &'s self,
@@ -266,7 +266,7 @@ pub(crate) use collective_methods;
 /// roots and peers are ranks of it ([`Error::InvalidRank`](crate::Error::InvalidRank)),
 /// lengths agree ([`Error::LengthMismatch`](crate::Error::LengthMismatch),
 /// [`Error::ShapeMismatch`](crate::Error::ShapeMismatch)), and no
-/// [`nccl::group`](super::group) is open on this thread
+/// [`nccl::group`](fn@super::group) is open on this thread
 /// ([`Error::NcclGroup`](crate::Error::NcclGroup): use the group's methods there). An
 /// operation on zero elements enqueues nothing.
 impl<'s, 'env> Scope<'s, 'env> {

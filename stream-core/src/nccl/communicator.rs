@@ -69,14 +69,15 @@ const ASK_NCCL_EVERY: u32 = 64;
 impl Communicator {
     /// One communicator per device of `devices`, ranks `0..devices.len()` in that order,
     /// for one process (one thread) that drives them all (`ncclCommInitAll`). Their
-    /// collectives are issued together inside [`nccl::group`](super::group), one per
+    /// collectives are issued together inside [`nccl::group`](fn@super::group), one per
     /// device; outside a group they are refused with [`Error::NcclGroup`], since an
     /// ungrouped collective on one of them would block waiting for its siblings.
     ///
-    /// The devices must be distinct (NCCL refuses two ranks on one GPU). For one thread
-    /// per GPU, make one [`UniqueId`] and [`join`](Self::join) from each thread instead.
-    /// Communicators are made outside [`nccl::group`](super::group) ([`Error::NcclGroup`]
-    /// inside one, here and in [`join`](Self::join) and [`join_within`](Self::join_within)).
+    /// The devices must be distinct (NCCL refuses two ranks on one GPU). For one thread per
+    /// GPU, make one [`UniqueId`] and [`join`](Self::join) from each thread instead.
+    /// Communicators are made outside [`nccl::group`](fn@super::group)
+    /// ([`Error::NcclGroup`] inside one, here and in [`join`](Self::join) and
+    /// [`join_within`](Self::join_within)).
     pub fn for_devices(devices: &[Device]) -> Result<Vec<Communicator>> {
         refuse_inside_a_group()?;
         if devices.is_empty() {
@@ -333,10 +334,10 @@ impl Communicator {
     /// [`Error::CommunicatorAborted`]. What a program does when it learns, by its own
     /// means, that a peer is gone.
     ///
-    /// Inside an [`nccl::group`](super::group), it counts as aborted at once (the group's
-    /// later calls on it are refused), and NCCL's abort is made right after the group's
-    /// end, once NCCL has enqueued what the group held, which it then stops: aborted
-    /// inside the group, NCCL would free the communicator at the group's end before
+    /// Inside an [`nccl::group`](fn@super::group), it counts as aborted at once (the
+    /// group's later calls on it are refused), and NCCL's abort is made right after the
+    /// group's end, once NCCL has enqueued what the group held, which it then stops:
+    /// aborted inside the group, NCCL would free the communicator at the group's end before
     /// launching the group's calls on it.
     pub fn abort(&self) {
         self.watch.abort();

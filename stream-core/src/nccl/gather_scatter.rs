@@ -1,7 +1,7 @@
 //! Gather and scatter: every rank's `send` into block `r` of the root's `recv` (rank `r`
 //! the sender), and block `r` of the root's `send` into rank `r`'s `recv` (PyTorch's
 //! `gather` and `scatter`, NCCL 2.28's `ncclGather` and `ncclScatter`). Written, as
-//! NCCL's guide writes them for earlier versions, as one [`group`](super::group) of
+//! NCCL's guide writes them for earlier versions, as one [`group`](fn@super::group) of
 //! sends and receives: the exchange of `all_to_all.rs` with every block that does not
 //! involve the root of zero elements (which NCCL never sees), so they inherit its checks,
 //! its borrows and its care for ranks of one process that disagree (no `unsafe` of their
@@ -23,7 +23,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// is not used and may be empty.
     ///
     /// Issued as one NCCL group of sends and receives, so it is refused, as every scope
-    /// collective, while an [`nccl::group`](super::group) is open on this thread: call
+    /// collective, while an [`nccl::group`](fn@super::group) is open on this thread: call
     /// [`Group::gather`] there. Errors before anything is enqueued:
     /// [`Error::InvalidRank`] for a root outside the communicator,
     /// [`Error::ShapeMismatch`] when the root's `recv` is not `comm.size()` times

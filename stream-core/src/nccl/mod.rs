@@ -40,7 +40,7 @@
 //! completes, never *where* it writes.
 //!
 //! Two places where "on the stream when the call returns" would not hold are closed:
-//! inside [`group`], operations are enqueued only at the group's end, so [`Group`]'s
+//! inside [`fn@group`], operations are enqueued only at the group's end, so [`Group`]'s
 //! methods borrow their buffers until then (reading a receive buffer inside the group
 //! does not compile), and a scope's own methods are refused while a group is open on
 //! the thread. (A group opened by other code through NCCL directly, e.g. cudarc's
@@ -141,7 +141,7 @@
 //!   NCCL, which sets up a collective's connections inside its first call. Every rank
 //!   of the process then reports the disagreement at its scope's end and refuses every
 //!   later call: the received values are not a result. Inside a group (a program's
-//!   own [`group`], and the one `all_to_all` and `all_to_all_v` open) NCCL uses the
+//!   own [`fn@group`], and the one `all_to_all` and `all_to_all_v` open) NCCL uses the
 //!   stand-in's scratch memory only from the group's end on, so the group keeps it
 //!   until then, and an exchange goes on with its other pairs after a refused one, so
 //!   that no call of the other rank is left without a partner. A member alone in its
@@ -211,7 +211,7 @@
 //! one by one. The graph keeps its communicators; a collective is recorded only where no
 //! peer can reach this rank's buffers during replays with lengths it did not agree to
 //! (see [`Capture::all_reduce`](crate::Capture::all_reduce)); ranks of one process have
-//! each replay's calls compared by the ledger, as a scope's. Inside a [`group`] opened
+//! each replay's calls compared by the ledger, as a scope's. Inside a [`fn@group`] opened
 //! in captures, the group's methods take a capture where they take a scope
 //! ([`GroupTarget`]): paired sends and receives are captured so, and one thread
 //! captures the communicators of [`Communicator::for_devices`], a capture per device

@@ -277,7 +277,7 @@ impl World {
     /// [`rendezvous_timeout`](Self::rendezvous_timeout): [`Error::Rendezvous`] at the
     /// exchange of NCCL's id, [`Error::JoinTimedOut`] inside NCCL's own wait
     /// ([`Communicator::join_within`]; with NCCL older than 2.18 that wait is not
-    /// bounded). Inside an [`nccl::group`](super::group) it is [`Error::NcclGroup`],
+    /// bounded). Inside an [`nccl::group`](fn@super::group) it is [`Error::NcclGroup`],
     /// before the exchange (NCCL would make the communicator only at the group's end).
     pub fn communicator(&self, device: &Device) -> Result<Communicator> {
         // Before the exchange, so that a rank that asks inside a group fails at once

@@ -58,7 +58,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// [`scope_all!`](crate::scope_all) opens sibling scopes on several streams this way.
     ///
     /// * The closure returns `Result<T, E>` with `E: From<Error>`, like
-    ///   [`scope`](crate::scope)'s; `T` may hold buffers the child [handed
+    ///   [`scope`](fn@crate::scope)'s; `T` may hold buffers the child [handed
     ///   off](Scope::hand_off) to this scope.
     /// * `stream` must not be capturing a graph ([`Error::StreamCapturing`]).
     /// * `stream` may belong to another device. Then the child's context is bound while
@@ -75,7 +75,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     ///   instead and the error is returned. If even that fails, the error is returned
     ///   only when it is sticky ([`Error::is_sticky`]: the context has stopped, so the
     ///   child's work has too); any other failure, and any failure while unwinding,
-    ///   aborts the process, as in [`scope`](crate::scope).
+    ///   aborts the process, as in [`scope`](fn@crate::scope).
     ///
     /// # Why the lifetimes make this sound
     ///
@@ -212,7 +212,7 @@ impl<'s, 'env> Scope<'s, 'env> {
 impl<'s, 'env> Scope<'s, 'env> {
     /// The start of a fork onto `stream`, of another device: when the fork lends memory,
     /// that device may reach the memory of every device this scope's brand may be on
-    /// (what it can lend; [`Error::PeerAccessUnavailable`](crate::Error::PeerAccessUnavailable)
+    /// (what it can lend; [`Error::PeerAccessUnavailable`]
     /// otherwise, before anything is enqueued); the child's stream waits for this
     /// scope's work so far, and the child's context is bound until the returned guard
     /// drops.

@@ -51,7 +51,7 @@ use exit::ScopeExit;
 /// on the scope's stream.
 ///
 /// `'s` is the scope's brand, fresh and invariant for every scope, so nothing branded
-/// (device buffers, views, [`Pending`](crate::Pending) copies) can leave the scope or
+/// (device buffers, views, [`Pending`] copies) can leave the scope or
 /// enter another one. `'env` is the lifetime of the stream and of what the scope borrows
 /// from outside: host memory handed to copies and attached
 /// [`DeviceVec`](crate::DeviceVec)s stay borrowed for `'env`, until the outermost

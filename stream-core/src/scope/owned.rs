@@ -2,7 +2,7 @@
 //! [`Stream::run_owned`](crate::Stream::run_owned) (see [`crate::future`], which holds the
 //! argument in full).
 //!
-//! A [`scope`](crate::scope) keeps the host memory its work uses borrowed for `'env` and
+//! A [`scope`](fn@crate::scope) keeps the host memory its work uses borrowed for `'env` and
 //! synchronises its stream before `'env` ends. An owned scope turns this around: `'env`
 //! is a higher-ranked lifetime of the user's closure, so the only host memory (and
 //! `DeviceVec`s) the closure can hand to work for `'env` is `'static` or lent by the

@@ -15,7 +15,7 @@
 /// that device, its context bound for the body (see [`Scope::fork`](crate::Scope::fork));
 /// devices need peer access only when memory crosses between them.
 ///
-/// The body returns `Result<T, E>` with `E: From<Error>`, like [`scope`](crate::scope)'s
+/// The body returns `Result<T, E>` with `E: From<Error>`, like [`scope`](fn@crate::scope)'s
 /// closure. It is a macro rather than a function because each scope needs a brand of its
 /// own, which is one closure parameter lifetime per stream: a slice of scopes would share
 /// one brand, and a buffer of one stream could then be used on another unordered.

@@ -12,7 +12,7 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// [`trace`](crate::trace).
     ///
     /// Giving the same trace again does nothing; another trace is an
-    /// [`Error::Trace`](crate::Error::Trace) (a scope records into one).
+    /// [`Error::Trace`] (a scope records into one).
     ///
     /// ```no_run
     /// use stream_core::{scope, trace::Trace, Device, Error};

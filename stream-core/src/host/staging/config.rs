@@ -189,7 +189,7 @@ fn process_config() -> StagingConfig {
 /// picks it from [`staging_config`]), or `host` is not pageable (pinned memory is copied
 /// by one DMA). Binds the device's context only past the threshold (the lookup needs
 /// it; a short copy costs no driver call here), and returns the binding with the
-/// setting, which is [tuned](tuned) (the calibration runs the first time).
+/// setting, which is [tuned] (the calibration runs the first time).
 pub(super) fn for_pageable_copy<'d>(
     host: &[u8],
     threshold: fn(&StagingConfig) -> usize,

@@ -36,7 +36,7 @@
 //! copies 9-15 GB/s and a DMA 50+, so the threads decide whether the host half keeps
 //! up; with enough of them it does, and then the DMA, slowed by the cache lines the
 //! memcpy leaves behind, is the slower half (traces on a 2x H100 host, 2026-11-26: see
-//! the [calibration](calibration)). Why these rules, from the sweeps
+//! the [calibration]). Why these rules, from the sweeps
 //! (`BENCH_STAGING_SWEEP=1 bench --case pageable`, 64 MiB):
 //! * **Two cores left free.** Each chunk waits for its last piece, so a copy whose
 //!   threads take every core stalls whenever one of them is descheduled (by the driver's
@@ -52,7 +52,7 @@
 //!   slowest thread cost a large part of each chunk.
 //!
 //! At the first staged copy of an optimised build, those rules are the starting point
-//! of a [calibration](calibration) (once per process; no trial starts after 0.25 s): real
+//! of a [calibration] (once per process; no trial starts after 0.25 s): real
 //! staged copies to that copy's device, timed with a few settings around them (threads,
 //! chunk size, streaming stores for downloads), keep the fastest for the process. A
 //! setting pinned with `set_staging_config` or `set_streaming_stores`, or

@@ -21,7 +21,7 @@ impl Communicator {
     /// [timeout](Self::timeout). [`Error::CommunicatorAborted`] for an aborted one;
     /// [`Error::NcclGroup`] for a member of [`for_devices`](Self::for_devices) with
     /// siblings (one thread drives them: use [`split_all`](Self::split_all)), or inside
-    /// an [`nccl::group`](crate::nccl::group); [`Error::Library`] with NCCL before 2.18.
+    /// an [`nccl::group`](fn@crate::nccl::group); [`Error::Library`] with NCCL before 2.18.
     ///
     /// ```no_run
     /// # fn main() -> stream_core::Result<()> {
