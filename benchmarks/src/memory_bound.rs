@@ -44,7 +44,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let (dx, mut dy) = (env.dev.upload_vec(&x)?, env.dev.upload_vec(&y)?);
     let mut dot_out = env.dev.alloc_vec::<f32>(1)?;
     let timer = OurTimer::new(&env.dev)?;
-    let mut ours_axpy = |len: usize| -> Result<f64> {
+    let ours_axpy = |len: usize| -> Result<f64> {
         scope(&env.streams[0], |s| {
             let (x, mut y) = (s.attach_ref(&dx)?, s.attach(&mut dy)?);
             let (x, mut y) = (x.slice(..len)?, y.slice_mut(..len)?);
@@ -66,7 +66,8 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     unsafe { blas::set_stream(handle.0, stream as _) }?;
     let raw_timer = GpuTimer::new()?;
     let timed = |call: &dyn Fn() -> Result<()>| timed(&raw_timer, stream, call);
-    let raw_axpy = |n: i32| {
+    let raw_axpy = |part: usize| {
+        let n = i32::try_from(part).map_err(|_| Error::msg("membound: length exceeds i32::MAX"))?;
         timed(&|| {
             set_pointer_mode(
                 &handle,
@@ -91,21 +92,16 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             .map_err(|e| Error::msg(format!("cublasSaxpy_v2: {e:?}")))
         })
     };
-    // Also at a quarter of the length, where the launch shape (elements per thread) shows.
-    for part in [len, len / 4] {
-        let n = i32::try_from(part).map_err(|_| Error::msg("membound: length exceeds i32::MAX"))?;
-        rep.push(gb_per_s_row(
-            env.cfg.plan(warmup, reps),
-            format!("axpy f32, {} Mi elements", part >> 20),
-            12.0 * part as f64,
-            ("raw cublasSaxpy_v2", || raw_axpy(n)),
-            || ours_axpy(part),
-        )?);
+    let plan = env.cfg.plan(warmup, reps);
+    let lengths = [len, len / 4];
+    let raw = ("raw cublasSaxpy_v2", raw_axpy);
+    for row in rows_at(plan, &lengths, ("axpy f32", 12.0), raw, ours_axpy)? {
+        rep.push(row);
     }
 
     // `kernels::fill` against the driver's `cuMemsetD32Async` (4 bytes written an
     // element), at both lengths; ours is checked after.
-    let mut ours_fill = |len: usize| -> Result<f64> {
+    let ours_fill = |len: usize| -> Result<f64> {
         scope(&env.streams[0], |s| {
             let mut y = s.attach(&mut dy)?;
             let mut y = y.slice_mut(..len)?;
@@ -125,14 +121,9 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
                 .context("cuMemsetD32Async")
         })
     };
-    for part in [len, len / 4] {
-        rep.push(gb_per_s_row(
-            env.cfg.plan(warmup, reps),
-            format!("fill f32, {} Mi elements", part >> 20),
-            4.0 * part as f64,
-            ("raw cuMemsetD32Async", || raw_fill(part)),
-            || ours_fill(part),
-        )?);
+    let raw = ("raw cuMemsetD32Async", raw_fill);
+    for row in rows_at(plan, &lengths, ("fill f32", 4.0), raw, ours_fill)? {
+        rep.push(row);
     }
     if let Some(i) = dy.to_host_vec()?.iter().position(|&v| v != 0.5) {
         return Err(Error::msg(format!(
@@ -251,6 +242,30 @@ fn gb_per_s_row<'a>(
         .into_row(plan, Row::new("membound", what, "GB/s", Better::Higher))?
         .in_unit(|t| bytes / t / 1e9);
     Ok(row.check_vs_raw(0.95, Source::Goal))
+}
+
+/// A [`gb_per_s_row`] of `what` (moving `bytes_per_element` bytes an element) at each of
+/// `lengths`: the whole vectors and a quarter of them, where the launch shape (elements
+/// per thread) shows. `raw` is the raw side's name and its sampler.
+fn rows_at(
+    plan: Plan,
+    lengths: &[usize],
+    (what, bytes_per_element): (&str, f64),
+    (raw_name, mut raw): (&'static str, impl FnMut(usize) -> Result<f64>),
+    mut ours: impl FnMut(usize) -> Result<f64>,
+) -> Result<Vec<Row>> {
+    lengths
+        .iter()
+        .map(|&part| {
+            gb_per_s_row(
+                plan,
+                format!("{what}, {} Mi elements", part >> 20),
+                bytes_per_element * part as f64,
+                (raw_name, || raw(part)),
+                || ours(part),
+            )
+        })
+        .collect()
 }
 
 /// Where `handle`'s calls read their scalars and write their results: host or device.
