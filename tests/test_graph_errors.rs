@@ -19,7 +19,21 @@ use gpu_tests::{
     check_eq, device, ensure, gpu_status, poison, stream, Failed, GpuStatus, Rng, Test, TestFn,
     TestResult,
 };
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+
 use stream_core::{interop, scope, Device, Error, LaunchConfig};
+
+/// Held shared by each test that captures, and exclusively by the one that synchronises
+/// the whole device during its capture: that synchronisation invalidates every capture
+/// running in the process (CUDA's global capture mode), so a test capturing at the same
+/// moment would fail for a reason not its own (the likely cause of one failure in some
+/// 500 runs on 2x H200, whose output was not kept).
+static DEVICE_WIDE: RwLock<()> = RwLock::new(());
+
+/// This test's share of [`DEVICE_WIDE`].
+fn capturing() -> RwLockReadGuard<'static, ()> {
+    DEVICE_WIDE.read().unwrap_or_else(PoisonError::into_inner)
+}
 
 fn main() {
     let mut gpu: Vec<Test> = vec![
@@ -108,6 +122,7 @@ fn graph_error_messages_say_what_happened_and_what_to_do() -> TestResult {
 /// driver invalidates the capture, `capture` returns `GraphCaptureInvalidated` (or the
 /// driver's error, if the closure reports it first), and later captures work.
 fn a_wait_on_an_event_recorded_outside_the_capture_invalidates_it() -> TestResult {
+    let _capturing = capturing();
     let dev = device()?;
     let outside = dev.new_stream()?;
     let _context = interop::bind(&dev)?;
@@ -160,6 +175,7 @@ fn a_wait_on_an_event_recorded_outside_the_capture_invalidates_it() -> TestResul
 /// that a capture cannot record) is invalidated: `GraphCaptureInvalidated`, and later
 /// captures work.
 fn a_synchronisation_of_the_capturing_stream_invalidates_the_capture() -> TestResult {
+    let _capturing = capturing();
     let dev = device()?;
     let outcome = dev.capture((), |g, ()| {
         let mut x = g.alloc::<u32>(64)?;
@@ -191,6 +207,7 @@ fn a_synchronisation_of_the_capturing_stream_invalidates_the_capture() -> TestRe
 /// saying what happened; later captures work.
 fn another_thread_s_device_synchronisation_invalidates_a_capture_with_a_clear_error() -> TestResult
 {
+    let _alone = DEVICE_WIDE.write().unwrap_or_else(PoisonError::into_inner);
     let dev = device()?;
     let context = dev.cudarc_context()?;
     let outcome = dev.capture((), |g, ()| {
@@ -243,6 +260,7 @@ fn another_thread_s_device_synchronisation_invalidates_a_capture_with_a_clear_er
 /// recorded) makes `capture` return that error and discard what was recorded; later
 /// captures work.
 fn an_error_of_the_closure_discards_the_capture() -> TestResult {
+    let _capturing = capturing();
     let dev = device()?;
     let outcome = dev.capture((), |g, ()| {
         let x = g.alloc_zeroed::<u32>(256)?;
@@ -270,6 +288,7 @@ fn an_error_of_the_closure_discards_the_capture() -> TestResult {
 /// (their synchronisation would wait for work that never runs); once the capture has
 /// ended, both work.
 fn scopes_and_forks_refuse_a_stream_being_captured() -> TestResult {
+    let _capturing = capturing();
     let captured = stream()?;
     let other = captured.device().new_stream()?;
     let _context = interop::bind(captured.device())?;
@@ -326,6 +345,7 @@ fn scopes_and_forks_refuse_a_stream_being_captured() -> TestResult {
 /// other device held by a capture, are `DeviceMismatch` (devices are values, not types:
 /// this rule is checked at run time); both devices keep working.
 fn graphs_and_held_memory_of_another_device_are_device_mismatch() -> TestResult {
+    let _capturing = capturing();
     let (dev0, dev1) = (Device::new(0)?, Device::new(1)?);
     let stream1 = dev1.new_stream()?;
     let out = dev0.alloc_pinned::<u32>(16)?;
