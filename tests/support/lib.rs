@@ -11,6 +11,9 @@
 //! * Host tests (`host: [...]`) always run.
 //! * A failing test prints the seed of its random data; set `STREAM_CORE_TEST_SEED` to
 //!   that value to draw the same data again.
+//! * A process that dies of a fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE) first prints
+//!   `gpu-tests: fatal signal ... while running: <tests>` (`crash_report.rs`), and still
+//!   dies of that signal.
 //!
 //! The helpers follow the workspace's test rule (STYLE rule 15): draw fresh non-zero
 //! inputs ([`Rng`]), poison outputs before the run ([`poisoned`], [`poison`]), and
