@@ -38,6 +38,7 @@ failed=0
 status=0
 next=""
 broken=()
+crashes=()
 for ((i = from; i <= ${#binaries[@]}; i++)); do
   t=${binaries[i - 1]}
   left=$((budget - (SECONDS - start)))
@@ -54,9 +55,9 @@ for ((i = from; i <= ${#binaries[@]}; i++)); do
     passed=$((passed + p))
     failed=$((failed + f))
   done < <(grep "^test result" "$out" | awk '{print $4, $6}')
-  rm -f "$out"
   if ((rc == 124 || rc == 137)); then
     echo "gpu-suite: $t cut short by the budget"
+    rm -f "$out"
     next=$i
     break
   fi
@@ -66,13 +67,17 @@ for ((i = from; i <= ${#binaries[@]}; i++)); do
     # tests it had left: the totals alone would not show it.
     echo "gpu-suite: $t exited with status $rc$( ((rc > 128)) && echo " (signal $((rc - 128)))")"
     broken+=("$(basename "$t") (status $rc)")
+    # The harness's crash report names the tests that were running (tests/support/crash_report.rs).
+    while read -r line; do crashes+=("$(basename "$t"): $line"); done < <(grep -a "gpu-tests: fatal signal" "$out")
   fi
+  rm -f "$out"
 done
 ((failed > 0)) && status=1
 echo "gpu-suite: passed $passed failed $failed in $((SECONDS - start)) s"
 if ((${#broken[@]} > 0)); then
   echo "gpu-suite: ${#broken[@]} binary(ies) exited non-zero: ${broken[*]}"
 fi
+for line in "${crashes[@]}"; do echo "gpu-suite: $line"; done
 if [[ -n $next ]]; then
   echo "gpu-suite: next: --from $next"
 else
