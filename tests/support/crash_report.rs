@@ -8,7 +8,8 @@
 //! The handler writes the names with `write(2)` only (async-signal-safe), then puts back
 //! the handler that was there before (the standard library's stack-overflow report, or
 //! the default) and returns: the faulting instruction runs again and the process dies of
-//! the same signal as it would have, with the same exit status.
+//! the same signal as it would have, with the same exit status. A signal another process
+//! sent is sent again, to that previous handler.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
@@ -85,7 +86,7 @@ impl Drop for Running {
 /// previous handler back and returns (see the module's docs).
 extern "C" fn on_fault(
     signal: libc::c_int,
-    _info: *mut libc::siginfo_t,
+    info: *mut libc::siginfo_t,
     _context: *mut libc::c_void,
 ) {
     write_stderr(b"\ngpu-tests: fatal signal ");
@@ -111,6 +112,15 @@ extern "C" fn on_fault(
     // SAFETY: a `sigaction` the kernel returned for this signal, or the default one;
     // without it the fault would come back here for ever.
     unsafe { libc::sigaction(signal, &raw const previous, std::ptr::null_mut()) };
+    // A fault comes back by itself when the instruction runs again; a signal sent by a
+    // process (`kill`, `raise`: a code of 0 or below) does not, so it is sent again, to
+    // the previous handler (blocked until this one returns).
+    // SAFETY: with `SA_SIGINFO` the kernel passes a valid `siginfo_t`.
+    let sent = unsafe { (*info).si_code } <= 0;
+    if sent {
+        // SAFETY: `raise` is async-signal-safe.
+        unsafe { libc::raise(signal) };
+    }
 }
 
 fn signal_name(signal: libc::c_int) -> &'static [u8] {
