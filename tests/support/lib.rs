@@ -13,7 +13,7 @@
 //!   that value to draw the same data again.
 //! * A process that dies of a fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE) first prints
 //!   `gpu-tests: fatal signal ... while running: <tests>` (`crash_report.rs`), and still
-//!   dies of that signal.
+//!   dies of that signal (`test_harness.rs` makes one fault and checks both).
 //!
 //! The helpers follow the workspace's test rule (STYLE rule 15): draw fresh non-zero
 //! inputs ([`Rng`]), poison outputs before the run ([`poisoned`], [`poison`]), and
