@@ -4,9 +4,10 @@
 //! only through `&mut` slices, for every launch its `block` admits: each kernel is
 //! written for exactly that block (the reductions index a `__shared__` array of 256
 //! with `threadIdx.x`, the transpose a 64x65 tile with `threadIdx.y + 60`, the SGEMM's
-//! 256 threads a 128x128 tile of C; the element-wise kernels index one dimension), and carries a matching `__launch_bounds__` (checked by the test in
-//! `launch_bounds.rs`). The wrappers refuse any other block before launching. None of
-//! them uses dynamic shared memory, so any amount is admitted.
+//! 256 threads a 128x128 tile of C; the element-wise kernels index one dimension), and
+//! carries a matching `__launch_bounds__` (checked by the test in `launch_bounds.rs`).
+//! The wrappers refuse any other block before launching. None of them uses dynamic
+//! shared memory, so any amount is admitted.
 //!
 //! This module is private: the crate's public functions choose the launch shapes and
 //! check the lengths; the module is the crate's only `unsafe`.

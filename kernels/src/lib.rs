@@ -12,9 +12,9 @@
 //! The memory-bound kernels run at cuBLAS's bandwidth or above (on an H200, 64 Mi `f32`:
 //! `axpy` 4107 GB/s, 1.30x `cublasSaxpy`; `fill` 4192, 1.03x `cuMemsetD32Async`; `dot`
 //! 4071-4168, 1.01-1.02x `cublasSdot`; an 8192x8192 `transpose` 3792-3803, 1.02-1.04x
-//! `cublasSgeam`; a device copy 3986-4093), measured by `bench --case membound`. The tiled SGEMM reaches 92% of cuBLAS at 4096^3
-//! (47071 against 51118 GFLOP/s on an H200, the `kernels` example); `Cublas::sgemm` is
-//! there for the rest.
+//! `cublasSgeam`; a device copy 3986-4093), measured by `bench --case membound`. The
+//! tiled SGEMM reaches 92% of cuBLAS at 4096^3 (47071 against 51118 GFLOP/s on an H200,
+//! the `kernels` example); `Cublas::sgemm` is there for the rest.
 //!
 //! ```no_run
 //! use stream_core::{scope, Device, Error};

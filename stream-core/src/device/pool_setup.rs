@@ -25,10 +25,10 @@ pub(crate) fn configure_pool(device: DeviceId) -> Result<MemPool> {
 /// queued on stream A, after inserting a wait of B on A: a hidden cross-stream
 /// synchronisation (measured: a scope on B waited a whole second for a kernel on A).
 /// Every free in this library is stream-ordered on the stream that used the memory
-/// last, so the pool may still reuse memory on that stream, or once its free has
-/// completed, but never by making an unrelated stream wait. (Out of memory, the one
-/// recovery in [`DeviceInner::alloc_async`](crate::device::DeviceInner::alloc_async) waits for this thread's streams on the host
-/// instead, so that such frees complete.)
+/// last, so the pool may still reuse memory on that stream, or once its free has completed,
+/// but never by making an unrelated stream wait. (Out of memory, the one recovery in
+/// [`DeviceInner::alloc_async`](crate::device::DeviceInner::alloc_async) waits for this
+/// thread's streams on the host instead, so that such frees complete.)
 fn forbid_hidden_stream_dependencies(pool: MemPool) -> Result<()> {
     pool.allow_internal_dependencies(false)
 }

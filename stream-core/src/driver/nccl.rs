@@ -94,8 +94,8 @@ pub(super) fn check(
     }
 }
 
-/// The 128 bytes that name a communicator being made: rank 0 makes it, every rank
-/// passes the same bytes to [`RawComm::init_rank`](crate::driver::nccl_comm::RawComm::init_rank).
+/// The 128 bytes that name a communicator being made: rank 0 makes it, every rank passes
+/// the same bytes to [`RawComm::init_rank`](crate::driver::nccl_comm::RawComm::init_rank).
 #[derive(Clone, Copy)]
 pub(crate) struct RawUniqueId(pub(super) sys::ncclUniqueId);
 

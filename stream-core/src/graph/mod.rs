@@ -21,10 +21,10 @@
 //!    branded by the capture so it cannot escape it) or held by the graph; host memory
 //!    it uses is pinned memory the graph holds. Nothing of a scope can enter a capture.
 //! 3. The graph owns or borrows what it holds for as long as it exists, and the host
-//!    reaches held memory only through the graph; a replay borrows the graph
-//!    exclusively until it is known complete (its `Pending`, or the scope's end). Runs
-//!    chained without a host wait ([`Scope::replay_again`](crate::Scope::replay_again)) keep it inside their last
-//!    `Pending` (`InFlight` in between, which reaches none of its memory).
+//!    reaches held memory only through the graph; a replay borrows the graph exclusively
+//!    until it is known complete (its `Pending`, or the scope's end). Runs chained without
+//!    a host wait ([`Scope::replay_again`](crate::Scope::replay_again)) keep it inside
+//!    their last `Pending` (`InFlight` in between, which reaches none of its memory).
 
 mod capture;
 mod collectives;

@@ -13,11 +13,11 @@
 //! # When
 //!
 //! [`Scope::copy_to_device`](crate::Scope::copy_to_device) (and `upload`) and
-//! [`Scope::copy_to_host`](crate::Scope::copy_to_host) stage a copy when it moves at
-//! least the direction's threshold ([`DEFAULT_THRESHOLD`](config::DEFAULT_THRESHOLD), 1 MiB) **and** the host
-//! memory is pageable. Smaller copies, and pinned memory
-//! ([`PinnedBuffer`](crate::PinnedBuffer)s and their sub-slices included), use the
-//! driver's direct path.
+//! [`Scope::copy_to_host`](crate::Scope::copy_to_host) stage a copy when it moves at least
+//! the direction's threshold ([`DEFAULT_THRESHOLD`](config::DEFAULT_THRESHOLD), 1 MiB)
+//! **and** the host memory is pageable. Smaller copies, and pinned memory
+//! ([`PinnedBuffer`](crate::PinnedBuffer)s and their sub-slices included), use the driver's
+//! direct path.
 //!
 //! Pinned memory is recognised on its first and last byte by `cuMemHostGetFlags`,
 //! which succeeds only inside a `cuMemHostAlloc` allocation (of any context or
@@ -74,14 +74,15 @@
 //! # How
 //!
 //! * **Host to device**: for each chunk, take the next block of a ring of
-//!   [`DEFAULT_RING`](config::DEFAULT_RING) (4) pool blocks, wait until the DMA that last read it has completed
-//!   (its event), memcpy the chunk into it on the configuration's threads, enqueue `cuMemcpyHtoDAsync` from it on the scope's stream and record
-//!   the block's event. The call returns once every chunk has been copied out of the
-//!   source, as the driver's pageable path does; the last DMAs may still be running,
-//!   and their blocks go back to the pool armed with their events, to be reused only
-//!   once those completed (checked with `cuEventQuery`, without blocking). Uploads issue
-//!   work only on the scope's stream, so stream order, fork joins and the scope's final
-//!   synchronisation cover them exactly as they cover a direct copy.
+//!   [`DEFAULT_RING`](config::DEFAULT_RING) (4) pool blocks, wait until the DMA that last
+//!   read it has completed (its event), memcpy the chunk into it on the configuration's
+//!   threads, enqueue `cuMemcpyHtoDAsync` from it on the scope's stream and record the
+//!   block's event. The call returns once every chunk has been copied out of the source, as
+//!   the driver's pageable path does; the last DMAs may still be running, and their blocks
+//!   go back to the pool armed with their events, to be reused only once those completed
+//!   (checked with `cuEventQuery`, without blocking). Uploads issue work only on the
+//!   scope's stream, so stream order, fork joins and the scope's final synchronisation
+//!   cover them exactly as they cover a direct copy.
 //! * **Device to host** ([`download`]): the call snapshots the source into device
 //!   memory on the scope's stream and returns a [`Pending`](crate::Pending) at once; a
 //!   coordinator thread runs the ring from the snapshot on one of the device's internal

@@ -5,9 +5,9 @@ use super::config::StagingConfig;
 use super::memcpy;
 use crate::error::{Error, Result};
 
-/// The GPU side of a staged copy: a ring of staging blocks and the DMAs between them
-/// and one range of device memory. Implemented by [`CudaRing`](super::ring::CudaRing); the unit tests
-/// implement it with a simulated, deliberately late DMA engine.
+/// The GPU side of a staged copy: a ring of staging blocks and the DMAs between them and
+/// one range of device memory. Implemented by [`CudaRing`](super::ring::CudaRing); the unit
+/// tests implement it with a simulated, deliberately late DMA engine.
 pub(crate) trait Dma {
     /// Ring block `slot` (`slot < ring_blocks`, at least one chunk long), once no DMA
     /// uses it any more (blocking until then). The borrow ends before the next DMA of
