@@ -25,9 +25,11 @@ use stream_core::{interop, scope, Device, Error, LaunchConfig};
 
 /// Held shared by each test that captures, and exclusively by the one that synchronises
 /// the whole device during its capture: that synchronisation invalidates every capture
-/// running in the process (CUDA's global capture mode), so a test capturing at the same
-/// moment would fail for a reason not its own (the likely cause of one failure in some
-/// 500 runs on 2x H200, whose output was not kept).
+/// running in the process, so a test capturing at the same moment would fail for a
+/// reason not its own (the likely cause of one failure in some 500 runs on 2x H200), or
+/// die: the driver's `cuCtxSynchronize` beside captures on other threads crashes the
+/// process with SIGSEGV (the one crash of this binary in the whole suite at 325ee81;
+/// reproduced in 7 of 7 runs by a soak, `test_device_wide_waits.rs`'s docs).
 static DEVICE_WIDE: RwLock<()> = RwLock::new(());
 
 /// This test's share of [`DEVICE_WIDE`].

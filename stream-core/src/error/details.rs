@@ -220,7 +220,8 @@ pub struct CompletionThread {
 /// capture's stream (through raw handles: a wait on an event recorded outside the
 /// capture, a synchronisation of a capturing stream, ...), or a thread of the process
 /// synchronised the whole device while it ran (cudarc's first stream of an
-/// event-tracking context does). No graph was made.
+/// event-tracking context does; done repeatedly, that has crashed the driver: see
+/// [`interop`](crate::interop)). No graph was made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "the graph capture was invalidated ({cause}): work that a capture cannot record \

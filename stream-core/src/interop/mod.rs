@@ -74,9 +74,16 @@
 //! synchronise the whole device (`CudaContext::synchronize`, and `new_stream` when an
 //! event-tracking context makes its first stream). Made while a capture
 //! ([`Device::capture`]) runs on another thread, the driver refuses them and invalidates
-//! the capture, which then ends in [`Error::GraphCaptureInvalidated`](crate::Error::GraphCaptureInvalidated) (found by the soak;
-//! `tests/test_graph_errors.rs` keeps it). Make cudarc's streams before capturing, and
-//! keep one alive while captures may run.
+//! the capture, which then ends in
+//! [`Error::GraphCaptureInvalidated`](crate::Error::GraphCaptureInvalidated) (found by
+//! the soak; `tests/test_graph_errors.rs` keeps it). **Repeated, they can crash the
+//! process**: `cuCtxSynchronize` every 50 µs beside four threads capturing died of
+//! SIGSEGV inside the driver in 7 of 7 runs on 2x H200 (driver 580.159.04), where the
+//! same synchronisations beside scopes, and this crate's own frees that may wait for the
+//! whole device beside captures, changed nothing (`tests/test_device_wide_waits.rs`;
+//! `benchmarks/results/2026-11-28-h200x2-device-sync-beside-captures.txt`). So do not
+//! synchronise a context while captures may run on other threads; make cudarc's streams
+//! before capturing, and keep one alive while captures may run.
 
 mod cudarc_handles;
 mod cudarc_slice;
