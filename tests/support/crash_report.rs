@@ -2,8 +2,9 @@
 //! SIGILL, SIGFPE), which libtest cannot: a crash ends the binary before it prints the
 //! results of the tests in flight, and with tests on several threads the last line
 //! printed says nothing about which one faulted. The suite met such a crash once
-//! (test_graph_errors, SIGSEGV, not reproduced in some 600 runs after it); this is what
-//! makes the next one say where it was.
+//! (test_graph_errors, SIGSEGV); this is what makes the next one say where it was. It
+//! named the soak that reproduced that one (the driver's `cuCtxSynchronize` beside
+//! captures: `test_device_wide_waits.rs`'s docs).
 //!
 //! The handler writes the names with `write(2)` only (async-signal-safe), then puts back
 //! the handler that was there before (the standard library's stack-overflow report, or
