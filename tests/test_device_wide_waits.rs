@@ -41,12 +41,10 @@ const SOAK: Duration = Duration::from_secs(2);
 /// Elements per operation.
 const N: usize = 1000;
 
-/// Held by each test for its whole run (see the module's docs).
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// This test's turn.
-fn alone() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
+/// The file-wide lock each test holds for its whole run (see the module's docs).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What the work threads did: how many operations were checked, how many captures the
@@ -87,8 +85,8 @@ fn beside(
                     tally.checked += done.checked;
                     tally.invalidated += done.invalidated;
                 }
-                Ok(Err(failed)) => failure = Some(failed),
-                Err(_) => failure = Some(Failed::from("a work thread panicked")),
+                Ok(Err(failed)) => failure = failure.or(Some(failed)),
+                Err(_) => failure = failure.or(Some(Failed::from("a work thread panicked"))),
             }
         }
         stop.store(true, Ordering::Relaxed);
@@ -107,7 +105,7 @@ fn beside(
 /// download: every scope's result is right (the synchronisations may return errors of
 /// their own; they are counted, not judged).
 fn scopes_and_forks_beside_repeated_device_synchronisations_are_unaffected() -> TestResult {
-    let _alone = alone();
+    let _serial = serial();
     let dev = device()?;
     let context = dev.cudarc_context()?;
     let refused = AtomicU64::new(0);
@@ -137,7 +135,7 @@ fn scopes_and_forks_beside_repeated_device_synchronisations_are_unaffected() -> 
 /// `ManagedVec`s allocated and dropped (`cuMemFree`, which may wait for the whole
 /// device) beside four threads capturing graphs: every capture succeeds and replays right.
 fn captures_beside_managed_memory_frees_are_never_invalidated() -> TestResult {
-    let _alone = alone();
+    let _serial = serial();
     let dev = device()?;
     if let Err(Error::ManagedMemoryUnsupported { ordinal }) = dev.alloc_managed::<u32>(1) {
         eprintln!("device {ordinal} has no managed memory: nothing to free beside captures");
@@ -155,7 +153,7 @@ fn captures_beside_managed_memory_frees_are_never_invalidated() -> TestResult {
 /// [`Device::trim_pinned_memory`] (`cuMemFreeHost`, which may wait for the whole device)
 /// beside four threads capturing graphs: every capture succeeds and replays right.
 fn captures_beside_pinned_memory_trims_are_never_invalidated() -> TestResult {
-    let _alone = alone();
+    let _serial = serial();
     let dev = device()?;
     let wait = || {
         drop(dev.alloc_pinned::<u32>(1 << 16)?);
