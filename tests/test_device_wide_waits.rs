@@ -20,11 +20,10 @@
 //! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use gpu_tests::graph_kernels::square_u32;
-use gpu_tests::{check_eq, device, ensure, poison, Failed, Rng, TestResult};
+use gpu_tests::{check_eq, device, ensure, poison, serial, Failed, Rng, TestResult};
 use stream_core::{scope, Device, Error, LaunchConfig};
 
 gpu_tests::test_main! {
@@ -40,12 +39,6 @@ const SOAK: Duration = Duration::from_secs(2);
 
 /// Elements per operation.
 const N: usize = 1000;
-
-/// The file-wide lock each test holds for its whole run (see the module's docs).
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// What the work threads did: how many operations were checked, how many captures the
 /// driver invalidated.

@@ -24,11 +24,10 @@
 use std::cell::Cell;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use gpu_tests::{
-    check_eq, ensure, panic_message, poison, poisoned, round_trips_on, stream, Element, Failed,
-    Rng, TestResult, BIG_BYTES,
+    check_eq, ensure, panic_message, poison, poisoned, round_trips_on, serial, stream, Element,
+    Failed, Rng, TestResult, BIG_BYTES,
 };
 use stream_core::{gpu_scope, scope, DeviceMemoryMut, PinnedBuffer, Scope, Stream};
 
@@ -48,12 +47,6 @@ gpu_tests::test_main! {
         panic_after_large_pageable_upload_then_freeing_the_source_is_harmless,
         panic_after_large_pinned_upload_then_freeing_the_source_is_harmless,
     ],
-}
-
-/// The lock that makes this file's tests run one at a time (see the module docs).
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The message of the panics these tests raise on purpose (they print it: that is

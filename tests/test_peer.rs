@@ -4,14 +4,17 @@
 //!
 //! The one-GPU tests run everywhere a GPU is; the two-GPU tests are registered only
 //! with two devices (stderr says when they are left out). Every result is checked
-//! against the host, element for element.
+//! against the host, element for element. The tests run one at a time (`serial`): one
+//! of them compares a device's memory statistics before and after, which another
+//! test's buffers would change.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cudarc::driver::result as cu;
 use gpu_tests::tests;
-use gpu_tests::{check_eq, ensure, gpu_status, poisoned, stream, GpuStatus, Rng, Test, TestResult};
+use gpu_tests::{
+    check_eq, ensure, gpu_status, poisoned, serial, stream, GpuStatus, Rng, Test, TestResult,
+};
 use stream_core::{scope, scope_all, Device, Error, Stream};
 
 fn main() {
@@ -36,14 +39,6 @@ fn main() {
         GpuStatus::Absent(_) => {}
     }
     gpu_tests::run(&gpu, &[])
-}
-
-/// Holds the tests of this binary one at a time: one of them compares a
-/// device's memory statistics before and after, which another test's buffers would
-/// change.
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A stream on each of the first two devices.

@@ -17,7 +17,9 @@
 
 use std::time::{Duration, Instant};
 
-use gpu_tests::{check_eq, device, ensure, poison, poisoned, stream, Element, Rng, TestResult};
+use gpu_tests::{
+    check_eq, device, ensure, poison, poisoned, serial, stream, Element, Rng, TestResult,
+};
 use stream_core::staging::{
     host_memory_is_pinned, staged_copy_counts, with_staging_config, StagingConfig,
 };
@@ -43,19 +45,13 @@ gpu_tests::test_main! {
     ],
 }
 
-/// Held by the tests that need a long kernel to keep running while they work (one of
-/// them also frees page-locked memory, `cuMemFreeHost`, when its own `Device` is
-/// dropped). Measured on an H200: `cuMemFreeHost` waits until the device is idle and
-/// stalls other threads' driver calls meanwhile, so run in parallel with a test that
-/// freed page-locked memory, these tests saw their long kernels end before they could
-/// observe them. (The pool tests that trim or drop pinned memory are in another binary,
-/// `test_pinned`.)
-fn exclusive() -> std::sync::MutexGuard<'static, ()> {
-    static EXCLUSIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    EXCLUSIVE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+// `serial()` is held by the tests that need a long kernel to keep running while they
+// work (one of them also frees page-locked memory, `cuMemFreeHost`, when its own
+// `Device` is dropped). Measured on an H200: `cuMemFreeHost` waits until the device is idle and
+// stalls other threads' driver calls meanwhile, so run in parallel with a test that
+// freed page-locked memory, these tests saw their long kernels end before they could
+// observe them. (The pool tests that trim or drop pinned memory are in another binary,
+// `test_pinned`.)
 
 /// Element counts just below, at and just above `bytes`, for `T`.
 fn around<T>(bytes: usize) -> [usize; 3] {
@@ -264,7 +260,7 @@ const LONG_SPIN_CYCLES: u64 = 4_000_000_000;
 /// larger than its ring must wait for its own blocks (behind the kernel): its data too
 /// must be exact.
 fn staging_block_is_not_reused_while_a_long_kernel_delays_its_copy() -> TestResult {
-    let _exclusive = exclusive();
+    let _serial = serial();
     let chunk = 1 << 20;
     let config = StagingConfig {
         upload_threshold: 0,
@@ -358,7 +354,7 @@ fn staging_block_is_not_reused_while_a_long_kernel_delays_its_copy() -> TestResu
 /// pending blocks once a few rings' worth are pending, so the pinned memory of this
 /// device stays within 16 chunks. Every upload is exact.
 fn staged_uploads_behind_a_long_kernel_keep_pinned_memory_bounded() -> TestResult {
-    let _exclusive = exclusive();
+    let _serial = serial();
     let chunk = 1 << 20;
     let config = StagingConfig {
         upload_threshold: 0,
@@ -409,7 +405,7 @@ fn staged_uploads_behind_a_long_kernel_keep_pinned_memory_bounded() -> TestResul
 /// for B rather than wait for A's (a hidden cross-stream synchronisation), so B's
 /// scope ends while A's kernel still runs.
 fn staged_copies_on_another_stream_never_wait_for_pending_staging_blocks() -> TestResult {
-    let _exclusive = exclusive();
+    let _serial = serial();
     let chunk = 1 << 20;
     let config = StagingConfig {
         upload_threshold: 0,

@@ -10,10 +10,11 @@ pub mod workers;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+pub use gpu_tests::serial;
 use gpu_tests::{check_eq, ensure, poisoned, TestResult};
 use stream_core::future::completion_stats;
 use stream_core::{scope, Device, Error, PinnedBuffer, Stream};
@@ -28,13 +29,6 @@ pub const SPIN: u64 = 100_000_000;
 pub const LONG_SPIN: u64 = 2_000_000_000;
 /// Streams the load tests spread their requests over.
 pub const STREAMS: usize = 4;
-
-/// The lock that makes the tests of one binary run one at a time: the pool statistics
-/// and the completion counters they compare are shared by the process.
-pub fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Device and pinned bytes in use once nothing is in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! inputs. Each binary uses the part it needs.
 #![allow(dead_code)]
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::MutexGuard;
 
 use gpu_tests::{device, ensure, Failed, Rng, TestResult};
 use stream_core::{
@@ -48,9 +48,7 @@ pub fn affine_cpu(x: &[u32], a: u32, b: u32) -> Vec<u32> {
 
 /// Takes this binary's lock and device 0.
 pub fn begin() -> TestResult<(MutexGuard<'static, ()>, Device)> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let lock = LOCK.lock().unwrap_or_else(PoisonError::into_inner);
-    Ok((lock, device()?))
+    Ok((gpu_tests::serial(), device()?))
 }
 
 /// A managed vec of `input.len()` elements in mode `access`, holding `input`.

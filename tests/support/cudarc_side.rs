@@ -2,20 +2,14 @@
 //! calls whose errors become failures, a cudarc program's context and streams, and the
 //! lock that makes those tests run one at a time.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use stream_core::interop::FromCudarcError;
 use stream_core::DeviceVec;
 
+pub use crate::serial;
 use crate::{Failed, TestResult};
-
-/// The lock that makes the cudarc tests run one at a time (see `test_cudarc`'s docs):
-/// within one binary; the binaries themselves run one after another.
-pub fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Turns a cudarc error into a failure naming the call.
 pub fn cudarc<T, E: std::fmt::Debug>(what: &str, result: Result<T, E>) -> TestResult<T> {

@@ -38,6 +38,7 @@ pub mod nccl_ranks;
 pub mod pool;
 pub mod rank_processes;
 mod rng;
+mod serial;
 mod transposed;
 
 pub use check::{check_eq, check_error, expect_err, panic_message, poison, poisoned};
@@ -52,6 +53,7 @@ pub use gpu_work::{round_trip_in, round_trips_on, spin, spin_then_write};
 pub use harness::{run, Test, TestFn};
 pub use libtest_mimic::Failed;
 pub use rng::{Rng, SEED_ENV};
+pub use serial::serial;
 pub use transposed::transposed;
 
 /// What every test function returns: `Ok(())` on success, a [`Failed`] with a message

@@ -2,7 +2,7 @@
 //! `test_out_of_memory.rs`): sizes, and the start of every test from the state
 //! `Device::new` leaves.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::MutexGuard;
 
 use stream_core::Device;
 
@@ -21,8 +21,7 @@ pub const PROBE: usize = MIB;
 /// Takes this binary's lock (the tests of a binary share one pool), and starts from the
 /// state `Device::new` leaves: release threshold `u64::MAX`, nothing cached.
 pub fn begin() -> TestResult<(MutexGuard<'static, ()>, Device)> {
-    static POOL: Mutex<()> = Mutex::new(());
-    let lock = POOL.lock().unwrap_or_else(PoisonError::into_inner);
+    let lock = crate::serial();
     let dev = device()?;
     dev.set_memory_release_threshold(u64::MAX)?;
     dev.trim_memory(0)?;
