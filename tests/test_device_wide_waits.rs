@@ -7,6 +7,9 @@
 //! * The crate's own calls that may wait for the whole device (`cuMemFree` of a
 //!   `ManagedVec`, `cuMemFreeHost` when [`Device::trim_pinned_memory`] frees cached
 //!   pinned blocks) beside graph captures: no capture is invalidated.
+//! * cuBLAS through `kernels::Cublas` beside graph captures (a fresh stream, handle
+//!   and SGEMM each time; `cublasDestroy`, which waits for the whole device, runs only
+//!   when the device is dropped): no capture is invalidated.
 //!
 //! Not here, because it is the driver's crash, not an outcome to test:
 //! `cuCtxSynchronize` beside captures on other threads killed the process inside the
@@ -23,7 +26,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gpu_tests::graph_kernels::square_u32;
-use gpu_tests::{check_eq, device, ensure, poison, serial, Failed, Rng, TestResult};
+use gpu_tests::{
+    check_close, check_eq, device, ensure, gemm_reference, poison, poisoned, serial, signed,
+    Failed, Real, Rng, TestResult,
+};
+use kernels::Cublas;
 use stream_core::{scope, Device, Error, LaunchConfig};
 
 gpu_tests::test_main! {
@@ -31,6 +38,7 @@ gpu_tests::test_main! {
         scopes_and_forks_beside_repeated_device_synchronisations_are_unaffected,
         captures_beside_managed_memory_frees_are_never_invalidated,
         captures_beside_pinned_memory_trims_are_never_invalidated,
+        captures_beside_cublas_work_on_fresh_streams_are_never_invalidated,
     ],
 }
 
@@ -153,6 +161,39 @@ fn captures_beside_pinned_memory_trims_are_never_invalidated() -> TestResult {
         dev.trim_pinned_memory(0).map(drop).map_err(Failed::from)
     };
     captures_are_never_invalidated_beside(&dev, "pinned memory trims", wait)
+}
+
+/// cuBLAS beside four threads capturing graphs: each time a fresh stream, a
+/// [`Cublas`] handle (the first made by `cublasCreate`, the rest taken from the
+/// device's idle list), an SGEMM in a scope (the stream lends the handle a workspace,
+/// freed stream-ordered when the stream drops) and the handle dropped back to the list.
+/// Every capture succeeds and replays right, and every product is right.
+fn captures_beside_cublas_work_on_fresh_streams_are_never_invalidated() -> TestResult {
+    let _serial = serial();
+    let dev = device()?;
+    let (m, n, k) = (16, 4, 8);
+    let mut rng = Rng::new();
+    let (a, b) = (
+        signed::<f32>(&mut rng, m * k),
+        signed::<f32>(&mut rng, k * n),
+    );
+    let (ab, abs) = gemm_reference((m, n, k), &a, &b);
+    let wait = || {
+        let stream = dev.new_stream()?;
+        let mut blas = Cublas::new(&dev)?;
+        let mut out = poisoned::<f32>(m * n);
+        scope(&stream, |s| -> TestResult {
+            let (da, db) = (s.upload(&a)?, s.upload(&b)?);
+            let mut dc = s.alloc::<f32>(m * n)?;
+            blas.sgemm(s, m as u32, n as u32, k as u32, 1.0, &da, &db, 0.0, &mut dc)?;
+            s.copy_to_host(&dc, &mut out)?.wait()?;
+            Ok(())
+        })?;
+        check_close("an SGEMM beside captures", &out, |j| {
+            (ab[j], (k + 3) as f64 * f32::U * abs[j])
+        })
+    };
+    captures_are_never_invalidated_beside(&dev, "cuBLAS work on fresh streams", wait)
 }
 
 /// [`beside`] with captures as the work: none invalidated, every one checked.
