@@ -80,7 +80,8 @@
 //! process**: `cuCtxSynchronize` every 50 µs beside four threads capturing died of
 //! SIGSEGV inside the driver in 7 of 7 runs on 2x H200 (driver 580.159.04), where the
 //! same synchronisations beside scopes, and this crate's own frees that may wait for the
-//! whole device beside captures, changed nothing (`tests/test_device_wide_waits.rs`;
+//! whole device beside captures, changed nothing, nor did cuBLAS through
+//! `kernels::Cublas` on a fresh stream each time (`tests/test_device_wide_waits.rs`;
 //! `benchmarks/results/2026-11-28-h200x2-device-sync-beside-captures.txt`). So do not
 //! synchronise a context while captures may run on other threads; make cudarc's streams
 //! before capturing, and keep one alive while captures may run.
