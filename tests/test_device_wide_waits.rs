@@ -1,6 +1,7 @@
 //! Other threads' waits for the whole device beside this crate's work: one thread
-//! waits for the whole device over and over while four threads run scopes or graph
-//! captures as fast as they can. Every result is checked.
+//! makes a call that waits (or may wait) for the whole device over and over, or in the
+//! last test cuBLAS work that could, while four threads run scopes or graph captures
+//! as fast as they can. Every result is checked.
 //!
 //! * cudarc's `CudaContext::synchronize` (`cuCtxSynchronize`) beside scopes and forks:
 //!   the scopes are unaffected.
@@ -17,7 +18,7 @@
 //! `benchmarks/results/2026-11-28-h200x2-device-sync-beside-captures.txt`). The crate
 //! never calls it; `interop`'s docs tell cudarc users not to while captures run.
 //!
-//! The tests run one at a time (a file-wide lock): the first one's synchronisations
+//! The tests run one at a time (`gpu_tests::serial`): the first one's synchronisations
 //! beside another test's captures would be the crash above.
 //!
 //! Without a CUDA device these tests are reported as ignored (see `gpu_tests::run`).
