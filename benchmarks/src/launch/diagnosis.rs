@@ -4,6 +4,10 @@
 //! * **the library's part alone**: batches with an empty grid, which the library checks
 //!   in full (declared shape, device and function limits, the kernel's lookup, the
 //!   argument array) and then does not enqueue, against whole raw launches.
+//! * **a second `Device` of the ordinal**: launches through a `Device::new` of the same
+//!   ordinal made while the first lives (as a program that opens the device in two
+//!   places does), against whole raw launches; the one-stream enqueue row above is the
+//!   first device's.
 //! * **the shared-memory attribute**: raw launches of a function that carries the
 //!   attribute the library sets on every function it loads (dynamic shared memory up to
 //!   the opt-in limit, set once at load so that launches never change attributes),
@@ -14,7 +18,7 @@
 //!   stream's handle makes later scopes on it ask the driver whether it is captured.
 
 use cudarc::driver::{result, sys};
-use stream_core::scope;
+use stream_core::{scope, Device};
 
 use super::{Ours, Raw};
 use crate::cuda;
@@ -45,6 +49,18 @@ pub(super) fn run(
             row("1 stream: the library's part alone (an empty grid: every check, no driver call) against a whole raw launch"),
         )?;
     rep.push(parts);
+    let second = Device::new(env.dev.ordinal())?;
+    let second_streams = [second.new_stream()?];
+    let mut ours_second = Ours::on(&second, &second_streams)?;
+    let made_again = Measurement::new()
+        .ours("ours, a second Device", || ours_second.sample(launches, false))
+        .raw("raw, 1 stream", || raw1.sample(launches, false))
+        .into_row(
+            plan,
+            row("1 stream, through a second Device of the same ordinal (Device::new again while the first lives) against raw launches"),
+        )?;
+    rep.push(made_again);
+    ours_second.check()?;
     let with_attribute = Measurement::new()
         .ours("raw, opt-in shared memory attribute", || {
             raw1_attributed.sample(launches, false)

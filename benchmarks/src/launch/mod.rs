@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use stream_core::trace::Trace;
-use stream_core::{scope, DeviceVec, LaunchConfig, Stream};
+use stream_core::{scope, Device, DeviceVec, LaunchConfig, Stream};
 
 use crate::cuda::{self, TINY_CONFIG};
 use crate::env::Env;
@@ -123,10 +123,15 @@ pub(crate) struct Ours<'e> {
 
 impl<'e> Ours<'e> {
     pub(crate) fn new(env: &'e Env, streams: usize) -> Result<Self> {
+        Self::on(&env.dev, &env.streams[..streams])
+    }
+
+    /// The same loop on `streams`, all of `dev`, with counters allocated on `dev`.
+    pub(crate) fn on(dev: &Device, streams: &'e [Stream]) -> Result<Self> {
         Ok(Ours {
-            streams: &env.streams[..streams],
-            counters: (0..streams)
-                .map(|_| env.dev.alloc_vec::<u32>(1))
+            streams,
+            counters: (0..streams.len())
+                .map(|_| dev.alloc_vec::<u32>(1))
                 .collect::<stream_core::Result<_>>()?,
             launched: 0,
             traced: false,
