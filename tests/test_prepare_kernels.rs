@@ -1,7 +1,9 @@
 //! `Device::prepare_kernels` (`stream-core/src/kernel/prepare.rs`): modules compiled and
 //! loaded ahead of their kernels' first launches, side by side; a source that does not
 //! compile reported by its index while the others stay loaded; nothing, a repeat, and
-//! threads preparing one source at once; a device made again at an ordinal. The
+//! threads preparing one source at once; a device made again at an ordinal, and devices
+//! of one ordinal taking turns to launch (each kernel keeps its function for the device
+//! of an ordinal that launched it last). The
 //! `kernels` crate's groups of modules (`kernels::modules`) are what its first test
 //! prepares.
 //!
@@ -13,7 +15,7 @@
 use std::sync::Barrier;
 use std::time::Instant;
 
-use gpu_tests::{check_eq, device, ensure, expect_err, poisoned, stream, TestResult};
+use gpu_tests::{check_eq, device, ensure, expect_err, poisoned, stream, Failed, TestResult};
 use half::f16;
 use stream_core::{kernel, scope, Error, KernelSource, LaunchConfig};
 
@@ -24,6 +26,7 @@ gpu_tests::test_main! {
         preparing_nothing_again_and_from_threads_at_once_is_ok,
         ptx_with_a_nul_byte_is_kernel_compile_at_prepare,
         a_device_made_again_prepares_and_launches_through_its_own_cache,
+        devices_of_one_ordinal_taking_turns_each_launch_their_own_function,
     ],
 }
 
@@ -245,6 +248,43 @@ fn a_device_made_again_prepares_and_launches_through_its_own_cache() -> TestResu
     again.prepare_kernels(&[KernelSource::Cuda(ADD_SRC), KernelSource::Cuda(TIMES_SRC)])?;
     let stream = again.new_stream()?;
     for v in 1..4 {
+        add_then_times_on(&stream, v, Some(v + 1))?;
+    }
+    Ok(())
+}
+
+/// Devices of ordinal 0 alive side by side, and one made after another was dropped:
+/// launches that take turns between them, from one thread and from four at once, each
+/// run their own device's function (each takes the kernels' per-ordinal slot from the
+/// other in turn), exactly.
+fn devices_of_one_ordinal_taking_turns_each_launch_their_own_function() -> TestResult {
+    let second = stream_core::Device::new(0)?;
+    let streams = [device()?.new_stream()?, second.new_stream()?];
+    for round in 0..20u32 {
+        add_then_times_on(&streams[round as usize % 2], round, Some(round % 3 + 1))?;
+    }
+    std::thread::scope(|threads| {
+        let launching: Vec<_> = (0..4u32)
+            .map(|i| {
+                let stream = &streams[i as usize % 2];
+                threads.spawn(move || -> TestResult {
+                    for v in 0..50u32 {
+                        add_then_times_on(stream, v + i, Some(2))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        launching.into_iter().try_for_each(|thread| {
+            thread
+                .join()
+                .map_err(|_| Failed::from("a launching thread panicked"))?
+        })
+    })?;
+    drop((streams, second));
+    let third = stream_core::Device::new(0)?;
+    let stream = third.new_stream()?;
+    for v in 0..5 {
         add_then_times_on(&stream, v, Some(v + 1))?;
     }
     Ok(())

@@ -189,6 +189,7 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ("cudarc_bridge", &["pool", "event", "stream", "context"]),
     ("managed", &["stream", "context", "device", "versions"]),
     ("module", &["context", "device", "versions"]),
+    ("function_slot", &["module"]),
     ("nvrtc", &["module"]),
     ("launch", &["module", "stream"]),
     (

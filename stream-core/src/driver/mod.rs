@@ -37,6 +37,7 @@ pub(crate) mod context;
 pub(crate) mod cudarc_bridge;
 pub(crate) mod device;
 pub(crate) mod event;
+pub(crate) mod function_slot;
 pub(crate) mod graph;
 pub(crate) mod host_func;
 pub(crate) mod launch;

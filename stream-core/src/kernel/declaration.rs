@@ -2,16 +2,16 @@
 //! path to its function on a device.
 //!
 //! A kernel is compiled (or its PTX loaded) on the first launch on a device, once per
-//! source and device, never per launch. The hot path is one atomic load and a compare:
-//! each `Kernel` remembers its function on the first device of each of the ordinals
-//! 0 to 7 it was loaded on, so that a process driving several GPUs (a thread each)
-//! launches on every one of them without a lock; a device of a higher ordinal, or one
-//! made again after its ordinal's first was dropped, looks it up in its own
-//! [module cache](super::module_cache).
-
-use std::sync::OnceLock;
+//! source and device, never per launch. The hot path is a few atomic loads and a
+//! compare: for each of the ordinals 0 to 7, each `Kernel` keeps its function on the
+//! device of that ordinal that launched it last (a `FunctionSlot`), so that a process
+//! driving several GPUs (a thread each) launches on every one of them without a lock,
+//! and so does a device made again at an ordinal. A device of a higher ordinal, or one
+//! whose function another live device of its ordinal has just replaced, looks it up in
+//! its own [module cache](super::module_cache) and keeps it in the slot again.
 
 use crate::device::DeviceInner;
+use crate::driver::function_slot::FunctionSlot;
 use crate::driver::module::Function;
 use crate::error::Result;
 use crate::kernel::module_cache::ModuleCache;
@@ -50,9 +50,9 @@ pub struct Kernel {
     /// The declaration's parameters, in order (empty for a kernel made without them,
     /// whose graph nodes then cannot have their scalars changed).
     pub(crate) params: &'static [KernelParam],
-    /// The function on the first device of each ordinal below [`FAST_PATH_ORDINALS`]
-    /// that loaded the kernel.
-    by_ordinal: [OnceLock<LoadedKernel>; FAST_PATH_ORDINALS],
+    /// The function on the device of each ordinal below [`FAST_PATH_ORDINALS`] that
+    /// launched the kernel last.
+    by_ordinal: [FunctionSlot; FAST_PATH_ORDINALS],
 }
 
 /// How many device ordinals have a lock-free path to a kernel's function: the GPUs of
@@ -78,7 +78,7 @@ impl Kernel {
             source,
             shape,
             params: &[],
-            by_ordinal: [const { OnceLock::new() }; FAST_PATH_ORDINALS],
+            by_ordinal: [const { FunctionSlot::new() }; FAST_PATH_ORDINALS],
         }
     }
 
@@ -98,21 +98,26 @@ impl Kernel {
     #[inline]
     pub(crate) fn load(&'static self, device: &DeviceInner) -> Result<LoadedKernel> {
         let slot = self.by_ordinal.get(device.ordinal);
-        match slot.and_then(OnceLock::get) {
-            Some(k) if k.device_id == device.id => Ok(*k),
-            _ => self.load_slow(slot, device),
+        match slot.and_then(|slot| slot.get(device.id)) {
+            // The slot pairs a function with the id of the device it was loaded on (ids
+            // are never reused), so this is the function in `device`'s module cache.
+            Some(function) => Ok(LoadedKernel {
+                device_id: device.id,
+                function,
+            }),
+            None => self.load_slow(slot, device),
         }
     }
 
     #[cold]
     fn load_slow(
         &'static self,
-        slot: Option<&OnceLock<LoadedKernel>>,
+        slot: Option<&FunctionSlot>,
         device: &DeviceInner,
     ) -> Result<LoadedKernel> {
         let loaded = ModuleCache::of(device).load(self, device)?;
         if let Some(slot) = slot {
-            let _ = slot.set(loaded);
+            slot.set(loaded.device_id, &loaded.function);
         }
         Ok(loaded)
     }

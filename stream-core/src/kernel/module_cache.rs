@@ -43,10 +43,11 @@ impl ModuleCache {
     /// `kernel`'s function on `device`: compiles or loads its module on first use
     /// ([`load_module`](Self::load_module)).
     ///
-    /// Also the path of every launch of a kernel whose `Kernel` keeps another device's
-    /// function for this ordinal (a device made again, or an ordinal past the fast
-    /// path's): the kernel's own entry is looked up first, by address, so that the source
-    /// text is hashed only until the kernel has its function here.
+    /// Also the path of a launch of a kernel whose `Kernel` keeps another device's
+    /// function for this ordinal (another live device of the ordinal launched it last)
+    /// or none (an ordinal past the fast path's): the kernel's own entry is looked up
+    /// first, by address, so that the source text is hashed only until the kernel has
+    /// its function here.
     pub(crate) fn load(
         &self,
         kernel: &'static Kernel,
