@@ -1,9 +1,9 @@
 //! `Device::prepare_kernels` (`stream-core/src/kernel/prepare.rs`): modules compiled and
 //! loaded ahead of their kernels' first launches, side by side; a source that does not
 //! compile reported by its index while the others stay loaded; nothing, a repeat, and
-//! threads preparing one source at once; a device made again at an ordinal, and devices
-//! of one ordinal taking turns to launch (each kernel keeps its function for the device
-//! of an ordinal that launched it last). The
+//! threads preparing one source at once; a device made again at an ordinal, devices of
+//! one ordinal taking turns to launch, and devices made one after another (each kernel
+//! keeps its function for the first live device of an ordinal that launched it). The
 //! `kernels` crate's groups of modules (`kernels::modules`) are what its first test
 //! prepares.
 //!
@@ -53,6 +53,20 @@ extern "C" __global__ void times_u32(unsigned v, unsigned* y, size_t y_len) {
 #[kernel(cuda = TIMES_SRC, block = 256)]
 /// `y[i] *= v` (wrapping).
 unsafe fn times_u32(v: u32, y: &mut [u32]);
+
+/// A kernel that only [`devices_of_one_ordinal_taking_turns_each_launch_their_own_function`]
+/// launches, so that the devices it makes one after another are the only ones to keep
+/// its fast path.
+const XOR_SRC: &str = r#"
+extern "C" __global__ void xor_u32(unsigned v, unsigned* y, size_t y_len) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < y_len) y[i] ^= v;
+}
+"#;
+
+#[kernel(cuda = XOR_SRC, block = 256)]
+/// `y[i] ^= v`.
+unsafe fn xor_u32(v: u32, y: &mut [u32]);
 
 /// A syntax error on line 3: `=` with no right-hand side.
 const BROKEN_SRC: &str = r#"
@@ -253,10 +267,11 @@ fn a_device_made_again_prepares_and_launches_through_its_own_cache() -> TestResu
     Ok(())
 }
 
-/// Devices of ordinal 0 alive side by side, and one made after another was dropped:
-/// launches that take turns between them, from one thread and from four at once, each
-/// run their own device's function (each takes the kernels' per-ordinal slot from the
-/// other in turn), exactly.
+/// Devices of ordinal 0 alive side by side (the first to launch a kernel keeps its
+/// per-ordinal fast path, the other looks the function up in its own cache), launching
+/// in turns from one thread and from four at once; then devices made one after another,
+/// each launching a kernel no other device launches (each keeps the fast path and
+/// releases it as it is dropped, for the next): every result exact.
 fn devices_of_one_ordinal_taking_turns_each_launch_their_own_function() -> TestResult {
     let second = stream_core::Device::new(0)?;
     let streams = [device()?.new_stream()?, second.new_stream()?];
@@ -282,10 +297,26 @@ fn devices_of_one_ordinal_taking_turns_each_launch_their_own_function() -> TestR
         })
     })?;
     drop((streams, second));
-    let third = stream_core::Device::new(0)?;
-    let stream = third.new_stream()?;
-    for v in 0..5 {
-        add_then_times_on(&stream, v, Some(v + 1))?;
+    let input: Vec<u32> = (0..LEN as u32).collect();
+    for made in 1..=3u32 {
+        let again = stream_core::Device::new(0)?;
+        let stream = again.new_stream()?;
+        for launch in 0..4u32 {
+            let v = made << 8 | launch;
+            let mut out = poisoned::<u32>(LEN);
+            scope(&stream, |s| -> TestResult {
+                let mut y = s.upload(&input)?;
+                xor_u32(s, LaunchConfig::for_elements(LEN, 256), v, &mut y)?;
+                let _out = s.copy_to_host(&y, &mut out)?;
+                Ok(())
+            })?;
+            let expected: Vec<u32> = input.iter().map(|i| i ^ v).collect();
+            check_eq(
+                &format!("xor_u32 on device {made} made again"),
+                &expected,
+                &out,
+            )?;
+        }
     }
     Ok(())
 }

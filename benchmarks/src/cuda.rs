@@ -43,6 +43,16 @@ pub unsafe fn tiny_u32(y: &mut [u32]);
 #[kernel(cuda = SOURCE)]
 pub unsafe fn work_f32(iters: u32, x: &[f32], y: &mut [f32]);
 
+/// `tiny_u32` declared a second time: a `Kernel` of its own, which only the launch
+/// case's "device made again" row launches (so that no other device keeps its
+/// per-ordinal fast path).
+pub mod made_again {
+    use stream_core::kernel;
+
+    #[kernel(cuda = super::SOURCE)]
+    pub unsafe fn tiny_u32(y: &mut [u32]);
+}
+
 /// Launch shape of `tiny_u32`: one block of 32 threads.
 pub const TINY_CONFIG: LaunchConfig = LaunchConfig::new((1, 1, 1), (32, 1, 1));
 

@@ -8,6 +8,8 @@
 //!   ordinal made while the first lives (as a program that opens the device in two
 //!   places does), against whole raw launches; the one-stream enqueue row above is the
 //!   first device's.
+//! * **a `Device` made again**: launches of a kernel (`cuda::made_again::tiny_u32`)
+//!   through a `Device::new` made after another device that launched it was dropped.
 //! * **the shared-memory attribute**: raw launches of a function that carries the
 //!   attribute the library sets on every function it loads (dynamic shared memory up to
 //!   the opt-in limit, set once at load so that launches never change attributes),
@@ -18,12 +20,14 @@
 //!   stream's handle makes later scopes on it ask the driver whether it is captured.
 
 use cudarc::driver::{result, sys};
-use stream_core::{scope, Device};
+use std::time::Instant;
 
-use super::{Ours, Raw};
-use crate::cuda;
+use stream_core::{scope, Device, DeviceVec, Stream};
+
+use super::{check_count, Ours, Raw};
+use crate::cuda::{self, TINY_CONFIG};
 use crate::env::Env;
-use crate::error::{Context, Result};
+use crate::error::{Context, Error, Result};
 use crate::measurement::Measurement;
 use crate::raw::{RawFunction, RawModule};
 use crate::report::{Report, Row};
@@ -61,6 +65,16 @@ pub(super) fn run(
         )?;
     rep.push(made_again);
     ours_second.check()?;
+    let mut again = MadeAgain::new(env.dev.ordinal())?;
+    let again_row = Measurement::new()
+        .ours("ours, a Device made again", || again.sample(launches))
+        .raw("raw, 1 stream", || raw1.sample(launches, false))
+        .into_row(
+            plan,
+            row("1 stream, through a Device made again (after one that launched the kernel was dropped) against raw launches"),
+        )?;
+    rep.push(again_row);
+    again.check()?;
     let with_attribute = Measurement::new()
         .ours("raw, opt-in shared memory attribute", || {
             raw1_attributed.sample(launches, false)
@@ -174,5 +188,56 @@ impl AttributedTiny {
             function: RawFunction(function),
             _module: module,
         })
+    }
+}
+
+/// A `Device` of the ordinal made after another one launched `made_again::tiny_u32` and
+/// was dropped, with a stream and a counter.
+struct MadeAgain {
+    stream: Stream,
+    counter: DeviceVec<u32>,
+    launched: u64,
+}
+
+impl MadeAgain {
+    fn new(ordinal: usize) -> Result<Self> {
+        {
+            let before = Device::new(ordinal)?;
+            let mut counter = before.alloc_vec::<u32>(1)?;
+            scope(&before.new_stream()?, |s| {
+                cuda::made_again::tiny_u32(s, TINY_CONFIG, &mut s.attach(&mut counter)?)
+            })?;
+        }
+        let dev = Device::new(ordinal)?;
+        Ok(MadeAgain {
+            stream: dev.new_stream()?,
+            counter: dev.alloc_vec::<u32>(1)?,
+            launched: 0,
+        })
+    }
+
+    /// Host nanoseconds per launch of a batch of `launches` in one scope (the loop of
+    /// `Ours`'s one-stream sample).
+    fn sample(&mut self, launches: usize) -> Result<f64> {
+        let mut ns = 0.0;
+        scope(&self.stream, |s| {
+            let mut y = s.attach(&mut self.counter)?;
+            let t = Instant::now();
+            for _ in 0..launches {
+                cuda::made_again::tiny_u32(s, TINY_CONFIG, &mut y)?;
+            }
+            ns = t.elapsed().as_nanos() as f64 / launches as f64;
+            Ok::<_, Error>(())
+        })?;
+        self.launched += launches as u64;
+        Ok(ns)
+    }
+
+    fn check(&self) -> Result<()> {
+        check_count(
+            "ours, a Device made again",
+            self.counter.to_host_vec()?.first().copied(),
+            self.launched,
+        )
     }
 }

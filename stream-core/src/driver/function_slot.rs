@@ -7,15 +7,16 @@ use cudarc::driver::sys;
 
 use super::module::Function;
 
-/// A [`Function`] kept for one owner (a device's unique id, never 0), read without a
-/// lock, and replaced when another owner keeps its own: each `Kernel` keeps one per
-/// ordinal, so that the device of that ordinal which launched the kernel last launches
-/// it again without the module cache's lock, a device made again included.
+/// A [`Function`] kept for one owner (a device's unique id, never 0) and read without
+/// a lock: each `Kernel` keeps one per ordinal, for the first live device of that
+/// ordinal that launched it, until that device releases it as it is dropped; then the
+/// next device of the ordinal to launch the kernel keeps its own (a device made again).
+/// A second live device of the ordinal finds the slot taken and looks its function up
+/// in its own module cache, so the first one's launches never lose the slot to it.
 ///
 /// A sequence lock: the sequence is odd while a store is in progress and grows by two
-/// with each store; a read that saw it odd, or changed while it read, gets `None` (the
-/// caller then takes the slow path), so a read never pairs one owner with another's
-/// function. A store that finds another in progress keeps nothing.
+/// with each; a read that saw it odd, or changed while it read, gets `None` (the caller
+/// then takes the slow path), so a read never pairs one owner with another's function.
 #[derive(Debug)]
 pub(crate) struct FunctionSlot {
     sequence: AtomicU64,
@@ -58,25 +59,60 @@ impl FunctionSlot {
         })
     }
 
-    /// Keeps `function` for `owner` (not 0), in place of what was kept; nothing when
-    /// another store is in progress.
-    pub(crate) fn set(&self, owner: u64, function: &Function) {
-        let sequence = self.sequence.load(Ordering::Relaxed);
-        if !sequence.is_multiple_of(2)
-            || self
-                .sequence
-                .compare_exchange(sequence, sequence + 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-        {
+    /// Keeps `function` for `owner` (not 0) if the slot keeps nothing (and no other
+    /// store is in progress); else leaves it as it is.
+    pub(crate) fn keep(&self, owner: u64, function: &Function) {
+        if self.owner.load(Ordering::Relaxed) != 0 {
             return;
         }
-        // Orders the odd sequence before the stores below, for the readers' fence.
+        let Some(sequence) = self.try_lock() else {
+            return;
+        };
+        if self.owner.load(Ordering::Relaxed) == 0 {
+            self.owner.store(owner, Ordering::Relaxed);
+            self.raw.store(function.raw, Ordering::Relaxed);
+            let limits = (u64::from(function.max_threads_per_block) << 32)
+                | u64::from(function.static_shared_bytes);
+            self.limits.store(limits, Ordering::Relaxed);
+        }
+        self.unlock(sequence);
+    }
+
+    /// Empties the slot if it keeps `owner`'s function (the owner is going away), so
+    /// that the next device of the ordinal keeps its own; waits out a store in progress
+    /// (a few stores long) rather than leave the slot to an owner that is gone.
+    pub(crate) fn release(&self, owner: u64) {
+        if self.owner.load(Ordering::Relaxed) != owner {
+            return;
+        }
+        let sequence = loop {
+            match self.try_lock() {
+                Some(sequence) => break sequence,
+                None => std::hint::spin_loop(),
+            }
+        };
+        if self.owner.load(Ordering::Relaxed) == owner {
+            self.owner.store(0, Ordering::Relaxed);
+        }
+        self.unlock(sequence);
+    }
+
+    /// Makes the sequence odd, if it is even, and returns the even value it had.
+    fn try_lock(&self) -> Option<u64> {
+        let sequence = self.sequence.load(Ordering::Relaxed);
+        if !sequence.is_multiple_of(2) {
+            return None;
+        }
+        self.sequence
+            .compare_exchange(sequence, sequence + 1, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        // Orders the odd sequence before the stores that follow, for the readers' fence.
         fence(Ordering::Release);
-        self.owner.store(owner, Ordering::Relaxed);
-        self.raw.store(function.raw, Ordering::Relaxed);
-        let limits = (u64::from(function.max_threads_per_block) << 32)
-            | u64::from(function.static_shared_bytes);
-        self.limits.store(limits, Ordering::Relaxed);
+        Some(sequence)
+    }
+
+    /// Ends the store that [`try_lock`](Self::try_lock) began at `sequence`.
+    fn unlock(&self, sequence: u64) {
         self.sequence.store(sequence + 2, Ordering::Release);
     }
 }
@@ -103,25 +139,28 @@ mod tests {
     }
 
     #[test]
-    fn keeps_one_owners_function_until_another_owner_replaces_it() {
+    fn keeps_the_first_owners_function_until_that_owner_releases_it() {
         let slot = FunctionSlot::new();
         assert!(slot.get(1).is_none(), "an empty slot keeps nothing");
         assert!(slot.get(0).is_none(), "0 is nobody's id");
-        slot.set(1, &function_of(1));
+        slot.keep(1, &function_of(1));
         assert!(slot.get(1).is_some_and(|f| is_of(&f, 1)));
-        assert!(slot.get(2).is_none());
-        slot.set(2, &function_of(2));
+        slot.keep(2, &function_of(2));
         assert!(
-            slot.get(1).is_none(),
-            "the first owner's function was replaced"
+            slot.get(2).is_none(),
+            "a second owner does not take a kept slot"
         );
-        assert!(slot.get(2).is_some_and(|f| is_of(&f, 2)));
-        slot.set(1, &function_of(1));
         assert!(slot.get(1).is_some_and(|f| is_of(&f, 1)));
+        slot.release(2);
+        assert!(slot.get(1).is_some(), "only the owner releases the slot");
+        slot.release(1);
+        assert!(slot.get(1).is_none(), "a released slot keeps nothing");
+        slot.keep(2, &function_of(2));
+        assert!(slot.get(2).is_some_and(|f| is_of(&f, 2)));
     }
 
-    /// Writers replacing each other's functions while readers read: a read that returns
-    /// a function returns the one made for the owner it asked about, never a mix.
+    /// Writers keeping and releasing their functions while readers read: a read that
+    /// returns a function returns the one made for the owner it asked about, never a mix.
     #[test]
     fn a_read_never_pairs_one_owner_with_anothers_function() {
         let slot = FunctionSlot::new();
@@ -136,7 +175,10 @@ mod tests {
                         // Bursts of stores, then a turn for the readers, so that some
                         // reads find no store in progress.
                         for _ in 0..64 {
-                            slot.set(owner, &function_of(owner));
+                            slot.keep(owner, &function_of(owner));
+                            // Kept for a moment, for the readers to find.
+                            (0..32).for_each(|_| std::hint::spin_loop());
+                            slot.release(owner);
                             owner = if owner == first { first + 1 } else { first };
                         }
                         std::thread::yield_now();
@@ -147,9 +189,19 @@ mod tests {
                 .map(|owner| {
                     let (slot, hits, torn) = (&slot, &hits, &torn);
                     t.spawn(move || {
-                        for _ in 0..200_000 {
+                        // 200 000 reads, and on until one found its function (at most
+                        // two seconds: on a busy machine the writers may hold the slot
+                        // through many reads).
+                        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                        let mut found = false;
+                        for read in 0u64.. {
+                            if read >= 200_000 && (found || std::time::Instant::now() > give_up) {
+                                break;
+                            }
                             if let Some(function) = slot.get(owner) {
-                                let counter = if is_of(&function, owner) { hits } else { torn };
+                                let good = is_of(&function, owner);
+                                found |= good;
+                                let counter = if good { hits } else { torn };
                                 counter.fetch_add(1, Ordering::Relaxed);
                             }
                         }

@@ -4,11 +4,12 @@
 //! A kernel is compiled (or its PTX loaded) on the first launch on a device, once per
 //! source and device, never per launch. The hot path is a few atomic loads and a
 //! compare: for each of the ordinals 0 to 7, each `Kernel` keeps its function on the
-//! device of that ordinal that launched it last (a `FunctionSlot`), so that a process
-//! driving several GPUs (a thread each) launches on every one of them without a lock,
-//! and so does a device made again at an ordinal. A device of a higher ordinal, or one
-//! whose function another live device of its ordinal has just replaced, looks it up in
-//! its own [module cache](super::module_cache) and keeps it in the slot again.
+//! first live device of that ordinal that launched it (a `FunctionSlot`, released when
+//! that device is dropped), so that a process driving several GPUs (a thread each)
+//! launches on every one of them without a lock, and so does a device made again after
+//! its ordinal's first was dropped. A device of a higher ordinal, or a second live
+//! device of an ordinal, looks the function up in its own
+//! [module cache](super::module_cache).
 
 use crate::device::DeviceInner;
 use crate::driver::function_slot::FunctionSlot;
@@ -50,8 +51,8 @@ pub struct Kernel {
     /// The declaration's parameters, in order (empty for a kernel made without them,
     /// whose graph nodes then cannot have their scalars changed).
     pub(crate) params: &'static [KernelParam],
-    /// The function on the device of each ordinal below [`FAST_PATH_ORDINALS`] that
-    /// launched the kernel last.
+    /// The function on the first live device of each ordinal below
+    /// [`FAST_PATH_ORDINALS`] that launched the kernel.
     by_ordinal: [FunctionSlot; FAST_PATH_ORDINALS],
 }
 
@@ -109,6 +110,14 @@ impl Kernel {
         }
     }
 
+    /// Lets the next device of `ordinal` keep its function in this kernel's fast path,
+    /// if the device `device_id` kept its own there (called as that device is dropped).
+    pub(crate) fn release_fast_path(&self, ordinal: usize, device_id: u64) {
+        if let Some(slot) = self.by_ordinal.get(ordinal) {
+            slot.release(device_id);
+        }
+    }
+
     #[cold]
     fn load_slow(
         &'static self,
@@ -117,7 +126,7 @@ impl Kernel {
     ) -> Result<LoadedKernel> {
         let loaded = ModuleCache::of(device).load(self, device)?;
         if let Some(slot) = slot {
-            slot.set(loaded.device_id, &loaded.function);
+            slot.keep(loaded.device_id, &loaded.function);
         }
         Ok(loaded)
     }

@@ -19,6 +19,8 @@ pub(crate) struct ModuleCache {
     inner: Mutex<Loaded>,
     /// The device's context, which the modules are loaded into and unloaded from.
     context: Arc<PrimaryContext>,
+    /// The device's ordinal, whose fast paths the drop releases.
+    ordinal: usize,
 }
 
 #[derive(Default)]
@@ -27,8 +29,8 @@ struct Loaded {
     /// a module prepared from a source must be the one its kernels' first launches find):
     /// one module per source, however many kernels it holds.
     modules: HashMap<&'static str, Module>,
-    /// By `Kernel` address ([`kernel_key`]).
-    functions: HashMap<usize, LoadedKernel>,
+    /// By `Kernel` address ([`kernel_key`]), with the `Kernel`.
+    functions: HashMap<usize, (&'static Kernel, LoadedKernel)>,
 }
 
 impl ModuleCache {
@@ -37,6 +39,7 @@ impl ModuleCache {
         device.extension(|| ModuleCache {
             inner: Mutex::default(),
             context: Arc::clone(&device.context),
+            ordinal: device.ordinal,
         })
     }
 
@@ -56,7 +59,7 @@ impl ModuleCache {
         let source_key = kernel.source.text();
         {
             let mut cache = self.lock();
-            if let Some(loaded) = cache.functions.get(&kernel_key(kernel)) {
+            if let Some((_, loaded)) = cache.functions.get(&kernel_key(kernel)) {
                 return Ok(*loaded);
             }
             if cache.modules.contains_key(source_key) {
@@ -107,7 +110,7 @@ impl Loaded {
         source_key: &'static str,
         device: &DeviceInner,
     ) -> Result<LoadedKernel> {
-        if let Some(k) = self.functions.get(&kernel_key(kernel)) {
+        if let Some((_, k)) = self.functions.get(&kernel_key(kernel)) {
             return Ok(*k);
         }
         let name = kernel.name();
@@ -130,7 +133,7 @@ impl Loaded {
             device_id: device.id,
             function,
         };
-        self.functions.insert(kernel_key(kernel), loaded);
+        self.functions.insert(kernel_key(kernel), (kernel, loaded));
         Ok(loaded)
     }
 }
@@ -187,9 +190,12 @@ impl Drop for ModuleCache {
     /// scope is open, since each one borrows a stream that holds the device.
     fn drop(&mut self) {
         let loaded = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
-        // The cache forgets its functions first (each `Kernel`'s fast path keys on this
-        // device's id, never reused).
-        loaded.functions.clear();
+        // The cache forgets its functions first, and gives up the kernels' fast paths it
+        // held, for the next device of this ordinal (a fast path keys on this device's
+        // id, never reused, so none can find these functions after this).
+        for (_, (kernel, function)) in loaded.functions.drain() {
+            kernel.release_fast_path(self.ordinal, function.device_id);
+        }
         // A context that cannot be bound any more leaves the modules loaded (a leak).
         let Ok(bound) = self.context.bind() else {
             return;
