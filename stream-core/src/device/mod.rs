@@ -79,6 +79,14 @@ impl Device {
     /// reuse instead of going back to the driver at every scope's end (see
     /// [`set_memory_release_threshold`](Self::set_memory_release_threshold)).
     ///
+    /// Each call makes a new handle, with its own loaded kernels and housekeeping stream
+    /// (the primary context and the memory pool are the GPU's, shared); to share one,
+    /// clone it (an `Arc`). Kernels find their function without a lock on the first
+    /// live `Device` of an ordinal that launched them, and on one made after that one
+    /// was dropped; a second live `Device` of the ordinal looks it up under its kernel
+    /// cache's lock (on an H200, 1.03x-1.05x of a raw launch's host time, against
+    /// 1.01x: `benchmarks/results/2026-11-28-h200x2-function-slot.txt`).
+    ///
     /// Returns [`Error::NoDriver`] when the CUDA driver cannot be loaded and
     /// [`Error::NoDevice`] when there is no such device, never a panic.
     pub fn new(ordinal: usize) -> Result<Self> {
