@@ -47,7 +47,7 @@ impl ModuleCache {
     /// ([`load_module`](Self::load_module)).
     ///
     /// Also the path of a launch of a kernel whose `Kernel` keeps another device's
-    /// function for this ordinal (another live device of the ordinal launched it last)
+    /// function for this ordinal (another live device of the ordinal launched it first)
     /// or none (an ordinal past the fast path's): the kernel's own entry is looked up
     /// first, by address, so that the source text is hashed only until the kernel has
     /// its function here.
