@@ -114,6 +114,12 @@ impl Communicator {
     /// names, on `device` (`ncclCommInitRank`). Blocks until every rank has joined,
     /// for good if one never does: [`join_within`](Self::join_within) gives up.
     /// [`Error::InvalidRank`] unless `rank < size`; [`Error::NcclNotFound`] without NCCL.
+    ///
+    /// Ranks that are threads of one process launch every kernel they use once on their
+    /// device before their first collective (or the process runs with
+    /// `CUDA_MODULE_LOADING=EAGER`): a kernel's first launch may wait for its GPU to be
+    /// idle, and can then wait for good (see [One process driving several
+    /// GPUs](super#one-process-driving-several-gpus-load-every-kernel-first)).
     pub fn join(device: &Device, id: &UniqueId, rank: usize, size: usize) -> Result<Communicator> {
         Self::join_as(device, id, rank, size, None)
     }

@@ -1,0 +1,303 @@
+//! Pipeline parallelism, the forward pass of a model cut into stages: each GPU holds one
+//! layer (a `DIM x DIM` linear map) and the batch goes through the GPUs in turn, in
+//! micro-batches. A stage receives a micro-batch's activations from the stage before
+//! (`recv`), applies its layer (a cuBLAS SGEMM) and sends the result on (`send`), all on
+//! its scope's stream, so that stage 1 works on micro-batch `i` while stage 0 already
+//! works on `i + 1`. Every stage times a pass of the batch in [`MICRO`] micro-batches and
+//! as one piece; the last stage checks rows of the result against the CPU. Each stage
+//! launches its kernels once before its first collective ([`warm_up`]): in one process,
+//! a kernel's first launch can otherwise stop the pipeline for good.
+//!
+//! ```sh
+//! cargo run --release --example pipeline_parallel      # one process, one thread per visible GPU
+//! torchrun --no-python --nproc-per-node=2 target/release/examples/pipeline_parallel   # one process per GPU
+//! ```
+//!
+//! It needs an NVIDIA GPU and the NCCL library, and says so when either is missing. On
+//! one GPU the one stage is the whole model (and the two passes differ only in how many
+//! SGEMMs they take).
+
+use std::time::{Duration, Instant};
+
+use kernels::Cublas;
+use stream_core::nccl::{self, Communicator, UniqueId, World};
+use stream_core::{scope, Device, DeviceBuffer, DeviceMemory, Error, Result, Scope};
+
+/// Elements per row (a layer is `DIM x DIM`), rows in the batch, micro-batches a pass
+/// cuts it into, timed passes of each kind.
+const DIM: usize = 2048;
+const ROWS: usize = 4096;
+const MICRO: usize = 8;
+const ROUNDS: usize = 9;
+
+/// The rows the last stage checks against the CPU: the first and last of micro-batches,
+/// and one inside.
+const CHECKED_ROWS: [usize; 6] = [0, 511, 512, 1337, 2048, ROWS - 1];
+
+fn main() {
+    let outcome = match World::launched() {
+        Ok(Some(world)) => launched(&world),
+        Ok(None) => one_process(),
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("pipeline_parallel: {e}");
+            if matches!(e, Error::NoDriver | Error::NoDevice { .. }) {
+                eprintln!("pipeline_parallel: this example needs an NVIDIA GPU and its driver; none was found.");
+            }
+            std::process::exit(1);
+        }
+    }
+}
+
+/// One process per GPU, under a launcher: this is one stage.
+fn launched(world: &World) -> Result<bool> {
+    let device = world.device()?;
+    let comm = world.communicator(&device)?;
+    let outcome = run_stage(&device, &comm)?;
+    Ok(report(&comm, &outcome))
+}
+
+/// One process over every visible GPU: a thread per GPU (a stage each), one
+/// communicator each, joined through one id.
+fn one_process() -> Result<bool> {
+    let stages = Device::count()?;
+    if stages == 0 {
+        return Err(Error::NoDevice {
+            ordinal: 0,
+            count: 0,
+        });
+    }
+    println!(
+        "pipeline_parallel: one process, {stages} GPU(s), NCCL {:?}",
+        nccl::version()?
+    );
+    let id = UniqueId::new()?;
+    let results: Vec<Result<bool>> = std::thread::scope(|threads| {
+        let handles: Vec<_> = (0..stages)
+            .map(|stage| {
+                threads.spawn(move || {
+                    let device = Device::new(stage)?;
+                    let comm = Communicator::join(&device, &id, stage, stages)?;
+                    let outcome = run_stage(&device, &comm)?;
+                    Ok(report(&comm, &outcome))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a stage's thread panicked"))
+            .collect()
+    });
+    let mut all_ok = true;
+    for ok in results {
+        all_ok &= ok?;
+    }
+    Ok(all_ok)
+}
+
+/// What a stage measured, and at the last stage, its check.
+struct Outcome {
+    /// The median pass in [`MICRO`] micro-batches, and as one piece.
+    pipelined: Duration,
+    whole: Duration,
+    /// The largest difference from the CPU and the largest value, at the last stage.
+    check: Option<(f32, f32)>,
+}
+
+/// Prints the stage's line; `true` unless it is the last stage and its results differ
+/// from the CPU's. The last stage's times are the batch's: an earlier stage's part ends
+/// with its last send, which waits for the next stage to receive it.
+fn report(comm: &Communicator, o: &Outcome) -> bool {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let (stage, stages) = (comm.rank(), comm.size());
+    let (p, w) = (us(o.pipelined), us(o.whole));
+    let Some((worst, scale)) = o.check else {
+        println!(
+            "pipeline_parallel: stage {stage} of {stages}: its part of a pass done after {p:.0} us \
+             in {MICRO} micro-batches, {w:.0} us as one piece (median of {ROUNDS})"
+        );
+        return true;
+    };
+    let ok = scale > 0.0 && worst <= 1e-4 * scale;
+    println!(
+        "pipeline_parallel: stage {stage} of {stages} (the last): {ROWS} rows through {stages} \
+         {DIM}x{DIM} layers in {p:.0} us as {MICRO} micro-batches, {w:.0} us as one piece: \
+         {:.2}x (median of {ROUNDS}); {} rows vs the CPU: largest difference {worst:.3e} \
+         (largest value {scale:.3e}): {}",
+        w / p.max(1e-6),
+        CHECKED_ROWS.len(),
+        if ok { "match" } else { "MISMATCH" }
+    );
+    ok
+}
+
+/// Stage `comm.rank()`: its layer, the batch at the first stage, [`ROUNDS`] passes of
+/// each kind after one of each to warm up (cuBLAS's and NCCL's first calls), each
+/// started together on every stage (`barrier`) and timed until this stage's part of it
+/// is done; the last stage then checks its result.
+fn run_stage(device: &Device, comm: &Communicator) -> Result<Outcome> {
+    let (stage, stages) = (comm.rank(), comm.size());
+    let last = stage + 1 == stages;
+    let weights = device.upload_vec(&layer(stage))?;
+    // The batch enters at the first stage and leaves at the last: pinned memory, so
+    // each copy is one DMA (one unused element at the other stages).
+    let mut batch = device.alloc_pinned::<f32>(if stage == 0 { ROWS * DIM } else { 1 })?;
+    if stage == 0 {
+        batch.copy_from_slice(&batch_values());
+    }
+    let mut result = device.alloc_pinned::<f32>(if last { ROWS * DIM } else { 1 })?;
+    let stream = device.new_stream()?;
+    let mut blas = Cublas::new(device)?;
+    let (mut pipelined, mut whole) = (Vec::new(), Vec::new());
+    let mut probe = [0f32];
+    let mut probe = &mut probe[..];
+    scope(&stream, |s| {
+        let w = s.attach_ref(&weights)?;
+        // The stage's input: the batch at the first stage, what it receives elsewhere.
+        let mut input = match stage {
+            0 => s.upload(&batch)?,
+            _ => s.alloc_zeroed::<f32>(ROWS * DIM)?,
+        };
+        let mut output = s.alloc::<f32>(ROWS * DIM)?;
+        warm_up(s, &mut blas, &w, &input, &mut output)?;
+        for round in 0..=ROUNDS {
+            for (micro, times) in [(MICRO, &mut pipelined), (1, &mut whole)] {
+                comm.barrier()?;
+                let start = Instant::now();
+                pass(s, &mut blas, comm, &w, &mut input, &mut output, micro)?;
+                // The pass's end on this stage: its stream got past its last call (the
+                // wait hands `probe` back for the next pass).
+                probe = s.copy_to_host(&output.slice(..1)?, probe)?.wait()?;
+                if round > 0 {
+                    times.push(start.elapsed());
+                }
+            }
+        }
+        if last {
+            s.copy_to_host(&output, &mut result)?.wait()?;
+        }
+        Ok::<_, Error>(())
+    })?;
+    let check = last.then(|| compare(&result, stages));
+    Ok(Outcome {
+        pipelined: median(pipelined),
+        whole: median(whole),
+        check,
+    })
+}
+
+/// Launches every kernel of the passes once, before this stage's first collective.
+///
+/// CUDA loads a kernel at its first launch (lazy loading, its default since 12.2), and
+/// loading may wait for the GPU to be idle. In one process driving several GPUs, a GPU
+/// busy with a receive that waits for another GPU's send, whose thread is loading a
+/// kernel of its own, never gets idle: without this warm-up, 4 of 9 runs of this
+/// example in one process on two H200s hung at the first pass of a new SGEMM shape.
+/// (`CUDA_MODULE_LOADING=EAGER` does the same for every kernel of the process; one
+/// process per GPU does not need it.)
+fn warm_up<'s>(
+    s: &'s Scope<'s, '_>,
+    blas: &mut Cublas,
+    w: &impl DeviceMemory<'s, f32>,
+    input: &DeviceBuffer<'s, f32>,
+    output: &mut DeviceBuffer<'s, f32>,
+) -> Result<()> {
+    let n = DIM as u32;
+    for micro in [MICRO, 1] {
+        let rows = ROWS / micro;
+        let (x, mut y) = (input.slice(..rows * DIM)?, output.slice_mut(..rows * DIM)?);
+        blas.sgemm(s, rows as u32, n, n, 1.0, &x, w, 0.0, &mut y)?;
+    }
+    Ok(())
+}
+
+/// One pass of the batch through this stage in `micro` micro-batches: for each, receive
+/// it from the stage before (but at the first stage), apply the layer, send the result
+/// to the stage after (but at the last). All on `s`'s stream: a receive's buffer is
+/// read by the SGEMM after it, and a send's until the next SGEMM overwrites it, in
+/// stream order, with no host wait.
+fn pass<'s>(
+    s: &'s Scope<'s, '_>,
+    blas: &mut Cublas,
+    comm: &'s Communicator,
+    w: &impl DeviceMemory<'s, f32>,
+    input: &mut DeviceBuffer<'s, f32>,
+    output: &mut DeviceBuffer<'s, f32>,
+    micro: usize,
+) -> Result<()> {
+    let (stage, stages) = (comm.rank(), comm.size());
+    let rows = ROWS / micro;
+    let n = DIM as u32;
+    for i in 0..micro {
+        let part = i * rows * DIM..(i + 1) * rows * DIM;
+        if stage > 0 {
+            s.recv(comm, &mut input.slice_mut(part.clone())?, stage - 1)?;
+        }
+        let mut out = output.slice_mut(part.clone())?;
+        let x = input.slice(part)?;
+        blas.sgemm(s, rows as u32, n, n, 1.0, &x, w, 0.0, &mut out)?;
+        if stage + 1 < stages {
+            s.send(comm, &out, stage + 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// The largest difference between [`CHECKED_ROWS`] of `result` and the CPU's pass of
+/// those rows through `stages` layers, and the largest value among them.
+fn compare(result: &[f32], stages: usize) -> (f32, f32) {
+    let layers: Vec<Vec<f32>> = (0..stages).map(layer).collect();
+    let batch = batch_values();
+    let (mut worst, mut scale) = (0f32, 0f32);
+    for &row in &CHECKED_ROWS {
+        let mut x: Vec<f64> = batch[row * DIM..(row + 1) * DIM]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        for w in &layers {
+            x = (0..DIM)
+                .map(|j| (0..DIM).map(|k| x[k] * w[k * DIM + j] as f64).sum())
+                .collect();
+        }
+        for (got, want) in result[row * DIM..(row + 1) * DIM].iter().zip(&x) {
+            worst = worst.max((got - *want as f32).abs());
+            scale = scale.max(want.abs() as f32);
+        }
+    }
+    (worst, scale)
+}
+
+/// Stage `stage`'s layer, `DIM x DIM` row-major, scaled so that a row keeps about its
+/// size through any number of layers.
+fn layer(stage: usize) -> Vec<f32> {
+    let scale = (3.0 / DIM as f32).sqrt();
+    (0..DIM * DIM)
+        .map(|i| scale * unit(hash(((stage as u64 + 1) << 40) | i as u64)))
+        .collect()
+}
+
+/// The batch, `ROWS x DIM`, values in [-1, 1).
+fn batch_values() -> Vec<f32> {
+    (0..ROWS * DIM).map(|i| unit(hash(i as u64))).collect()
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times.get(times.len() / 2).copied().unwrap_or_default()
+}
+
+fn hash(mut h: u64) -> u64 {
+    h = h.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h ^= h >> 31;
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^ (h >> 29)
+}
+
+/// A hash as a value in [-1, 1).
+fn unit(h: u64) -> f32 {
+    (h >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+}
