@@ -125,6 +125,13 @@ fn one_process(steps: Steps) -> Result<bool> {
             .map(|rank| {
                 threads.spawn(move || {
                     let device = Device::new(rank)?;
+                    // Every kernel of the step launched once on this GPU before its
+                    // first collective: in one process, a kernel's first launch can
+                    // otherwise wait for good (CUDA's lazy loading; the `nccl` module
+                    // docs, "One process driving several GPUs"). Training this rank's
+                    // rows alone launches exactly the step's kernels.
+                    let rows = rank * ROWS_PER_RANK..(rank + 1) * ROWS_PER_RANK;
+                    train(&device, rows, ranks * ROWS_PER_RANK, None)?;
                     let comm = Communicator::join(&device, &id, rank, ranks)?;
                     train_rank(&device, &comm, steps)
                 })
@@ -284,8 +291,9 @@ fn train(
                 None => backward_first_layer(s, &mut blas, &dx, batch, &w2, &mut act, &mut grad1)?,
             }
             update(s, (&mut w1, &mut w2), (&grad1, &grad2))?;
-            // The first step loads the kernels and sets up NCCL's connections: timed
-            // apart, up to one element of its result on the host.
+            // The first step sets up NCCL's connections and loads the kernels (unless
+            // an earlier training on this device did): timed apart, up to one element
+            // of its result on the host.
             if let Some(probe) = first_result.take() {
                 s.copy_to_host(&w1.slice(..1)?, probe)?.wait()?;
                 times.first = start.elapsed();
@@ -466,7 +474,7 @@ fn check(device: &Device, ranks: usize, weights: &Weights, elapsed: StepTimes) -
     let ok = finite && change > 0.0 && worst <= 1e-4 * change;
     println!(
         "data_parallel: {ranks} rank(s), {STEPS} steps of {ROWS_PER_RANK} rows each: the first in {:.1} ms \
-         (kernel loads, NCCL's connections), then {:.0} us per step; \
+         (NCCL's connections, and under a launcher the kernels' loads), then {:.0} us per step; \
          weights vs one GPU on the whole batch: largest difference {worst:.3e} (largest change in training {change:.3e}): {}",
         elapsed.first.as_secs_f64() * 1e3,
         elapsed.per_step.as_secs_f64() * 1e6,
