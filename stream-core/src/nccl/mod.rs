@@ -203,22 +203,25 @@
 //! # One process driving several GPUs: load every kernel first
 //!
 //! CUDA loads a kernel at its first launch (lazy loading, the default since CUDA 12.2),
-//! and loading may wait for the kernel's GPU to be idle ("Lazy Loading", "Possible
-//! issues": concurrent execution). In one process, a GPU running a collective or a
-//! receive that waits for another GPU's part is not idle until that other part is
-//! launched; when the thread that would launch it is itself loading a kernel at that
-//! moment, neither goes on, for good: the threads are inside the driver, where no
+//! and the load waits for the kernels running on its GPU, on every stream ("Lazy
+//! Loading", "Possible issues": concurrent execution). In one process, a GPU running a
+//! collective or a receive that waits for another GPU's part is not idle until that
+//! part is launched; when the thread that would launch it is itself loading a kernel,
+//! neither goes on, for good: the threads are inside the driver, where no
 //! communicator's timeout reaches. Seen with the `pipeline_parallel` example on two
 //! H200s (NCCL 2.28.3): stage 1 received a micro-batch, then launched an SGEMM of a
 //! shape new to it, while stage 0 launched its own new SGEMM before the send; 4 of 9
-//! runs in one process hung there (with one process per GPU: none). Symmetric steps,
-//! where every rank launches the same kernels before the same collective, did not hang
-//! in 10 runs (`data_parallel`, `expert_parallel`), but nothing rules it out. So a
-//! program whose threads drive several GPUs (one each through [`Communicator::join`])
-//! launches each kernel it uses once on every device before the first collective, as
-//! that example's `warm_up` does (8 runs after: none hung), or runs with
-//! `CUDA_MODULE_LOADING=EAGER` (6 runs without the warm-up: none hung), or runs one
-//! process per GPU under a launcher ([`World`]). One thread driving every GPU through
+//! runs in one process hung there. Symmetric steps, where every rank launches the same
+//! kernels before the same collective, did not hang (`data_parallel` 10 runs,
+//! `expert_parallel` 4), but nothing rules it out. So a program whose threads drive
+//! several GPUs (one each through [`Communicator::join`]) launches each kernel it uses
+//! once on every device before the first collective, as that example's `warm_up` does
+//! (8 runs after: none hung), or runs with `CUDA_MODULE_LOADING=EAGER` (6 runs without
+//! the warm-up: none hung), or runs one process per GPU under a launcher ([`World`]).
+//! For kernels declared with `#[kernel]`,
+//! [`Device::prepare_kernels`](crate::Device::prepare_kernels) loads every function of
+//! their modules at once; a library such as cuBLAS picks its kernel by shape, so each
+//! shape is launched once. One thread driving every GPU through
 //! [`Communicator::for_devices`] launches every part of a collective at its group's
 //! end, before anything else, so no part waits for a thread that is loading.
 //!
