@@ -217,9 +217,9 @@ fn warm_up<'s>(
 
 /// One pass of the batch through this stage in `micro` micro-batches: for each, receive
 /// it from the stage before (but at the first stage), apply the layer, send the result
-/// to the stage after (but at the last). All on `s`'s stream: a receive's buffer is
-/// read by the SGEMM after it, and a send's until the next SGEMM overwrites it, in
-/// stream order, with no host wait.
+/// to the stage after (but at the last). All on `s`'s stream, so stream order alone, with
+/// no host wait, keeps the SGEMM from reading a part before its receive has filled it,
+/// and the next pass from writing a part before its send has read it.
 fn pass<'s>(
     s: &'s Scope<'s, '_>,
     blas: &mut Cublas,
