@@ -4,7 +4,7 @@
 //! (`recv`), applies its layer (a cuBLAS SGEMM) and sends the result on (`send`), all on
 //! its scope's stream, so that stage 1 works on micro-batch `i` while stage 0 already
 //! works on `i + 1`. Every stage times a pass of the batch in [`MICRO`] micro-batches and
-//! as one piece; the last stage checks rows of the result against the CPU. Each stage
+//! as one piece; the last stage checks rows of each result against the CPU. Each stage
 //! launches its kernels once before its first collective ([`warm_up`]): in one process,
 //! a kernel's first launch can otherwise stop the pipeline for good.
 //!
@@ -14,7 +14,7 @@
 //! ```
 //!
 //! It needs an NVIDIA GPU and the NCCL library, and says so when either is missing. On
-//! one GPU the one stage is the whole model (and the two passes differ only in how many
+//! one GPU the one stage is the whole model (and the passes differ only in how many
 //! SGEMMs they take).
 
 use std::time::{Duration, Instant};
@@ -99,12 +99,15 @@ fn one_process() -> Result<bool> {
     Ok(all_ok)
 }
 
-/// What a stage measured, and at the last stage, its check.
+/// How many micro-batches each kind of pass cuts the batch into: one piece, then
+/// [`MICRO`].
+const PASSES: [usize; 2] = [1, MICRO];
+
+/// What a stage measured (the median pass of each of [`PASSES`]), and at the last
+/// stage, its check: the largest difference from the CPU over both passes' results,
+/// and the largest value.
 struct Outcome {
-    /// The median pass in [`MICRO`] micro-batches, and as one piece.
-    pipelined: Duration,
-    whole: Duration,
-    /// The largest difference from the CPU and the largest value, at the last stage.
+    times: [Duration; 2],
     check: Option<(f32, f32)>,
 }
 
@@ -112,23 +115,23 @@ struct Outcome {
 /// from the CPU's. The last stage's times are the batch's: an earlier stage's part ends
 /// with its last send, which waits for the next stage to receive it.
 fn report(comm: &Communicator, o: &Outcome) -> bool {
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let [whole, pipelined] = o.times.map(|d| d.as_secs_f64() * 1e6);
     let (stage, stages) = (comm.rank(), comm.size());
-    let (p, w) = (us(o.pipelined), us(o.whole));
     let Some((worst, scale)) = o.check else {
         println!(
-            "pipeline_parallel: stage {stage} of {stages}: its part of a pass done after {p:.0} us \
-             in {MICRO} micro-batches, {w:.0} us as one piece (median of {ROUNDS})"
+            "pipeline_parallel: stage {stage} of {stages}: its part of a pass done after \
+             {whole:.0} us as one piece, {pipelined:.0} us in {MICRO} micro-batches (median \
+             of {ROUNDS})"
         );
         return true;
     };
     let ok = scale > 0.0 && worst <= 1e-4 * scale;
     println!(
         "pipeline_parallel: stage {stage} of {stages} (the last): {ROWS} rows through {stages} \
-         {DIM}x{DIM} layers in {p:.0} us as {MICRO} micro-batches, {w:.0} us as one piece: \
-         {:.2}x (median of {ROUNDS}); {} rows vs the CPU: largest difference {worst:.3e} \
-         (largest value {scale:.3e}): {}",
-        w / p.max(1e-6),
+         {DIM}x{DIM} layers in {whole:.0} us as one piece, {pipelined:.0} us in {MICRO} \
+         micro-batches: {:.2}x (median of {ROUNDS}); {} rows of each vs the CPU: largest \
+         difference {worst:.3e} (largest value {scale:.3e}): {}",
+        whole / pipelined.max(1e-6),
         CHECKED_ROWS.len(),
         if ok { "match" } else { "MISMATCH" }
     );
@@ -136,9 +139,11 @@ fn report(comm: &Communicator, o: &Outcome) -> bool {
 }
 
 /// Stage `comm.rank()`: its layer, the batch at the first stage, [`ROUNDS`] passes of
-/// each kind after one of each to warm up (cuBLAS's and NCCL's first calls), each
-/// started together on every stage (`barrier`) and timed until this stage's part of it
-/// is done; the last stage then checks its result.
+/// each of [`PASSES`] after one of each to warm up (NCCL's connections), each started
+/// together on every stage (`barrier`) and timed until this stage's part of it is done.
+/// Before the last round's passes every stage poisons what they write (a part a pass
+/// left alone would still hold the same values from the pass before), and the last
+/// stage checks each one's result.
 fn run_stage(device: &Device, comm: &Communicator) -> Result<Outcome> {
     let (stage, stages) = (comm.rank(), comm.size());
     let last = stage + 1 == stages;
@@ -150,9 +155,11 @@ fn run_stage(device: &Device, comm: &Communicator) -> Result<Outcome> {
         batch.copy_from_slice(&batch_values());
     }
     let mut result = device.alloc_pinned::<f32>(if last { ROWS * DIM } else { 1 })?;
+    let mut result = &mut result[..];
     let stream = device.new_stream()?;
     let mut blas = Cublas::new(device)?;
-    let (mut pipelined, mut whole) = (Vec::new(), Vec::new());
+    let mut times: [Vec<Duration>; 2] = Default::default();
+    let mut check: Option<(f32, f32)> = None;
     let mut probe = [0f32];
     let mut probe = &mut probe[..];
     scope(&stream, |s| {
@@ -165,7 +172,14 @@ fn run_stage(device: &Device, comm: &Communicator) -> Result<Outcome> {
         let mut output = s.alloc::<f32>(ROWS * DIM)?;
         warm_up(s, &mut blas, &w, &input, &mut output)?;
         for round in 0..=ROUNDS {
-            for (micro, times) in [(MICRO, &mut pipelined), (1, &mut whole)] {
+            let checked = round == ROUNDS;
+            for (kind, micro) in PASSES.into_iter().enumerate() {
+                if checked {
+                    s.fill(&mut output, f32::NAN)?;
+                    if stage > 0 {
+                        s.fill(&mut input, f32::NAN)?;
+                    }
+                }
                 comm.barrier()?;
                 let start = Instant::now();
                 pass(s, &mut blas, comm, &w, &mut input, &mut output, micro)?;
@@ -173,19 +187,20 @@ fn run_stage(device: &Device, comm: &Communicator) -> Result<Outcome> {
                 // wait hands `probe` back for the next pass).
                 probe = s.copy_to_host(&output.slice(..1)?, probe)?.wait()?;
                 if round > 0 {
-                    times.push(start.elapsed());
+                    times[kind].push(start.elapsed());
+                }
+                if checked && last {
+                    result = s.copy_to_host(&output, result)?.wait()?;
+                    let (worst, scale) = compare(result, stages);
+                    let (w0, s0) = check.unwrap_or((0.0, 0.0));
+                    check = Some((w0.max(worst), s0.max(scale)));
                 }
             }
         }
-        if last {
-            s.copy_to_host(&output, &mut result)?.wait()?;
-        }
         Ok::<_, Error>(())
     })?;
-    let check = last.then(|| compare(&result, stages));
     Ok(Outcome {
-        pipelined: median(pipelined),
-        whole: median(whole),
+        times: times.map(median),
         check,
     })
 }
@@ -264,7 +279,9 @@ fn compare(result: &[f32], stages: usize) -> (f32, f32) {
                 .collect();
         }
         for (got, want) in result[row * DIM..(row + 1) * DIM].iter().zip(&x) {
-            worst = worst.max((got - *want as f32).abs());
+            // A value no pass wrote is still NaN: infinitely wrong (`max` skips NaN).
+            let gap = (got - *want as f32).abs();
+            worst = worst.max(if gap.is_finite() { gap } else { f32::INFINITY });
             scale = scale.max(want.abs() as f32);
         }
     }
