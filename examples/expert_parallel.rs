@@ -15,8 +15,12 @@
 
 use std::time::{Duration, Instant};
 
-use stream_core::nccl::{self, Communicator, UniqueId, World};
+use stream_core::nccl::Communicator;
 use stream_core::{scope, Device, DeviceVec, Error, Result, Stream};
+
+/// Runs each rank, under a launcher or on a thread per GPU (shared with the other
+/// several-GPU example).
+mod ranks;
 
 /// Elements per token, tokens per rank, steps.
 const DIM: usize = 64;
@@ -24,68 +28,9 @@ const TOKENS: usize = 4096;
 const STEPS: usize = 40;
 
 fn main() {
-    let outcome = match World::launched() {
-        Ok(Some(world)) => launched(&world),
-        Ok(None) => one_process(),
-        Err(e) => Err(e),
-    };
-    match outcome {
-        Ok(true) => {}
-        Ok(false) => std::process::exit(1),
-        Err(e) => {
-            eprintln!("expert_parallel: {e}");
-            if matches!(e, Error::NoDriver | Error::NoDevice { .. }) {
-                eprintln!("expert_parallel: this example needs an NVIDIA GPU and its driver; none was found.");
-            }
-            std::process::exit(1);
-        }
-    }
-}
-
-/// One process per GPU, under a launcher: this is one rank.
-fn launched(world: &World) -> Result<bool> {
-    let device = world.device()?;
-    let comm = world.communicator(&device)?;
-    let outcome = run_rank(&device, &comm)?;
-    Ok(report(&comm, &outcome))
-}
-
-/// One process over every visible GPU: a thread per GPU, one communicator each, joined
-/// through one id.
-fn one_process() -> Result<bool> {
-    let ranks = Device::count()?;
-    if ranks == 0 {
-        return Err(Error::NoDevice {
-            ordinal: 0,
-            count: 0,
-        });
-    }
-    println!(
-        "expert_parallel: one process, {ranks} GPU(s), NCCL {:?}",
-        nccl::version()?
-    );
-    let id = UniqueId::new()?;
-    let results: Vec<Result<bool>> = std::thread::scope(|threads| {
-        let handles: Vec<_> = (0..ranks)
-            .map(|rank| {
-                threads.spawn(move || {
-                    let device = Device::new(rank)?;
-                    let comm = Communicator::join(&device, &id, rank, ranks)?;
-                    let outcome = run_rank(&device, &comm)?;
-                    Ok(report(&comm, &outcome))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a rank's thread panicked"))
-            .collect()
+    ranks::run("expert_parallel", |device, comm| {
+        Ok(report(comm, &run_rank(device, comm)?))
     });
-    let mut all_ok = true;
-    for ok in results {
-        all_ok &= ok?;
-    }
-    Ok(all_ok)
 }
 
 /// What a rank saw: its tokens' results against the CPU, and the steps' times.

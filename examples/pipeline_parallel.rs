@@ -20,8 +20,12 @@
 use std::time::{Duration, Instant};
 
 use kernels::Cublas;
-use stream_core::nccl::{self, Communicator, UniqueId, World};
+use stream_core::nccl::Communicator;
 use stream_core::{scope, Device, DeviceBuffer, DeviceMemory, Error, Result, Scope};
+
+/// Runs each rank, under a launcher or on a thread per GPU (shared with the other
+/// several-GPU example).
+mod ranks;
 
 /// Elements per row (a layer is `DIM x DIM`), rows in the batch, micro-batches a pass
 /// cuts it into, timed passes of each kind.
@@ -35,68 +39,9 @@ const ROUNDS: usize = 9;
 const CHECKED_ROWS: [usize; 6] = [0, 511, 512, 1337, 2048, ROWS - 1];
 
 fn main() {
-    let outcome = match World::launched() {
-        Ok(Some(world)) => launched(&world),
-        Ok(None) => one_process(),
-        Err(e) => Err(e),
-    };
-    match outcome {
-        Ok(true) => {}
-        Ok(false) => std::process::exit(1),
-        Err(e) => {
-            eprintln!("pipeline_parallel: {e}");
-            if matches!(e, Error::NoDriver | Error::NoDevice { .. }) {
-                eprintln!("pipeline_parallel: this example needs an NVIDIA GPU and its driver; none was found.");
-            }
-            std::process::exit(1);
-        }
-    }
-}
-
-/// One process per GPU, under a launcher: this is one stage.
-fn launched(world: &World) -> Result<bool> {
-    let device = world.device()?;
-    let comm = world.communicator(&device)?;
-    let outcome = run_stage(&device, &comm)?;
-    Ok(report(&comm, &outcome))
-}
-
-/// One process over every visible GPU: a thread per GPU (a stage each), one
-/// communicator each, joined through one id.
-fn one_process() -> Result<bool> {
-    let stages = Device::count()?;
-    if stages == 0 {
-        return Err(Error::NoDevice {
-            ordinal: 0,
-            count: 0,
-        });
-    }
-    println!(
-        "pipeline_parallel: one process, {stages} GPU(s), NCCL {:?}",
-        nccl::version()?
-    );
-    let id = UniqueId::new()?;
-    let results: Vec<Result<bool>> = std::thread::scope(|threads| {
-        let handles: Vec<_> = (0..stages)
-            .map(|stage| {
-                threads.spawn(move || {
-                    let device = Device::new(stage)?;
-                    let comm = Communicator::join(&device, &id, stage, stages)?;
-                    let outcome = run_stage(&device, &comm)?;
-                    Ok(report(&comm, &outcome))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a stage's thread panicked"))
-            .collect()
+    ranks::run("pipeline_parallel", |device, comm| {
+        Ok(report(comm, &run_stage(device, comm)?))
     });
-    let mut all_ok = true;
-    for ok in results {
-        all_ok &= ok?;
-    }
-    Ok(all_ok)
 }
 
 /// How many micro-batches each kind of pass cuts the batch into: one piece, then
