@@ -200,6 +200,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A helper generic over the scope's lifetimes takes the communicator for `'env`, as it
+//! takes host memory: `fn step<'s, 'env>(s: &'s Scope<'s, 'env>, comm: &'env
+//! Communicator, ...)`. Inside the helper's fork the child's brand is only known to lie
+//! within `'env`, so a `&'s Communicator` does not reach the child's collectives.
+//!
 //! # One process driving several GPUs: load every kernel first
 //!
 //! CUDA loads a kernel at its first launch (lazy loading, the default since CUDA 12.2),
