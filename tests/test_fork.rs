@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use gpu_tests::{check_eq, ensure, poisoned, spin, stream, Element, Failed, Rng, TestResult};
-use stream_core::{scope, DeviceMemoryMut, Scope};
+use stream_core::{scope, DeviceBuffer, DeviceMemoryMut, Scope};
 
 gpu_tests::test_main! {
     gpu: [
@@ -24,6 +24,7 @@ gpu_tests::test_main! {
         parent_reads_what_the_child_wrote_behind_a_long_kernel_after_the_join,
         buffer_lent_by_value_is_handed_to_the_child,
         fork_with_six_lent_items_sees_each_of_them,
+        fork_lends_options_of_each_kind,
         grandchild_uses_memory_lent_by_the_child,
         fork_onto_the_parents_own_stream_is_correct,
         failing_child_is_still_joined_before_the_parent_continues,
@@ -165,6 +166,51 @@ fn fork_with_six_lent_items_sees_each_of_them() -> TestResult {
     )?;
     check_eq("item 1 (copied by the child)", &inputs[1], &outs[1])?;
     check_eq("item 2 (handed to the child)", &inputs[2], &outs[2])
+}
+
+/// `Option`s lent (shared, exclusive, by value, and `None`s of each): a `Some` arrives
+/// as its item would, behind the parent's long kernel; a `None` arrives as `None`. The
+/// parent then reads what the child wrote through the lent `Some(&mut y)`.
+fn fork_lends_options_of_each_kind() -> TestResult {
+    let a = stream()?;
+    let b = a.device().new_stream()?;
+    let n = (1 << 20) + 3;
+    let mut rng = Rng::new();
+    let (input, moved): (Vec<u32>, Vec<u32>) = (rng.vec(n), rng.vec(n));
+    let (mut copied, mut handed, mut back) = (poisoned::<u32>(n), poisoned(n), poisoned(n));
+    scope(&a, |s| -> TestResult {
+        let x = s.upload(&input)?;
+        let mut y = s.alloc::<u32>(n)?;
+        let mut z = s.alloc::<u32>(n)?;
+        spin(s, SPIN)?;
+        s.copy_to_device(&moved, &mut z)?;
+        // A `None` names its type, as a `None` a program computes would have.
+        let none_shared: Option<&DeviceBuffer<'_, u32>> = None;
+        let none_exclusive: Option<&mut DeviceBuffer<'_, u32>> = None;
+        let none_moved: Option<DeviceBuffer<'_, u32>> = None;
+        let lent = (
+            Some(&x),
+            Some(&mut y),
+            Some(z),
+            none_shared,
+            none_exclusive,
+            none_moved,
+        );
+        s.fork(&b, lent, |c, lent| -> TestResult {
+            let (Some(x), Some(mut y), Some(z), None, None, None) = lent else {
+                return Err(Failed::from("a Some arrived as None, or a None as Some"));
+            };
+            c.copy_device(&x, &mut y)?;
+            c.copy_to_host(&x, &mut copied)?.wait()?;
+            c.copy_to_host(&z, &mut handed)?.wait()?;
+            Ok(())
+        })?;
+        s.copy_to_host(&y, &mut back)?.wait()?;
+        Ok(())
+    })?;
+    check_eq("Some(&x) read by the child", &input, &copied)?;
+    check_eq("Some(z) handed to the child", &moved, &handed)?;
+    check_eq("Some(&mut y) written by the child", &input, &back)
 }
 
 /// A child forks a grandchild and lends it the child's own buffer, written behind a

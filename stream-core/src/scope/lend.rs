@@ -14,6 +14,7 @@ use crate::sealed;
 /// | `&mut buffer`, `&mut view`, a `DeviceSliceMut` | `DeviceSliceMut<'_, 'c, T>` | cannot touch          |
 /// | `buffer` (moved)             | `DeviceBuffer<'c, T>`, freed by the child | gave it away         |
 /// | `()`, or a tuple of up to six of the above | `()`, or the tuple of their views | as for each item |
+/// | `Some(x)` or `None`, `x` any of the above | `Some` of its views, or `None` | as for `x` |
 ///
 /// A graph [capture](crate::Capture::fork) lends through the same trait: the same rows,
 /// and the pinned views a graph holds (`&pinned`, a [`PinnedSlice`](crate::PinnedSlice),
@@ -47,6 +48,19 @@ impl<'s> Lend<'s> for () {
     type Views<'c> = ();
     const LENDS_MEMORY: bool = false;
     fn lend<'c>(self, _: &LendPermit<'s, 'c>) -> Self::Views<'c> {}
+}
+
+impl<L: sealed::Lendable> sealed::Lendable for Option<L> {}
+/// Something lent, or nothing: the child receives `Some` of the item's views, or `None`
+/// (a buffer only some forks have, as a pipeline's first micro-batch has nothing to
+/// send). A `Some` follows the item's own rules.
+impl<'s, L: Lend<'s>> Lend<'s> for Option<L> {
+    type Views<'c> = Option<L::Views<'c>>;
+    // By type: a `None` of a memory type still asks for peer access on another device.
+    const LENDS_MEMORY: bool = L::LENDS_MEMORY;
+    fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> Self::Views<'c> {
+        self.map(|item| item.lend(permit))
+    }
 }
 
 /// Shared views: `&buffer`, `&view`, a `DeviceSlice` by value.
