@@ -27,8 +27,8 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// the host.
     ///
     /// `lent` is `()`, one item, or a tuple of up to six items (see [`Lend`]):
-    /// `&x` lends a read-only view, `&mut x` a writable one, and a buffer moved in is
-    /// handed to the child.
+    /// `&x` lends a read-only view, `&mut x` a writable one, a buffer moved in is
+    /// handed to the child, and `Some(item)` or `None` lends the item or nothing.
     ///
     /// Work the GPU should start ahead of the parent's, such as a collective overlapped
     /// with the parent's kernels, goes on a stream of the device's most urgent priority
@@ -65,12 +65,13 @@ impl<'s, 'env> Scope<'s, 'env> {
     ///   `f` runs (and the previous one restored after it, also on unwind), the start and
     ///   the join are events of each side's own context, and the memory lent stays where
     ///   it is: the child's kernels and copies reach it over the peer path (NVLink or
-    ///   PCIe). When `lent` is not `()`, before anything is enqueued, the pool of every
-    ///   device whose memory this scope may lend (its own, and any lent or handed to it)
-    ///   grants the child's device access, once per pair for the process, or the fork
-    ///   returns [`Error::PeerAccessUnavailable`] naming the pair ([`Scope::hand_off`]
-    ///   checks the same when a buffer crosses later). The parent's operations stay
-    ///   usable inside `f` and bind the parent's context where the driver needs it.
+    ///   PCIe). When `lent` is not `()` (a `None` of memory counts, by its type), before
+    ///   anything is enqueued, the pool of every device whose memory this scope may lend
+    ///   (its own, and any lent or handed to it) grants the child's device access, once
+    ///   per pair for the process, or the fork returns [`Error::PeerAccessUnavailable`]
+    ///   naming the pair ([`Scope::hand_off`] checks the same when a buffer crosses
+    ///   later). The parent's operations stay usable inside `f` and bind the parent's
+    ///   context where the driver needs it.
     /// * If the join cannot be enqueued, the child's stream is synchronised on the host
     ///   instead and the error is returned. If even that fails, the error is returned
     ///   only when it is sticky ([`Error::is_sticky`]: the context has stopped, so the
