@@ -3,7 +3,8 @@
 //! `CollectiveTimedOut`, also while unwinding; and so does every host wait inside the
 //! scope that is queued behind it (a download's `Pending::wait`, pinned or staged, and
 //! the copies between device and pageable memory that hold the host until the stream
-//! reaches them). Never a hang. A barrier a rank never reaches ends the same way, and a
+//! reaches them, and the out-of-memory retry that waits for the streams of the thread's
+//! open scopes). Never a hang. A barrier a rank never reaches ends the same way, and a
 //! wait that gives up inside an `nccl::group` (its abort deferred to the group's end). (A
 //! graph's replay whose peer never replays: `test_nccl_graph_ranks`.)
 //! (Ranks of one process that disagree on a length: `test_nccl_ledger`.)
@@ -251,11 +252,12 @@ fn hung_child() -> TestResult {
 }
 
 /// The host waits [`host_waits_child`] makes behind a hung collective.
-const HOST_WAITS: [&str; 4] = [
+const HOST_WAITS: [&str; 5] = [
     "pinned_download_wait",
     "small_pageable_download",
     "staged_download_wait",
     "staged_upload",
+    "out_of_memory_retry",
 ];
 
 /// Elements of the staged copies: 64 MiB, past the staging threshold.
@@ -317,6 +319,11 @@ fn host_wait<'s, 'env>(
         "pinned_download_wait" => s.copy_to_host(x, pinned)?.wait().map(drop),
         "small_pageable_download" => s.copy_to_host(x, small)?.wait().map(drop),
         "staged_download_wait" => s.copy_to_host(y, big)?.wait().map(drop),
-        _ => s.copy_to_device(big_source, y),
+        "staged_upload" => s.copy_to_device(big_source, y),
+        // Twice the card: out of memory, the retry waits for the scope's stream.
+        _ => {
+            let too_big = 2 * Device::new(0)?.total_memory()?;
+            s.alloc::<u8>(too_big).map(drop)
+        }
     }
 }

@@ -16,13 +16,15 @@ use gpu_tests::pool::{begin, mib, MIB, PROBE, SLACK};
 use gpu_tests::{
     check_eq, ensure, expect_err, poisoned, round_trip_in, spin, Failed, Rng, TestResult,
 };
-use stream_core::{scope, Error};
+use stream_core::nccl::{Communicator, Sum};
+use stream_core::{scope, Device, Error};
 
 gpu_tests::test_main! {
     gpu: [
         out_of_memory_larger_than_card_is_an_error_and_the_stream_keeps_working,
         out_of_memory_releases_cached_memory_before_failing,
         out_of_memory_retry_waits_for_this_threads_pending_frees,
+        out_of_memory_retry_behind_a_collective_waits_for_it_within_its_bounds,
         allocation_that_needs_the_cached_memory_succeeds_when_the_card_is_full,
     ],
 }
@@ -227,6 +229,33 @@ fn out_of_memory_releases_cached_memory_before_failing() -> TestResult {
 /// allocation waited for it.
 fn out_of_memory_retry_waits_for_this_threads_pending_frees() -> TestResult {
     let (_lock, dev) = begin()?;
+    retry_waits_for_pending_frees(&dev, None)
+}
+
+/// The same with a collective (of a one-rank communicator) issued first on the outer
+/// scope's stream: the retry's wait for that stream is then bounded by the
+/// communicator's timeout (`device/watch.rs`), polling the stream instead of
+/// synchronising it, and must still wait for the kernel and the free behind it. (A
+/// collective whose peer never joins ends that wait with `CollectiveTimedOut`:
+/// `test_nccl_hung`, two GPUs.)
+fn out_of_memory_retry_behind_a_collective_waits_for_it_within_its_bounds() -> TestResult {
+    let (_lock, dev) = begin()?;
+    let comm = Communicator::for_devices(std::slice::from_ref(&dev))?
+        .pop()
+        .ok_or("for_devices made no communicator")?;
+    // A first collective, where NCCL sets up (and allocates) what it keeps; then the
+    // pool as `begin` left it.
+    scope(&dev.new_stream()?, |s| {
+        let mut token = s.upload(&[1u32])?;
+        s.all_reduce_in_place(&comm, &mut token, Sum)
+    })?;
+    dev.trim_memory(0)?;
+    retry_waits_for_pending_frees(&dev, Some(&comm))
+}
+
+/// The body of the two retry tests on `dev` (its pool trimmed, the lock held), with a
+/// collective on `comm` first when given.
+fn retry_waits_for_pending_frees(dev: &Device, comm: Option<&Communicator>) -> TestResult {
     let outer = dev.new_stream()?;
     let inner = dev.new_stream()?;
     let (free, _) = dev.memory_info()?;
@@ -238,6 +267,10 @@ fn out_of_memory_retry_waits_for_this_threads_pending_frees() -> TestResult {
     let mut vec = None;
 
     scope(&outer, |s| -> TestResult {
+        if let Some(comm) = comm {
+            let mut token = s.upload(&[1u32])?;
+            s.all_reduce_in_place(comm, &mut token, Sum)?;
+        }
         // Fills the card with memory freed on `outer` behind a long kernel, and checks
         // that an allocation of `big` elsewhere cannot get it yet.
         let free_behind_a_kernel = |what: &str| -> TestResult {

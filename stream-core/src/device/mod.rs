@@ -4,14 +4,16 @@
 //!
 //! Owns: `Device`, `DeviceInner`, `Stream`, the launch limits read when a device is
 //! opened, peer access between devices (`peer.rs`), per-device extensions (state that
-//! `host/`, `kernel/` and other crates keep per device). Uses: `driver/` and `error`
-//! only.
+//! `host/`, `kernel/` and other crates keep per device), and the watches that bound a
+//! host's waits for a stream whose work may never finish by itself (`watch.rs`). Uses:
+//! `driver/` and `error` only.
 
 mod events;
 mod limits;
 pub(crate) mod peer;
 mod pool_setup;
 pub(crate) mod stream;
+pub(crate) mod watch;
 
 pub(crate) use events::Event;
 pub(crate) use limits::DeviceLimits;

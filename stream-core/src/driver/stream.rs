@@ -173,19 +173,42 @@ impl RawStream {
     }
 }
 
-/// Blocks until all work enqueued so far on the stream `handle` has completed, with
-/// `context` (the stream's) bound.
-///
-/// # Safety
-///
-/// `handle` is a live stream of `context` (not yet destroyed) for the whole call.
-pub(crate) unsafe fn synchronize_handle(
-    context: &Arc<PrimaryContext>,
-    handle: sys::CUstream,
-) -> Result<()> {
-    let _bound = context.bind()?;
-    // SAFETY: `handle` is live (the caller's contract); its context is bound.
-    unsafe { result::stream::synchronize(handle) }.call("cuStreamSynchronize")
+/// A stream known only by its handle (one of the streams this thread's open scopes
+/// borrow), for the out-of-memory retry's waits.
+pub(crate) struct StreamHandle<'a> {
+    context: &'a Arc<PrimaryContext>,
+    raw: sys::CUstream,
+}
+
+impl<'a> StreamHandle<'a> {
+    /// The stream `raw` of `context`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is a live stream of `context` (not yet destroyed) as long as the value lives.
+    pub(crate) unsafe fn new(context: &'a Arc<PrimaryContext>, raw: sys::CUstream) -> Self {
+        StreamHandle { context, raw }
+    }
+
+    /// Blocks until all work enqueued so far on the stream has completed, with its
+    /// context bound.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        let _bound = self.context.bind()?;
+        // SAFETY: `self.raw` is live (`new`'s contract); its context is bound.
+        unsafe { result::stream::synchronize(self.raw) }.call("cuStreamSynchronize")
+    }
+
+    /// `true` when all work enqueued so far has completed, without blocking; `false`
+    /// while it runs, and when the query fails (the synchronisation after the wait
+    /// reports why).
+    pub(crate) fn is_idle(&self) -> bool {
+        let Ok(_bound) = self.context.bind() else {
+            return true;
+        };
+        // SAFETY: `self.raw` is live (`new`'s contract); a query only reads its state.
+        let queried = unsafe { sys::cuStreamQuery(self.raw) };
+        queried != sys::CUresult::CUDA_ERROR_NOT_READY
+    }
 }
 
 impl Drop for RawStream {

@@ -29,10 +29,11 @@ use std::cell::RefCell;
 
 use cudarc::driver::sys;
 
+use crate::device::watch::wait_for_open_scopes;
 use crate::device::{Device, DeviceInner};
 use crate::driver::device::DeviceId;
 use crate::driver::pool::{MemPool, StreamOrdered, U64Attribute};
-use crate::driver::stream::RawStream;
+use crate::driver::stream::{RawStream, StreamHandle};
 use crate::error::{is_out_of_memory, Error, Result};
 
 /// Device memory statistics of one GPU's memory pool, like `torch.cuda.memory_stats`:
@@ -230,7 +231,11 @@ impl DeviceInner {
     /// trims the pool to zero, and tries once more; if that fails too, returns
     /// [`Error::OutOfMemory`] with the device's free and total memory measured after the
     /// trim. It never waits for the whole device, nor for a stream no scope of this
-    /// thread has open (besides the device's own housekeeping stream).
+    /// thread has open (besides the device's own housekeeping stream). While a scope of
+    /// this thread has collectives issued, each wait is bounded as the scope's own end
+    /// is (`device/watch.rs`): a collective whose peer died makes the allocation return
+    /// the communicator's error (`CollectiveTimedOut`, the communicator aborted), which
+    /// the scope's end reports again.
     ///
     /// Allocating is safe (using the memory is what needs care); the allocation names
     /// its pool and stream, so it does not depend on the current context. A stream being
@@ -246,8 +251,12 @@ impl DeviceInner {
             // SAFETY: every handle is a live stream of this device: `stream` (borrowed),
             // the housekeeping stream (alive as long as `self`), or the stream of a scope
             // open on this thread, which is registered only while that scope borrows it
-            // (`LazyOpenScope::note_frees`'s contract).
-            unsafe { crate::driver::stream::synchronize_handle(&self.context, pending) }?;
+            // (`LazyOpenScope::note_frees`'s contract); the handle lives in this loop.
+            let pending = unsafe { StreamHandle::new(&self.context, pending) };
+            // A collective on it whose peer died would hold this wait forever: bounded as
+            // the scopes' own waits are, and its error is the allocation's.
+            wait_for_open_scopes(|| pending.is_idle())?;
+            pending.synchronize()?;
         }
         self.pool.trim_to(0)?;
         match self.pool.alloc(bytes, stream) {

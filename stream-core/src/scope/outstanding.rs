@@ -3,37 +3,13 @@
 //! never finish on its own (a collective whose peer died), which bound the wait.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+pub(crate) use crate::device::watch::StreamWatch;
+use crate::device::watch::Watches;
 use crate::device::Stream;
 use crate::error::{Error, Result};
 use crate::host::staging::download::DownloadJob;
-
-/// How long [`Outstanding::wait_watched`] polls without pause.
-const SPIN_FOR: Duration = Duration::from_millis(5);
-/// From when it sleeps between polls, and how long.
-const SLEEP_AFTER: Duration = Duration::from_millis(100);
-const SLEEP: Duration = Duration::from_micros(200);
-/// How often it asks the watches (an NCCL error query each).
-const CHECK_EVERY: Duration = Duration::from_millis(1);
-
-/// Work on a scope's stream that may never finish by itself (an NCCL collective waits
-/// for its peers), and how to make it finish: asked again and again while the scope's
-/// end waits for its stream, it says whether to go on waiting.
-pub(crate) trait StreamWatch: Send + Sync {
-    /// `Ok(())` to go on waiting after `waited`; `Err` once the watch has made its work
-    /// stop (it aborted it: the stream's work can now complete) and the scope must
-    /// report this error.
-    fn check(&self, waited: Duration) -> Result<()>;
-
-    /// Asked at the scope's end once its work has completed: `Err` when that work
-    /// completed but must not be taken as a success (a collective whose ranks
-    /// disagreed, completed by a stand-in; see `nccl/ledger.rs`).
-    fn verdict(&self) -> Result<()> {
-        Ok(())
-    }
-}
 
 /// A [`StreamWatch`] as a scope keeps it, with the address that identifies it computed
 /// once (a collective notes its communicator's watch on every call).
@@ -60,17 +36,12 @@ pub(crate) struct Outstanding {
     /// `true` once a job was pushed: a scope without staged downloads ends without
     /// taking the lock.
     any: AtomicBool,
-    watches: Mutex<Vec<Arc<dyn StreamWatch>>>,
-    /// `true` once a watch was added: a scope without one synchronises directly.
-    watched: AtomicBool,
+    /// The watches of the collectives issued in the scope, made at the first one (and
+    /// then listed among this thread's open watches: `device/watch.rs`).
+    watches: OnceLock<Arc<Watches>>,
     /// The address of the watch added last: the next collective on the same
     /// communicator (the common case) skips the lock.
     last_watch: AtomicUsize,
-    /// The first error a watch gave up with during a wait inside the scope (a download's
-    /// `Pending::wait`, a pageable copy), which the scope's end reports again: the
-    /// communicator was aborted then, so the stream has drained by the end, and without
-    /// this the end would find it idle and succeed.
-    gave_up: Mutex<Option<Error>>,
 }
 
 impl Outstanding {
@@ -94,17 +65,13 @@ impl Outstanding {
 
     #[cold]
     fn add_watch(&self, watch: &Watch) {
-        let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
-        if !watches.iter().any(|w| Arc::ptr_eq(w, &watch.watch)) {
-            watches.push(Arc::clone(&watch.watch));
-        }
-        self.watched.store(true, Ordering::Relaxed);
+        self.watches.get_or_init(Watches::open).add(&watch.watch);
     }
 
     /// `true` once a watch was added.
     #[inline(always)]
     pub(crate) fn is_watched(&self) -> bool {
-        self.watched.load(Ordering::Relaxed)
+        self.watches.get().is_some()
     }
 
     /// Waits, on the host, until `stream` is idle or a watch gives up; in the second
@@ -161,40 +128,13 @@ impl Outstanding {
         }
     }
 
-    /// Polls `done` until it is `true` or a watch gives up.
-    ///
-    /// Polls as the driver's default (spinning) synchronisation does: without pause for
-    /// the first milliseconds, so a collective's end is seen within a query's time (a
-    /// backoff to 1 ms sleeps cost 25% of all_reduce bandwidth from 8 B to 64 MiB,
-    /// measured on 2 H200s); then yielding the core; past [`SLEEP_AFTER`], sleeping
-    /// [`SLEEP`] between queries. The watches are asked every [`CHECK_EVERY`].
+    /// Polls `done` until it is `true` or a watch gives up (its error, kept for the
+    /// scope's end).
     #[cold]
-    fn poll_watched(&self, mut done: impl FnMut() -> bool) -> Result<()> {
-        let watches = self
-            .watches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let start = Instant::now();
-        let mut next_check = Duration::ZERO;
-        loop {
-            if done() {
-                return Ok(());
-            }
-            let waited = start.elapsed();
-            if waited >= next_check {
-                for watch in &watches {
-                    watch.check(waited).inspect_err(|e| self.note_gave_up(e))?;
-                }
-                next_check = waited + CHECK_EVERY;
-            }
-            if waited < SPIN_FOR {
-                std::hint::spin_loop();
-            } else if waited < SLEEP_AFTER {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(SLEEP);
-            }
+    fn poll_watched(&self, done: impl FnMut() -> bool) -> Result<()> {
+        match self.watches.get() {
+            Some(watches) => watches.poll(done),
+            None => Ok(()),
         }
     }
 
@@ -202,29 +142,14 @@ impl Outstanding {
     /// scope's end, after its work completed.
     #[cold]
     pub(crate) fn verdict(&self) -> Option<Error> {
-        self.watches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .find_map(|w| w.verdict().err())
+        self.watches.get().and_then(|watches| watches.verdict())
     }
 
-    /// Keeps `error` as the first a watch gave up with, unless one is kept already.
-    #[cold]
-    fn note_gave_up(&self, error: &Error) {
-        let mut gave_up = self.gave_up.lock().unwrap_or_else(PoisonError::into_inner);
-        if gave_up.is_none() {
-            *gave_up = Some(error.clone());
-        }
-    }
-
-    /// The first error a watch gave up with in this scope, if one did.
+    /// The first error a watch gave up with in this scope (during a wait inside it, its
+    /// end, or an out-of-memory retry on its thread), if one did.
     #[cold]
     pub(crate) fn gave_up(&self) -> Option<Error> {
-        self.gave_up
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.watches.get().and_then(|watches| watches.gave_up())
     }
 
     /// Waits for every job; the first error, if any.

@@ -1,0 +1,124 @@
+//! The bounded waits on the host alone: watches that give up after a while stand for a
+//! collective whose peer died, a `done` that never turns `true` for its stream.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{wait_for_open_scopes, StreamWatch, Watches};
+use crate::error::Error;
+
+/// Gives up with `CollectiveTimedOut` once `after` has been waited, counting its checks.
+struct GivesUpAfter {
+    after: Duration,
+    checks: AtomicUsize,
+}
+
+impl GivesUpAfter {
+    fn new(after: Duration) -> Arc<GivesUpAfter> {
+        Arc::new(GivesUpAfter {
+            after,
+            checks: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl StreamWatch for GivesUpAfter {
+    fn check(&self, waited: Duration) -> crate::Result<()> {
+        self.checks.fetch_add(1, Ordering::Relaxed);
+        if waited >= self.after {
+            return Err(Error::CollectiveTimedOut {
+                timeout: self.after,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A scope's watches, open on this thread, holding `watch`.
+fn open_with(watch: &Arc<GivesUpAfter>) -> Arc<Watches> {
+    let watches = Watches::open();
+    watches.add(&(Arc::clone(watch) as Arc<dyn StreamWatch>));
+    watches
+}
+
+fn is_timed_out(result: &crate::Result<()>) -> bool {
+    matches!(result, Err(Error::CollectiveTimedOut { .. }))
+}
+
+#[test]
+fn without_a_watched_scope_the_retry_wait_is_left_to_the_synchronisation() {
+    // Nothing bounds it, so it does not poll: the caller's synchronisation waits.
+    assert!(wait_for_open_scopes(|| false).is_ok());
+}
+
+#[test]
+fn a_watch_of_an_open_scope_ends_the_retry_wait_and_its_scope_keeps_the_error() {
+    let watch = GivesUpAfter::new(Duration::from_millis(20));
+    let watches = open_with(&watch);
+    let waited = wait_for_open_scopes(|| false);
+    assert!(is_timed_out(&waited), "{waited:?}");
+    assert!(matches!(
+        watches.gave_up(),
+        Some(Error::CollectiveTimedOut { .. })
+    ));
+    assert!(watch.checks.load(Ordering::Relaxed) > 1);
+}
+
+#[test]
+fn a_stream_found_idle_ends_the_wait_without_an_error() {
+    let watch = GivesUpAfter::new(Duration::from_secs(60));
+    let watches = open_with(&watch);
+    let mut polls = 0;
+    let waited = wait_for_open_scopes(|| {
+        polls += 1;
+        polls == 50
+    });
+    assert!(waited.is_ok(), "{waited:?}");
+    assert!(watches.gave_up().is_none());
+    assert!(watches.poll(|| true).is_ok());
+}
+
+#[test]
+fn the_watches_of_an_ended_scope_no_longer_bound_anything() {
+    let watch = GivesUpAfter::new(Duration::ZERO);
+    drop(open_with(&watch));
+    assert!(wait_for_open_scopes(|| false).is_ok());
+    assert_eq!(watch.checks.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn another_threads_open_scope_does_not_bound_this_threads_wait() {
+    let watch = GivesUpAfter::new(Duration::ZERO);
+    let (opened, close) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+    std::thread::scope(|threads| {
+        threads.spawn(|| {
+            let _watches = open_with(&watch);
+            opened.wait();
+            close.wait();
+        });
+        opened.wait();
+        assert!(wait_for_open_scopes(|| false).is_ok());
+        close.wait();
+    });
+    assert_eq!(watch.checks.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_scope_poll_that_gives_up_keeps_the_first_error() {
+    let (first, second) = (
+        GivesUpAfter::new(Duration::from_millis(5)),
+        GivesUpAfter::new(Duration::ZERO),
+    );
+    let watches = open_with(&first);
+    let polled = watches.poll(|| false);
+    assert!(is_timed_out(&polled));
+    // A later give-up (another wait of the scope) does not replace the first error.
+    watches.add(&(Arc::clone(&second) as Arc<dyn StreamWatch>));
+    let _ = watches.poll(|| false);
+    let kept = watches.gave_up();
+    assert!(
+        matches!(kept, Some(Error::CollectiveTimedOut { timeout }) if timeout == first.after),
+        "{kept:?}"
+    );
+}
