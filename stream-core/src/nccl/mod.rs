@@ -92,7 +92,9 @@
 //! event with the scope's watches, and a copy between device memory and pageable host
 //! memory, which holds the host until the stream reaches it (the driver's pageable path,
 //! the staging ring), first waits for the stream's earlier work, bounded (pinned
-//! memory's copies return at once and skip this). Such a wait's error is returned by
+//! memory's copies return at once and skip this), and so does an allocation that finds
+//! the device out of memory, whose retry waits for the streams of the scopes open on
+//! its thread (their frees may release what it needs). Such a wait's error is returned by
 //! the scope's end again: the abort drained the stream, but the collective did not
 //! complete. So data that crosses the bus every step belongs in a
 //! [`PinnedBuffer`](crate::PinnedBuffer) made once: the `expert_parallel` example's
