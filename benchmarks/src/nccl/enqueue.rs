@@ -4,7 +4,8 @@
 //! pre-multiplied sum made once on each side (ours `Communicator::pre_mul_sum`, raw
 //! `ncclRedOpCreatePreMulSum`, whose handle raw code passes as C's `int`: cudarc's
 //! `ncclRedOp_t` enum cannot hold it, so the raw side calls NCCL's entry points through
-//! their C signatures, as the library does).
+//! their C signatures, as the library does). And a barrier's round trip, against a raw
+//! one-element all-reduce and synchronisation.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_int, c_void};
@@ -67,6 +68,7 @@ pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
         scaled,
     )?);
     drop(pre_mul_sum);
+    rep.push(barrier_row(env, &comm, &raw, sum)?);
     let _ = &mut theirs;
     raw.free(theirs)
 }
@@ -110,6 +112,38 @@ fn row(
         )?
         .in_unit(|t| t * 1e9);
     Ok(row.check_vs_raw(1.03, Source::Issue))
+}
+
+/// `Communicator::barrier` against what raw code waits on for one: a one-element
+/// all-reduce (`raw_call`), then its stream synchronised, per call.
+fn barrier_row(
+    env: &Env,
+    comm: &Communicator,
+    raw: &RawRanks,
+    raw_call: impl Fn() -> Result<()>,
+) -> Result<Row> {
+    let row = Measurement::new()
+        .ours("ours", || {
+            let start = Instant::now();
+            for _ in 0..CALLS {
+                comm.barrier()?;
+            }
+            Ok(start.elapsed().as_secs_f64() / CALLS as f64)
+        })
+        .raw("raw ncclAllReduce + cuStreamSynchronize", || {
+            let start = Instant::now();
+            for _ in 0..CALLS {
+                raw_call()?;
+                raw.streams[0].sync()?;
+            }
+            Ok(start.elapsed().as_secs_f64() / CALLS as f64)
+        })
+        .into_row(
+            env.cfg.plan(3, 15),
+            Row::new("nccl", "barrier, 1 rank", "ns/call", Better::Lower),
+        )?
+        .in_unit(|t| t * 1e9);
+    Ok(row)
 }
 
 type CreatePreMulSum = unsafe extern "C" fn(

@@ -7,7 +7,7 @@
 //! of one thread too, `sibling_graphs.rs`, with `NCCL_GRAPH_REGISTER=0`), a
 //! data-parallel step whose gradient all-reduce runs on a fork beside the next kernel
 //! against raw streams and events (`overlap.rs`), and the host cost of enqueuing one
-//! small collective on a communicator of one rank.
+//! small collective, and of a barrier, on a communicator of one rank (`enqueue.rs`).
 //!
 //! Both sides use communicators made with `ncclCommInitAll` over the same devices, their
 //! own device memory of the same size, out-of-place sums of `f32`, and on two GPUs one
