@@ -1,7 +1,11 @@
 //! [`Communicator::barrier`]: the host of every rank waits until every rank has reached
 //! it (`torch.distributed.barrier`), as an all-reduce of one byte on a stream of its
-//! own, so it is bounded as any collective is.
+//! own (both made at the first barrier and kept by the communicator), so it is bounded
+//! as any collective is.
 
+use std::sync::PoisonError;
+
+use super::communicator::BarrierParts;
 use super::{Communicator, Sum};
 use crate::error::Result;
 use crate::scope::scope;
@@ -12,7 +16,7 @@ impl Communicator {
     ///
     /// It waits for the ranks, not for their GPUs' other work: what a rank issued
     /// before, on its own streams, is waited for by the scopes it issued it in. It is
-    /// one all-reduce of one byte, on a stream made for it, in a scope of its own, so a
+    /// one all-reduce of one byte, on a stream kept for it, in a scope of its own, so a
     /// rank that never arrives ends it as a dead peer ends any collective: after the
     /// communicator's [`timeout`](Self::timeout), with
     /// [`Error::CollectiveTimedOut`](crate::Error::CollectiveTimedOut) and the
@@ -37,9 +41,17 @@ impl Communicator {
     /// # Ok(()) }
     /// ```
     pub fn barrier(&self) -> Result<()> {
-        let stream = self.device().new_stream()?;
-        scope(&stream, |s| {
-            let mut token = s.alloc_zeroed::<u8>(1)?;
+        let mut parts = self.barrier.lock().unwrap_or_else(PoisonError::into_inner);
+        let BarrierParts { stream, token } = match &mut *parts {
+            Some(parts) => parts,
+            empty => empty.insert(BarrierParts {
+                stream: self.device().new_stream()?,
+                token: self.device().alloc_vec::<u8>(1)?,
+            }),
+        };
+        // The token's value does not matter (a sum of zeros, unspecified after an abort).
+        scope(stream, |s| {
+            let mut token = s.attach(token)?;
             s.all_reduce_in_place(self, &mut token, Sum)
         })
     }

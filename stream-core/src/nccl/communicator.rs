@@ -4,15 +4,16 @@
 //! for its collectives. Splitting one into new communicators: `communicator/split.rs`.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::captured::agree_each;
 use super::ledger::{Agreement, Call, Ledger, Seat};
 use super::UniqueId;
-use crate::device::Device;
+use crate::device::{Device, Stream};
 use crate::driver::nccl_comm::{aborted, CommControl, RawComm};
 use crate::error::{Error, Result};
+use crate::memory::DeviceVec;
 use crate::scope::{StreamWatch, Watch};
 
 mod split;
@@ -59,6 +60,15 @@ pub struct Communicator {
     /// compiler's error for a communicator shared between threads keeps naming the
     /// raw handle's marker; plain loads and stores, no read-modify-write.
     unasked: AtomicU32,
+    /// What [`barrier`](Self::barrier) uses, made at its first call: a stream and the
+    /// byte it all-reduces (a mutex, not a cell, for the same reason as `unasked`).
+    pub(super) barrier: Mutex<Option<BarrierParts>>,
+}
+
+/// A barrier's stream and its one-byte token, kept by its communicator.
+pub(super) struct BarrierParts {
+    pub(super) stream: Stream,
+    pub(super) token: DeviceVec<u8>,
 }
 
 /// A collective asks NCCL's error state once in this many calls: asking on every call
@@ -229,6 +239,7 @@ impl Communicator {
             clique,
             seat,
             unasked: AtomicU32::new(ASK_NCCL_EVERY),
+            barrier: Mutex::new(None),
         }
     }
 
