@@ -25,6 +25,7 @@ fn main() {
     match gpu_status() {
         GpuStatus::Present(n) if *n >= 2 => gpu.extend(tests![
             a_fork_onto_another_device_reads_and_writes_lent_memory,
+            forks_onto_another_device_lend_an_option_some_or_none,
             a_buffer_handed_to_another_device_is_used_and_freed_there,
             the_parent_works_inside_a_fork_onto_another_device,
             a_fork_back_onto_the_first_device_reaches_memory_of_both,
@@ -131,6 +132,34 @@ fn a_fork_onto_another_device_reads_and_writes_lent_memory() -> TestResult {
         &out_y,
     )?;
     check_eq("GPU 0 memory copied into GPU 1's", &x, &out_copy)
+}
+
+/// A pipeline's pattern: forks onto GPU 1 lending `None` (nothing yet), then
+/// `Some(&x)` of GPU 0's memory. The child receives what was lent; with `None` nothing
+/// of GPU 0 is lent, so no peer access is needed (`Lend::lends_memory`; on a pair
+/// without a peer path this is what lets the fork run at all).
+fn forks_onto_another_device_lend_an_option_some_or_none() -> TestResult {
+    let _one_at_a_time = serial();
+    let (_d0, _d1, s0, s1) = two_devices()?;
+    let x: Vec<f32> = Rng::new().vec(1 << 16);
+    let n = x.len();
+    let (mut out_none, mut out_some) = (poisoned::<f32>(n), poisoned::<f32>(n));
+    scope(&s0, |s| {
+        let dx = s.upload(&x)?; // GPU 0
+        for (lent, out) in [(None, &mut out_none), (Some(&dx), &mut out_some)] {
+            s.fork(&s1, lent, |c, x0| {
+                let mut z = c.alloc_zeroed::<f32>(n)?; // GPU 1
+                if let Some(x0) = x0 {
+                    kernels::scale(c, 3.0, &x0, &mut z)?;
+                }
+                let _ = c.copy_to_host(&z, out)?;
+                Ok::<_, Error>(())
+            })?;
+        }
+        Ok::<_, Error>(())
+    })?;
+    check_eq("a fork lent None (zeros)", &vec![0.0; n], &out_none)?;
+    check_eq("a fork lent Some(&x) of GPU 0", &scaled(3.0, &x), &out_some)
 }
 
 fn a_buffer_handed_to_another_device_is_used_and_freed_there() -> TestResult {

@@ -65,13 +65,13 @@ impl<'s, 'env> Scope<'s, 'env> {
     ///   `f` runs (and the previous one restored after it, also on unwind), the start and
     ///   the join are events of each side's own context, and the memory lent stays where
     ///   it is: the child's kernels and copies reach it over the peer path (NVLink or
-    ///   PCIe). When `lent` is not `()` (a `None` of memory counts, by its type), before
-    ///   anything is enqueued, the pool of every device whose memory this scope may lend
-    ///   (its own, and any lent or handed to it) grants the child's device access, once
-    ///   per pair for the process, or the fork returns [`Error::PeerAccessUnavailable`]
-    ///   naming the pair ([`Scope::hand_off`] checks the same when a buffer crosses
-    ///   later). The parent's operations stay usable inside `f` and bind the parent's
-    ///   context where the driver needs it.
+    ///   PCIe). When `lent` holds memory (it is not `()`, a `None`, or a tuple of
+    ///   those), before anything is enqueued, the pool of every device whose memory this
+    ///   scope may lend (its own, and any lent or handed to it) grants the child's device
+    ///   access, once per pair for the process, or the fork returns
+    ///   [`Error::PeerAccessUnavailable`] naming the pair ([`Scope::hand_off`] checks the
+    ///   same when a buffer crosses later). The parent's operations stay usable inside
+    ///   `f` and bind the parent's context where the driver needs it.
     /// * If the join cannot be enqueued, the child's stream is synchronised on the host
     ///   instead and the error is returned. If even that fails, the error is returned
     ///   only when it is sticky ([`Error::is_sticky`]: the context has stopped, so the
@@ -139,11 +139,9 @@ impl<'s, 'env> Scope<'s, 'env> {
         // (given back after it, also on unwind), the child's stream waits for this scope's
         // work through an event of this scope's context, and the join uses an event of the
         // child's (an event is recorded only on streams of its own context).
+        let lends_memory = lent.lends_memory();
         let child_context = match across {
-            true => Some(
-                self.start_across(stream, L::LENDS_MEMORY)
-                    .map_err(E::from)?,
-            ),
+            true => Some(self.start_across(stream, lends_memory).map_err(E::from)?),
             false => None,
         };
         // On one device, one event orders both ways: the child waits for its first
@@ -177,7 +175,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         self.trace_flow("fork", fork_from, child.trace_point("fork", Category::Fork));
         // Whatever this scope may lend, the child may hold.
         match across {
-            true if L::LENDS_MEMORY => child.widen_reach(self.reach()),
+            true if lends_memory => child.widen_reach(self.reach()),
             true => {}
             false => child.copy_reach(self),
         }

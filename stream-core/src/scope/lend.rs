@@ -29,10 +29,12 @@ pub trait Lend<'s>: sealed::Lendable {
     /// What the child receives.
     type Views<'c>;
 
-    /// `false` when nothing is lent (`()`): a fork onto another device then needs no
-    /// peer access.
+    /// `false` when nothing is lent (`()`, a `None`, a tuple of those): a fork onto
+    /// another device then needs no peer access.
     #[doc(hidden)]
-    const LENDS_MEMORY: bool = true;
+    fn lends_memory(&self) -> bool {
+        true
+    }
 
     /// The views, for the child scope branded `'c` that `permit` names.
     #[doc(hidden)]
@@ -46,7 +48,9 @@ pub use crate::memory::brand::LendPermit;
 impl sealed::Lendable for () {}
 impl<'s> Lend<'s> for () {
     type Views<'c> = ();
-    const LENDS_MEMORY: bool = false;
+    fn lends_memory(&self) -> bool {
+        false
+    }
     fn lend<'c>(self, _: &LendPermit<'s, 'c>) -> Self::Views<'c> {}
 }
 
@@ -56,8 +60,9 @@ impl<L: sealed::Lendable> sealed::Lendable for Option<L> {}
 /// send). A `Some` follows the item's own rules.
 impl<'s, L: Lend<'s>> Lend<'s> for Option<L> {
     type Views<'c> = Option<L::Views<'c>>;
-    // By type: a `None` of a memory type still asks for peer access on another device.
-    const LENDS_MEMORY: bool = L::LENDS_MEMORY;
+    fn lends_memory(&self) -> bool {
+        self.as_ref().is_some_and(L::lends_memory)
+    }
     fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> Self::Views<'c> {
         self.map(|item| item.lend(permit))
     }
@@ -116,7 +121,11 @@ macro_rules! lend_tuple {
         impl<$($name: sealed::Lendable),+> sealed::Lendable for ($($name,)+) {}
         impl<'s, $($name: Lend<'s>),+> Lend<'s> for ($($name,)+) {
             type Views<'c> = ($($name::Views<'c>,)+);
-            const LENDS_MEMORY: bool = false $(|| $name::LENDS_MEMORY)+;
+            #[allow(non_snake_case)]
+            fn lends_memory(&self) -> bool {
+                let ($($name,)+) = self;
+                false $(|| $name.lends_memory())+
+            }
             #[allow(non_snake_case)]
             fn lend<'c>(self, permit: &LendPermit<'s, 'c>) -> Self::Views<'c> {
                 let ($($name,)+) = self;
@@ -193,5 +202,28 @@ impl<'a, 's, T: DeviceRepr> ExclusiveLend<'a, 's, T> for &'a mut DeviceSliceMut<
 impl<'a, 's, T: DeviceRepr> ExclusiveLend<'a, 's, T> for DeviceSliceMut<'a, 's, T> {
     fn view<'c>(self, permit: &Rebrand<'s, 'c>) -> DeviceSliceMut<'a, 'c, T> {
         self.into_rebranded(permit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lend;
+    use crate::memory::{DeviceBuffer, DeviceSliceMut};
+
+    type Shared = &'static DeviceBuffer<'static, f32>;
+    type Exclusive = DeviceSliceMut<'static, 'static, u8>;
+
+    /// What lends no memory needs no peer access on a fork onto another device: `()`, a
+    /// `None` of any memory type, and tuples of those. (What lends memory asks for it:
+    /// the cross-device forks of `test_peer`.)
+    #[test]
+    fn nothing_lent_asks_for_no_peer_access() {
+        assert!(!().lends_memory());
+        assert!(!None::<Shared>.lends_memory());
+        assert!(!None::<Exclusive>.lends_memory());
+        assert!(!None::<DeviceBuffer<'static, u32>>.lends_memory());
+        assert!(!Some(()).lends_memory());
+        assert!(!(None::<Shared>, (), None::<Exclusive>).lends_memory());
+        assert!(!Some((None::<Shared>, ())).lends_memory());
     }
 }
