@@ -11,10 +11,10 @@
 
 use std::mem::size_of;
 
-use gpu_tests::nccl_ranks::{on_ranks, rank_count, rank_input, NcclValue};
-use gpu_tests::{check_eq, load, poisoned, spin, Rng, TestResult};
-use stream_core::nccl::{self, Avg, Communicator, Max, Min, Prod, ReduceOp, Sum};
-use stream_core::{scope, DeviceBuffer, Error, Scope, Stream};
+use gpu_tests::nccl_ranks::{exclusive, on_ranks, rank_count, rank_input, NcclValue};
+use gpu_tests::{check_eq, ensure, load, poisoned, spin, Rng, TestResult};
+use stream_core::nccl::{self, Avg, Communicator, Max, Min, Prod, ReduceOp, Sum, UniqueId};
+use stream_core::{scope, Device, DeviceBuffer, Error, Scope, Stream};
 
 gpu_tests::test_main! {
     gpu: [
@@ -32,6 +32,7 @@ gpu_tests::test_main! {
         forks_issue_collectives_on_their_own_streams,
         a_fork_on_an_urgent_stream_sums_beside_the_parents_kernels,
         a_scope_that_ran_a_collective_ends_after_its_last_download_lands,
+        run_owned_with_a_collective_resolves_with_the_work_behind_it,
     ],
 }
 
@@ -478,4 +479,35 @@ fn a_scope_that_ran_a_collective_ends_after_its_last_download_lands() -> TestRes
         }
         Ok(())
     })
+}
+
+/// `Stream::run_owned` over a communicator of one rank that it owns, with a buffer and a
+/// pinned result: the call waits for the collective before it returns (bounded by the
+/// communicator's watch, `future/run_owned.rs`), and the future resolves with the
+/// download enqueued behind it and a spin, and the communicator unharmed. (A collective
+/// whose peer never joins: `test_nccl_hung`, two GPUs.)
+fn run_owned_with_a_collective_resolves_with_the_work_behind_it() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let device = Device::new(0)?;
+    let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
+    let stream = device.new_stream()?;
+    let count = load(4 << 20, 1 << 16);
+    let input = device.upload_vec(&vec![3.0f32; count])?;
+    let mut host = device.alloc_pinned::<f32>(count)?;
+    host.fill(f32::NAN);
+    let future = stream.run_owned((comm, input, host), |s, (comm, input, host)| {
+        let mut x = s.attach(input)?;
+        s.all_reduce_in_place(comm, &mut x, Sum)?;
+        spin(s, load(20_000_000, 1_000_000) as u64)?;
+        let _unwaited = s.copy_to_host(&x, &mut host[..])?;
+        Ok::<_, Error>(())
+    });
+    let ((comm, _, host), ()) = mini_executor::block_on(future)?;
+    check_eq(
+        "the download behind the collective",
+        &vec![3.0; count],
+        &host[..],
+    )?;
+    ensure!(!comm.is_aborted(), "the communicator was aborted");
+    Ok(())
 }

@@ -4,7 +4,7 @@
 //! scope that is queued behind it (a download's `Pending::wait`, pinned or staged, and
 //! the copies between device and pageable memory that hold the host until the stream
 //! reaches them, and the out-of-memory retry that waits for the streams of the thread's
-//! open scopes). Never a hang. A barrier a rank never reaches ends the same way, and a
+//! open scopes), and a `run_owned` future over it. Never a hang. A barrier a rank never reaches ends the same way, and a
 //! wait that gives up inside an `nccl::group` (its abort deferred to the group's end). (A
 //! graph's replay whose peer never replays: `test_nccl_graph_ranks`.)
 //! (Ranks of one process that disagree on a length: `test_nccl_ledger`.)
@@ -74,7 +74,7 @@ fn a_collective_that_never_completes_times_out_instead_of_hanging() -> TestResul
 /// In a child, with two GPUs, for each host wait a scope can make behind its
 /// collective: rank 0's all_reduce, which rank 1 never joins, then the wait; the wait
 /// itself returns `CollectiveTimedOut` after the 1 s timeout, and so does the scope's
-/// end after it.
+/// end after it. Then a `run_owned` future over such an all_reduce resolves to it too.
 fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
     let _one_at_a_time = exclusive();
     let out = run_self(
@@ -94,6 +94,12 @@ fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
             "{wait} returned after {waited} s; the timeout was 1 s.\n{out}"
         );
     }
+    out.expect("run_owned", "CollectiveTimedOut")?;
+    let waited: f64 = out.value("run_owned_s")?.parse()?;
+    ensure!(
+        (0.9..30.0).contains(&waited),
+        "run_owned's future resolved after {waited} s; the timeout was 1 s.\n{out}"
+    );
     out.expect("device_still_works", "true")?;
     Ok(())
 }
@@ -300,6 +306,19 @@ fn host_waits_child() -> TestResult {
         println!("{wait}_scope = {}", variant_or_ok(&ended));
         ranks.1.abort();
     }
+    // The same behind `run_owned`, whose end is no synchronisation: the call itself waits,
+    // bounded, and the future resolves to the timeout.
+    let ranks = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
+    ranks.0.set_timeout(Duration::from_secs(1));
+    let start = Instant::now();
+    let future = stream.run_owned(ranks.0, |s, comm| {
+        let mut x = s.upload(&[7u32; 1024])?;
+        s.all_reduce_in_place(comm, &mut x, Sum)
+    });
+    let resolved = mini_executor::block_on(future).map(drop);
+    println!("run_owned = {}", variant_or_ok(&resolved));
+    println!("run_owned_s = {:.3}", start.elapsed().as_secs_f64());
+    ranks.1.abort();
     print_whether_the_device_still_works(&stream)
 }
 

@@ -164,7 +164,10 @@
 //! [`PinnedBuffer`](crate::PinnedBuffer)s, or `upload_owned`/`download_owned`, which
 //! stage pageable buffers through pinned blocks without blocking),
 //! [`Pending::wait`](crate::Pending::wait) waits, and an allocation that finds the device
-//! out of memory waits for streams before it retries.
+//! out of memory waits for streams before it retries. A closure that issued NCCL
+//! collectives is waited for before `run_owned` returns, bounded by the communicator's
+//! timeout: only the thread that issued them may abort their communicator when a peer
+//! dies, so the completion thread cannot be the one waiting.
 
 mod completion;
 mod completion_mode;

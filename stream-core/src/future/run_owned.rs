@@ -49,6 +49,13 @@ impl Stream {
     ///   which stage pageable buffers without blocking. An allocation that finds the
     ///   device out of memory also blocks before it retries (see
     ///   [`Scope::alloc`](Scope::alloc)).
+    /// * **Collectives** ([`Scope::all_reduce`] and the others, on a communicator in
+    ///   `owned`) block too: their work ends only when every rank's does, and the work of
+    ///   a dead peer's collective is ended by aborting the communicator, which only this
+    ///   thread may do (the completion thread may not). So when the closure issued one,
+    ///   this call waits for the stream before it returns, bounded by the communicator's
+    ///   timeout as a scope's end is, and the future resolves to that end's error, if
+    ///   any ([`Error::CollectiveTimedOut`], ranks that disagreed).
     ///
     /// ```no_run
     /// use stream_core::{Device, Error, PinnedBuffer};
@@ -107,6 +114,10 @@ impl Stream {
             let scope = unsafe { Scope::branded(self, &outstanding) };
             std::panic::catch_unwind(AssertUnwindSafe(|| f(&scope, &mut *owned)))
         };
+        // Collectives: their work ends only when every rank's does, and only this thread
+        // may abort their communicator (the completion thread may not), so it is waited
+        // for here, bounded as a scope's end is, before the copy-outs behind it.
+        let collectives = outstanding.end_watched(self);
         // A copy-out always finishes (on an error it stops writing and reports it).
         let copied = outstanding.wait_all();
         let result = match ran {
@@ -118,7 +129,7 @@ impl Stream {
                 std::panic::resume_unwind(panic);
             }
         };
-        let result = match (result, copied) {
+        let result = match (result, collectives.and(copied)) {
             (Ok(_), Err(e)) => Err(E::from(e)),
             (result, _) => result,
         };

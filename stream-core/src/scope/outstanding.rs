@@ -114,6 +114,27 @@ impl Outstanding {
         Ok(complete)
     }
 
+    /// For a scope whose end is not a synchronisation (an owned scope, whose future the
+    /// completion thread finishes): when collectives were issued, waits until `stream` is
+    /// idle or a watch gives up (the communicator aborted, the stream drains), and
+    /// returns what the end of a scope would report: the error a watch gave up with
+    /// (now or during a wait inside the scope), else a watch's verdict on the completed
+    /// work. `Ok(())` at once when no collective was issued.
+    pub(crate) fn end_watched(&self, stream: &Stream) -> Result<()> {
+        if !self.is_watched() {
+            return Ok(());
+        }
+        let waited = self.wait_watched(stream);
+        let first = self.gave_up().or_else(|| match waited {
+            Ok(_) => self.verdict(),
+            Err(_) => None,
+        });
+        match first {
+            Some(e) => Err(e),
+            None => waited.map(drop),
+        }
+    }
+
     /// Before a host wait for work of this scope's stream that a watched collective may
     /// hold up (a download, its copy-out, a replay): nothing when no collective was
     /// issued; else waits until `done()` says that work has completed, or a watch
