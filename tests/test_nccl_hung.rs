@@ -4,7 +4,8 @@
 //! scope that is queued behind it (a download's `Pending::wait`, pinned or staged, and
 //! the copies between device and pageable memory that hold the host until the stream
 //! reaches them, and the out-of-memory retry that waits for the streams of the thread's
-//! open scopes), and a `run_owned` future over it. Never a hang. A barrier a rank never reaches ends the same way, and a
+//! open scopes, and the device's blocking calls once its housekeeping stream waits behind
+//! it), and a `run_owned` future over it. Never a hang. A barrier a rank never reaches ends the same way, and a
 //! wait that gives up inside an `nccl::group` (its abort deferred to the group's end). (A
 //! graph's replay whose peer never replays: `test_nccl_graph_ranks`.)
 //! (Ranks of one process that disagree on a length: `test_nccl_ledger`.)
@@ -22,7 +23,7 @@ use gpu_tests::nccl_ranks::{
 use gpu_tests::tests;
 use gpu_tests::{ensure, TestResult};
 use stream_core::nccl::{self, Communicator, Sum};
-use stream_core::{scope, Device, Error, Scope};
+use stream_core::{scope, Device, DeviceVec, Error, Scope, Stream};
 
 /// The environment variable that makes this binary run one child mode.
 const CHILD_ENV: &str = "STREAM_CORE_NCCL_HUNG_CHILD";
@@ -74,7 +75,9 @@ fn a_collective_that_never_completes_times_out_instead_of_hanging() -> TestResul
 /// In a child, with two GPUs, for each host wait a scope can make behind its
 /// collective: rank 0's all_reduce, which rank 1 never joins, then the wait; the wait
 /// itself returns `CollectiveTimedOut` after the 1 s timeout, and so does the scope's
-/// end after it. Then a `run_owned` future over such an all_reduce resolves to it too.
+/// end after it. Then a `run_owned` future over such an all_reduce resolves to it too,
+/// and a blocking call whose housekeeping stream waits behind it (a converted
+/// `CudaSlice`) returns it.
 fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
     let _one_at_a_time = exclusive();
     let out = run_self(
@@ -94,6 +97,13 @@ fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
             "{wait} returned after {waited} s; the timeout was 1 s.\n{out}"
         );
     }
+    out.expect("cudarc_slice_upload", "CollectiveTimedOut")?;
+    out.expect("cudarc_slice_scope", "CollectiveTimedOut")?;
+    let waited: f64 = out.value("cudarc_slice_upload_s")?.parse()?;
+    ensure!(
+        (0.9..30.0).contains(&waited),
+        "upload_vec behind the cudarc slice returned after {waited} s; the timeout was 1 s.\n{out}"
+    );
     out.expect("run_owned", "CollectiveTimedOut")?;
     let waited: f64 = out.value("run_owned_s")?.parse()?;
     ensure!(
@@ -319,7 +329,42 @@ fn host_waits_child() -> TestResult {
     println!("run_owned = {}", variant_or_ok(&resolved));
     println!("run_owned_s = {:.3}", start.elapsed().as_secs_f64());
     ranks.1.abort();
+    cudarc_slice_behind_a_hung_collective(&d0, &d1)?;
     print_whether_the_device_still_works(&stream)
+}
+
+/// A blocking call on the device's housekeeping stream (`upload_vec`) after a `CudaSlice`
+/// of a cudarc stream was converted in a scope on that stream, behind the scope's hung
+/// collective: the housekeeping stream waits for the slice's stream, and the call is
+/// bounded by the scope's watch (`DeviceInner::sync_housekeeping`).
+fn cudarc_slice_behind_a_hung_collective(d0: &Device, d1: &Device) -> TestResult {
+    let ranks = warm_up(two_ranks(d0, d1)?, (d0, d1))?;
+    ranks.0.set_timeout(Duration::from_secs(1));
+    let cudarc_stream = d0
+        .cudarc_context()?
+        .new_stream()
+        .map_err(|e| format!("new_stream: {e:?}"))?;
+    let slice = cudarc_stream
+        .alloc_zeros::<u32>(1024)
+        .map_err(|e| format!("alloc_zeros: {e:?}"))?;
+    let ours = Stream::from_cudarc(&cudarc_stream)?;
+    let mut outcome = None;
+    let ended = scope(&ours, |s| {
+        let mut x = s.upload(&[7u32; 1024])?;
+        s.all_reduce_in_place(&ranks.0, &mut x, Sum)?;
+        let converted = DeviceVec::from_cudarc(slice).map_err(|e| e.error().clone())?;
+        let start = Instant::now();
+        let uploaded = d0.upload_vec(&[1u32; 16]).map(drop);
+        outcome = Some((uploaded, start.elapsed()));
+        drop(converted);
+        Ok::<_, Error>(())
+    });
+    let (uploaded, took) = outcome.ok_or("the scope did not run its closure")?;
+    println!("cudarc_slice_upload = {}", variant_or_ok(&uploaded));
+    println!("cudarc_slice_upload_s = {:.3}", took.as_secs_f64());
+    println!("cudarc_slice_scope = {}", variant_or_ok(&ended));
+    ranks.1.abort();
+    Ok(())
 }
 
 /// One of [`HOST_WAITS`] on `s`, behind whatever `s` has enqueued.

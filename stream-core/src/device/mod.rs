@@ -293,16 +293,31 @@ impl DeviceInner {
     }
 
     /// Blocks until the housekeeping stream is idle.
+    ///
+    /// The housekeeping stream can wait for a scope's stream (a `CudaSlice` converted
+    /// from a cudarc stream that carries a scope's work, `interop/cudarc_slice.rs`), so
+    /// while a scope of this thread has collectives issued, the wait is bounded as the
+    /// scope's own waits are ([`watch::wait_for_open_scopes`]); a watch that gives up
+    /// has aborted its communicator, the stream drains, and its error is returned after
+    /// the synchronisation.
     pub(crate) fn sync_housekeeping(&self) -> Result<()> {
-        self.housekeeping.synchronize()
+        let bounded = self.housekeeping_bounded();
+        self.housekeeping.synchronize().and(bounded)
     }
 
     /// [`sync_housekeeping`](Self::sync_housekeeping) before host memory that a copy on
-    /// the housekeeping stream uses is released: a failure is returned only when it is
-    /// sticky (the context has stopped), any other aborts the process, as
-    /// [`Stream::synchronize_before_release`] does for scopes.
+    /// the housekeeping stream uses is released: a failure of the synchronisation is
+    /// returned only when it is sticky (the context has stopped), any other aborts the
+    /// process, as [`Stream::synchronize_before_release`] does for scopes.
     pub(crate) fn sync_housekeeping_before_release(&self, what: &str) -> Result<()> {
-        stream::release_or_abort(self.housekeeping.synchronize(), what)
+        let bounded = self.housekeeping_bounded();
+        stream::release_or_abort(self.housekeeping.synchronize(), what).and(bounded)
+    }
+
+    /// The bounded part of a housekeeping synchronisation: `Ok` at once without a
+    /// watched scope open on this thread.
+    fn housekeeping_bounded(&self) -> Result<()> {
+        watch::wait_for_open_scopes(|| self.housekeeping.is_idle().unwrap_or(true))
     }
 }
 

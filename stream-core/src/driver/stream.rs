@@ -175,19 +175,19 @@ impl RawStream {
 
 /// A stream known only by its handle (one of the streams this thread's open scopes
 /// borrow), for the out-of-memory retry's waits.
-pub(crate) struct StreamHandle<'a> {
+pub(crate) struct BorrowedStream<'a> {
     context: &'a Arc<PrimaryContext>,
     raw: sys::CUstream,
 }
 
-impl<'a> StreamHandle<'a> {
+impl<'a> BorrowedStream<'a> {
     /// The stream `raw` of `context`.
     ///
     /// # Safety
     ///
     /// `raw` is a live stream of `context` (not yet destroyed) as long as the value lives.
     pub(crate) unsafe fn new(context: &'a Arc<PrimaryContext>, raw: sys::CUstream) -> Self {
-        StreamHandle { context, raw }
+        BorrowedStream { context, raw }
     }
 
     /// Blocks until all work enqueued so far on the stream has completed, with its

@@ -33,7 +33,7 @@ use crate::device::watch::wait_for_open_scopes;
 use crate::device::{Device, DeviceInner};
 use crate::driver::device::DeviceId;
 use crate::driver::pool::{MemPool, StreamOrdered, U64Attribute};
-use crate::driver::stream::{RawStream, StreamHandle};
+use crate::driver::stream::{BorrowedStream, RawStream};
 use crate::error::{is_out_of_memory, Error, Result};
 
 /// Device memory statistics of one GPU's memory pool, like `torch.cuda.memory_stats`:
@@ -252,7 +252,7 @@ impl DeviceInner {
             // the housekeeping stream (alive as long as `self`), or the stream of a scope
             // open on this thread, which is registered only while that scope borrows it
             // (`LazyOpenScope::note_frees`'s contract); the handle lives in this loop.
-            let pending = unsafe { StreamHandle::new(&self.context, pending) };
+            let pending = unsafe { BorrowedStream::new(&self.context, pending) };
             // A collective on it whose peer died would hold this wait forever: bounded as
             // the scopes' own waits are, and its error is the allocation's.
             wait_for_open_scopes(|| pending.is_idle())?;

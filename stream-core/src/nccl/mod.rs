@@ -87,17 +87,27 @@
 //! checkpoint with new communicators (PyTorch's default on a collective timeout tears
 //! the process down, for the same reason).
 //!
-//! The host waits inside such a scope are bounded the same way: a download's
-//! [`Pending::wait`](crate::Pending::wait) (and a replay's, a prefetch's) polls its
-//! event with the scope's watches, and a copy between device memory and pageable host
-//! memory, which holds the host until the stream reaches it (the driver's pageable path,
-//! the staging ring), first waits for the stream's earlier work, bounded (pinned
-//! memory's copies return at once and skip this), and so does an allocation that finds
-//! the device out of memory, whose retry waits for the streams of the scopes open on
-//! its thread (their frees may release what it needs). Such a wait's error is returned by
-//! the scope's end again: the abort drained the stream, but the collective did not
-//! complete. So data that crosses the bus every step belongs in a
-//! [`PinnedBuffer`](crate::PinnedBuffer) made once: the `expert_parallel` example's
+//! The host waits inside such a scope are bounded the same way:
+//!
+//! * a download's [`Pending::wait`](crate::Pending::wait) (and a replay's, a
+//!   prefetch's) polls its event with the scope's watches;
+//! * a copy between device memory and pageable host memory, which holds the host until
+//!   the stream reaches it (the driver's pageable path, the staging ring), first waits
+//!   for the stream's earlier work, bounded (pinned memory's copies return at once and
+//!   skip this);
+//! * an allocation that finds the device out of memory, whose retry waits for the
+//!   streams of the scopes open on its thread (their frees may release what it needs);
+//! * a device's blocking calls (`upload_vec` and the like) once its housekeeping stream
+//!   waits for such a scope's stream (a `CudaSlice` of it converted with
+//!   `DeviceVec::from_cudarc`);
+//! * [`Stream::run_owned`](crate::Stream::run_owned), whose end is no synchronisation,
+//!   waits for its closure's collectives before it returns (only the thread that issued
+//!   them may abort their communicator).
+//!
+//! Such a wait's error is returned by the scope's end again: the abort drained the
+//! stream, but the collective did not complete. Data that crosses the bus every step
+//! belongs in a [`PinnedBuffer`](crate::PinnedBuffer) made once (a pageable copy waits
+//! for the stream's earlier work first): the `expert_parallel` example's
 //! step took 358-387 us with its 1 MiB of tokens and results pageable, 170-185 us
 //! pinned (two H200s, one process), and constant data is uploaded once.
 //!
