@@ -33,6 +33,7 @@ gpu_tests::test_main! {
         a_fork_on_an_urgent_stream_sums_beside_the_parents_kernels,
         a_scope_that_ran_a_collective_ends_after_its_last_download_lands,
         run_owned_with_a_collective_resolves_with_the_work_behind_it,
+        a_panic_in_run_owned_after_a_collective_propagates_once_it_completed,
     ],
 }
 
@@ -510,4 +511,37 @@ fn run_owned_with_a_collective_resolves_with_the_work_behind_it() -> TestResult 
     )?;
     ensure!(!comm.is_aborted(), "the communicator was aborted");
     Ok(())
+}
+
+/// The panic path of [`run_owned_with_a_collective_resolves_with_the_work_behind_it`]: the
+/// closure panics after its collective and a spin; the call waits for them (bounded) and
+/// then lets the panic go on, and the stream and a new communicator work afterwards.
+fn a_panic_in_run_owned_after_a_collective_propagates_once_it_completed() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let device = Device::new(0)?;
+    let stream = device.new_stream()?;
+    let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _future = stream.run_owned(comm, |s, comm| {
+            let mut x = s.upload(&[1u32; 1024])?;
+            s.all_reduce_in_place(comm, &mut x, Sum)?;
+            spin(s, load(20_000_000, 1_000_000) as u64)?;
+            panic!("a panic after a collective in run_owned (expected by this test)");
+            #[allow(unreachable_code)]
+            Ok::<_, Error>(())
+        });
+    }));
+    ensure!(panicked.is_err(), "the closure's panic did not propagate");
+    ensure!(
+        stream.is_idle()?,
+        "run_owned let the panic go on before the collective ended"
+    );
+    let again = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
+    let mut got = poisoned::<u32>(1024);
+    result_of(&stream, &mut got, |s| {
+        let mut x = s.upload(&[5u32; 1024])?;
+        s.all_reduce_in_place(&again, &mut x, Sum)?;
+        Ok(x)
+    })?;
+    check_eq("an all_reduce after the panic", &vec![5u32; 1024], &got)
 }

@@ -225,5 +225,6 @@ mod tests {
         assert!(!Some(()).lends_memory());
         assert!(!(None::<Shared>, (), None::<Exclusive>).lends_memory());
         assert!(!Some((None::<Shared>, ())).lends_memory());
+        assert!(!Some(None::<Exclusive>).lends_memory());
     }
 }
