@@ -1,12 +1,14 @@
 //! [`StreamWatch`]: work on a stream that may never finish by itself (an NCCL collective
 //! waits for its peers) and how to make it stop; [`Watches`], the watches of one scope
 //! and its forks, which bound every host wait for the scope's streams; and this thread's
-//! list of them, which bounds the out-of-memory retry's waits
-//! ([`wait_for_open_scopes`], `memory/pool.rs`).
+//! list of them, which bounds the waits that are no scope's own
+//! ([`wait_for_open_scopes`]): the out-of-memory retry's (`memory/pool.rs`) and the
+//! housekeeping stream's (`DeviceInner::sync_housekeeping`).
 //!
-//! Here, below `memory/`, because the retry waits for the streams of the scopes open on
-//! the thread that ran out of memory: a collective whose peer died, on one of them,
-//! would otherwise hold it forever.
+//! Here, in `device/`, because those waits are below `scope/`: the retry waits for the
+//! streams of the scopes open on the thread that ran out of memory, and the
+//! housekeeping stream may wait for one of them; a collective whose peer died, on one
+//! of them, would otherwise hold the thread forever.
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -133,8 +135,8 @@ impl Watches {
 /// synchronisation is then the wait, as it always was.
 ///
 /// For the out-of-memory retry, which waits for the streams of this thread's open
-/// scopes before it tries again: without this, a collective whose peer died, on one
-/// of them, would hold the allocation forever.
+/// scopes before it tries again, and the housekeeping stream's synchronisations: without
+/// this, a collective whose peer died, on one of those streams, would hold them forever.
 pub(crate) fn wait_for_open_scopes(done: impl FnMut() -> bool) -> Result<()> {
     let open: Vec<(Arc<Watches>, WatchList)> = OPEN
         .try_with(|open| {
