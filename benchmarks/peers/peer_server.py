@@ -15,7 +15,7 @@ Protocol (one line each way, UTF-8):
 
 Every figure is in the unit `bench` prints for the key (benchmarks/src/peers/mod.rs
 holds the list): ns per operation for host costs, GB/s for copies, GFLOP/s for SGEMM,
-us per call for all_reduce; the kernel keys (axpy, dot, transpose) are in
+us per call for all_reduce and per barrier; the kernel keys (axpy, dot, transpose) are in
 peer_kernels.py.
 Host times are `time.perf_counter_ns` around the same loop the Rust side times;
 copies and SGEMM include the synchronisation that makes their result usable, as ours
@@ -211,6 +211,15 @@ class Torch(Peer):
         torch.cuda.synchronize(self.dev)
         return (time.perf_counter_ns() - t) / 1e3 / ALL_REDUCE_CALLS
 
+    def barrier(self):
+        """OPS barriers of the process group of one rank: us per barrier."""
+        dist = self.process_group()
+        dist.barrier(device_ids=[self.dev.index])  # NCCL's first call, untimed
+        t = time.perf_counter_ns()
+        for _ in range(OPS):
+            dist.barrier(device_ids=[self.dev.index])
+        return (time.perf_counter_ns() - t) / 1e3 / OPS
+
     def graph_all_gathers(self):
         """GRAPH_REPLAYS replays of a CUDA graph of GRAPH_ALL_GATHERS out-of-place
         all_gathers (one rank: a copy each), each waited for: us of the replay calls,
@@ -381,6 +390,24 @@ class CuPy(Peer):
         self.sync()
         return (time.perf_counter_ns() - t) / 1e3 / ALL_REDUCE_CALLS
 
+    def barrier(self):
+        """What a CuPy program does for a barrier (CuPy has none): OPS one-element
+        allReduces, each with the stream synchronised: us per barrier."""
+        cupy = self.cupy
+        nccl, comm = self.communicator()
+        if "token" not in self.state:
+            with self.stream:
+                self.state["token"] = cupy.zeros(1, dtype=cupy.float32)
+        x = self.state["token"]
+        self.sync()
+        t = time.perf_counter_ns()
+        for _ in range(OPS):
+            comm.allReduce(
+                x.data.ptr, x.data.ptr, 1, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, self.stream.ptr
+            )
+            self.sync()
+        return (time.perf_counter_ns() - t) / 1e3 / OPS
+
     def graph_all_gathers(self):
         """As `Torch.graph_all_gathers`, with `allGather` captured on the stream."""
         cupy = self.cupy
@@ -430,6 +457,8 @@ def sample(peer, key):
         return peer.graph_all_gathers()
     if key.startswith("all_reduce_"):
         return peer.all_reduce(key)
+    if key == "barrier":
+        return peer.barrier()
     if key.startswith("kernel_"):
         return peer_kernels.sample(peer, key, globals())
     raise Absent(f"no measurement named {key!r}")

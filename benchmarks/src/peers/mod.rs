@@ -46,7 +46,7 @@ const fn peered(
 }
 
 /// Every measurement, in table order.
-const MEASUREMENTS: [Peered; 18] = [
+const MEASUREMENTS: [Peered; 19] = [
     peered(
         "launch",
         "launch a tiny kernel (fill one element), batches of 256",
@@ -164,6 +164,13 @@ const MEASUREMENTS: [Peered; 18] = [
         "transpose of 8192x8192 f32 into another matrix, 5 calls until done",
         "GB/s",
         Better::Higher,
+        true,
+    ),
+    peered(
+        "barrier",
+        "barrier, one rank: host time each (CuPy has none: allReduce of one f32, synchronised)",
+        "us",
+        Better::Lower,
         true,
     ),
     peered(

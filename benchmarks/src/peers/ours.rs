@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use stream_core::nccl::{Communicator, Sum};
+use stream_core::nccl::{Communicator, Sum, UniqueId};
 use stream_core::{scope, Device, DeviceVec, Error as CoreError, Graph, PinnedBuffer, Stream};
 
 use crate::env::MIB;
@@ -120,6 +120,8 @@ pub struct Ours<'a> {
     gemm: Option<Gemm>,
     kernel: Option<KernelData>,
     comm: Option<(Communicator, DeviceVec<f32>)>,
+    /// A communicator of one rank made with `join`, as one process per GPU makes it.
+    barrier_comm: Option<Communicator>,
     /// The buffers of the graph of all_gathers (input, output), until that graph is
     /// captured (at first use: it needs a communicator), then the communicator and the
     /// graph.
@@ -163,6 +165,7 @@ impl<'a> Ours<'a> {
             gemm: None,
             kernel: None,
             comm: None,
+            barrier_comm: None,
             gather_bufs: Some(gather_bufs),
             gather_graph: None,
         })
@@ -182,6 +185,7 @@ impl<'a> Ours<'a> {
             _ if key.starts_with("kernel_") => self.kernel(key),
             _ if key.starts_with("pinned_") || key.starts_with("pageable_") => self.copy(key),
             _ if key.starts_with("all_reduce_") => self.all_reduce(key),
+            "barrier" => self.barrier(),
             _ => Err(Error::msg(format!("peers: no measurement named {key:?}"))),
         }
     }
@@ -400,6 +404,22 @@ impl<'a> Ours<'a> {
             Ok::<_, CoreError>(())
         })?;
         Ok(bytes as f64 / t.elapsed().as_nanos() as f64)
+    }
+
+    /// `OPS` barriers of a one-rank communicator: host us per barrier.
+    fn barrier(&mut self) -> Result<f64> {
+        let comm = match &self.barrier_comm {
+            Some(comm) => comm,
+            None => {
+                self.barrier_comm
+                    .insert(Communicator::join(&self.dev, &UniqueId::new()?, 0, 1)?)
+            }
+        };
+        let t = Instant::now();
+        for _ in 0..OPS {
+            comm.barrier()?;
+        }
+        Ok(t.elapsed().as_nanos() as f64 / 1e3 / OPS as f64)
     }
 
     /// `ALL_REDUCE_CALLS` in-place sums of the key's size over a one-rank communicator
