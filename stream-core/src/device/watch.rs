@@ -198,4 +198,6 @@ fn poll(
 }
 
 #[cfg(test)]
+pub(crate) mod gate;
+#[cfg(test)]
 mod tests;

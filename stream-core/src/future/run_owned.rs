@@ -214,3 +214,6 @@ impl<O: Send + 'static, R, E> std::fmt::Debug for RunOwned<O, R, E> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -195,3 +195,6 @@ impl Outstanding {
         first
     }
 }
+
+#[cfg(test)]
+mod tests;

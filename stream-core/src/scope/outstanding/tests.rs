@@ -1,0 +1,88 @@
+//! The waits that are no scope's own, bounded by the watches of the scopes open on the
+//! thread, on one GPU: the scope's stream is stalled by a host function until a watch
+//! gives up and opens its gate (`device/watch/gate.rs`), as an NCCL abort ends a
+//! collective whose peer died. Unbounded, each wait would last the stall's 20 s.
+//! (With a real collective and two GPUs: `tests/test_nccl_hung.rs`.)
+//!
+//! Ignored without `--include-ignored`: they need a GPU.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::Watch;
+use crate::device::watch::gate::{Gate, OpensGate};
+use crate::device::Device;
+use crate::driver::event::RawEvent;
+use crate::error::{Error, Result};
+use crate::scope::scope;
+
+/// How long the watch lets a wait go on before it gives up.
+const GIVES_UP_AFTER: Duration = Duration::from_millis(200);
+/// What a bounded wait may take at most (the stall itself lasts 20 s).
+const BOUNDED: Duration = Duration::from_secs(5);
+
+fn is_timed_out<T>(result: &Result<T>) -> bool {
+    matches!(result, Err(Error::CollectiveTimedOut { .. }))
+}
+
+fn gate_watch(gate: &Gate) -> Watch {
+    Watch::new(Arc::new(OpensGate {
+        gate: gate.clone(),
+        after: GIVES_UP_AFTER,
+    }))
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn out_of_memory_behind_a_stalled_watched_stream_returns_the_watchs_error() -> Result<()> {
+    let device = Device::new(0)?;
+    let stream = device.new_stream()?;
+    let too_big = 2 * device.total_memory()?;
+    let gate = Gate::default();
+    let mut allocated = None;
+    let ended = scope(&stream, |s| {
+        s.outstanding.watch(&gate_watch(&gate));
+        gate.stall(&s.stream.raw)?;
+        let start = Instant::now();
+        let result = s.alloc::<u8>(too_big).map(drop);
+        allocated = Some((result, start.elapsed()));
+        Ok::<_, Error>(())
+    });
+    gate.open();
+    let (result, took) = allocated.expect("the scope ran its closure");
+    assert!(is_timed_out(&result), "the allocation returned {result:?}");
+    assert!(took < BOUNDED, "the allocation took {took:?}");
+    // The scope's end reports the watch's error again.
+    assert!(is_timed_out(&ended), "the scope ended with {ended:?}");
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn a_blocking_call_whose_housekeeping_stream_waits_behind_it_returns_the_watchs_error() -> Result<()>
+{
+    let device = Device::new(0)?;
+    let stream = device.new_stream()?;
+    let gate = Gate::default();
+    let mut uploaded = None;
+    let ended = scope(&stream, |s| {
+        s.outstanding.watch(&gate_watch(&gate));
+        gate.stall(&s.stream.raw)?;
+        // As a converted `CudaSlice` of this stream makes it (`interop/cudarc_slice.rs`).
+        let behind = RawEvent::new(&device.inner.context)?;
+        behind.record(&s.stream.raw)?;
+        device.inner.housekeeping.wait(&behind)?;
+        let start = Instant::now();
+        let result = device.upload_vec(&[1u32; 16]).map(drop);
+        uploaded = Some((result, start.elapsed()));
+        Ok::<_, Error>(())
+    });
+    gate.open();
+    let (result, took) = uploaded.expect("the scope ran its closure");
+    assert!(is_timed_out(&result), "upload_vec returned {result:?}");
+    assert!(took < BOUNDED, "upload_vec took {took:?}");
+    assert!(is_timed_out(&ended), "the scope ended with {ended:?}");
+    // The housekeeping stream went on once the gate opened.
+    assert_eq!(device.upload_vec(&[2u32; 16])?.len(), 16);
+    Ok(())
+}
