@@ -1,8 +1,11 @@
-//! The waits that are no scope's own, bounded by the watches of the scopes open on the
-//! thread, on one GPU: the scope's stream is stalled by a host function until a watch
-//! gives up and opens its gate (`device/watch/gate.rs`), as an NCCL abort ends a
-//! collective whose peer died. Unbounded, each wait would last the stall's 20 s.
-//! (With a real collective and two GPUs: `tests/test_nccl_hung.rs`.)
+//! The host waits behind a watched scope's stream, bounded, on one GPU: the scope's own
+//! (its end, on return and on unwind, a download's wait, a copy from pageable memory)
+//! and those that are no scope's own, bounded by the watches of the scopes open on the
+//! thread (the out-of-memory retry, the housekeeping stream). The scope's stream is
+//! stalled by a host function until a watch gives up and opens its gate
+//! (`device/watch/gate.rs`), as an NCCL abort ends a collective whose peer died.
+//! Unbounded, each wait would last the stall's 20 s. (With a real collective and two
+//! GPUs: `tests/test_nccl_hung.rs`.)
 //!
 //! Ignored without `--include-ignored`: they need a GPU.
 
@@ -84,5 +87,69 @@ fn a_blocking_call_whose_housekeeping_stream_waits_behind_it_returns_the_watchs_
     assert!(is_timed_out(&ended), "the scope ended with {ended:?}");
     // The housekeeping stream went on once the gate opened.
     assert_eq!(device.upload_vec(&[2u32; 16])?.len(), 16);
+    Ok(())
+}
+
+/// The scope's own waits, on one GPU (the two-GPU originals: `test_nccl_hung`): its end,
+/// a download's `Pending::wait`, and a copy from pageable memory, each behind the stall.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn the_scopes_own_waits_behind_a_stalled_watched_stream_return_the_watchs_error() -> Result<()> {
+    let device = Device::new(0)?;
+    let stream = device.new_stream()?;
+    let mut pinned = device.alloc_pinned::<u32>(1024)?;
+    let pageable = vec![3u32; 1024];
+    for wait in ["end", "pending_wait", "pageable_upload"] {
+        let gate = Gate::default();
+        let start = Instant::now();
+        let mut inner = None;
+        let ended = scope(&stream, |s| {
+            let x = s.upload(&[7u32; 1024])?;
+            let mut y = s.alloc::<u32>(1024)?;
+            s.outstanding.watch(&gate_watch(&gate));
+            gate.stall(&s.stream.raw)?;
+            inner = match wait {
+                "pending_wait" => Some(s.copy_to_host(&x, &mut pinned[..])?.wait().map(drop)),
+                "pageable_upload" => Some(s.copy_to_device(&pageable, &mut y)),
+                _ => None,
+            };
+            Ok::<_, Error>(())
+        });
+        let took = start.elapsed();
+        gate.open();
+        if let Some(inner) = &inner {
+            assert!(is_timed_out(inner), "{wait}: the wait returned {inner:?}");
+        }
+        assert!(
+            is_timed_out(&ended),
+            "{wait}: the scope ended with {ended:?}"
+        );
+        assert!(took < BOUNDED, "{wait}: the scope took {took:?}");
+    }
+    Ok(())
+}
+
+/// A scope unwinding from a panic behind the stall: its end is bounded as on return, so
+/// the panic reaches `catch_unwind` within the bound.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn a_scope_unwinding_behind_a_stalled_watched_stream_is_bounded_too() -> Result<()> {
+    let device = Device::new(0)?;
+    let stream = device.new_stream()?;
+    let gate = Gate::default();
+    let start = Instant::now();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = scope(&stream, |s| {
+            s.outstanding.watch(&gate_watch(&gate));
+            gate.stall(&s.stream.raw)?;
+            panic!("a panic behind the stall (expected by this test)");
+            #[allow(unreachable_code)]
+            Ok::<_, Error>(())
+        });
+    }));
+    let took = start.elapsed();
+    gate.open();
+    assert!(unwound.is_err(), "the panic did not propagate");
+    assert!(took < BOUNDED, "the unwinding scope took {took:?}");
     Ok(())
 }
