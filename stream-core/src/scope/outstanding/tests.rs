@@ -90,6 +90,45 @@ fn a_blocking_call_whose_housekeeping_stream_waits_behind_it_returns_the_watchs_
     Ok(())
 }
 
+/// A scope nested in a watched one, on a stream of its own and with no watch: its
+/// allocation's retry waits for the outer scope's stalled stream (an open scope of this
+/// thread with memory of its own), bounded by the outer scope's watch, which keeps the
+/// error for the outer scope's end.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn a_nested_scopes_retry_is_bounded_by_the_outer_scopes_watch() -> Result<()> {
+    let device = Device::new(0)?;
+    let (outer_stream, inner_stream) = (device.new_stream()?, device.new_stream()?);
+    let too_big = 2 * device.total_memory()?;
+    let gate = Gate::default();
+    let mut allocated = None;
+    let ended = scope(&outer_stream, |outer| {
+        let _mine = outer.alloc::<u32>(1024)?; // lists the outer scope among the open ones
+        outer.outstanding.watch(&gate_watch(&gate));
+        gate.stall(&outer.stream.raw)?;
+        let inner_ended = scope(&inner_stream, |inner| {
+            let start = Instant::now();
+            let result = inner.alloc::<u8>(too_big).map(drop);
+            allocated = Some((result, start.elapsed()));
+            Ok::<_, Error>(())
+        });
+        assert!(
+            inner_ended.is_ok(),
+            "the inner scope ended with {inner_ended:?}"
+        );
+        Ok::<_, Error>(())
+    });
+    gate.open();
+    let (result, took) = allocated.expect("the inner scope ran its closure");
+    assert!(
+        is_timed_out(&result),
+        "the inner allocation returned {result:?}"
+    );
+    assert!(took < BOUNDED, "the inner allocation took {took:?}");
+    assert!(is_timed_out(&ended), "the outer scope ended with {ended:?}");
+    Ok(())
+}
+
 /// The scope's own waits, on one GPU (the two-GPU originals: `test_nccl_hung`): its end,
 /// a download's `Pending::wait`, and a copy from pageable memory, each behind the stall.
 #[test]
