@@ -86,12 +86,16 @@ impl Watches {
     /// Polls `done` until it is `true` or a watch gives up (its error, which is also
     /// kept: see [`gave_up`](Self::gave_up)).
     pub(crate) fn poll(&self, done: impl FnMut() -> bool) -> Result<()> {
-        let list = self
-            .list
+        let list = self.list();
+        poll(done, |waited| self.check(&list, waited))
+    }
+
+    /// The watches now, outside the lock for the wait.
+    fn list(&self) -> WatchList {
+        self.list
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        poll(done, |waited| self.check(&list, waited))
+            .clone()
     }
 
     /// Asks each of `list` (this set's) after `waited`; the first that gives up is kept.
@@ -144,11 +148,7 @@ pub(crate) fn wait_for_open_scopes(done: impl FnMut() -> bool) -> Result<()> {
                 .iter()
                 .filter_map(Weak::upgrade)
                 .map(|set| {
-                    let list = set
-                        .list
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .clone();
+                    let list = set.list();
                     (set, list)
                 })
                 .filter(|(_, list)| !list.is_empty())

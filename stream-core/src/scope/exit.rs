@@ -68,13 +68,8 @@ impl<'a> ScopeExit<'a> {
     #[inline(never)]
     fn finish_watched(self) -> Result<()> {
         let waited = self.outstanding.wait_watched(self.stream);
-        // The first error a watch gave up with in this scope, during a wait inside it or
-        // just now: the one reported, whatever the stream's state says now; else a
-        // watch's verdict on work that completed (ranks that disagreed).
-        let first = self.outstanding.gave_up().or_else(|| match waited {
-            Ok(_) => self.outstanding.verdict(),
-            Err(_) => None,
-        });
+        // The one reported, whatever the stream's state says now.
+        let first = self.outstanding.first_error(&waited);
         if let Some(first) = first {
             let _ = match waited {
                 Ok(true) => self.finish_idle(),

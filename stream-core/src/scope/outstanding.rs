@@ -125,14 +125,22 @@ impl Outstanding {
             return Ok(());
         }
         let waited = self.wait_watched(stream);
-        let first = self.gave_up().or_else(|| match waited {
-            Ok(_) => self.verdict(),
-            Err(_) => None,
-        });
-        match first {
+        match self.first_error(&waited) {
             Some(e) => Err(e),
             None => waited.map(drop),
         }
+    }
+
+    /// What a scope's end reports after `waited` ([`wait_watched`](Self::wait_watched)'s
+    /// result), before the stream's own state: the first error a watch gave up with in
+    /// this scope (during a wait inside it or just now), else, once the work completed, a
+    /// watch's verdict on it (ranks that disagreed).
+    #[cold]
+    pub(crate) fn first_error(&self, waited: &Result<bool>) -> Option<Error> {
+        self.gave_up().or_else(|| match waited {
+            Ok(_) => self.verdict(),
+            Err(_) => None,
+        })
     }
 
     /// Before a host wait for work of this scope's stream that a watched collective may
