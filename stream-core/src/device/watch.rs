@@ -2,8 +2,10 @@
 //! waits for its peers) and how to make it stop; [`Watches`], the watches of one scope
 //! and its forks, which bound every host wait for the scope's streams; and this thread's
 //! list of them, which bounds the waits that are no scope's own
-//! ([`wait_for_open_scopes`]): the out-of-memory retry's (`memory/pool.rs`) and the
-//! housekeeping stream's (`DeviceInner::sync_housekeeping`).
+//! ([`wait_for_open_scopes`]): the out-of-memory retry's (`memory/pool.rs`), the
+//! housekeeping stream's (`DeviceInner::sync_housekeeping`), and those before a call
+//! that waits for the whole device (`DeviceInner::bound_device_wide_wait`: a
+//! `ManagedVec`'s drop, `Device::trim_pinned_memory`).
 //!
 //! Here, in `device/`, because those waits are below `scope/`: the retry waits for the
 //! streams of the scopes open on the thread that ran out of memory, and the
@@ -162,6 +164,19 @@ pub(crate) fn wait_for_open_scopes(done: impl FnMut() -> bool) -> Result<()> {
         open.iter()
             .try_for_each(|(set, list)| set.check(list, waited))
     })
+}
+
+/// `true` while a scope open on this thread has issued a collective (its watches
+/// bound [`wait_for_open_scopes`]): what a call that waits for the whole device asks
+/// before it lists the streams to wait for (`DeviceInner::bound_device_wide_wait`).
+pub(crate) fn any_watched_scope_open() -> bool {
+    OPEN.try_with(|open| {
+        open.borrow()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .any(|set| !set.list().is_empty())
+    })
+    .unwrap_or(false)
 }
 
 /// Polls `done` until it is `true`, asking `check` every [`CHECK_EVERY`] whether to go

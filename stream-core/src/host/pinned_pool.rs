@@ -494,7 +494,11 @@ impl Device {
     /// other threads' driver calls meanwhile (measured on an H200: a one-second kernel
     /// on another thread's stream). It is the one call of this library that waits for
     /// the device; dropping the last handle of a `Device` frees its pool the same way.
-    /// Call it between phases of a program, not while other work runs.
+    /// Call it between phases of a program, not while other work runs. Called inside a
+    /// scope that has issued an NCCL collective, it waits for that scope's streams within
+    /// the communicator's timeout first: behind a collective whose peer died, it returns
+    /// [`Error::CollectiveTimedOut`](crate::Error::CollectiveTimedOut) (the communicator
+    /// aborted, the memory freed all the same), which the scope's end returns again.
     ///
     /// ```no_run
     /// # fn main() -> stream_core::Result<()> {
@@ -506,7 +510,11 @@ impl Device {
     /// ```
     pub fn trim_pinned_memory(&self, keep_bytes: usize) -> Result<usize> {
         let _bound = self.inner.bind()?;
-        Ok(PinnedPool::of(&self.inner).release_cached(true, keep_bytes))
+        // `cuMemFreeHost` waits for the whole device: for a collective whose peer died,
+        // on the stream of a scope open on this thread, within that scope's bounds.
+        let bounded = self.inner.bound_device_wide_wait();
+        let freed = PinnedPool::of(&self.inner).release_cached(true, keep_bytes);
+        bounded.map(|()| freed)
     }
 }
 

@@ -72,7 +72,11 @@ use crate::memory::DeviceRepr;
 /// synchronization" for memory that is not from the stream-ordered allocator: it may
 /// wait until the **whole device** is idle. Nothing else in this crate does; drop
 /// managed vectors outside the loops whose overlap matters. (No scope can be using it
-/// then: attaching borrows it until the scope has synchronised.)
+/// then: attaching borrows it until the scope has synchronised.) Dropped inside a scope
+/// that has issued an NCCL collective, it waits for that scope's streams within the
+/// communicator's timeout first: behind a collective whose peer died, the communicator
+/// is aborted after the timeout (ending the collective, so the free can go on), and the
+/// scope's end returns [`Error::CollectiveTimedOut`](crate::Error::CollectiveTimedOut).
 pub struct ManagedVec<T: DeviceRepr> {
     /// `None` for zero bytes.
     pub(super) allocation: Option<ManagedAllocation>,
@@ -355,6 +359,10 @@ impl<T: DeviceRepr> Drop for ManagedVec<T> {
                 // An attachment to the host that failed part-way may still be queued.
                 let _ = inner.sync_housekeeping();
             }
+            // `cuMemFree` waits for the whole device: for a collective whose peer died,
+            // on the stream of a scope open on this thread, within that scope's bounds
+            // (the scope's end reports the error).
+            let _ = inner.bound_device_wide_wait();
             // No scope holds the vec (attaching borrows it until the scope's final
             // synchronisation, or its fork's join into a synchronised stream), so every
             // prefetch, attachment, copy or kernel that used it has completed, or

@@ -29,7 +29,7 @@ use std::cell::RefCell;
 
 use cudarc::driver::sys;
 
-use crate::device::watch::wait_for_open_scopes;
+use crate::device::watch::{any_watched_scope_open, wait_for_open_scopes};
 use crate::device::{Device, DeviceInner};
 use crate::driver::device::DeviceId;
 use crate::driver::pool::{MemPool, StreamOrdered, U64Attribute};
@@ -106,8 +106,9 @@ fn stats(pool: MemPool) -> Result<DeviceMemoryStats> {
 }
 
 thread_local! {
-    /// The streams of the scopes (forks included) open on this thread, innermost last,
-    /// each with its device. Every `Device` handle of one GPU shares that GPU's primary
+    /// The streams of the scopes (forks included) open on this thread that got memory
+    /// they free on their stream or issued a collective, innermost last, each with its
+    /// device. Every `Device` handle of one GPU shares that GPU's primary
     /// context and default pool, so the device is the driver's `CUdevice`, not the
     /// handle.
     static OPEN_SCOPES: RefCell<Vec<(DeviceId, sys::CUstream)>> = const { RefCell::new(Vec::new()) };
@@ -247,17 +248,7 @@ impl DeviceInner {
             Err(e) if is_out_of_memory(&e) => {}
             Err(e) => return Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }
-        for pending in OpenScope::pending_free_streams(self, stream.raw()) {
-            // SAFETY: every handle is a live stream of this device: `stream` (borrowed),
-            // the housekeeping stream (alive as long as `self`), or the stream of a scope
-            // open on this thread, which is registered only while that scope borrows it
-            // (`LazyOpenScope::note_frees`'s contract); the handle lives in this loop.
-            let pending = unsafe { BorrowedStream::new(&self.context, pending) };
-            // A collective on it whose peer died would hold this wait forever: bounded as
-            // the scopes' own waits are, and its error is the allocation's.
-            wait_for_open_scopes(|| pending.is_idle())?;
-            pending.synchronize()?;
-        }
+        self.wait_for_streams(OpenScope::pending_free_streams(self, stream.raw()), true)?;
         self.pool.trim_to(0)?;
         match self.pool.alloc(bytes, stream) {
             Ok(allocation) => Ok(allocation),
@@ -278,6 +269,43 @@ impl DeviceInner {
             }
             Err(e) => Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }
+    }
+
+    /// Before a call that waits for the whole device (`cuMemFree` of managed memory,
+    /// `cuMemFreeHost`): polls the streams of this thread's open scopes on this device,
+    /// and the housekeeping stream, until they are idle, within the bounds of those
+    /// scopes' watches (`device/watch.rs`). A collective whose peer died, on one of them,
+    /// would otherwise hold the device-wide wait forever: the watch's error is returned
+    /// (the communicator aborted, so the wait that follows ends), and the scope's end
+    /// reports it again. Without a watched scope open on this thread, returns at once;
+    /// the device-wide call is then the wait, as it always was.
+    pub(crate) fn bound_device_wide_wait(&self) -> Result<()> {
+        if !any_watched_scope_open() {
+            return Ok(());
+        }
+        let housekeeping = self.housekeeping.raw();
+        self.wait_for_streams(OpenScope::pending_free_streams(self, housekeeping), false)
+    }
+
+    /// Waits for each of `streams` (the caller's, this device's housekeeping stream and
+    /// the streams of this thread's open scopes on it), bounded by this thread's watched
+    /// scopes, and then synchronises it when `synchronize`.
+    fn wait_for_streams(&self, streams: Vec<sys::CUstream>, synchronize: bool) -> Result<()> {
+        for pending in streams {
+            // SAFETY: every handle is a live stream of this device: the caller's
+            // (borrowed for this call), the housekeeping stream (alive as long as
+            // `self`), or the stream of a scope open on this thread, which is registered
+            // only while that scope borrows it (`LazyOpenScope::note_frees`'s contract);
+            // the handle lives in this loop.
+            let pending = unsafe { BorrowedStream::new(&self.context, pending) };
+            // A collective on it whose peer died would hold this wait forever: bounded as
+            // the scopes' own waits are, and its error is the caller's.
+            wait_for_open_scopes(|| pending.is_idle())?;
+            if synchronize {
+                pending.synchronize()?;
+            }
+        }
+        Ok(())
     }
 }
 

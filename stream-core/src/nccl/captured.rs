@@ -277,7 +277,7 @@ impl<'s, 'env> Scope<'s, 'env> {
                 agreed.iter().for_each(|c| c.strand());
                 return Err(e);
             }
-            self.outstanding.watch(comm.watch());
+            self.watch_collective(comm.watch());
             agreed.push(comm);
         }
         Ok(agreed)

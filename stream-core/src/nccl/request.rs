@@ -150,7 +150,7 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
             self_pairs::pair(comm.key(), half, count * size_of::<T>())?;
         }
     }
-    s.outstanding.watch(comm.watch());
+    s.watch_collective(comm.watch());
     // Inside a group NCCL enqueues only at the group's end: nothing to time here. The
     // enqueue sits between the trace's halves, not in a closure, so that it is inlined
     // and folds to this collective's one NCCL call.

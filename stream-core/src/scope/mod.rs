@@ -284,6 +284,17 @@ impl<'s, 'env> Scope<'s, 'env> {
         };
     }
 
+    /// Notes a collective issued on this scope's stream through the communicator that
+    /// `watch` watches: from now on the scope's waits are bounded by it, and the stream
+    /// is listed among the thread's open scopes (once), so that the thread's waits that
+    /// are no scope's own (an out-of-memory retry, a call that waits for the whole
+    /// device: `device/watch.rs`) poll it within the same bounds.
+    #[inline]
+    pub(crate) fn watch_collective(&self, watch: &Watch) {
+        self.note_frees();
+        self.outstanding.watch(watch);
+    }
+
     /// The stream this scope issues work on.
     pub fn stream(&self) -> &'env Stream {
         self.stream

@@ -1,9 +1,10 @@
 //! The host waits behind a watched scope's stream, bounded, on one GPU: the scope's own
 //! (its end, on return and on unwind, a download's wait, a copy from pageable memory)
 //! and those that are no scope's own, bounded by the watches of the scopes open on the
-//! thread (the out-of-memory retry, the housekeeping stream). The scope's stream is
-//! stalled by a host function until a watch gives up and opens its gate
-//! (`device/watch/gate.rs`), as an NCCL abort ends a collective whose peer died.
+//! thread (the out-of-memory retry, the housekeeping stream, the calls that wait for
+//! the whole device). The scope's stream is stalled by a host function until a watch
+//! gives up and opens its gate (`device/watch/gate.rs`), as an NCCL abort ends a
+//! collective whose peer died.
 //! Unbounded, each wait would last the stall's 20 s. (With a real collective and two
 //! GPUs: `tests/test_nccl_hung.rs`.)
 //!
@@ -190,5 +191,62 @@ fn a_scope_unwinding_behind_a_stalled_watched_stream_is_bounded_too() -> Result<
     gate.open();
     assert!(unwound.is_err(), "the panic did not propagate");
     assert!(took < BOUNDED, "the unwinding scope took {took:?}");
+    Ok(())
+}
+
+/// The calls that wait for the whole device, inside a scope whose collective's peer
+/// died: a `ManagedVec`'s drop (`cuMemFree`) and `Device::trim_pinned_memory`
+/// (`cuMemFreeHost`) wait for the scope's stream within its watch's bounds first, so the
+/// watch's abort lets them go on; the scope's end reports the watch's error.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn a_managed_vecs_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<()> {
+    let device = Device::new(0)?;
+    let stream = device.new_stream()?;
+    let managed = device.alloc_managed::<u32>(1024)?;
+    let gate = Gate::default();
+    let mut dropped = None;
+    let ended = scope(&stream, |s| {
+        s.watch_collective(&gate_watch(&gate));
+        gate.stall(&s.stream.raw)?;
+        let start = Instant::now();
+        drop(managed);
+        dropped = Some(start.elapsed());
+        Ok::<_, Error>(())
+    });
+    gate.open();
+    let took = dropped.expect("the scope ran its closure");
+    assert!(took < BOUNDED, "the drop took {took:?}");
+    assert!(is_timed_out(&ended), "the scope ended with {ended:?}");
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn trimming_pinned_memory_behind_a_stalled_watched_stream_returns_the_watchs_error() -> Result<()> {
+    let device = Device::new(0)?;
+    let stream = device.new_stream()?;
+    drop(device.alloc_pinned::<u32>(1 << 20)?); // 4 MiB cached by the pinned pool
+    assert!(device.pinned_memory_stats().cached_bytes > 0);
+    let gate = Gate::default();
+    let mut trimmed = None;
+    let ended = scope(&stream, |s| {
+        s.watch_collective(&gate_watch(&gate));
+        gate.stall(&s.stream.raw)?;
+        let start = Instant::now();
+        let result = device.trim_pinned_memory(0).map(drop);
+        trimmed = Some((result, start.elapsed()));
+        Ok::<_, Error>(())
+    });
+    gate.open();
+    let (result, took) = trimmed.expect("the scope ran its closure");
+    assert!(
+        is_timed_out(&result),
+        "trim_pinned_memory returned {result:?}"
+    );
+    assert!(took < BOUNDED, "trim_pinned_memory took {took:?}");
+    assert!(is_timed_out(&ended), "the scope ended with {ended:?}");
+    // Freed all the same, once the stream had gone on.
+    assert_eq!(device.pinned_memory_stats().cached_bytes, 0);
     Ok(())
 }
