@@ -75,10 +75,17 @@ fn barriers_that_cannot_be_kept_are_refused() -> TestResult {
     let _one_at_a_time = exclusive();
     let device = Device::new(0)?;
     let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
+    let in_use = device.memory_stats()?.in_use_bytes;
     let err = nccl::group(|_| comm.barrier()).unwrap_err();
     ensure!(
         matches!(err, Error::NcclGroup { .. }),
         "a barrier inside a group: {err}"
+    );
+    // Refused before the barrier's token (device memory it keeps) was made.
+    let after = device.memory_stats()?.in_use_bytes;
+    ensure!(
+        after == in_use,
+        "a refused barrier left {after} bytes in use, not {in_use}"
     );
     comm.barrier()?;
     if rank_count()? > 1 {

@@ -6,6 +6,7 @@
 use std::sync::PoisonError;
 
 use super::communicator::BarrierParts;
+use super::request::refuse_own_collective;
 use super::{Communicator, Sum};
 use crate::error::Result;
 use crate::scope::scope;
@@ -41,6 +42,9 @@ impl Communicator {
     /// # Ok(()) }
     /// ```
     pub fn barrier(&self) -> Result<()> {
+        // Refused before its stream and token are made, which a refused first barrier
+        // would otherwise keep for nothing (the scope's collective refuses again below).
+        refuse_own_collective(self)?;
         let mut parts = self.barrier.lock().unwrap_or_else(PoisonError::into_inner);
         let BarrierParts { stream, token } = match &mut *parts {
             Some(parts) => parts,
