@@ -75,9 +75,10 @@ fn a_collective_that_never_completes_times_out_instead_of_hanging() -> TestResul
 /// In a child, with two GPUs, for each host wait a scope can make behind its
 /// collective: rank 0's all_reduce, which rank 1 never joins, then the wait; the wait
 /// itself returns `CollectiveTimedOut` after the 1 s timeout, and so does the scope's
-/// end after it. Then a `run_owned` future over such an all_reduce resolves to it too,
-/// and a blocking call whose housekeeping stream waits behind it (a converted
-/// `CudaSlice`) returns it.
+/// end after it (among them `trim_pinned_memory`, which waits for the whole device).
+/// Then a `run_owned` future over such an all_reduce resolves to it too, a blocking call
+/// whose housekeeping stream waits behind it (a converted `CudaSlice`) returns it, and a
+/// `ManagedVec`'s drop behind it (`cuMemFree`, which waits for the whole device) ends.
 fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
     let _one_at_a_time = exclusive();
     let out = run_self(
@@ -103,6 +104,12 @@ fn host_waits_behind_a_hung_collective_time_out_too() -> TestResult {
     ensure!(
         (0.9..30.0).contains(&waited),
         "upload_vec behind the cudarc slice returned after {waited} s; the timeout was 1 s.\n{out}"
+    );
+    out.expect("managed_drop_scope", "CollectiveTimedOut")?;
+    let waited: f64 = out.value("managed_drop_s")?.parse()?;
+    ensure!(
+        (0.9..30.0).contains(&waited),
+        "a ManagedVec's drop behind the collective took {waited} s; the timeout was 1 s.\n{out}"
     );
     out.expect("run_owned", "CollectiveTimedOut")?;
     let waited: f64 = out.value("run_owned_s")?.parse()?;
@@ -268,12 +275,13 @@ fn hung_child() -> TestResult {
 }
 
 /// The host waits [`host_waits_child`] makes behind a hung collective.
-const HOST_WAITS: [&str; 5] = [
+const HOST_WAITS: [&str; 6] = [
     "pinned_download_wait",
     "small_pageable_download",
     "staged_download_wait",
     "staged_upload",
     "out_of_memory_retry",
+    "trim_pinned_memory",
 ];
 
 /// Elements of the staged copies: 64 MiB, past the staging threshold.
@@ -288,6 +296,7 @@ fn host_waits_child() -> TestResult {
     let mut small = vec![0u32; 1024];
     let mut big = vec![0u32; STAGED];
     let big_source = vec![3u32; STAGED];
+    drop(d0.alloc_pinned::<u8>(1 << 20)?); // a block cached for `trim_pinned_memory` to free
     for wait in HOST_WAITS {
         let ranks = warm_up(two_ranks(&d0, &d1)?, (&d0, &d1))?;
         ranks.0.set_timeout(Duration::from_secs(1));
@@ -330,7 +339,31 @@ fn host_waits_child() -> TestResult {
     println!("run_owned_s = {:.3}", start.elapsed().as_secs_f64());
     ranks.1.abort();
     cudarc_slice_behind_a_hung_collective(&d0, &d1)?;
+    managed_drop_behind_a_hung_collective(&d0, &d1, &stream)?;
     print_whether_the_device_still_works(&stream)
+}
+
+/// A `ManagedVec` dropped behind the scope's hung collective: `cuMemFree` waits for the
+/// whole device, so the drop first waits for the scope's stream, bounded by its watch
+/// (`DeviceInner::bound_device_wide_wait`); the scope's end reports the timeout.
+fn managed_drop_behind_a_hung_collective(d0: &Device, d1: &Device, stream: &Stream) -> TestResult {
+    let ranks = warm_up(two_ranks(d0, d1)?, (d0, d1))?;
+    ranks.0.set_timeout(Duration::from_secs(1));
+    let managed = d0.alloc_managed::<u32>(1024)?;
+    let mut took = None;
+    let ended = scope(stream, |s| {
+        let mut x = s.upload(&[7u32; 1024])?;
+        s.all_reduce_in_place(&ranks.0, &mut x, Sum)?;
+        let start = Instant::now();
+        drop(managed);
+        took = Some(start.elapsed());
+        Ok::<_, Error>(())
+    });
+    let took = took.ok_or("the scope did not run its closure")?;
+    println!("managed_drop_s = {:.3}", took.as_secs_f64());
+    println!("managed_drop_scope = {}", variant_or_ok(&ended));
+    ranks.1.abort();
+    Ok(())
 }
 
 /// A blocking call on the device's housekeeping stream (`upload_vec`) after a `CudaSlice`
@@ -384,6 +417,8 @@ fn host_wait<'s, 'env>(
         "small_pageable_download" => s.copy_to_host(x, small)?.wait().map(drop),
         "staged_download_wait" => s.copy_to_host(y, big)?.wait().map(drop),
         "staged_upload" => s.copy_to_device(big_source, y),
+        // `cuMemFreeHost` waits for the whole device: the scope's stream first, bounded.
+        "trim_pinned_memory" => s.device().trim_pinned_memory(0).map(drop),
         // Twice the card: out of memory, the retry waits for the scope's stream.
         _ => {
             let too_big = 2 * Device::new(0)?.total_memory()?;
