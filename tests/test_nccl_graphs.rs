@@ -18,7 +18,7 @@
 //! other communicators and a peer that never replays: `test_nccl_graph_ranks`.
 
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gpu_tests::nccl_graph_step::{capture_doubling, capture_step, replay_chain, replay_round, LEN};
 use gpu_tests::nccl_ranks::{error_variant, exclusive};
@@ -40,6 +40,7 @@ gpu_tests::test_main! {
         a_group_records_paired_sends_and_receives_into_a_capture,
         a_group_refuses_one_communicator_through_two_targets,
         an_all_reduce_on_an_urgent_branch_runs_at_every_replay,
+        the_threads_bounded_waits_inside_a_capture_leave_the_capture_alone,
     ],
 }
 
@@ -486,4 +487,53 @@ fn an_all_reduce_on_an_urgent_branch_runs_at_every_replay() -> TestResult {
         )?;
     }
     Ok(())
+}
+
+/// Inside a capture that allocated and recorded a collective, the thread's waits that are
+/// no scope's own leave the capture's stream alone (nothing of it runs before a replay,
+/// and a query of it would end the capture): a `ManagedVec`'s drop and
+/// `trim_pinned_memory` (which wait for the whole device) and an outer scope's allocation
+/// that runs out of memory return at once, the communicator is not aborted, and the
+/// graph replays. Before captures were kept off the thread's list, each polled the
+/// capturing stream until the communicator's timeout (2 s here) and aborted it.
+fn the_threads_bounded_waits_inside_a_capture_leave_the_capture_alone() -> TestResult {
+    let (_one_at_a_time, dev, stream, comm) = one_rank()?;
+    comm.set_timeout(Duration::from_secs(2));
+    let managed = dev.alloc_managed::<u32>(1024)?;
+    let too_big = 2 * dev.total_memory()?;
+    let held = (dev.alloc_pinned::<f32>(64)?, dev.alloc_pinned::<f32>(64)?);
+    let outer = dev.new_stream()?;
+    let mut waits = None;
+    let mut graph = scope(&outer, |s| {
+        let (graph, ()) = dev.capture(held, |g, (x_host, mut y_host)| {
+            let mut y = g.upload(&x_host)?;
+            let _scratch = g.alloc::<u32>(64)?;
+            g.all_reduce_in_place(&comm, &mut y, Sum)?;
+            let start = Instant::now();
+            drop(managed);
+            let trimmed = dev.trim_pinned_memory(0).map(drop);
+            let allocated = s.alloc::<u8>(too_big).map(drop);
+            waits = Some((start.elapsed(), trimmed, allocated));
+            g.copy_to_host(&y, &mut y_host)?;
+            Ok::<_, Error>(())
+        })?;
+        Ok::<_, Error>(graph)
+    })?;
+    let (took, trimmed, allocated) = waits.ok_or("the capture did not run its closure")?;
+    ensure!(took < Duration::from_secs(1), "the waits took {took:?}");
+    ensure!(trimmed.is_ok(), "trim_pinned_memory returned {trimmed:?}");
+    ensure!(
+        matches!(allocated, Err(Error::OutOfMemory(_))),
+        "the outer scope's allocation of twice the card returned {allocated:?}"
+    );
+    ensure!(!comm.is_aborted(), "the communicator was aborted");
+    graph.held_mut().0.fill(2.5);
+    scope(&stream, |s| {
+        s.replay_with(&mut graph, &[&comm])?.wait().map(drop)
+    })?;
+    check_eq(
+        "the replayed all_reduce",
+        graph.held().1,
+        &vec![2.5f32; 64],
+    )
 }

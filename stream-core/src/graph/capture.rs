@@ -477,7 +477,7 @@ impl<'g> Capture<'g> {
             // capture, in the caller's frame, on this thread. No host memory is borrowed
             // through it: `Capture` offers none of the scope's host copies, so no staged
             // download is ever listed in `no_downloads`.
-            scope: unsafe { Scope::branded(stream, &state.no_downloads) },
+            scope: unsafe { Scope::branded(stream, &state.no_downloads) }.in_capture(),
             state,
             last_kernel: AtomicUsize::new(NO_KERNEL),
         })

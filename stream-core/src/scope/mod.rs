@@ -79,8 +79,11 @@ pub struct Scope<'s, 'env: 's> {
     /// wait for (forks share their parent's list).
     pub(crate) outstanding: &'s Outstanding,
     /// Lists the stream among this thread's open scopes from the scope's first
-    /// allocation until it ends, for the out-of-memory recovery of allocations.
+    /// allocation or collective until it ends, for the out-of-memory recovery of
+    /// allocations and the thread's bounded waits.
     pub(crate) open: LazyOpenScope,
+    /// `true` for a graph capture's scope ([`in_capture`](Self::in_capture)).
+    in_capture: bool,
     /// The event of this scope's last fork, kept for its next one (see
     /// [`KeptForkEvent`]).
     fork_event: KeptForkEvent,
@@ -238,6 +241,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             // everything borrowed for `'env` outlives every use of it).
             token: unsafe { ScopeToken::new(stream) },
             open: LazyOpenScope::default(),
+            in_capture: false,
             fork_event: KeptForkEvent::default(),
             reach: AtomicU64::new(0),
             trace: OnceLock::new(),
@@ -270,10 +274,24 @@ impl<'s, 'env> Scope<'s, 'env> {
         }
     }
 
+    /// Marks this scope as a graph capture's: nothing it records runs before a replay,
+    /// so it is never listed among the thread's open scopes and registers no watch. The
+    /// thread's waits have nothing of it to wait for (its frees and collectives run at
+    /// the replays, in the replaying scope), and a query or synchronisation of its
+    /// capturing stream would be refused, and would end the capture.
+    pub(crate) fn in_capture(mut self) -> Self {
+        self.in_capture = true;
+        self
+    }
+
     /// Lists this scope's stream among the thread's open scopes (once), before the scope
     /// gets memory that it frees on its stream: what an out-of-memory retry waits for.
+    /// Not a capture's (see [`in_capture`](Self::in_capture)).
     #[inline]
     pub(crate) fn note_frees(&self) {
+        if self.in_capture {
+            return;
+        }
         // SAFETY: the scope borrows its stream for `'env`, longer than it lives, stays in
         // its creator's frame on this thread (`branded`'s contract), and
         // always passes its own stream, so the entry is dropped, on this thread, with the
@@ -291,6 +309,11 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// device: `device/watch.rs`) poll it within the same bounds.
     #[inline]
     pub(crate) fn watch_collective(&self, watch: &Watch) {
+        if self.in_capture {
+            // Recorded, not run: the replaying scope registers the watch
+            // (`Scope::replay_with`).
+            return;
+        }
         self.note_frees();
         self.outstanding.watch(watch);
     }
