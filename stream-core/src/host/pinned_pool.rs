@@ -46,6 +46,7 @@ use crate::driver::event::RawEvent;
 use crate::driver::pinned::PinnedAllocation;
 use crate::driver::stream::RawStream;
 use crate::error::{Error, Result};
+use crate::memory::bound_wait_before_device_release;
 
 /// The smallest block: one page.
 const SMALLEST_LOG2: u32 = 12;
@@ -521,8 +522,13 @@ impl Device {
 impl Drop for PinnedPool {
     /// The device is being dropped (the pool is its extension): free every cached block,
     /// waiting for pending ones first. Blocks still held by buffers cannot exist (each
-    /// buffer holds the device).
+    /// buffer holds the device). `cuMemFreeHost` waits for the whole GPU: a collective
+    /// whose peer died, on a scope of another handle of the GPU open on this thread, is
+    /// waited for first within its bounds (its error is that scope's to report).
     fn drop(&mut self) {
+        if self.cached.load(Ordering::Relaxed) > 0 {
+            let _ = bound_wait_before_device_release(&self.context);
+        }
         self.release_cached(true, 0);
     }
 }

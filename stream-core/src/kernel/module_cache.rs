@@ -13,6 +13,7 @@ use crate::driver::nvrtc::compile_cubin;
 use crate::error::{Error, Result};
 use crate::kernel::compiled_images::CompiledImages;
 use crate::kernel::declaration::{Kernel, KernelSource, LoadedKernel};
+use crate::memory::bound_wait_before_device_release;
 
 /// The modules and functions loaded on one device.
 pub(crate) struct ModuleCache {
@@ -187,7 +188,10 @@ impl Drop for ModuleCache {
     /// No kernel of these modules can still be running: kernels are launched only inside
     /// scopes, every scope synchronises its stream before it ends (a fork's stream is
     /// joined into its parent's) or has seen the context stop with a sticky error, and no
-    /// scope is open, since each one borrows a stream that holds the device.
+    /// scope of this device handle is open, since each one borrows a stream that holds
+    /// it. A scope of another handle of the GPU may be: `cuModuleUnload` waits for the
+    /// whole GPU, so a collective whose peer died, on such a scope of this thread, is
+    /// waited for first within its bounds (`memory::bound_wait_before_device_release`).
     fn drop(&mut self) {
         let loaded = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
         // The cache forgets its functions first, and gives up the kernels' fast paths it
@@ -200,6 +204,10 @@ impl Drop for ModuleCache {
         let Ok(bound) = self.context.bind() else {
             return;
         };
+        if !loaded.modules.is_empty() {
+            // Its error is the scope's, whose end reports it.
+            let _ = bound_wait_before_device_release(&self.context);
+        }
         for (_, module) in loaded.modules.drain() {
             module.unload_waiting_for_device(&bound);
         }

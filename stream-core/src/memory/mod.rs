@@ -19,7 +19,7 @@ pub(crate) mod view;
 pub use buffer::DeviceBuffer;
 pub use device_vec::DeviceVec;
 pub use pool::DeviceMemoryStats;
-pub(crate) use pool::LazyOpenScope;
+pub(crate) use pool::{bound_wait_before_device_release, LazyOpenScope};
 pub use repr::DeviceRepr;
 pub(crate) use repr::{as_bytes, as_bytes_mut, value_bytes};
 pub(crate) use stream_range::StreamRange;

@@ -26,11 +26,13 @@
 //! [`Scope::alloc`](crate::Scope::alloc)).
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use cudarc::driver::sys;
 
 use crate::device::watch::{any_watched_scope_open, wait_for_open_scopes};
 use crate::device::{Device, DeviceInner};
+use crate::driver::context::PrimaryContext;
 use crate::driver::device::DeviceId;
 use crate::driver::pool::{MemPool, StreamOrdered, U64Attribute};
 use crate::driver::stream::{BorrowedStream, RawStream};
@@ -143,9 +145,15 @@ impl OpenScope {
         if housekeeping != allocating {
             streams.push(housekeeping);
         }
+        Self::add_streams_on(device.device, streams)
+    }
+
+    /// `streams`, then the streams of this thread's open scopes on `device` that are not
+    /// among them yet.
+    fn add_streams_on(device: DeviceId, mut streams: Vec<sys::CUstream>) -> Vec<sys::CUstream> {
         let _ = OPEN_SCOPES.try_with(|open| {
             for &(id, stream) in open.borrow().iter().rev() {
-                if id == device.device && !streams.contains(&stream) {
+                if id == device && !streams.contains(&stream) {
                     streams.push(stream);
                 }
             }
@@ -248,7 +256,8 @@ impl DeviceInner {
             Err(e) if is_out_of_memory(&e) => {}
             Err(e) => return Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }
-        self.wait_for_streams(OpenScope::pending_free_streams(self, stream.raw()), true)?;
+        let pending = OpenScope::pending_free_streams(self, stream.raw());
+        wait_for_streams(&self.context, pending, true)?;
         self.pool.trim_to(0)?;
         match self.pool.alloc(bytes, stream) {
             Ok(allocation) => Ok(allocation),
@@ -284,29 +293,47 @@ impl DeviceInner {
             return Ok(());
         }
         let housekeeping = self.housekeeping.raw();
-        self.wait_for_streams(OpenScope::pending_free_streams(self, housekeeping), false)
+        let pending = OpenScope::pending_free_streams(self, housekeeping);
+        wait_for_streams(&self.context, pending, false)
     }
+}
 
-    /// Waits for each of `streams` (the caller's, this device's housekeeping stream and
-    /// the streams of this thread's open scopes on it), bounded by this thread's watched
-    /// scopes, and then synchronises it when `synchronize`.
-    fn wait_for_streams(&self, streams: Vec<sys::CUstream>, synchronize: bool) -> Result<()> {
-        for pending in streams {
-            // SAFETY: every handle is a live stream of this device: the caller's
-            // (borrowed for this call), the housekeeping stream (alive as long as
-            // `self`), or the stream of a scope open on this thread, which is registered
-            // only while that scope borrows it (`LazyOpenScope::note_frees`'s contract);
-            // the handle lives in this loop.
-            let pending = unsafe { BorrowedStream::new(&self.context, pending) };
-            // A collective on it whose peer died would hold this wait forever: bounded as
-            // the scopes' own waits are, and its error is the caller's.
-            wait_for_open_scopes(|| pending.is_idle())?;
-            if synchronize {
-                pending.synchronize()?;
-            }
-        }
-        Ok(())
+/// [`DeviceInner::bound_device_wide_wait`] for a device handle being dropped, whose
+/// extensions free what waits for the whole device (the pinned pool's `cuMemFreeHost`,
+/// the module cache's `cuModuleUnload`): no scope of that handle is open (each holds
+/// it), but a scope of another handle of the same GPU, open on this thread, may be
+/// behind a collective whose peer died. `context` is the GPU's primary context.
+pub(crate) fn bound_wait_before_device_release(context: &Arc<PrimaryContext>) -> Result<()> {
+    if !any_watched_scope_open() {
+        return Ok(());
     }
+    let pending = OpenScope::add_streams_on(context.device(), Vec::new());
+    wait_for_streams(context, pending, false)
+}
+
+/// Waits for each of `streams` (the caller's, the housekeeping stream of a device of
+/// `context` and the streams of this thread's open scopes on its GPU), bounded by this
+/// thread's watched scopes, and then synchronises it when `synchronize`.
+fn wait_for_streams(
+    context: &Arc<PrimaryContext>,
+    streams: Vec<sys::CUstream>,
+    synchronize: bool,
+) -> Result<()> {
+    for pending in streams {
+        // SAFETY: every handle is a live stream of `context`'s GPU: the caller's
+        // (borrowed for this call), the housekeeping stream of the caller's device
+        // (alive as long as that device, which the caller borrows), or the stream of a
+        // scope open on this thread, which is registered only while that scope borrows
+        // it (`LazyOpenScope::note_frees`'s contract); the handle lives in this loop.
+        let pending = unsafe { BorrowedStream::new(context, pending) };
+        // A collective on it whose peer died would hold this wait forever: bounded as
+        // the scopes' own waits are, and its error is the caller's.
+        wait_for_open_scopes(|| pending.is_idle())?;
+        if synchronize {
+            pending.synchronize()?;
+        }
+    }
+    Ok(())
 }
 
 impl Device {

@@ -250,3 +250,30 @@ fn trimming_pinned_memory_behind_a_stalled_watched_stream_returns_the_watchs_err
     assert_eq!(device.pinned_memory_stats().cached_bytes, 0);
     Ok(())
 }
+
+/// Another handle of the same GPU dropped inside a scope whose collective's peer died:
+/// its pinned pool frees its cached blocks (`cuMemFreeHost`, which waits for the whole
+/// GPU), so the drop first waits for this thread's watched scopes, within their bounds.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn another_handles_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<()> {
+    let device = Device::new(0)?;
+    let stream = device.new_stream()?;
+    let other = Device::new(0)?;
+    drop(other.alloc_pinned::<u32>(1 << 20)?); // cached by the other handle's pool
+    let gate = Gate::default();
+    let mut dropped = None;
+    let ended = scope(&stream, |s| {
+        s.watch_collective(&gate_watch(&gate));
+        gate.stall(&s.stream.raw)?;
+        let start = Instant::now();
+        drop(other);
+        dropped = Some(start.elapsed());
+        Ok::<_, Error>(())
+    });
+    gate.open();
+    let took = dropped.expect("the scope ran its closure");
+    assert!(took < BOUNDED, "the other handle's drop took {took:?}");
+    assert!(is_timed_out(&ended), "the scope ended with {ended:?}");
+    Ok(())
+}
