@@ -100,10 +100,12 @@
 //! * a device's blocking calls (`upload_vec` and the like) once its housekeeping stream
 //!   waits for such a scope's stream (a `CudaSlice` of it converted with
 //!   `DeviceVec::from_cudarc`);
-//! * the two calls that wait for the whole device, a
-//!   [`ManagedVec`](crate::ManagedVec)'s drop (`cuMemFree`) and
-//!   [`Device::trim_pinned_memory`](crate::Device::trim_pinned_memory) (`cuMemFreeHost`),
-//!   which first wait for the streams of the scopes open on their thread;
+//! * the calls that wait for the whole device, a [`ManagedVec`](crate::ManagedVec)'s
+//!   drop (`cuMemFree`),
+//!   [`Device::trim_pinned_memory`](crate::Device::trim_pinned_memory) (`cuMemFreeHost`)
+//!   and the drop of the last clone of a [`Device`](crate::Device) (its pinned memory
+//!   and its modules: another handle of the GPU than the scope's), which first wait for
+//!   the streams of the scopes open on their thread;
 //! * [`Stream::run_owned`](crate::Stream::run_owned), whose end is no synchronisation,
 //!   waits for its closure's collectives before it returns (only the thread that issued
 //!   them may abort their communicator).
