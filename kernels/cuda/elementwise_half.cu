@@ -28,18 +28,26 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
 fill_bf16(unsigned short v, unsigned short* y, size_t y_len) { fill(v, y, y_len); }
 
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
-scale_f16(unsigned short a, const unsigned short* x, size_t x_len, unsigned short* y, size_t y_len) {
+scale_f16(
+    unsigned short a, const unsigned short* x, size_t x_len, unsigned short* y, size_t y_len
+) {
     scale_half<F16>(a, x, x_len, y, y_len);
 }
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
-scale_bf16(unsigned short a, const unsigned short* x, size_t x_len, unsigned short* y, size_t y_len) {
+scale_bf16(
+    unsigned short a, const unsigned short* x, size_t x_len, unsigned short* y, size_t y_len
+) {
     scale_half<BF16>(a, x, x_len, y, y_len);
 }
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
-axpy_f16(unsigned short a, const unsigned short* x, size_t x_len, unsigned short* y, size_t y_len) {
+axpy_f16(
+    unsigned short a, const unsigned short* x, size_t x_len, unsigned short* y, size_t y_len
+) {
     axpy_half<F16>(a, x, x_len, y, y_len);
 }
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS)
-axpy_bf16(unsigned short a, const unsigned short* x, size_t x_len, unsigned short* y, size_t y_len) {
+axpy_bf16(
+    unsigned short a, const unsigned short* x, size_t x_len, unsigned short* y, size_t y_len
+) {
     axpy_half<BF16>(a, x, x_len, y, y_len);
 }

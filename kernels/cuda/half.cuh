@@ -22,7 +22,8 @@ struct BF16 {
     }
     static __device__ unsigned short from_f32(float f) {
         unsigned u = __float_as_uint(f);
-        if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // NaN: quiet
+        // NaN: quiet
+        if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
         u += 0x7fffu + ((u >> 16) & 1u);  // to nearest, ties to even
         return (unsigned short)(u >> 16);
     }

@@ -53,7 +53,8 @@ __device__ void partial_sums(const T* x, size_t x_len, const T* y, size_t y_len,
                              size_t partials_len, const ToAcc& acc) {
     if (blockIdx.x >= partials_len) return;
     size_t n = DOT ? (x_len < y_len ? x_len : y_len) : x_len;
-    Acc sum = strided_sum<Acc>([&](size_t i) { return DOT ? acc(x[i]) * acc(y[i]) : acc(x[i]); }, n);
+    Acc sum = strided_sum<Acc>(
+        [&](size_t i) { return DOT ? acc(x[i]) * acc(y[i]) : acc(x[i]); }, n);
     Acc total = block_tree_sum(sum);
     if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }

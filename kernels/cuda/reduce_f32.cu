@@ -6,7 +6,9 @@ sum_partials_f32(const float* x, size_t x_len, float* p, size_t p_len) {
     partial_sums<float, false>(x, x_len, x, x_len, p, p_len);
 }
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
-dot_partials_f32(const float* x, size_t x_len, const float* y, size_t y_len, float* p, size_t p_len) {
+dot_partials_f32(
+    const float* x, size_t x_len, const float* y, size_t y_len, float* p, size_t p_len
+) {
     partial_sums<float, true>(x, x_len, y, y_len, p, p_len);
 }
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)

@@ -19,10 +19,18 @@ sum_partials_bf16(const unsigned short* x, size_t x_len, float* p, size_t p_len)
     half_partial_sums<BF16, false>(x, x_len, x, x_len, p, p_len);
 }
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
-dot_partials_f16(const unsigned short* x, size_t x_len, const unsigned short* y, size_t y_len, float* p, size_t p_len) {
+dot_partials_f16(
+    const unsigned short* x, size_t x_len,
+    const unsigned short* y, size_t y_len,
+    float* p, size_t p_len
+) {
     half_partial_sums<F16, true>(x, x_len, y, y_len, p, p_len);
 }
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
-dot_partials_bf16(const unsigned short* x, size_t x_len, const unsigned short* y, size_t y_len, float* p, size_t p_len) {
+dot_partials_bf16(
+    const unsigned short* x, size_t x_len,
+    const unsigned short* y, size_t y_len,
+    float* p, size_t p_len
+) {
     half_partial_sums<BF16, true>(x, x_len, y, y_len, p, p_len);
 }

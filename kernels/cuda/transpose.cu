@@ -21,12 +21,16 @@ transpose_f32(const float* in, size_t in_len, float* out, size_t out_len,
     unsigned x = blockIdx.x * TILE + threadIdx.x;  // column in `in`
     unsigned y = blockIdx.y * TILE + threadIdx.y;  // row in `in`
     for (unsigned j = 0; j < TILE; j += ROWS_PER_PASS) {
-        if (x < cols && y + j < rows) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(y + j) * cols + x];
+        if (x < cols && y + j < rows) {
+            tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(y + j) * cols + x];
+        }
     }
     __syncthreads();
     x = blockIdx.y * TILE + threadIdx.x;  // column in `out` (a row of `in`)
     y = blockIdx.x * TILE + threadIdx.y;  // row in `out` (a column of `in`)
     for (unsigned j = 0; j < TILE; j += ROWS_PER_PASS) {
-        if (x < rows && y + j < cols) out[(size_t)(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
+        if (x < rows && y + j < cols) {
+            out[(size_t)(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
+        }
     }
 }
