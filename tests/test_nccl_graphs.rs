@@ -529,6 +529,7 @@ fn the_threads_bounded_waits_inside_a_capture_leave_the_capture_alone() -> TestR
     );
     ensure!(!comm.is_aborted(), "the communicator was aborted");
     graph.held_mut().0.fill(2.5);
+    graph.held_mut().1.fill(f32::NAN);
     scope(&stream, |s| {
         s.replay_with(&mut graph, &[&comm])?.wait().map(drop)
     })?;
