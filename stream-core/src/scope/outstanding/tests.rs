@@ -194,6 +194,29 @@ fn a_scope_unwinding_behind_a_stalled_watched_stream_is_bounded_too() -> Result<
     Ok(())
 }
 
+/// Runs `call` inside a scope on a new stream of `device` whose collective's peer died
+/// (as `issue_as` registers it: `Scope::watch_collective`), timed, and returns what it
+/// returned, how long it took, and how the scope ended.
+fn behind_a_stalled_watched_stream<T>(
+    device: &Device,
+    call: impl FnOnce() -> Result<T>,
+) -> Result<(Result<T>, Duration, Result<()>)> {
+    let stream = device.new_stream()?;
+    let gate = Gate::default();
+    let mut outcome = None;
+    let ended = scope(&stream, |s| {
+        s.watch_collective(&gate_watch(&gate));
+        gate.stall(&s.stream.raw)?;
+        let start = Instant::now();
+        let result = call();
+        outcome = Some((result, start.elapsed()));
+        Ok::<_, Error>(())
+    });
+    gate.open();
+    let (result, took) = outcome.expect("the scope ran its closure");
+    Ok((result, took, ended))
+}
+
 /// The calls that wait for the whole device, inside a scope whose collective's peer
 /// died: a `ManagedVec`'s drop (`cuMemFree`) and `Device::trim_pinned_memory`
 /// (`cuMemFreeHost`) wait for the scope's stream within its watch's bounds first, so the
@@ -202,20 +225,11 @@ fn a_scope_unwinding_behind_a_stalled_watched_stream_is_bounded_too() -> Result<
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn a_managed_vecs_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<()> {
     let device = Device::new(0)?;
-    let stream = device.new_stream()?;
     let managed = device.alloc_managed::<u32>(1024)?;
-    let gate = Gate::default();
-    let mut dropped = None;
-    let ended = scope(&stream, |s| {
-        s.watch_collective(&gate_watch(&gate));
-        gate.stall(&s.stream.raw)?;
-        let start = Instant::now();
+    let (_, took, ended) = behind_a_stalled_watched_stream(&device, || {
         drop(managed);
-        dropped = Some(start.elapsed());
-        Ok::<_, Error>(())
-    });
-    gate.open();
-    let took = dropped.expect("the scope ran its closure");
+        Ok(())
+    })?;
     assert!(took < BOUNDED, "the drop took {took:?}");
     assert!(is_timed_out(&ended), "the scope ended with {ended:?}");
     Ok(())
@@ -225,21 +239,10 @@ fn a_managed_vecs_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<()
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn trimming_pinned_memory_behind_a_stalled_watched_stream_returns_the_watchs_error() -> Result<()> {
     let device = Device::new(0)?;
-    let stream = device.new_stream()?;
     drop(device.alloc_pinned::<u32>(1 << 20)?); // 4 MiB cached by the pinned pool
     assert!(device.pinned_memory_stats().cached_bytes > 0);
-    let gate = Gate::default();
-    let mut trimmed = None;
-    let ended = scope(&stream, |s| {
-        s.watch_collective(&gate_watch(&gate));
-        gate.stall(&s.stream.raw)?;
-        let start = Instant::now();
-        let result = device.trim_pinned_memory(0).map(drop);
-        trimmed = Some((result, start.elapsed()));
-        Ok::<_, Error>(())
-    });
-    gate.open();
-    let (result, took) = trimmed.expect("the scope ran its closure");
+    let (result, took, ended) =
+        behind_a_stalled_watched_stream(&device, || device.trim_pinned_memory(0))?;
     assert!(
         is_timed_out(&result),
         "trim_pinned_memory returned {result:?}"
@@ -258,21 +261,12 @@ fn trimming_pinned_memory_behind_a_stalled_watched_stream_returns_the_watchs_err
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn another_handles_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<()> {
     let device = Device::new(0)?;
-    let stream = device.new_stream()?;
     let other = Device::new(0)?;
     drop(other.alloc_pinned::<u32>(1 << 20)?); // cached by the other handle's pool
-    let gate = Gate::default();
-    let mut dropped = None;
-    let ended = scope(&stream, |s| {
-        s.watch_collective(&gate_watch(&gate));
-        gate.stall(&s.stream.raw)?;
-        let start = Instant::now();
+    let (_, took, ended) = behind_a_stalled_watched_stream(&device, || {
         drop(other);
-        dropped = Some(start.elapsed());
-        Ok::<_, Error>(())
-    });
-    gate.open();
-    let took = dropped.expect("the scope ran its closure");
+        Ok(())
+    })?;
     assert!(took < BOUNDED, "the other handle's drop took {took:?}");
     assert!(is_timed_out(&ended), "the scope ended with {ended:?}");
     Ok(())
