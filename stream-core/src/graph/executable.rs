@@ -2,7 +2,7 @@
 
 use crate::device::Device;
 use crate::driver::graph::{RawGraph, RawGraphExec};
-use crate::graph::capture::Recorded;
+use crate::graph::capture_state::Recorded;
 use crate::graph::collectives::GraphCommunicators;
 use crate::graph::hold::Hold;
 use crate::graph::kernel_node::KernelRecord;

@@ -27,6 +27,7 @@
 //!    their last `Pending` (`InFlight` in between, which reaches none of its memory).
 
 mod capture;
+mod capture_state;
 mod collectives;
 mod enqueue;
 mod executable;
@@ -39,7 +40,7 @@ mod transfer;
 mod update;
 
 pub use capture::Capture;
-pub(crate) use capture::CaptureState;
+pub(crate) use capture_state::CaptureState;
 pub(crate) use collectives::GraphCommunicators;
 pub use enqueue::Enqueue;
 pub use executable::Graph;

@@ -3,7 +3,8 @@
 
 use crate::driver::graph::UpdateRefused;
 use crate::error::Error;
-use crate::graph::capture::{record, CaptureState, Recorded};
+use crate::graph::capture::record;
+use crate::graph::capture_state::{CaptureState, Recorded};
 use crate::graph::hold::Hold;
 use crate::graph::{Capture, Graph};
 
