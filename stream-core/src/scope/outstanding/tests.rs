@@ -271,3 +271,26 @@ fn another_handles_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<(
     assert!(is_timed_out(&ended), "the scope ended with {ended:?}");
     Ok(())
 }
+
+/// The same drop while the closure unwinds (a panic after the collective): bounded too,
+/// and the panic reaches the caller once the scope's end has waited.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn a_managed_vec_dropped_while_unwinding_behind_a_stalled_watched_stream_is_bounded() -> Result<()>
+{
+    let device = Device::new(0)?;
+    let managed = device.alloc_managed::<u32>(1024)?;
+    let start = Instant::now();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        behind_a_stalled_watched_stream(&device, || {
+            let _owned = managed;
+            panic!("a panic after the collective, with managed memory to drop");
+            #[allow(unreachable_code)]
+            Ok(())
+        })
+    }));
+    let took = start.elapsed();
+    assert!(unwound.is_err(), "the panic did not reach the caller");
+    assert!(took < BOUNDED, "the unwinding scope took {took:?}");
+    Ok(())
+}
