@@ -68,6 +68,25 @@ pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
         scaled,
     )?);
     drop(pre_mul_sum);
+    // The factor on the GPU: ours makes NCCL's reduction in each call (the factor is a
+    // borrow of that call); raw makes it once, for a factor whose address never changes.
+    let factor_on_device = theirs.send[0].ptr() as *mut c_void;
+    // SAFETY: one f32 of the communicator's device, freed below after the stream is
+    // synchronised.
+    let device_factor = unsafe { RawPreMulSum::on_device(on.0, factor_on_device)? };
+    let scaled_on_device = || {
+        // SAFETY: as `sum` above; the factor is one f32 of the device, alive until `free`
+        // below, and `device_factor` was made on `on.0` for `f32`.
+        unsafe { device_factor.all_reduce_in_place(buf, 1, on.0, on.1) }
+    };
+    rep.push(device_factor_row(
+        env,
+        (&comm, &stream, &mut x),
+        &raw,
+        scaled_on_device,
+    )?);
+    raw.streams[0].sync()?;
+    drop(device_factor);
     rep.push(barrier_row(env, &comm, &raw, sum)?);
     let _ = &mut theirs;
     raw.free(theirs)
@@ -112,6 +131,51 @@ fn row(
         )?
         .in_unit(|t| t * 1e9);
     Ok(row.check_vs_raw(1.03, Source::Issue))
+}
+
+/// `Scope::all_reduce_scaled_in_place` (a factor on the GPU, one element of the scope's
+/// memory) against raw `ncclAllReduce` with a reduction made once on a device factor.
+fn device_factor_row(
+    env: &Env,
+    (comm, stream, x): (&Communicator, &Stream, &mut DeviceVec<f32>),
+    raw: &RawRanks,
+    raw_call: impl Fn() -> Result<()>,
+) -> Result<Row> {
+    let row = Measurement::new()
+        .ours("ours", || {
+            let mut enqueue = 0.0;
+            scope(stream, |s| {
+                let mut v = s.attach(&mut *x)?;
+                let factor = s.upload(&[1.0f32])?;
+                let start = Instant::now();
+                for _ in 0..CALLS {
+                    s.all_reduce_scaled_in_place(comm, &mut v, &factor)?;
+                }
+                enqueue = start.elapsed().as_secs_f64();
+                Ok::<_, stream_core::Error>(())
+            })?;
+            Ok(enqueue / CALLS as f64)
+        })
+        .raw("raw ncclAllReduce, reduction made once", || {
+            let start = Instant::now();
+            for _ in 0..CALLS {
+                raw_call()?;
+            }
+            let enqueue = start.elapsed().as_secs_f64();
+            raw.streams[0].sync()?;
+            Ok(enqueue / CALLS as f64)
+        })
+        .into_row(
+            env.cfg.plan(3, 15),
+            Row::new(
+                "nccl",
+                "enqueue one 4-byte all_reduce with a factor on the GPU, 1 rank",
+                "ns/call",
+                Better::Lower,
+            ),
+        )?
+        .in_unit(|t| t * 1e9);
+    Ok(row)
 }
 
 /// `Communicator::barrier` against what raw code waits on for one: a one-element
@@ -188,21 +252,59 @@ unsafe fn symbol<F: Copy>(name: &str) -> Result<F> {
 
 impl RawPreMulSum {
     fn new(comm: nccl_sys::ncclComm_t, factor: f32) -> Result<Self> {
+        let mut factor = factor;
+        // SAFETY: `factor` is live (host-immediate: read before the call returns).
+        unsafe {
+            Self::create(
+                comm,
+                (&raw mut factor).cast(),
+                nccl_sys::ncclScalarResidence_t::ncclScalarHostImmediate,
+            )
+        }
+    }
+
+    /// One whose factor NCCL reads from the device memory at `factor` when each
+    /// all-reduce runs.
+    ///
+    /// # Safety
+    ///
+    /// `factor` is one f32 of the communicator's device, alive until every all-reduce
+    /// given this reduction has completed.
+    unsafe fn on_device(comm: nccl_sys::ncclComm_t, factor: *mut c_void) -> Result<Self> {
+        // SAFETY: NCCL reads `factor` only while the all-reduces run (the caller's).
+        unsafe {
+            Self::create(
+                comm,
+                factor,
+                nccl_sys::ncclScalarResidence_t::ncclScalarDevice,
+            )
+        }
+    }
+
+    /// `ncclRedOpCreatePreMulSum` of `f32` on `comm`.
+    ///
+    /// # Safety
+    ///
+    /// `factor` is valid for NCCL to read as `residence` says.
+    unsafe fn create(
+        comm: nccl_sys::ncclComm_t,
+        factor: *mut c_void,
+        residence: nccl_sys::ncclScalarResidence_t,
+    ) -> Result<Self> {
         // SAFETY: each type is `nccl.h`'s signature, with `int` for `ncclRedOp_t`.
         let create = unsafe { symbol::<CreatePreMulSum>("ncclRedOpCreatePreMulSum\0")? };
         // SAFETY: as above.
         let all_reduce = unsafe { symbol::<AllReduce>("ncclAllReduce\0")? };
         // SAFETY: as above.
         let destroy = unsafe { symbol::<Destroy>("ncclRedOpDestroy\0")? };
-        let (mut op, mut factor) = (0, factor);
-        // SAFETY: a live communicator; `op` and `factor` are live (host-immediate: read
-        // before the call returns).
+        let mut op = 0;
+        // SAFETY: a live communicator; `op` is live; `factor` is the caller's.
         let status = unsafe {
             create(
                 &raw mut op,
-                (&raw mut factor).cast(),
+                factor,
                 nccl_sys::ncclDataType_t::ncclFloat32,
-                nccl_sys::ncclScalarResidence_t::ncclScalarHostImmediate,
+                residence,
                 comm,
             )
         };

@@ -6,16 +6,18 @@
 //! "since the op handle may be destroyed before ncclGroupEnd()"): the handle is for
 //! collectives on the communicator it was made on and of the element type it was made
 //! for (NCCL checks both and returns an error otherwise); with
-//! `ncclScalarHostImmediate` the factor is read before the create call returns; and
-//! the handle "may be destroyed as soon as the last NCCL function which is given that
-//! operator returns", inside a group, or after a graph captured it, too. So nothing
-//! here rests on memory that outlives a call.
+//! `ncclScalarHostImmediate` the factor is read before the create call returns, with
+//! `ncclScalarDevice` it "is in device-visible memory and will be dereferenced while the
+//! collective is running"; and the handle "may be destroyed as soon as the last NCCL
+//! function which is given that operator returns", inside a group, or after a graph
+//! captured it, too. So only a factor in device memory outlives a call: its reader's
+//! proof ([`RawPreMulSum::on_device`]).
 
 use std::ffi::{c_int, c_void};
 
 use cudarc::nccl::sys;
 
-use super::nccl::{check, require_version, DataType, Reduction};
+use super::nccl::{check, require_version, DataType, DevicePtr, Reduction};
 use super::nccl_comm::{check_usable, RawComm};
 use super::nccl_user_op::{calls, UserReduction};
 use crate::error::{Error, Library, Result};
@@ -39,6 +41,58 @@ impl<'c> RawPreMulSum<'c> {
     /// size, at most 8 bytes, before returning). `CommunicatorAborted` on an aborted
     /// communicator; [`Error::Library`] on an NCCL older than 2.11.
     pub(crate) fn new(comm: &'c RawComm, data_type: DataType, factor: [u8; 8]) -> Result<Self> {
+        let mut factor = factor;
+        // SAFETY: `factor` holds 8 bytes, and NCCL reads the element type's size of them
+        // (at most 8: its largest types are 8 bytes) before returning, as
+        // `ncclScalarHostImmediate` promises.
+        unsafe {
+            Self::create(
+                comm,
+                data_type,
+                factor.as_mut_ptr().cast::<c_void>(),
+                sys::ncclScalarResidence_t::ncclScalarHostImmediate,
+            )
+        }
+    }
+
+    /// A pre-multiplied sum of `data_type` elements on `comm`, whose factor NCCL reads
+    /// from device memory at `factor` while each collective given it runs
+    /// (`ncclScalarDevice`). Errors as [`new`](Self::new).
+    ///
+    /// # Safety
+    ///
+    /// `factor` is one initialised element of `data_type` in device memory that `comm`'s
+    /// device can read, and it stays allocated, and written by no other work, until every
+    /// collective given this reduction has completed.
+    pub(crate) unsafe fn on_device(
+        comm: &'c RawComm,
+        data_type: DataType,
+        factor: DevicePtr,
+    ) -> Result<Self> {
+        // SAFETY: NCCL keeps `factor` and reads it only while the collectives run, which
+        // this function's contract covers.
+        unsafe {
+            Self::create(
+                comm,
+                data_type,
+                factor as *mut c_void,
+                sys::ncclScalarResidence_t::ncclScalarDevice,
+            )
+        }
+    }
+
+    /// `ncclRedOpCreatePreMulSum` with `factor` where `residence` says.
+    ///
+    /// # Safety
+    ///
+    /// `factor` is valid for NCCL to read as `residence` says it will (its callers'
+    /// contracts).
+    unsafe fn create(
+        comm: &'c RawComm,
+        data_type: DataType,
+        factor: *mut c_void,
+        residence: sys::ncclScalarResidence_t,
+    ) -> Result<Self> {
         require_version("ncclRedOpCreatePreMulSum", PRE_MUL_SUM_SINCE)?;
         let calls = calls().ok_or_else(|| {
             Error::from(Library {
@@ -49,20 +103,13 @@ impl<'c> RawPreMulSum<'c> {
             })
         })?;
         check_usable(comm)?;
-        let (mut op, mut factor): (c_int, [u8; 8]) = (0, factor);
+        let mut op: c_int = 0;
         // SAFETY: `comm` is a live communicator (not aborted: checked above, and only this
         // thread, which holds it, aborts it or calls NCCL with it: `RawComm` is not
-        // `Sync`); `op` is a live `int` NCCL writes; `factor` holds 8 bytes, and NCCL
-        // reads the element type's size of them (at most 8: its largest types are 8
-        // bytes) before returning, as `ncclScalarHostImmediate` promises.
+        // `Sync`); `op` is a live `int` NCCL writes; `factor` is valid as `residence`
+        // says (this function's contract).
         let status = unsafe {
-            (calls.create_pre_mul_sum)(
-                &raw mut op,
-                factor.as_mut_ptr().cast::<c_void>(),
-                data_type,
-                sys::ncclScalarResidence_t::ncclScalarHostImmediate,
-                comm.raw(),
-            )
+            (calls.create_pre_mul_sum)(&raw mut op, factor, data_type, residence, comm.raw())
         };
         check(
             "ncclRedOpCreatePreMulSum",

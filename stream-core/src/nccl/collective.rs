@@ -2,9 +2,10 @@
 //! borrows for the call, like [`Scope::copy_device`] (see the module docs of
 //! [`nccl`](super) for why that suffices).
 
+use super::pre_mul_sum::DeviceFactor;
 use super::request::{issue, rank_in, read, write, Operands, Request};
 use super::{Communicator, NcclElement, ReduceOp};
-use crate::driver::nccl::Collective;
+use crate::driver::nccl::{Collective, Reduction};
 use crate::error::Result;
 use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};
 use crate::scope::Scope;
@@ -20,11 +21,17 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
         op: O,
         comm: &Communicator,
     ) -> Result<Self> {
-        Ok(Request {
+        Ok(Self::all_reduce_by(operands, op.reduction(comm, TOKEN)?))
+    }
+
+    /// [`all_reduce`](Self::all_reduce) by a reduction made for this call (a
+    /// [`DeviceFactor`]'s).
+    pub(crate) fn all_reduce_by(operands: Operands<'a, 's, T>, reduction: Reduction) -> Self {
+        Request {
             what: "all_reduce",
-            collective: Collective::AllReduce(op.reduction(comm, TOKEN)?),
+            collective: Collective::AllReduce(reduction),
             operands,
-        })
+        }
     }
 
     pub(crate) fn broadcast(operands: Operands<'a, 's, T>, root: usize) -> Result<Self> {
@@ -63,11 +70,19 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
         op: O,
         comm: &Communicator,
     ) -> Result<Self> {
-        Ok(Request {
-            what: "reduce_scatter",
-            collective: Collective::ReduceScatter(op.reduction(comm, TOKEN)?),
+        Ok(Self::reduce_scatter_by(
             operands,
-        })
+            op.reduction(comm, TOKEN)?,
+        ))
+    }
+
+    /// [`reduce_scatter`](Self::reduce_scatter) by a reduction made for this call.
+    pub(crate) fn reduce_scatter_by(operands: Operands<'a, 's, T>, reduction: Reduction) -> Self {
+        Request {
+            what: "reduce_scatter",
+            collective: Collective::ReduceScatter(reduction),
+            operands,
+        }
     }
 
     pub(crate) fn send(buf: DeviceSlice<'a, 's, T>, peer: usize) -> Result<Self> {
@@ -229,6 +244,70 @@ macro_rules! collective_methods {
             op: impl ReduceOp<T>,
         ) -> Result<()> {
             $issue(self, comm, Request::reduce_scatter(Operands::InPlace(write(buf)), op, comm)?)
+        }
+
+        /// [`all_reduce`](Self::all_reduce) of each rank's `send` times its own `factor`, one
+        /// element of device memory that the GPU reads when the collective runs (a
+        /// [`PreMulSum`](crate::nccl::PreMulSum) whose factor stays on the GPU: NCCL's
+        /// `ncclScalarDevice`): `recv = Σ_r factor_r × send_r`, with the factor computed by
+        /// earlier work on the stream, such as `1 / total_tokens` after an all-reduce of the
+        /// token counts, and no host wait for it. `factor` is borrowed as `send` is.
+        /// [`Error::ShapeMismatch`](crate::Error::ShapeMismatch) unless it is one element;
+        /// [`Error::Library`](crate::Error::Library) with an NCCL older than 2.11.
+        #[inline]
+        pub fn all_reduce_scaled<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            send: &impl DeviceMemory<'s, T>,
+            recv: &mut impl DeviceMemoryMut<'s, T>,
+            factor: &impl DeviceMemory<'s, T>,
+        ) -> Result<()> {
+            let factor = DeviceFactor::new(comm, read(factor))?;
+            let operands = Operands::Apart(read(send), write(recv));
+            $issue(self, comm, Request::all_reduce_by(operands, factor.reduction()))
+        }
+
+        /// [`all_reduce_scaled`](Self::all_reduce_scaled) with `buf` both the input and
+        /// the result.
+        #[inline]
+        pub fn all_reduce_scaled_in_place<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            buf: &mut impl DeviceMemoryMut<'s, T>,
+            factor: &impl DeviceMemory<'s, T>,
+        ) -> Result<()> {
+            let factor = DeviceFactor::new(comm, read(factor))?;
+            let operands = Operands::InPlace(write(buf));
+            $issue(self, comm, Request::all_reduce_by(operands, factor.reduction()))
+        }
+
+        /// [`reduce_scatter`](Self::reduce_scatter) of each rank's `send` times its own
+        /// `factor`, read on the GPU as in [`all_reduce_scaled`](Self::all_reduce_scaled).
+        #[inline]
+        pub fn reduce_scatter_scaled<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            send: &impl DeviceMemory<'s, T>,
+            recv: &mut impl DeviceMemoryMut<'s, T>,
+            factor: &impl DeviceMemory<'s, T>,
+        ) -> Result<()> {
+            let factor = DeviceFactor::new(comm, read(factor))?;
+            let operands = Operands::Apart(read(send), write(recv));
+            $issue(self, comm, Request::reduce_scatter_by(operands, factor.reduction()))
+        }
+
+        /// [`reduce_scatter_scaled`](Self::reduce_scatter_scaled) in `buf`, as
+        /// [`reduce_scatter_in_place`](Self::reduce_scatter_in_place).
+        #[inline]
+        pub fn reduce_scatter_scaled_in_place<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            buf: &mut impl DeviceMemoryMut<'s, T>,
+            factor: &impl DeviceMemory<'s, T>,
+        ) -> Result<()> {
+            let factor = DeviceFactor::new(comm, read(factor))?;
+            let operands = Operands::InPlace(write(buf));
+            $issue(self, comm, Request::reduce_scatter_by(operands, factor.reduction()))
         }
 
         /// `buf` to rank `peer`, which receives it with [`recv`](Self::recv) (`ncclSend`).

@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use super::group_target::GroupTarget;
+use super::pre_mul_sum::DeviceFactor;
 use super::request::{read, write, Operands, Request};
 use super::{Communicator, NcclElement, ReduceOp};
 use crate::driver::nccl::{group_end, group_start};
@@ -413,6 +414,68 @@ impl<'g> Group<'g, '_> {
             Request::reduce_scatter(Operands::InPlace(write(buf)), op, comm)?,
             self,
         )
+    }
+
+    /// [`Scope::all_reduce_scaled`](crate::Scope::all_reduce_scaled), issued at the
+    /// group's end (given a capture, recorded then into its graph); `factor` is borrowed
+    /// until then, as `send` is.
+    pub fn all_reduce_scaled<'s: 'g, 'c: 'g, T: NcclElement>(
+        &'g self,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
+        send: &'g impl DeviceMemory<'s, T>,
+        recv: &'g mut impl DeviceMemoryMut<'s, T>,
+        factor: &'g impl DeviceMemory<'s, T>,
+    ) -> Result<()> {
+        let factor = DeviceFactor::new(comm, read(factor))?;
+        let operands = Operands::Apart(read(send), write(recv));
+        let request = Request::all_reduce_by(operands, factor.reduction());
+        s.issue_in_group(TOKEN, comm, request, self)
+    }
+
+    /// [`Scope::all_reduce_scaled_in_place`](crate::Scope::all_reduce_scaled_in_place),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn all_reduce_scaled_in_place<'s: 'g, 'c: 'g, T: NcclElement>(
+        &'g self,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
+        buf: &'g mut impl DeviceMemoryMut<'s, T>,
+        factor: &'g impl DeviceMemory<'s, T>,
+    ) -> Result<()> {
+        let factor = DeviceFactor::new(comm, read(factor))?;
+        let request = Request::all_reduce_by(Operands::InPlace(write(buf)), factor.reduction());
+        s.issue_in_group(TOKEN, comm, request, self)
+    }
+
+    /// [`Scope::reduce_scatter_scaled`](crate::Scope::reduce_scatter_scaled), issued at
+    /// the group's end (given a capture, recorded then into its graph).
+    pub fn reduce_scatter_scaled<'s: 'g, 'c: 'g, T: NcclElement>(
+        &'g self,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
+        send: &'g impl DeviceMemory<'s, T>,
+        recv: &'g mut impl DeviceMemoryMut<'s, T>,
+        factor: &'g impl DeviceMemory<'s, T>,
+    ) -> Result<()> {
+        let factor = DeviceFactor::new(comm, read(factor))?;
+        let operands = Operands::Apart(read(send), write(recv));
+        let request = Request::reduce_scatter_by(operands, factor.reduction());
+        s.issue_in_group(TOKEN, comm, request, self)
+    }
+
+    /// [`Scope::reduce_scatter_scaled_in_place`](crate::Scope::reduce_scatter_scaled_in_place),
+    /// issued at the group's end (given a capture, recorded then into its graph).
+    pub fn reduce_scatter_scaled_in_place<'s: 'g, 'c: 'g, T: NcclElement>(
+        &'g self,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
+        buf: &'g mut impl DeviceMemoryMut<'s, T>,
+        factor: &'g impl DeviceMemory<'s, T>,
+    ) -> Result<()> {
+        let factor = DeviceFactor::new(comm, read(factor))?;
+        let operands = Operands::InPlace(write(buf));
+        let request = Request::reduce_scatter_by(operands, factor.reduction());
+        s.issue_in_group(TOKEN, comm, request, self)
     }
 
     /// [`Scope::send`](crate::Scope::send), issued at the group's end (given a capture,
