@@ -1,7 +1,7 @@
 //! A pre-multiplied sum whose factor stays on the GPU (`Scope::all_reduce_scaled` and its
 //! kin, NCCL's `ncclScalarDevice`): each rank's factor computed by a kernel on the
 //! scope's stream, never seen by the host, scales that rank's contribution, out of place
-//! and in place, for all_reduce and reduce_scatter, compared bit for bit with the CPU
+//! and in place, for all_reduce, reduce and reduce_scatter, compared bit for bit with the CPU
 //! (factors and inputs chosen so every product and sum is exact); a kernel that
 //! overwrites the factor after the call does not change the result (the collective
 //! reads it in stream order); a factor of two elements is `ShapeMismatch` and enqueues
@@ -46,7 +46,8 @@ fn scaled_sum(inputs: &[Vec<f32>], factors: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-/// all_reduce and reduce_scatter scaled, out of place and in place, at 1, 1001 and
+/// all_reduce, reduce (to the last rank) and reduce_scatter scaled, out of place and in
+/// place, at 1, 1001 and
 /// 1 Mi elements per rank, each rank's factor made on the GPU (`2 × factor / 2`, by the
 /// `scale` kernel) and overwritten by a fill right after the last collective: the
 /// results are the CPU's with the factor as it was when each collective was issued.
@@ -71,8 +72,10 @@ fn a_factor_computed_on_the_gpu_scales_each_ranks_contribution() -> TestResult {
         let doubled_factor = [2.0 * factor(rank)];
         for (count, inputs, sum, wide, wide_sum) in &cases {
             let count = *count;
-            let mut got = [0, 1, 2, 3].map(|_| poisoned::<f32>(count));
-            let [out, in_place, scattered, scattered_in_place] = &mut got;
+            let root = ranks - 1;
+            let mut got = [0, 1, 2, 3, 4, 5].map(|_| poisoned::<f32>(count));
+            let [out, in_place, scattered, scattered_in_place, reduced, reduced_in_place] =
+                &mut got;
             scope(stream, |s| {
                 let doubled = s.upload(&doubled_factor)?;
                 let mut f = s.alloc::<f32>(1)?;
@@ -80,12 +83,15 @@ fn a_factor_computed_on_the_gpu_scales_each_ranks_contribution() -> TestResult {
                 let (x, w) = (s.upload(&inputs[rank])?, s.upload(&wide[rank])?);
                 let (mut y, mut z) = (s.alloc::<f32>(count)?, s.upload(&inputs[rank])?);
                 let (mut u, mut v) = (s.alloc::<f32>(count)?, s.upload(&wide[rank])?);
+                let (mut r, mut q) = (s.alloc::<f32>(count)?, s.upload(&inputs[rank])?);
                 s.fill(&mut y, f32::NAN)?;
                 s.fill(&mut u, f32::NAN)?;
                 s.all_reduce_scaled(comm, &x, &mut y, &f)?;
                 s.all_reduce_scaled_in_place(comm, &mut z, &f)?;
                 s.reduce_scatter_scaled(comm, &w, &mut u, &f)?;
                 s.reduce_scatter_scaled_in_place(comm, &mut v, &f)?;
+                s.reduce_scaled(comm, &x, &mut r, &f, root)?;
+                s.reduce_scaled_in_place(comm, &mut q, &f, root)?;
                 // Ordered after every collective above on the stream: none sees it.
                 s.fill(&mut f, 1000.0)?;
                 s.copy_to_host(&y, out)?.wait()?;
@@ -93,6 +99,8 @@ fn a_factor_computed_on_the_gpu_scales_each_ranks_contribution() -> TestResult {
                 s.copy_to_host(&u, scattered)?.wait()?;
                 let mine = v.slice(rank * count..(rank + 1) * count)?;
                 s.copy_to_host(&mine, scattered_in_place)?.wait()?;
+                s.copy_to_host(&r, reduced)?.wait()?;
+                s.copy_to_host(&q, reduced_in_place)?.wait()?;
                 Ok::<_, Error>(())
             })?;
             let block = &wide_sum[rank * count..(rank + 1) * count];
@@ -109,6 +117,11 @@ fn a_factor_computed_on_the_gpu_scales_each_ranks_contribution() -> TestResult {
             )?;
             let what = format!("reduce_scatter_scaled_in_place of {count}");
             check_eq(&what, block, scattered_in_place)?;
+            if rank == root {
+                check_eq(&format!("reduce_scaled of {count}"), sum, reduced)?;
+                let what = format!("reduce_scaled_in_place of {count}");
+                check_eq(&what, sum, reduced_in_place)?;
+            }
         }
         Ok(())
     })
@@ -136,6 +149,8 @@ fn a_factor_of_two_elements_is_refused_and_enqueues_nothing() -> TestResult {
             s.all_reduce_scaled_in_place(&comm, &mut y, &two),
             s.reduce_scatter_scaled(&comm, &x, &mut y, &two),
             s.reduce_scatter_scaled_in_place(&comm, &mut y, &two),
+            s.reduce_scaled(&comm, &x, &mut y, &two, 0),
+            s.reduce_scaled_in_place(&comm, &mut y, &two, 0),
         ];
         for refused in refusals {
             ensure!(

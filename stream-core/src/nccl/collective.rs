@@ -49,10 +49,19 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
         root: usize,
         comm: &Communicator,
     ) -> Result<Self> {
+        Self::reduce_by(operands, op.reduction(comm, TOKEN)?, root)
+    }
+
+    /// [`reduce`](Self::reduce) by a reduction made for this call.
+    pub(crate) fn reduce_by(
+        operands: Operands<'a, 's, T>,
+        reduction: Reduction,
+        root: usize,
+    ) -> Result<Self> {
         let root = rank_in(root, i32::MAX as usize)?;
         Ok(Request {
             what: "reduce",
-            collective: Collective::Reduce(op.reduction(comm, TOKEN)?, root),
+            collective: Collective::Reduce(reduction, root),
             operands,
         })
     }
@@ -279,6 +288,38 @@ macro_rules! collective_methods {
             let factor = DeviceFactor::new(comm, read(factor))?;
             let operands = Operands::InPlace(write(buf));
             $issue(self, comm, Request::all_reduce_by(operands, factor.reduction()))
+        }
+
+        /// [`reduce`](Self::reduce) of each rank's `send` times its own `factor`, read on
+        /// the GPU as in [`all_reduce_scaled`](Self::all_reduce_scaled), into the root's
+        /// `recv`.
+        #[inline]
+        pub fn reduce_scaled<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            send: &impl DeviceMemory<'s, T>,
+            recv: &mut impl DeviceMemoryMut<'s, T>,
+            factor: &impl DeviceMemory<'s, T>,
+            root: usize,
+        ) -> Result<()> {
+            let factor = DeviceFactor::new(comm, read(factor))?;
+            let operands = Operands::Apart(read(send), write(recv));
+            $issue(self, comm, Request::reduce_by(operands, factor.reduction(), root)?)
+        }
+
+        /// [`reduce_scaled`](Self::reduce_scaled) into the root's `buf`, as
+        /// [`reduce_in_place`](Self::reduce_in_place).
+        #[inline]
+        pub fn reduce_scaled_in_place<T: NcclElement>(
+            &'s self,
+            comm: &$($comm)? Communicator,
+            buf: &mut impl DeviceMemoryMut<'s, T>,
+            factor: &impl DeviceMemory<'s, T>,
+            root: usize,
+        ) -> Result<()> {
+            let factor = DeviceFactor::new(comm, read(factor))?;
+            let operands = Operands::InPlace(write(buf));
+            $issue(self, comm, Request::reduce_by(operands, factor.reduction(), root)?)
         }
 
         /// [`reduce_scatter`](Self::reduce_scatter) of each rank's `send` times its own

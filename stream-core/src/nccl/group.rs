@@ -447,6 +447,38 @@ impl<'g> Group<'g, '_> {
         s.issue_in_group(TOKEN, comm, request, self)
     }
 
+    /// [`Scope::reduce_scaled`](crate::Scope::reduce_scaled), issued at the group's end
+    /// (given a capture, recorded then into its graph).
+    pub fn reduce_scaled<'s: 'g, 'c: 'g, T: NcclElement>(
+        &'g self,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
+        send: &'g impl DeviceMemory<'s, T>,
+        recv: &'g mut impl DeviceMemoryMut<'s, T>,
+        factor: &'g impl DeviceMemory<'s, T>,
+        root: usize,
+    ) -> Result<()> {
+        let factor = DeviceFactor::new(comm, read(factor))?;
+        let operands = Operands::Apart(read(send), write(recv));
+        let request = Request::reduce_by(operands, factor.reduction(), root)?;
+        s.issue_in_group(TOKEN, comm, request, self)
+    }
+
+    /// [`Scope::reduce_scaled_in_place`](crate::Scope::reduce_scaled_in_place), issued at
+    /// the group's end (given a capture, recorded then into its graph).
+    pub fn reduce_scaled_in_place<'s: 'g, 'c: 'g, T: NcclElement>(
+        &'g self,
+        s: &'s impl GroupTarget<'s, 'c>,
+        comm: &'c Communicator,
+        buf: &'g mut impl DeviceMemoryMut<'s, T>,
+        factor: &'g impl DeviceMemory<'s, T>,
+        root: usize,
+    ) -> Result<()> {
+        let factor = DeviceFactor::new(comm, read(factor))?;
+        let request = Request::reduce_by(Operands::InPlace(write(buf)), factor.reduction(), root)?;
+        s.issue_in_group(TOKEN, comm, request, self)
+    }
+
     /// [`Scope::reduce_scatter_scaled`](crate::Scope::reduce_scatter_scaled), issued at
     /// the group's end (given a capture, recorded then into its graph).
     pub fn reduce_scatter_scaled<'s: 'g, 'c: 'g, T: NcclElement>(
