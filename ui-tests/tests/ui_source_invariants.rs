@@ -144,10 +144,11 @@ fn unsafe_blocks_per_folder_are_the_ones_lib_rs_counts() {
 /// graph taken back from its `Pending` unwaited, as an `InFlight` that reaches none of
 /// its memory, to be launched again behind the run still in flight: a new proof, about
 /// the host not touching memory that run uses, which no type carried before); 64 with a
-/// pre-multiplied sum whose factor stays on the GPU (`nccl/pre_mul_sum.rs`,
-/// `DeviceFactor`: one element of the scope's memory that NCCL keeps the address of and
-/// reads when the collective runs, borrowed as a send buffer is: a new proof, since the
-/// driver makes the reduction before the collective that reads it is issued).
+/// pre-multiplied sum whose factor stays on the GPU (`nccl/request.rs`, `DeviceFactor`:
+/// one element of the scope's memory that NCCL keeps the address of and reads when the
+/// collective runs, borrowed as a send buffer is, and kept by the one request it is made
+/// for: a new proof, since the driver makes the reduction before the collective that
+/// reads it is issued).
 const UNSAFE_OUTSIDE_DRIVER_LIMIT: usize = 64;
 
 /// The count skips comments and reads the table's rows.

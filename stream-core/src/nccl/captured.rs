@@ -13,7 +13,6 @@ use std::sync::{Arc, OnceLock};
 use super::collective::collective_methods;
 use super::group::{self, Group};
 use super::ledger::{Agreement, Call};
-use super::pre_mul_sum::DeviceFactor;
 use super::request::{issue_as, read, write, Operands, Request, Role};
 use super::{Communicator, NcclElement, ReduceOp};
 use crate::device::Device;

@@ -2,10 +2,9 @@
 //! borrows for the call, like [`Scope::copy_device`] (see the module docs of
 //! [`nccl`](super) for why that suffices).
 
-use super::pre_mul_sum::DeviceFactor;
 use super::request::{issue, rank_in, read, write, Operands, Request};
 use super::{Communicator, NcclElement, ReduceOp};
-use crate::driver::nccl::{Collective, Reduction};
+use crate::driver::nccl::Collective;
 use crate::error::Result;
 use crate::memory::{DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut};
 use crate::scope::Scope;
@@ -21,26 +20,31 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
         op: O,
         comm: &Communicator,
     ) -> Result<Self> {
-        Ok(Self::all_reduce_by(operands, op.reduction(comm, TOKEN)?))
+        let reduction = op.reduction(comm, TOKEN)?;
+        Ok(Request::new(
+            "all_reduce",
+            Collective::AllReduce(reduction),
+            operands,
+        ))
     }
 
-    /// [`all_reduce`](Self::all_reduce) by a reduction made for this call (a
-    /// [`DeviceFactor`]'s).
-    pub(crate) fn all_reduce_by(operands: Operands<'a, 's, T>, reduction: Reduction) -> Self {
-        Request {
-            what: "all_reduce",
-            collective: Collective::AllReduce(reduction),
-            operands,
-        }
+    /// [`all_reduce`](Self::all_reduce) by each rank's elements times its `factor`, on
+    /// the GPU ([`Request::scaled`]).
+    pub(crate) fn all_reduce_scaled(
+        operands: Operands<'a, 's, T>,
+        factor: DeviceSlice<'a, 's, T>,
+        comm: &'a Communicator,
+    ) -> Result<Self> {
+        Request::scaled("all_reduce", operands, factor, comm, Collective::AllReduce)
     }
 
     pub(crate) fn broadcast(operands: Operands<'a, 's, T>, root: usize) -> Result<Self> {
         let root = rank_in(root, i32::MAX as usize)?;
-        Ok(Request {
-            what: "broadcast",
-            collective: Collective::Broadcast { root },
+        Ok(Request::new(
+            "broadcast",
+            Collective::Broadcast { root },
             operands,
-        })
+        ))
     }
 
     pub(crate) fn reduce<O: ReduceOp<T>>(
@@ -49,29 +53,30 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
         root: usize,
         comm: &Communicator,
     ) -> Result<Self> {
-        Self::reduce_by(operands, op.reduction(comm, TOKEN)?, root)
+        let root = rank_in(root, i32::MAX as usize)?;
+        let reduction = op.reduction(comm, TOKEN)?;
+        Ok(Request::new(
+            "reduce",
+            Collective::Reduce(reduction, root),
+            operands,
+        ))
     }
 
-    /// [`reduce`](Self::reduce) by a reduction made for this call.
-    pub(crate) fn reduce_by(
+    /// [`reduce`](Self::reduce) by each rank's elements times its `factor`, on the GPU.
+    pub(crate) fn reduce_scaled(
         operands: Operands<'a, 's, T>,
-        reduction: Reduction,
+        factor: DeviceSlice<'a, 's, T>,
         root: usize,
+        comm: &'a Communicator,
     ) -> Result<Self> {
         let root = rank_in(root, i32::MAX as usize)?;
-        Ok(Request {
-            what: "reduce",
-            collective: Collective::Reduce(reduction, root),
-            operands,
+        Request::scaled("reduce", operands, factor, comm, |reduction| {
+            Collective::Reduce(reduction, root)
         })
     }
 
     pub(crate) fn all_gather(operands: Operands<'a, 's, T>) -> Self {
-        Request {
-            what: "all_gather",
-            collective: Collective::AllGather,
-            operands,
-        }
+        Request::new("all_gather", Collective::AllGather, operands)
     }
 
     pub(crate) fn reduce_scatter<O: ReduceOp<T>>(
@@ -79,37 +84,41 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
         op: O,
         comm: &Communicator,
     ) -> Result<Self> {
-        Ok(Self::reduce_scatter_by(
+        let reduction = op.reduction(comm, TOKEN)?;
+        Ok(Request::new(
+            "reduce_scatter",
+            Collective::ReduceScatter(reduction),
             operands,
-            op.reduction(comm, TOKEN)?,
         ))
     }
 
-    /// [`reduce_scatter`](Self::reduce_scatter) by a reduction made for this call.
-    pub(crate) fn reduce_scatter_by(operands: Operands<'a, 's, T>, reduction: Reduction) -> Self {
-        Request {
-            what: "reduce_scatter",
-            collective: Collective::ReduceScatter(reduction),
-            operands,
-        }
+    /// [`reduce_scatter`](Self::reduce_scatter) by each rank's elements times its
+    /// `factor`, on the GPU.
+    pub(crate) fn reduce_scatter_scaled(
+        operands: Operands<'a, 's, T>,
+        factor: DeviceSlice<'a, 's, T>,
+        comm: &'a Communicator,
+    ) -> Result<Self> {
+        let what = "reduce_scatter";
+        Request::scaled(what, operands, factor, comm, Collective::ReduceScatter)
     }
 
     pub(crate) fn send(buf: DeviceSlice<'a, 's, T>, peer: usize) -> Result<Self> {
         let peer = rank_in(peer, i32::MAX as usize)?;
-        Ok(Request {
-            what: "send",
-            collective: Collective::Send { peer },
-            operands: Operands::Read(buf),
-        })
+        Ok(Request::new(
+            "send",
+            Collective::Send { peer },
+            Operands::Read(buf),
+        ))
     }
 
     pub(crate) fn recv(buf: DeviceSliceMut<'a, 's, T>, peer: usize) -> Result<Self> {
         let peer = rank_in(peer, i32::MAX as usize)?;
-        Ok(Request {
-            what: "recv",
-            collective: Collective::Recv { peer },
-            operands: Operands::Write(buf),
-        })
+        Ok(Request::new(
+            "recv",
+            Collective::Recv { peer },
+            Operands::Write(buf),
+        ))
     }
 }
 
@@ -271,9 +280,8 @@ macro_rules! collective_methods {
             recv: &mut impl DeviceMemoryMut<'s, T>,
             factor: &impl DeviceMemory<'s, T>,
         ) -> Result<()> {
-            let factor = DeviceFactor::new(comm, read(factor))?;
             let operands = Operands::Apart(read(send), write(recv));
-            $issue(self, comm, Request::all_reduce_by(operands, factor.reduction()))
+            $issue(self, comm, Request::all_reduce_scaled(operands, read(factor), comm)?)
         }
 
         /// [`all_reduce_scaled`](Self::all_reduce_scaled) with `buf` both the input and
@@ -285,9 +293,8 @@ macro_rules! collective_methods {
             buf: &mut impl DeviceMemoryMut<'s, T>,
             factor: &impl DeviceMemory<'s, T>,
         ) -> Result<()> {
-            let factor = DeviceFactor::new(comm, read(factor))?;
             let operands = Operands::InPlace(write(buf));
-            $issue(self, comm, Request::all_reduce_by(operands, factor.reduction()))
+            $issue(self, comm, Request::all_reduce_scaled(operands, read(factor), comm)?)
         }
 
         /// [`reduce`](Self::reduce) of each rank's `send` times its own `factor`, read on
@@ -302,9 +309,8 @@ macro_rules! collective_methods {
             factor: &impl DeviceMemory<'s, T>,
             root: usize,
         ) -> Result<()> {
-            let factor = DeviceFactor::new(comm, read(factor))?;
             let operands = Operands::Apart(read(send), write(recv));
-            $issue(self, comm, Request::reduce_by(operands, factor.reduction(), root)?)
+            $issue(self, comm, Request::reduce_scaled(operands, read(factor), root, comm)?)
         }
 
         /// [`reduce_scaled`](Self::reduce_scaled) into the root's `buf`, as
@@ -317,9 +323,8 @@ macro_rules! collective_methods {
             factor: &impl DeviceMemory<'s, T>,
             root: usize,
         ) -> Result<()> {
-            let factor = DeviceFactor::new(comm, read(factor))?;
             let operands = Operands::InPlace(write(buf));
-            $issue(self, comm, Request::reduce_by(operands, factor.reduction(), root)?)
+            $issue(self, comm, Request::reduce_scaled(operands, read(factor), root, comm)?)
         }
 
         /// [`reduce_scatter`](Self::reduce_scatter) of each rank's `send` times its own
@@ -332,9 +337,8 @@ macro_rules! collective_methods {
             recv: &mut impl DeviceMemoryMut<'s, T>,
             factor: &impl DeviceMemory<'s, T>,
         ) -> Result<()> {
-            let factor = DeviceFactor::new(comm, read(factor))?;
             let operands = Operands::Apart(read(send), write(recv));
-            $issue(self, comm, Request::reduce_scatter_by(operands, factor.reduction()))
+            $issue(self, comm, Request::reduce_scatter_scaled(operands, read(factor), comm)?)
         }
 
         /// [`reduce_scatter_scaled`](Self::reduce_scatter_scaled) in `buf`, as
@@ -346,9 +350,8 @@ macro_rules! collective_methods {
             buf: &mut impl DeviceMemoryMut<'s, T>,
             factor: &impl DeviceMemory<'s, T>,
         ) -> Result<()> {
-            let factor = DeviceFactor::new(comm, read(factor))?;
             let operands = Operands::InPlace(write(buf));
-            $issue(self, comm, Request::reduce_scatter_by(operands, factor.reduction()))
+            $issue(self, comm, Request::reduce_scatter_scaled(operands, read(factor), comm)?)
         }
 
         /// `buf` to rank `peer`, which receives it with [`recv`](Self::recv) (`ncclSend`).

@@ -7,7 +7,6 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use super::group_target::GroupTarget;
-use super::pre_mul_sum::DeviceFactor;
 use super::request::{read, write, Operands, Request};
 use super::{Communicator, NcclElement, ReduceOp};
 use crate::driver::nccl::{group_end, group_start};
@@ -427,9 +426,8 @@ impl<'g> Group<'g, '_> {
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         factor: &'g impl DeviceMemory<'s, T>,
     ) -> Result<()> {
-        let factor = DeviceFactor::new(comm, read(factor))?;
         let operands = Operands::Apart(read(send), write(recv));
-        let request = Request::all_reduce_by(operands, factor.reduction());
+        let request = Request::all_reduce_scaled(operands, read(factor), comm)?;
         s.issue_in_group(TOKEN, comm, request, self)
     }
 
@@ -442,8 +440,8 @@ impl<'g> Group<'g, '_> {
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         factor: &'g impl DeviceMemory<'s, T>,
     ) -> Result<()> {
-        let factor = DeviceFactor::new(comm, read(factor))?;
-        let request = Request::all_reduce_by(Operands::InPlace(write(buf)), factor.reduction());
+        let request =
+            Request::all_reduce_scaled(Operands::InPlace(write(buf)), read(factor), comm)?;
         s.issue_in_group(TOKEN, comm, request, self)
     }
 
@@ -458,9 +456,8 @@ impl<'g> Group<'g, '_> {
         factor: &'g impl DeviceMemory<'s, T>,
         root: usize,
     ) -> Result<()> {
-        let factor = DeviceFactor::new(comm, read(factor))?;
         let operands = Operands::Apart(read(send), write(recv));
-        let request = Request::reduce_by(operands, factor.reduction(), root)?;
+        let request = Request::reduce_scaled(operands, read(factor), root, comm)?;
         s.issue_in_group(TOKEN, comm, request, self)
     }
 
@@ -474,8 +471,8 @@ impl<'g> Group<'g, '_> {
         factor: &'g impl DeviceMemory<'s, T>,
         root: usize,
     ) -> Result<()> {
-        let factor = DeviceFactor::new(comm, read(factor))?;
-        let request = Request::reduce_by(Operands::InPlace(write(buf)), factor.reduction(), root)?;
+        let request =
+            Request::reduce_scaled(Operands::InPlace(write(buf)), read(factor), root, comm)?;
         s.issue_in_group(TOKEN, comm, request, self)
     }
 
@@ -489,9 +486,8 @@ impl<'g> Group<'g, '_> {
         recv: &'g mut impl DeviceMemoryMut<'s, T>,
         factor: &'g impl DeviceMemory<'s, T>,
     ) -> Result<()> {
-        let factor = DeviceFactor::new(comm, read(factor))?;
         let operands = Operands::Apart(read(send), write(recv));
-        let request = Request::reduce_scatter_by(operands, factor.reduction());
+        let request = Request::reduce_scatter_scaled(operands, read(factor), comm)?;
         s.issue_in_group(TOKEN, comm, request, self)
     }
 
@@ -504,9 +500,8 @@ impl<'g> Group<'g, '_> {
         buf: &'g mut impl DeviceMemoryMut<'s, T>,
         factor: &'g impl DeviceMemory<'s, T>,
     ) -> Result<()> {
-        let factor = DeviceFactor::new(comm, read(factor))?;
         let operands = Operands::InPlace(write(buf));
-        let request = Request::reduce_scatter_by(operands, factor.reduction());
+        let request = Request::reduce_scatter_scaled(operands, read(factor), comm)?;
         s.issue_in_group(TOKEN, comm, request, self)
     }
 

@@ -7,9 +7,9 @@ use std::fmt;
 use super::{Communicator, NcclElement, ReduceOp};
 use crate::driver::nccl::Reduction;
 use crate::driver::nccl_reduction::RawPreMulSum;
-use crate::error::{Error, Result, ShapeMismatch};
-use crate::memory::{value_bytes, DeviceSlice};
-use crate::sealed::{self, Sealed, TOKEN};
+use crate::error::{Error, Result};
+use crate::memory::value_bytes;
+use crate::sealed;
 
 /// A reduction that multiplies each rank's elements by the rank's own `factor`, on the
 /// GPU, before summing them (NCCL's `ncclRedOpCreatePreMulSum`, PyTorch's
@@ -108,56 +108,3 @@ impl<T: NcclElement> sealed::NcclOp for &PreMulSum<'_, T> {
 }
 
 impl<T: NcclElement> ReduceOp<T> for &PreMulSum<'_, T> {}
-
-/// The pre-multiplied sum of one call of [`Scope::all_reduce_scaled`](crate::Scope::all_reduce_scaled)
-/// and its kin: made on the call's communicator with the factor in the scope's device
-/// memory (`ncclScalarDevice`), given to that one collective, and destroyed when the
-/// call returns (NCCL copied it into the call; the GPU reads the factor when the
-/// collective runs).
-pub(crate) struct DeviceFactor<'c> {
-    raw: RawPreMulSum<'c>,
-}
-
-impl<'c> DeviceFactor<'c> {
-    /// The reduction for one collective on `comm` whose factor is `factor`, one element.
-    #[inline]
-    pub(crate) fn new<T: NcclElement>(
-        comm: &'c Communicator,
-        factor: DeviceSlice<'_, '_, T>,
-    ) -> Result<Self> {
-        let factor = factor.raw(TOKEN);
-        if factor.len != 1 {
-            return Err(one_factor(factor.len));
-        }
-        // SAFETY: `factor` is one initialised `T` (checked above; device memory is
-        // initialised when allocated and every bit pattern of a `T: NcclElement` is one),
-        // device memory of the brand of the scope (or capture, or group target) that
-        // issues the one collective this reduction is given to, so memory the scope's
-        // device can read (its own, or lent to it by a fork, which granted access), valid
-        // on that scope's stream; it is borrowed shared by that call's caller for as long
-        // as the collective is being issued (a group's calls borrow it until the group's
-        // end, when NCCL enqueues them), so nothing writes or frees it before the
-        // collective is on the stream, and every later write or free of it is ordered
-        // after the collective on the stream (or, in a capture, recorded after it in the
-        // graph, whose memory keeps its address at every replay). This value is dropped
-        // when the call returns, and never given to another collective.
-        let raw = unsafe { RawPreMulSum::on_device(comm.raw(), T::DATA_TYPE, factor.ptr)? };
-        Ok(DeviceFactor { raw })
-    }
-
-    /// The reduction, for the one collective of this value's call.
-    #[inline]
-    pub(crate) fn reduction(&self) -> Reduction {
-        self.raw.reduction()
-    }
-}
-
-/// [`Error::ShapeMismatch`] for a device factor of `len` elements.
-#[cold]
-fn one_factor(len: usize) -> Error {
-    Error::from(ShapeMismatch {
-        what: "the device factor (one element)",
-        expected: 1,
-        actual: len,
-    })
-}

@@ -6,8 +6,9 @@ use super::ledger::{Agreement, Call};
 use super::self_pairs::{self, Half};
 use super::stand_in::stand_in;
 use super::{Communicator, NcclElement};
-use crate::driver::nccl::Collective;
+use crate::driver::nccl::{Collective, Reduction};
 use crate::driver::nccl_comm::enqueue;
+use crate::driver::nccl_reduction::RawPreMulSum;
 use crate::error::{Error, Result, ShapeMismatch};
 use crate::graph::CaptureState;
 use crate::memory::view::RawSlice;
@@ -36,6 +37,93 @@ pub(crate) struct Request<'a, 's, T: NcclElement> {
     pub(crate) what: &'static str,
     pub(crate) collective: Collective,
     pub(crate) operands: Operands<'a, 's, T>,
+    /// The reduction made on a factor in device memory for this request alone
+    /// ([`Request::scaled`]), whose handle `collective` holds; dropped with the request,
+    /// after [`issue_as`] has given it to NCCL. Private to this file: no other request
+    /// can hold it.
+    factor: Option<DeviceFactor<'a>>,
+}
+
+impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
+    /// `what` of `operands` (its reduction, if any, one that is no memory's: a built-in
+    /// or a [`PreMulSum`](super::PreMulSum) with its factor on the host).
+    #[inline(always)]
+    pub(crate) fn new(
+        what: &'static str,
+        collective: Collective,
+        operands: Operands<'a, 's, T>,
+    ) -> Self {
+        Request {
+            what,
+            collective,
+            operands,
+            factor: None,
+        }
+    }
+
+    /// `what` of `operands`, reduced by each rank's elements times its own `factor`, one
+    /// element of device memory of the operands' brand, borrowed as they are, that NCCL
+    /// reads when the collective runs: `collective` makes the operation from that
+    /// reduction, made here for this request alone.
+    /// [`Error::ShapeMismatch`](crate::Error::ShapeMismatch) unless `factor` is one element.
+    #[inline]
+    pub(crate) fn scaled(
+        what: &'static str,
+        operands: Operands<'a, 's, T>,
+        factor: DeviceSlice<'a, 's, T>,
+        comm: &'a Communicator,
+        collective: impl FnOnce(Reduction) -> Collective,
+    ) -> Result<Self> {
+        let factor = DeviceFactor::new(comm, factor)?;
+        Ok(Request {
+            what,
+            collective: collective(factor.raw.reduction()),
+            operands,
+            factor: Some(factor),
+        })
+    }
+}
+
+/// A pre-multiplied sum whose factor is one element of device memory (`ncclScalarDevice`),
+/// made by [`Request::scaled`] for its request alone.
+struct DeviceFactor<'c> {
+    raw: RawPreMulSum<'c>,
+}
+
+impl<'c> DeviceFactor<'c> {
+    /// Made only by [`Request::scaled`], which keeps it in the request whose operands
+    /// carry `factor`'s brand and borrow.
+    fn new<T: NcclElement>(comm: &'c Communicator, factor: DeviceSlice<'c, '_, T>) -> Result<Self> {
+        let factor = factor.raw(TOKEN);
+        if factor.len != 1 {
+            return Err(one_factor(factor.len));
+        }
+        // SAFETY: `factor` is one initialised `T` (checked above; device memory is
+        // initialised when allocated, and every bit pattern of a `T: NcclElement` is one).
+        // The reduction made here lives in one `Request`, whose operands carry the same
+        // brand and borrow as `factor` (`Request::scaled`'s signature), and reaches NCCL
+        // only through `issue_as`, which takes that request and enqueues its collective on
+        // the stream of the scope (or capture) of that brand: so the factor is device
+        // memory that stream's device can read (its own, or lent to the scope by a fork,
+        // which granted access), borrowed shared until the collective is on the stream
+        // (inside a group, until the group's end, when NCCL enqueues it: the group's
+        // methods borrow for the group), after which every write or free of it is ordered
+        // after the collective on that stream (in a capture, recorded after it in the
+        // graph, whose memory keeps its address at every replay). The request drops the
+        // reduction when it is dropped, after its one issue (a stand-in makes its own).
+        let raw = unsafe { RawPreMulSum::on_device(comm.raw(), T::DATA_TYPE, factor.ptr)? };
+        Ok(DeviceFactor { raw })
+    }
+}
+
+/// [`Error::ShapeMismatch`] for a device factor of `len` elements.
+#[cold]
+fn one_factor(len: usize) -> Error {
+    Error::from(ShapeMismatch {
+        what: "the device factor (one element)",
+        expected: 1,
+        actual: len,
+    })
 }
 
 /// `Ok(rank as i32)` when `rank` is in a communicator of `size` ranks.
@@ -188,6 +276,8 @@ pub(crate) fn issue_as<'a, 's: 'a, T: NcclElement>(
         bytes,
         issued.is_ok(),
     );
+    // NCCL copied a reduction made for this request into the call: it may go now.
+    drop(request.factor);
     issued.inspect_err(|e| comm.issue_failed(e))
 }
 

@@ -101,10 +101,7 @@ fn issue_on<'a, 's: 'a, T: NcclElement>(
         Collective::Recv { .. } => Operands::Write(write(recv)),
         _ => Operands::Apart(read(send), write(recv)),
     };
-    let request = Request {
-        what: "a stand-in for a call the ranks disagreed on",
-        collective: call.collective,
-        operands,
-    };
+    let what = "a stand-in for a call the ranks disagreed on";
+    let request = Request::new(what, call.collective, operands);
     issue_as(s, comm, request, group, Role::StandIn)
 }
