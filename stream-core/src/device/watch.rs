@@ -2,7 +2,7 @@
 //! waits for its peers) and how to make it stop; [`Watches`], the watches of one scope
 //! and its forks, which bound every host wait for the scope's streams; and this thread's
 //! list of them, which bounds the waits that are no scope's own
-//! ([`wait_for_open_scopes`]): the out-of-memory retry's (`memory/pool.rs`), the
+//! ([`wait_for_open_scopes`], [`OpenWatches`]): the out-of-memory retry's (`memory/pool.rs`), the
 //! housekeeping stream's (`DeviceInner::sync_housekeeping`), and those before a call
 //! that waits for the whole device (`DeviceInner::bound_device_wide_wait`: a
 //! `ManagedVec`'s drop, `Device::trim_pinned_memory`).
@@ -144,39 +144,44 @@ impl Watches {
 /// scopes before it tries again, and the housekeeping stream's synchronisations: without
 /// this, a collective whose peer died, on one of those streams, would hold them forever.
 pub(crate) fn wait_for_open_scopes(done: impl FnMut() -> bool) -> Result<()> {
-    let open: Vec<(Arc<Watches>, WatchList)> = OPEN
-        .try_with(|open| {
-            open.borrow()
-                .iter()
-                .filter_map(Weak::upgrade)
-                .map(|set| {
-                    let list = set.list();
-                    (set, list)
-                })
-                .filter(|(_, list)| !list.is_empty())
-                .collect()
-        })
-        .unwrap_or_default();
-    if open.is_empty() {
-        return Ok(());
-    }
-    poll(done, |waited| {
-        open.iter()
-            .try_for_each(|(set, list)| set.check(list, waited))
-    })
+    OpenWatches::now().map_or(Ok(()), |open| open.poll(done))
 }
 
-/// `true` while a scope open on this thread has issued a collective (its watches
-/// bound [`wait_for_open_scopes`]): what a call that waits for the whole device asks
-/// before it lists the streams to wait for (`DeviceInner::bound_device_wide_wait`).
-pub(crate) fn any_watched_scope_open() -> bool {
-    OPEN.try_with(|open| {
-        open.borrow()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .any(|set| !set.list().is_empty())
-    })
-    .unwrap_or(false)
+/// The watches of the scopes open on this thread that have issued a collective, taken
+/// once (outside their locks) for the waits of one call: what bounds
+/// [`wait_for_open_scopes`], and each of the waits for several streams before a call
+/// that waits for the whole device (`memory/pool.rs`). Only this thread changes the
+/// list, and it is busy waiting, so it holds for the whole call.
+pub(crate) struct OpenWatches(Vec<(Arc<Watches>, WatchList)>);
+
+impl OpenWatches {
+    /// This thread's, or `None` while no scope open on it has issued a collective.
+    pub(crate) fn now() -> Option<OpenWatches> {
+        let open: Vec<(Arc<Watches>, WatchList)> = OPEN
+            .try_with(|open| {
+                open.borrow()
+                    .iter()
+                    .filter_map(Weak::upgrade)
+                    .map(|set| {
+                        let list = set.list();
+                        (set, list)
+                    })
+                    .filter(|(_, list)| !list.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        (!open.is_empty()).then_some(OpenWatches(open))
+    }
+
+    /// Polls `done` until it is `true` or one of the watches gives up: its error then,
+    /// kept by its scope, whose end reports it again.
+    pub(crate) fn poll(&self, done: impl FnMut() -> bool) -> Result<()> {
+        poll(done, |waited| {
+            self.0
+                .iter()
+                .try_for_each(|(set, list)| set.check(list, waited))
+        })
+    }
 }
 
 /// Polls `done` until it is `true`, asking `check` every [`CHECK_EVERY`] whether to go

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 
-use crate::device::watch::{any_watched_scope_open, wait_for_open_scopes};
+use crate::device::watch::OpenWatches;
 use crate::device::{Device, DeviceInner};
 use crate::driver::context::PrimaryContext;
 use crate::driver::device::DeviceId;
@@ -257,7 +257,7 @@ impl DeviceInner {
             Err(e) => return Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }
         let pending = OpenScope::pending_free_streams(self, stream.raw());
-        wait_for_streams(&self.context, pending, true)?;
+        wait_for_streams(&self.context, pending, OpenWatches::now().as_ref(), true)?;
         self.pool.trim_to(0)?;
         match self.pool.alloc(bytes, stream) {
             Ok(allocation) => Ok(allocation),
@@ -289,12 +289,12 @@ impl DeviceInner {
     /// reports it again. Without a watched scope open on this thread, returns at once;
     /// the device-wide call is then the wait, as it always was.
     pub(crate) fn bound_device_wide_wait(&self) -> Result<()> {
-        if !any_watched_scope_open() {
+        let Some(open) = OpenWatches::now() else {
             return Ok(());
-        }
+        };
         let housekeeping = self.housekeeping.raw();
         let pending = OpenScope::pending_free_streams(self, housekeeping);
-        wait_for_streams(&self.context, pending, false)
+        wait_for_streams(&self.context, pending, Some(&open), false)
     }
 }
 
@@ -304,19 +304,21 @@ impl DeviceInner {
 /// it), but a scope of another handle of the same GPU, open on this thread, may be
 /// behind a collective whose peer died. `context` is the GPU's primary context.
 pub(crate) fn bound_wait_before_device_release(context: &Arc<PrimaryContext>) -> Result<()> {
-    if !any_watched_scope_open() {
+    let Some(open) = OpenWatches::now() else {
         return Ok(());
-    }
+    };
     let pending = OpenScope::add_streams_on(context.device(), Vec::new());
-    wait_for_streams(context, pending, false)
+    wait_for_streams(context, pending, Some(&open), false)
 }
 
 /// Waits for each of `streams` (the caller's, the housekeeping stream of a device of
-/// `context` and the streams of this thread's open scopes on its GPU), bounded by this
-/// thread's watched scopes, and then synchronises it when `synchronize`.
+/// `context` and the streams of this thread's open scopes on its GPU), bounded by
+/// `open`, this thread's watched scopes (with none, nothing bounds the synchronisation),
+/// and then synchronises it when `synchronize`.
 fn wait_for_streams(
     context: &Arc<PrimaryContext>,
     streams: Vec<sys::CUstream>,
+    open: Option<&OpenWatches>,
     synchronize: bool,
 ) -> Result<()> {
     for pending in streams {
@@ -328,7 +330,9 @@ fn wait_for_streams(
         let pending = unsafe { BorrowedStream::new(context, pending) };
         // A collective on it whose peer died would hold this wait forever: bounded as
         // the scopes' own waits are, and its error is the caller's.
-        wait_for_open_scopes(|| pending.is_idle())?;
+        if let Some(open) = open {
+            open.poll(|| pending.is_idle())?;
+        }
         if synchronize {
             pending.synchronize()?;
         }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{any_watched_scope_open, wait_for_open_scopes, StreamWatch, Watches};
+use super::{wait_for_open_scopes, OpenWatches, StreamWatch, Watches};
 use crate::error::Error;
 
 /// Gives up with `CollectiveTimedOut` once `after` has been waited, counting its checks.
@@ -125,14 +125,16 @@ fn a_scope_poll_that_gives_up_keeps_the_first_error() {
 
 #[test]
 fn a_scope_is_watched_while_it_keeps_watches_with_one_watch_in_them() {
-    assert!(!any_watched_scope_open());
+    assert!(OpenWatches::now().is_none());
     let watches = Watches::open();
     // Opened at the first collective, but nothing to bound the waits with yet.
-    assert!(!any_watched_scope_open());
+    assert!(OpenWatches::now().is_none());
     watches.add(&(GivesUpAfter::new(Duration::from_secs(1)) as Arc<dyn StreamWatch>));
-    assert!(any_watched_scope_open());
+    assert!(OpenWatches::now().is_some());
     // Another thread's scopes do not bound this thread's waits.
-    assert!(!std::thread::spawn(any_watched_scope_open).join().unwrap());
+    assert!(std::thread::spawn(|| OpenWatches::now().is_none())
+        .join()
+        .unwrap());
     drop(watches);
-    assert!(!any_watched_scope_open());
+    assert!(OpenWatches::now().is_none());
 }
