@@ -2,10 +2,11 @@
 //! waits for its peers) and how to make it stop; [`Watches`], the watches of one scope
 //! and its forks, which bound every host wait for the scope's streams; and this thread's
 //! list of them, which bounds the waits that are no scope's own
-//! ([`wait_for_open_scopes`], [`OpenWatches`]): the out-of-memory retry's (`memory/pool.rs`), the
-//! housekeeping stream's (`DeviceInner::sync_housekeeping`), and those before a call
-//! that waits for the whole device (`DeviceInner::bound_device_wide_wait`: a
-//! `ManagedVec`'s drop, `Device::trim_pinned_memory`).
+//! ([`wait_for_open_scopes`], [`OpenWatches`]): the out-of-memory retry's
+//! (`memory/pool.rs`), the housekeeping stream's (`DeviceInner::sync_housekeeping`), and
+//! those before a call that waits for the whole device
+//! (`DeviceInner::bound_device_wide_wait`: a `ManagedVec`'s drop,
+//! `Device::trim_pinned_memory`).
 //!
 //! Here, in `device/`, because those waits are below `scope/`: the retry waits for the
 //! streams of the scopes open on the thread that ran out of memory, and the
