@@ -140,7 +140,7 @@ impl Stream {
     /// [`synchronize`](Self::synchronize) before host borrows that work on this stream
     /// may use are released: `Ok` when the work has completed; `Err` only for a sticky
     /// error, which proves the context runs no more work (see
-    /// [`STICKY`](crate::error::STICKY)); any other failure (binding the context
+    /// [`STICKY`](crate::error::driver_codes::STICKY)); any other failure (binding the context
     /// included) proves nothing about DMA still running, so the process aborts, naming
     /// `what`.
     #[inline]

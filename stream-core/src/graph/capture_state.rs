@@ -39,7 +39,7 @@ pub(crate) struct CaptureState {
     /// failed: NCCL may have left some out of the graph, so the capture fails.
     group_failure: Arc<OnceLock<Error>>,
     /// Set by a fork onto a stream of a chosen priority
-    /// ([`Capture::fork_with_priority`]): the graph then runs each kernel node at the
+    /// ([`Capture::fork_with_priority`](crate::Capture::fork_with_priority)): the graph then runs each kernel node at the
     /// priority of the stream it was recorded on.
     node_priorities: AtomicBool,
 }

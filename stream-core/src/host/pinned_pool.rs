@@ -498,7 +498,7 @@ impl Device {
     /// Call it between phases of a program, not while other work runs. Called inside a
     /// scope that has issued an NCCL collective, it waits for that scope's streams within
     /// the communicator's timeout first: behind a collective whose peer died, it returns
-    /// [`Error::CollectiveTimedOut`](crate::Error::CollectiveTimedOut) (the communicator
+    /// [`Error::CollectiveTimedOut`] (the communicator
     /// aborted, the memory freed all the same), which the scope's end returns again.
     ///
     /// ```no_run

@@ -76,7 +76,7 @@ use crate::memory::DeviceRepr;
 /// that has issued an NCCL collective, it waits for that scope's streams within the
 /// communicator's timeout first: behind a collective whose peer died, the communicator
 /// is aborted after the timeout (ending the collective, so the free can go on), and the
-/// scope's end returns [`Error::CollectiveTimedOut`](crate::Error::CollectiveTimedOut).
+/// scope's end returns [`Error::CollectiveTimedOut`].
 pub struct ManagedVec<T: DeviceRepr> {
     /// `None` for zero bytes.
     pub(super) allocation: Option<ManagedAllocation>,

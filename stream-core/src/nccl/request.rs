@@ -65,7 +65,7 @@ impl<'a, 's, T: NcclElement> Request<'a, 's, T> {
     /// element of device memory of the operands' brand, borrowed as they are, that NCCL
     /// reads when the collective runs: `collective` makes the operation from that
     /// reduction, made here for this request alone.
-    /// [`Error::ShapeMismatch`](crate::Error::ShapeMismatch) unless `factor` is one element.
+    /// [`Error::ShapeMismatch`] unless `factor` is one element.
     #[inline]
     pub(crate) fn scaled(
         what: &'static str,
