@@ -10,7 +10,7 @@
 
 use cudarc::driver::sys;
 
-use super::context::Bound;
+use super::context::{Bound, PrimaryContext};
 use super::device::DeviceId;
 use super::stream::RawStream;
 use super::versions::mem_location;
@@ -112,34 +112,50 @@ pub(crate) struct ManagedAllocation {
 }
 
 impl ManagedAllocation {
-    /// Allocates `bytes` (non-zero) of managed memory in the context `_bound` binds,
-    /// attached as `attach` says. Out of memory: [`Error::OutOfMemory`] with the
-    /// device's `free` and `total` as the caller measured them.
-    pub(crate) fn new(
+    /// Allocates `bytes` (non-zero) of managed memory in `context`, attached as `attach`
+    /// says, and zeroes it from the host. Refused before allocating, with
+    /// [`Error::ManagedNeedsConcurrentAccess`], when the host may not touch it: attached
+    /// `Global` on a device without concurrent managed access, where the host may not
+    /// touch managed memory while any kernel runs. Out of memory: [`Error::OutOfMemory`]
+    /// with the device's `free` and `total` as the caller measured them.
+    pub(crate) fn zeroed(
         bytes: usize,
         attach: Attach,
         (free, total): (usize, usize),
-        _bound: &Bound<'_>,
+        context: &PrimaryContext,
     ) -> Result<Self> {
+        let concurrent = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS;
+        if attach == Attach::Global && context.device().attribute(concurrent)? == 0 {
+            return Err(Error::from(crate::error::ManagedNeedsConcurrentAccess {
+                what: "zeroing from the host a managed allocation attached to every stream",
+                instead: "attach it to the host (CU_MEM_ATTACH_HOST) on this device",
+            }));
+        }
+        let _bound = context.bind()?;
         let mut ptr: sys::CUdeviceptr = 0;
         // SAFETY: a plain allocation in the bound context; the driver writes one
-        // `CUdeviceptr` to `ptr`, a live local. The memory is only handed out through
-        // this value, whose owner initialises it before any typed read.
+        // `CUdeviceptr` to `ptr`, a live local.
         let status = unsafe { sys::cuMemAllocManaged(&raw mut ptr, bytes, attach.raw()) };
+        let out_of_memory = || {
+            Error::from(crate::error::OutOfMemory {
+                requested: bytes,
+                free,
+                total,
+            })
+        };
         match status.result() {
-            Ok(()) if ptr != 0 => Ok(ManagedAllocation { ptr, bytes }),
-            Ok(()) => Err(Error::from(crate::error::OutOfMemory {
-                requested: bytes,
-                free,
-                total,
-            })),
-            Err(e) if is_out_of_memory(&e) => Err(Error::from(crate::error::OutOfMemory {
-                requested: bytes,
-                free,
-                total,
-            })),
-            Err(e) => Err(Error::driver("cuMemAllocManaged", e)),
+            Ok(()) if ptr != 0 => {}
+            Ok(()) => return Err(out_of_memory()),
+            Err(e) if is_out_of_memory(&e) => return Err(out_of_memory()),
+            Err(e) => return Err(Error::driver("cuMemAllocManaged", e)),
         }
+        // SAFETY: `bytes` bytes of managed memory just allocated, whose address nothing
+        // but this function knows yet, so no stream or thread uses them. The host may
+        // touch them now: they are attached to the host, or the device has concurrent
+        // managed access (checked above), where the host may at any time. Managed memory
+        // has the same address on the host as on the devices.
+        unsafe { std::ptr::with_exposed_provenance_mut::<u8>(ptr as usize).write_bytes(0, bytes) };
+        Ok(ManagedAllocation { ptr, bytes })
     }
 
     /// The address, the same on the host and on every device.

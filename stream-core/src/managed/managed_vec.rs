@@ -237,16 +237,8 @@ impl<T: DeviceRepr> ManagedVec<T> {
                 budget::check(bytes, info.0, info.1, managed)?;
             }
         }
-        let allocation = ManagedAllocation::new(bytes, access.allocation_attach(), info, &bound)?;
-        // SAFETY: `allocation` is `bytes` bytes of managed memory just allocated, used by
-        // nothing else yet (no stream knows it), and accessible to the host now: attached
-        // `GLOBAL` on a device with concurrent managed access (where the host may touch
-        // managed memory at any time) or `HOST` (where no kernel may use it). The address
-        // is valid on the host (unified addressing).
-        unsafe {
-            std::ptr::with_exposed_provenance_mut::<u8>(allocation.ptr() as usize)
-                .write_bytes(0, bytes)
-        };
+        let attach = access.allocation_attach();
+        let allocation = ManagedAllocation::zeroed(bytes, attach, info, &inner.context)?;
         stats::allocated(inner.device, bytes);
         vec.allocation = Some(allocation);
         Ok(vec)
