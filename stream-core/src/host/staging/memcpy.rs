@@ -161,14 +161,10 @@ impl SharedCopy {
             // SAFETY: see `unsafe impl Send for SharedCopy`: piece `index` (`start..start
             // + len`, inside `len`) was taken by this thread alone, and `copy_bytes` has
             // not returned, since this piece is not done yet; `dst` and `src` are
-            // different borrows, so they do not overlap, and nothing writes `src` while
-            // `copy_bytes` borrows it.
-            let (dst, src) = unsafe {
-                (
-                    std::slice::from_raw_parts_mut(self.dst.wrapping_add(start), len),
-                    std::slice::from_raw_parts(self.src.wrapping_add(start), len),
-                )
-            };
+            // different borrows, so they do not overlap.
+            let dst = unsafe { std::slice::from_raw_parts_mut(self.dst.wrapping_add(start), len) };
+            // SAFETY: as above; nothing writes `src` while `copy_bytes` borrows it.
+            let src = unsafe { std::slice::from_raw_parts(self.src.wrapping_add(start), len) };
             copy_stripe(dst, src, self.streaming);
         }
     }
