@@ -46,11 +46,13 @@ gpu_tests::test_main! {
 }
 
 // `serial()` is held by the tests that need a long kernel to keep running while they
-// work (one of them also frees page-locked memory, `cuMemFreeHost`, when its own
-// `Device` is dropped). Measured on an H200: `cuMemFreeHost` waits until the device is idle and
-// stalls other threads' driver calls meanwhile, so run in parallel with a test that
-// freed page-locked memory, these tests saw their long kernels end before they could
-// observe them. (The pool tests that trim or drop pinned memory are in another binary,
+// work, and by those that free page-locked memory (`cuMemFreeHost`) when a `Device` of
+// their own is dropped (with its pinned pool). Measured on an H200: `cuMemFreeHost` waits
+// until the device is idle and stalls other threads' driver calls meanwhile, so run in
+// parallel with a test that freed page-locked memory, these tests saw their long
+// kernels end before they could observe them (in a suite run on 2026-11-29: the
+// thread-per-GPU test's devices dropped during `staging_block_is_not_reused_...`'s
+// window). (The pool tests that trim or drop pinned memory are in another binary,
 // `test_pinned`.)
 
 /// Element counts just below, at and just above `bytes`, for `T`.
@@ -531,6 +533,8 @@ fn staged_copies_inside_a_fork_child_are_exact() -> TestResult {
 /// the others, so their memcpy jobs share the process's workers. Every copy staged
 /// (each thread's own counters) and exact.
 fn staged_round_trips_from_a_thread_per_gpu_at_once_are_exact() -> TestResult {
+    // Each thread's `Device` frees its pinned pool when dropped (see `serial()` above).
+    let _serial = serial();
     let count = Device::count()?;
     let threads = count.clamp(2, 4);
     let start = std::sync::Barrier::new(threads);
