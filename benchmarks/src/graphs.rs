@@ -9,7 +9,12 @@
 //!   with `result` calls in the same pattern (a capture stream of its own, relaxed mode,
 //!   instantiated with `AUTO_FREE_ON_LAUNCH` like the library's).
 //! * **GPU time**, launched and replayed: from an event before the first kernel to one
-//!   after the last, per kernel.
+//!   after the last, per kernel. Two raw rows beside it say what moves ours/raw there:
+//!   the function with the attribute the library sets on every function (dynamic shared
+//!   memory up to the opt-in limit) on the same counter, and the same raw graph on a
+//!   counter allocated apart: ours and raw count on different allocations, and on an
+//!   H200 where the counter lies moved a replay's GPU time by 4% (the attribute by
+//!   nothing): `benchmarks/results/2026-11-29-h200-graph-replay-gpu-time-counter-placement.txt`.
 //!
 //! Every launch increments a counter; the counters are checked against the number of
 //! launches at the end (a replay counts [`KERNELS`]).
@@ -29,7 +34,7 @@ use stream_core::{scope, DeviceVec, Graph, Stream};
 use crate::cuda::{self, TINY_CONFIG};
 use crate::env::Env;
 use crate::error::{Context, Error, Result};
-use crate::launch::check_count;
+use crate::launch::{check_count, AttributedTiny};
 use crate::raw::{arg, RawDeviceMem, RawEvent, RawFunction, RawGraph, RawStream};
 use crate::report::{Better, Check, Report, Row, Source};
 use crate::sampling::{interleaved, GpuTimer, Sampler};
@@ -53,7 +58,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         }
         Ok::<_, stream_core::Error>(())
     })?;
-    let mut raw = RawGraphBench::new(env)?;
+    let mut raw = RawGraphBench::new(env, env.raw_tiny)?;
     let (ours_timer, raw_timer) = (stream_core::GpuTimer::new(dev)?, GpuTimer::new()?);
     let (mut launched, mut replayed) = (0u64, 0u64);
 
@@ -144,6 +149,7 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         replay_count.first().copied(),
         replayed * KERNELS as u64,
     )?;
+    diagnosis_rows(env, rep, plan, &mut raw, &raw_timer)?;
     raw.check()?;
     rep.note(
         "graphs: \"replay/launch\" is ours replayed over ours launched, per kernel, per round \
@@ -222,13 +228,76 @@ struct RawGraphBench {
     launch_counter: RawDeviceMem,
     replay_counter: RawDeviceMem,
     graph: RawGraph,
+    /// [`diagnosis_rows`]' graph of the attributed function, on `replay_counter`.
+    attributed: Option<RawGraph>,
     done: RawEvent,
     launched: u64,
     replayed: u64,
 }
 
+/// Two diagnostic rows for the GPU time of raw replays, against `raw`'s plain graph:
+/// the same graph of the function with the attribute the library sets on every function
+/// it loads (dynamic shared memory allowed up to the opt-in limit), on the same counter;
+/// and the plain graph on a counter of its own. Ours and raw replay graphs on different
+/// counters, so the second row is the spread that alone can put between them.
+fn diagnosis_rows(
+    env: &Env,
+    rep: &mut Report,
+    plan: crate::sampling::Plan,
+    raw: &mut RawGraphBench,
+    timer: &GpuTimer,
+) -> Result<()> {
+    let attributed = AttributedTiny::load(env)?;
+    // SAFETY: the counter is `raw`'s, freed only when `raw` is dropped, after its last
+    // launch; the graph is kept in `raw` and launched only through it.
+    let graph = unsafe { raw_graph_of(attributed.function, &raw.replay_counter, KERNELS) }?;
+    raw.attributed = Some(graph);
+    let mut elsewhere = RawGraphBench::new(env, env.raw_tiny)?;
+    let raw = std::cell::RefCell::new(raw);
+    let rounds = {
+        let mut samplers: Vec<Sampler<'_>> = vec![
+            ("raw", Box::new(|| raw.borrow_mut().replay(Some(timer)))),
+            (
+                "raw, opt-in shared memory attribute",
+                Box::new(|| raw.borrow_mut().replay_attributed(timer)),
+            ),
+            (
+                "raw, another counter",
+                Box::new(|| elsewhere.replay(Some(timer))),
+            ),
+        ];
+        interleaved(plan, &mut samplers)?
+    };
+    let [plain, with_attribute, other_counter]: [Rounds; 3] = rounds
+        .try_into()
+        .map_err(|_| Error::msg("graphs: expected three results"))?;
+    for (what, rounds) in [
+        (
+            "the function with the library's shared-memory attribute \
+             (MAX_DYNAMIC_SHARED_SIZE_BYTES at the opt-in limit), on the same counter, \
+             against the plain function's",
+            with_attribute,
+        ),
+        (
+            "the plain function on another counter (an allocation of its own) against \
+             the same graph on the first",
+            other_counter,
+        ),
+    ] {
+        let mut row = Row::new(
+            "graphs",
+            format!("GPU time: {KERNELS} kernels replayed from a graph, raw: {what}"),
+            "ns/kernel (GPU)",
+            Better::Lower,
+        );
+        (row.ours, row.raw) = (Some(rounds), Some(plain.clone()));
+        rep.push(row);
+    }
+    elsewhere.check()
+}
+
 impl RawGraphBench {
-    fn new(env: &Env) -> Result<Self> {
+    fn new(env: &Env, function: RawFunction) -> Result<Self> {
         let zeroed = || -> Result<RawDeviceMem> {
             let m = RawDeviceMem::new(4)?;
             // SAFETY: `m` is 4 bytes of device memory just allocated.
@@ -238,13 +307,14 @@ impl RawGraphBench {
         let (launch_counter, replay_counter) = (zeroed()?, zeroed()?);
         // SAFETY: the counter is a field of the bench beside the graph, freed only when
         // the bench is dropped, after its last launch.
-        let graph = unsafe { raw_tiny_graph(env, &replay_counter, KERNELS) }?;
+        let graph = unsafe { raw_graph_of(function, &replay_counter, KERNELS) }?;
         Ok(RawGraphBench {
             stream: env.raw_streams[0].0,
-            function: env.raw_tiny,
+            function,
             launch_counter,
             replay_counter,
             graph,
+            attributed: None,
             done: RawEvent::new()?,
             launched: 0,
             replayed: 0,
@@ -289,13 +359,29 @@ impl RawGraphBench {
     /// One replay and one event record; host or GPU nanoseconds per kernel (the event's
     /// synchronisation that follows is not timed).
     fn replay(&mut self, timer: Option<&GpuTimer>) -> Result<f64> {
+        let exec = self.graph.exec;
+        self.replay_exec(exec, timer)
+    }
+
+    /// [`replay`](Self::replay) of the attributed graph, GPU time.
+    fn replay_attributed(&mut self, timer: &GpuTimer) -> Result<f64> {
+        let exec = self
+            .attributed
+            .as_ref()
+            .ok_or_else(|| Error::msg("graphs: no attributed graph"))?
+            .exec;
+        self.replay_exec(exec, Some(timer))
+    }
+
+    /// One replay of `exec` (a graph of [`KERNELS`] launches on `replay_counter`).
+    fn replay_exec(&mut self, exec: sys::CUgraphExec, timer: Option<&GpuTimer>) -> Result<f64> {
         if let Some(timer) = timer {
             timer.start(self.stream)?;
         }
         let t = Instant::now();
         // SAFETY: the instance and the stream are alive; the graph's only memory is the
         // counter, alive until the end of the run.
-        let launched = unsafe { result::graph::launch(self.graph.exec, self.stream) };
+        let launched = unsafe { result::graph::launch(exec, self.stream) };
         // SAFETY: a live event and stream of the current context.
         let recorded = unsafe { result::event::record(self.done.0, self.stream) };
         let host = per_kernel(t);
@@ -345,8 +431,22 @@ pub(crate) unsafe fn raw_tiny_graph(
     counter: &RawDeviceMem,
     kernels: usize,
 ) -> Result<RawGraph> {
+    // SAFETY: this function's contract.
+    unsafe { raw_graph_of(env.raw_tiny, counter, kernels) }
+}
+
+/// [`raw_tiny_graph`] of `function`, a `tiny_u32` of some module.
+///
+/// # Safety
+///
+/// As [`raw_tiny_graph`]'s; `function` is `tiny_u32(unsigned*, size_t)`, loaded while the
+/// graph is launched.
+unsafe fn raw_graph_of(
+    function: RawFunction,
+    counter: &RawDeviceMem,
+    kernels: usize,
+) -> Result<RawGraph> {
     let capture_stream = RawStream::new()?;
-    let function = env.raw_tiny;
     let len: usize = 1;
     let mut args = [arg(&counter.ptr), arg(&len)];
     let (g, b) = (TINY_CONFIG.grid, TINY_CONFIG.block);

@@ -156,13 +156,13 @@ fn drivers_side(
 
 /// `tiny_u32` from a module of its own, with the attribute the library sets on every
 /// function it loads: dynamic shared memory allowed up to the device's opt-in limit.
-struct AttributedTiny {
-    function: RawFunction,
+pub(crate) struct AttributedTiny {
+    pub(crate) function: RawFunction,
     _module: RawModule,
 }
 
 impl AttributedTiny {
-    fn load(env: &Env) -> Result<Self> {
+    pub(crate) fn load(env: &Env) -> Result<Self> {
         let cubin = cuda::compile_cubin(cuda::SOURCE, env.dev.compute_capability())?;
         let module = RawModule::load(&cubin)?;
         let function = module.function("tiny_u32")?;

@@ -16,6 +16,7 @@
 #![allow(unsafe_code)]
 
 mod diagnosis;
+pub(crate) use diagnosis::AttributedTiny;
 mod ranks;
 
 use std::sync::Arc;
