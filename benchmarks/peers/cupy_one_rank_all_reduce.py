@@ -20,7 +20,13 @@ def timed(x, label, n=2000):
     for _ in range(n):
         stream.synchronize()
     idle = (time.perf_counter_ns() - t) / n / 1e3
-    print(f"{label}: allReduce + synchronize {sorted(best)[2]:.2f} us (median of 5), idle synchronize {idle:.2f} us")
+    busy = 0
+    for _ in range(n):
+        comm.allReduce(x.data.ptr, x.data.ptr, 1, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream.ptr)
+        busy += not stream.done
+        stream.synchronize()
+    print(f"{label}: allReduce + synchronize {sorted(best)[2]:.2f} us (median of 5), idle synchronize "
+          f"{idle:.2f} us; the stream had work right after the call in {busy} of {n}")
 with stream:
     x = cupy.zeros(1, dtype=cupy.float32)
 timed(x, "cudaMalloc memory (CuPy's default pool)")

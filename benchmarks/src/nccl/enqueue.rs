@@ -11,6 +11,7 @@
 use std::ffi::{c_int, c_void};
 use std::time::Instant;
 
+use cudarc::driver::sys;
 use cudarc::nccl::{result as nccl_result, sys as nccl_sys};
 use stream_core::nccl::{Communicator, ReduceOp, Sum, UniqueId};
 use stream_core::{scope, Device, DeviceVec, Stream};
@@ -87,6 +88,9 @@ pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
     )?);
     raw.streams[0].sync()?;
     drop(device_factor);
+    if std::env::var_os("BENCH_BARRIER_DIAG").is_some() {
+        barrier_diagnosis(&raw, sum)?;
+    }
     rep.push(barrier_row(env, &comm, &raw, sum)?);
     let _ = &mut theirs;
     raw.free(theirs)
@@ -208,6 +212,43 @@ fn barrier_row(
         )?
         .in_unit(|t| t * 1e9);
     Ok(row)
+}
+
+/// `BENCH_BARRIER_DIAG=1`: what the raw barrier's two calls cost apart, and how often
+/// the stream still has work right after the all-reduce (printed only).
+fn barrier_diagnosis(raw: &RawRanks, raw_call: impl Fn() -> Result<()>) -> Result<()> {
+    let stream = &raw.streams[0];
+    let per_call = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
+        let start = Instant::now();
+        for _ in 0..CALLS {
+            f()?;
+        }
+        Ok(start.elapsed().as_secs_f64() * 1e9 / CALLS as f64)
+    };
+    let mut busy = 0;
+    for _ in 0..CALLS {
+        raw_call()?;
+        // SAFETY: a live stream of the current context; a query only reads its state.
+        if unsafe { sys::cuStreamQuery(stream.0) } == sys::CUresult::CUDA_ERROR_NOT_READY {
+            busy += 1;
+        }
+        stream.sync()?;
+    }
+    for round in 0..3 {
+        let both = per_call(&mut || {
+            raw_call()?;
+            stream.sync()
+        })?;
+        let sync_alone = per_call(&mut || stream.sync())?;
+        let call_alone = per_call(&mut || raw_call())?;
+        stream.sync()?;
+        println!(
+            "barrier diagnosis, round {round}: ncclAllReduce + cuStreamSynchronize {both:.0} ns, \
+             cuStreamSynchronize of the idle stream {sync_alone:.0} ns, ncclAllReduce alone \
+             {call_alone:.0} ns; the stream had work right after the call in {busy} of {CALLS}"
+        );
+    }
+    Ok(())
 }
 
 type CreatePreMulSum = unsafe extern "C" fn(
