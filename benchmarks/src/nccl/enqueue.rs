@@ -5,7 +5,8 @@
 //! `ncclRedOpCreatePreMulSum`, whose handle raw code passes as C's `int`: cudarc's
 //! `ncclRedOp_t` enum cannot hold it, so the raw side calls NCCL's entry points through
 //! their C signatures, as the library does). And a barrier's round trip, against a raw
-//! one-element all-reduce and synchronisation.
+//! one-element all-reduce and synchronisation; `BENCH_BARRIER_DIAG=1` prints that raw
+//! barrier's two calls apart and whether NCCL left work on the stream.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_int, c_void};
