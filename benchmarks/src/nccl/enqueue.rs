@@ -21,6 +21,7 @@ use super::raw_ranks::RawRanks;
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::measurement::Measurement;
+use crate::raw::RawStream;
 use crate::report::{Better, Report, Row, Source};
 
 /// Calls per sample.
@@ -28,10 +29,26 @@ const CALLS: usize = 200;
 
 /// Both rows.
 pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
+    let diagnose = std::env::var_os("BENCH_BARRIER_DIAG").is_some();
+    // One stream, synchronised idle before any communicator of this case exists and
+    // again once both are alive.
+    let idle = RawStream::new()?;
+    let before = if diagnose {
+        Some(idle_syncs(&idle)?)
+    } else {
+        None
+    };
     let comm = Communicator::join(device, &UniqueId::new()?, 0, 1)?;
     let stream = device.new_stream()?;
     let mut x = device.alloc_vec::<f32>(1)?;
     let raw = RawRanks::new(std::slice::from_ref(device))?;
+    if let Some(before) = before {
+        let after = idle_syncs(&idle)?;
+        println!(
+            "barrier diagnosis: cuStreamSynchronize of one idle stream, ns per call in 3 \
+             rounds: {before:?} before this case's two communicators, {after:?} with both alive"
+        );
+    }
     let mut theirs = raw.buffers(1, true)?;
     let buf = theirs.recv[0].ptr() as *mut c_void;
     let on = (raw.comms[0], raw.streams[0].0 as nccl_sys::cudaStream_t);
@@ -89,7 +106,7 @@ pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
     )?);
     raw.streams[0].sync()?;
     drop(device_factor);
-    if std::env::var_os("BENCH_BARRIER_DIAG").is_some() {
+    if diagnose {
         barrier_diagnosis(&raw, sum)?;
     }
     rep.push(barrier_row(env, &comm, &raw, sum)?);
@@ -213,6 +230,19 @@ fn barrier_row(
         )?
         .in_unit(|t| t * 1e9);
     Ok(row)
+}
+
+/// Three rounds of `CALLS` synchronisations of the idle `stream`: ns per call in each.
+fn idle_syncs(stream: &RawStream) -> Result<Vec<u64>> {
+    (0..3)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..CALLS {
+                stream.sync()?;
+            }
+            Ok((start.elapsed().as_nanos() / CALLS as u128) as u64)
+        })
+        .collect()
 }
 
 /// `BENCH_BARRIER_DIAG=1`: what the raw barrier's two calls cost apart, and how often
