@@ -69,3 +69,36 @@ impl<T> DriverResultExt<T> for std::result::Result<T, DriverError> {
 pub(crate) fn is_out_of_memory(err: &DriverError) -> bool {
     err.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sys::CUresult::*;
+
+    #[test]
+    fn the_sticky_codes_and_only_they_end_the_context() {
+        for code in STICKY {
+            assert!(is_sticky_code(code as u32), "{code:?} is sticky");
+            assert!(driver_advice(code as u32).contains("restart the process"));
+        }
+        // A call's own failures, which leave the context usable.
+        for code in [
+            CUDA_ERROR_OUT_OF_MEMORY,
+            CUDA_ERROR_INVALID_VALUE,
+            CUDA_ERROR_NOT_READY,
+            CUDA_ERROR_INVALID_HANDLE,
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+        ] {
+            assert!(!is_sticky_code(code as u32), "{code:?} is not sticky");
+            assert!(driver_advice(code as u32).contains("check the call's arguments"));
+        }
+        assert!(!is_sticky_code(CUDA_SUCCESS as u32));
+    }
+
+    #[test]
+    fn out_of_memory_is_the_drivers_code_alone() {
+        assert!(is_out_of_memory(&DriverError(CUDA_ERROR_OUT_OF_MEMORY)));
+        assert!(!is_out_of_memory(&DriverError(CUDA_ERROR_INVALID_VALUE)));
+        assert!(!is_out_of_memory(&DriverError(CUDA_ERROR_ILLEGAL_ADDRESS)));
+    }
+}
