@@ -126,27 +126,12 @@ fn row(
 ) -> Result<Row> {
     let row = Measurement::new()
         .ours("ours", || {
-            let mut enqueue = 0.0;
             scope(stream, |s| {
                 let mut v = s.attach(&mut *x)?;
-                let start = Instant::now();
-                for _ in 0..CALLS {
-                    s.all_reduce_in_place(comm, &mut v, op)?;
-                }
-                enqueue = start.elapsed().as_secs_f64();
-                Ok::<_, stream_core::Error>(())
-            })?;
-            Ok(enqueue / CALLS as f64)
+                seconds_per_call(|| Ok(s.all_reduce_in_place(comm, &mut v, op)?))
+            })
         })
-        .raw("raw ncclAllReduce", || {
-            let start = Instant::now();
-            for _ in 0..CALLS {
-                raw_call()?;
-            }
-            let enqueue = start.elapsed().as_secs_f64();
-            raw.streams[0].sync()?;
-            Ok(enqueue / CALLS as f64)
-        })
+        .raw("raw ncclAllReduce", || raw_enqueues(raw, &raw_call))
         .into_row(
             env.cfg.plan(3, 15),
             Row::new("nccl", name, "ns/call", Better::Lower),
@@ -165,27 +150,14 @@ fn device_factor_row(
 ) -> Result<Row> {
     let row = Measurement::new()
         .ours("ours", || {
-            let mut enqueue = 0.0;
             scope(stream, |s| {
                 let mut v = s.attach(&mut *x)?;
                 let factor = s.upload(&[1.0f32])?;
-                let start = Instant::now();
-                for _ in 0..CALLS {
-                    s.all_reduce_scaled_in_place(comm, &mut v, &factor)?;
-                }
-                enqueue = start.elapsed().as_secs_f64();
-                Ok::<_, stream_core::Error>(())
-            })?;
-            Ok(enqueue / CALLS as f64)
+                seconds_per_call(|| Ok(s.all_reduce_scaled_in_place(comm, &mut v, &factor)?))
+            })
         })
         .raw("raw ncclAllReduce, reduction made once", || {
-            let start = Instant::now();
-            for _ in 0..CALLS {
-                raw_call()?;
-            }
-            let enqueue = start.elapsed().as_secs_f64();
-            raw.streams[0].sync()?;
-            Ok(enqueue / CALLS as f64)
+            raw_enqueues(raw, &raw_call)
         })
         .into_row(
             env.cfg.plan(3, 15),
@@ -209,20 +181,12 @@ fn barrier_row(
     raw_call: impl Fn() -> Result<()>,
 ) -> Result<Row> {
     let row = Measurement::new()
-        .ours("ours", || {
-            let start = Instant::now();
-            for _ in 0..CALLS {
-                comm.barrier()?;
-            }
-            Ok(start.elapsed().as_secs_f64() / CALLS as f64)
-        })
+        .ours("ours", || seconds_per_call(|| Ok(comm.barrier()?)))
         .raw("raw ncclAllReduce + cuStreamSynchronize", || {
-            let start = Instant::now();
-            for _ in 0..CALLS {
+            seconds_per_call(|| {
                 raw_call()?;
-                raw.streams[0].sync()?;
-            }
-            Ok(start.elapsed().as_secs_f64() / CALLS as f64)
+                raw.streams[0].sync()
+            })
         })
         .into_row(
             env.cfg.plan(3, 15),
@@ -232,16 +196,27 @@ fn barrier_row(
     Ok(row)
 }
 
+/// Seconds per call of `CALLS` calls of `call`.
+fn seconds_per_call(mut call: impl FnMut() -> Result<()>) -> Result<f64> {
+    let start = Instant::now();
+    for _ in 0..CALLS {
+        call()?;
+    }
+    Ok(start.elapsed().as_secs_f64() / CALLS as f64)
+}
+
+/// Seconds per enqueue of `CALLS` of `raw_call`; the stream's synchronisation after
+/// them is not timed.
+fn raw_enqueues(raw: &RawRanks, raw_call: &impl Fn() -> Result<()>) -> Result<f64> {
+    let enqueue = seconds_per_call(raw_call)?;
+    raw.streams[0].sync()?;
+    Ok(enqueue)
+}
+
 /// Three rounds of `CALLS` synchronisations of the idle `stream`: ns per call in each.
 fn idle_syncs(stream: &RawStream) -> Result<Vec<u64>> {
     (0..3)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..CALLS {
-                stream.sync()?;
-            }
-            Ok((start.elapsed().as_nanos() / CALLS as u128) as u64)
-        })
+        .map(|_| Ok((seconds_per_call(|| stream.sync())? * 1e9) as u64))
         .collect()
 }
 
@@ -249,13 +224,6 @@ fn idle_syncs(stream: &RawStream) -> Result<Vec<u64>> {
 /// the stream still has work right after the all-reduce (printed only).
 fn barrier_diagnosis(raw: &RawRanks, raw_call: impl Fn() -> Result<()>) -> Result<()> {
     let stream = &raw.streams[0];
-    let per_call = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
-        let start = Instant::now();
-        for _ in 0..CALLS {
-            f()?;
-        }
-        Ok(start.elapsed().as_secs_f64() * 1e9 / CALLS as f64)
-    };
     let mut busy = 0;
     for _ in 0..CALLS {
         raw_call()?;
@@ -266,12 +234,12 @@ fn barrier_diagnosis(raw: &RawRanks, raw_call: impl Fn() -> Result<()>) -> Resul
         stream.sync()?;
     }
     for round in 0..3 {
-        let both = per_call(&mut || {
+        let both = seconds_per_call(|| {
             raw_call()?;
             stream.sync()
-        })?;
-        let sync_alone = per_call(&mut || stream.sync())?;
-        let call_alone = per_call(&mut || raw_call())?;
+        })? * 1e9;
+        let sync_alone = seconds_per_call(|| stream.sync())? * 1e9;
+        let call_alone = seconds_per_call(&raw_call)? * 1e9;
         stream.sync()?;
         println!(
             "barrier diagnosis, round {round}: ncclAllReduce + cuStreamSynchronize {both:.0} ns, \
