@@ -289,12 +289,7 @@ impl DeviceInner {
     /// reports it again. Without a watched scope open on this thread, returns at once;
     /// the device-wide call is then the wait, as it always was.
     pub(crate) fn bound_device_wide_wait(&self) -> Result<()> {
-        let Some(open) = OpenWatches::now() else {
-            return Ok(());
-        };
-        let housekeeping = self.housekeeping.raw();
-        let pending = OpenScope::pending_free_streams(self, housekeeping);
-        wait_for_streams(&self.context, pending, Some(&open), false)
+        bound_waits_on(&self.context, vec![self.housekeeping.raw()])
     }
 }
 
@@ -304,10 +299,17 @@ impl DeviceInner {
 /// it), but a scope of another handle of the same GPU, open on this thread, may be
 /// behind a collective whose peer died. `context` is the GPU's primary context.
 pub(crate) fn bound_wait_before_device_release(context: &Arc<PrimaryContext>) -> Result<()> {
+    bound_waits_on(context, Vec::new())
+}
+
+/// Polls `first`, then the streams of this thread's open scopes on `context`'s GPU, until
+/// each is idle, within the bounds of this thread's watched scopes: at once `Ok` with
+/// none open (nothing to bound).
+fn bound_waits_on(context: &Arc<PrimaryContext>, first: Vec<sys::CUstream>) -> Result<()> {
     let Some(open) = OpenWatches::now() else {
         return Ok(());
     };
-    let pending = OpenScope::add_streams_on(context.device(), Vec::new());
+    let pending = OpenScope::add_streams_on(context.device(), first);
     wait_for_streams(context, pending, Some(&open), false)
 }
 
