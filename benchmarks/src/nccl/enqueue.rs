@@ -108,6 +108,7 @@ pub(super) fn rows(env: &Env, device: &Device, rep: &mut Report) -> Result<()> {
     drop(device_factor);
     if diagnose {
         barrier_diagnosis(&raw, sum)?;
+        stream_history_diagnosis(&raw, buf)?;
     }
     rep.push(barrier_row(env, &comm, &raw, sum)?);
     let _ = &mut theirs;
@@ -247,6 +248,29 @@ fn barrier_diagnosis(raw: &RawRanks, raw_call: impl Fn() -> Result<()>) -> Resul
              {call_alone:.0} ns; the stream had work right after the call in {busy} of {CALLS}"
         );
     }
+    Ok(())
+}
+
+/// `BENCH_BARRIER_DIAG=1`: whether an idle stream's synchronisation costs more after
+/// NCCL used the stream, or after any work at all: three rounds each on a stream made
+/// now and never used, one that ran a one-byte memset (no NCCL), and the barrier's
+/// stream (printed only).
+fn stream_history_diagnosis(raw: &RawRanks, buf: *mut c_void) -> Result<()> {
+    let never_used = RawStream::new()?;
+    let memset_only = RawStream::new()?;
+    // SAFETY: `buf` is one f32 of this context's device, alive until the caller frees it
+    // after this returns; the memset is synchronised below, before anything reads it.
+    unsafe { sys::cuMemsetD8Async(buf as sys::CUdeviceptr, 0, 1, memset_only.0) }
+        .result()
+        .map_err(|e| Error::msg(format!("cuMemsetD8Async: {e:?}")))?;
+    memset_only.sync()?;
+    let fresh = idle_syncs(&never_used)?;
+    let after_memset = idle_syncs(&memset_only)?;
+    let nccl = idle_syncs(&raw.streams[0])?;
+    println!(
+        "barrier diagnosis: cuStreamSynchronize of an idle stream, ns per call in 3 rounds: \
+         never used {fresh:?}, after one memset {after_memset:?}, after NCCL's calls {nccl:?}"
+    );
     Ok(())
 }
 
