@@ -3,7 +3,7 @@
 //! NCCL abort lets a collective whose peer died end. Without a bound, a wait for such a
 //! stream would last until the host function's own limit ([`STALL_AT_MOST`]).
 
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::StreamWatch;
@@ -14,6 +14,16 @@ use crate::error::{Error, Result};
 /// The longest a stalled stream stays stalled: a test whose wait is not bounded takes
 /// this long and then fails on its time, instead of hanging.
 pub(crate) const STALL_AT_MOST: Duration = Duration::from_secs(20);
+
+/// Taken by every test that stalls the GPU, for its whole run, so they run one at a
+/// time: a call that waits for the whole device in one (`cuMemFree` of managed memory,
+/// `cuMemFreeHost`) waits for another's stall too, and blocks that test's driver calls
+/// meanwhile, so the watch that would open its gate cannot poll: both then wait for the
+/// stall's own limit ([`STALL_AT_MOST`]), as three tests did in a suite run.
+pub(crate) fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// A flag the stalled stream's host function waits for.
 #[derive(Clone, Default)]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::device::watch::gate::{Gate, OpensGate};
+use crate::device::watch::gate::{one_at_a_time, Gate, OpensGate};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::scope::Watch;
@@ -20,6 +20,7 @@ use crate::scope::Watch;
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn run_owned_over_a_stalled_watched_stream_waits_bounded_and_resolves_to_the_error() -> Result<()> {
+    let _one = one_at_a_time();
     let device = Device::new(0)?;
     let stream = device.new_stream()?;
     let gate = Gate::default();

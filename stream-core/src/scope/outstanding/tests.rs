@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Watch;
-use crate::device::watch::gate::{Gate, OpensGate};
+use crate::device::watch::gate::{one_at_a_time, Gate, OpensGate};
 use crate::device::Device;
 use crate::driver::event::RawEvent;
 use crate::error::{Error, Result};
@@ -39,6 +39,7 @@ fn gate_watch(gate: &Gate) -> Watch {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn out_of_memory_behind_a_stalled_watched_stream_returns_the_watchs_error() -> Result<()> {
+    let _one = one_at_a_time();
     let device = Device::new(0)?;
     let stream = device.new_stream()?;
     let too_big = 2 * device.total_memory()?;
@@ -65,6 +66,7 @@ fn out_of_memory_behind_a_stalled_watched_stream_returns_the_watchs_error() -> R
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn a_blocking_call_whose_housekeeping_stream_waits_behind_it_returns_the_watchs_error() -> Result<()>
 {
+    let _one = one_at_a_time();
     let device = Device::new(0)?;
     let stream = device.new_stream()?;
     let gate = Gate::default();
@@ -98,6 +100,7 @@ fn a_blocking_call_whose_housekeeping_stream_waits_behind_it_returns_the_watchs_
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn a_nested_scopes_retry_is_bounded_by_the_outer_scopes_watch() -> Result<()> {
+    let _one = one_at_a_time();
     let device = Device::new(0)?;
     let (outer_stream, inner_stream) = (device.new_stream()?, device.new_stream()?);
     let too_big = 2 * device.total_memory()?;
@@ -135,6 +138,7 @@ fn a_nested_scopes_retry_is_bounded_by_the_outer_scopes_watch() -> Result<()> {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn the_scopes_own_waits_behind_a_stalled_watched_stream_return_the_watchs_error() -> Result<()> {
+    let _one = one_at_a_time();
     let device = Device::new(0)?;
     let stream = device.new_stream()?;
     let mut pinned = device.alloc_pinned::<u32>(1024)?;
@@ -174,6 +178,7 @@ fn the_scopes_own_waits_behind_a_stalled_watched_stream_return_the_watchs_error(
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn a_scope_unwinding_behind_a_stalled_watched_stream_is_bounded_too() -> Result<()> {
+    let _one = one_at_a_time();
     let device = Device::new(0)?;
     let stream = device.new_stream()?;
     let gate = Gate::default();
@@ -224,6 +229,7 @@ fn behind_a_stalled_watched_stream<T>(
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn a_managed_vecs_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<()> {
+    let _one = one_at_a_time();
     let device = Device::new(0)?;
     let managed = device.alloc_managed::<u32>(1024)?;
     let (_, took, ended) = behind_a_stalled_watched_stream(&device, || {
@@ -238,6 +244,7 @@ fn a_managed_vecs_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<()
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn trimming_pinned_memory_behind_a_stalled_watched_stream_returns_the_watchs_error() -> Result<()> {
+    let _one = one_at_a_time();
     let device = Device::new(0)?;
     drop(device.alloc_pinned::<u32>(1 << 20)?); // 4 MiB cached by the pinned pool
     assert!(device.pinned_memory_stats().cached_bytes > 0);
@@ -260,6 +267,7 @@ fn trimming_pinned_memory_behind_a_stalled_watched_stream_returns_the_watchs_err
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn another_handles_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<()> {
+    let _one = one_at_a_time();
     let device = Device::new(0)?;
     let other = Device::new(0)?;
     drop(other.alloc_pinned::<u32>(1 << 20)?); // cached by the other handle's pool
@@ -278,6 +286,7 @@ fn another_handles_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<(
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn a_managed_vec_dropped_while_unwinding_behind_a_stalled_watched_stream_is_bounded() -> Result<()>
 {
+    let _one = one_at_a_time();
     let device = Device::new(0)?;
     let managed = device.alloc_managed::<u32>(1024)?;
     let start = Instant::now();
