@@ -303,3 +303,56 @@ fn a_managed_vec_dropped_while_unwinding_behind_a_stalled_watched_stream_is_boun
     assert!(took < BOUNDED, "the unwinding scope took {took:?}");
     Ok(())
 }
+
+/// A call that waits for the whole device, made on another thread while a scope here is
+/// behind a collective whose peer died: `Device::trim_pinned_memory` (`cuMemFreeHost`)
+/// and a `ManagedVec`'s drop (`cuMemFree`) wait until the GPU is idle, this scope's
+/// stalled stream included. Only this thread's watch can end the stall, and it does:
+/// those calls do not block this thread's queries while they wait (on an H200 with
+/// driver 580 both ended within the watch's 200 ms), so no process-wide list of watched
+/// streams is needed for them to go on.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn a_device_wide_wait_on_another_thread_lets_a_stalled_watched_scope_give_up() -> Result<()> {
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    for call in ["trim_pinned_memory", "a ManagedVec's drop"] {
+        drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: the trim frees it
+        let managed = device.alloc_managed::<u32>(1024)?;
+        let (stalled, is_stalled) = std::sync::mpsc::channel();
+        let start = Instant::now();
+        let (other, ended) = std::thread::scope(|threads| {
+            let device = &device;
+            let other = threads.spawn(move || {
+                is_stalled
+                    .recv()
+                    .expect("the scope stalls its stream first");
+                let start = Instant::now();
+                let result = match call {
+                    "trim_pinned_memory" => device.trim_pinned_memory(0).map(drop),
+                    _ => {
+                        drop(managed);
+                        Ok(())
+                    }
+                };
+                (result, start.elapsed())
+            });
+            let here = behind_a_stalled_watched_stream(&device, || {
+                stalled.send(()).expect("the other thread waits for this");
+                Ok(())
+            });
+            (other.join().expect("the other thread returns"), here)
+        });
+        let took = start.elapsed();
+        let (_, _, ended) = ended?;
+        let (result, other_took) = other;
+        assert!(result.is_ok(), "{call} returned {result:?}");
+        assert!(other_took < BOUNDED, "{call} took {other_took:?}");
+        assert!(
+            is_timed_out(&ended),
+            "{call}: the scope ended with {ended:?}"
+        );
+        assert!(took < BOUNDED, "{call}: the stalled scope took {took:?}");
+    }
+    Ok(())
+}
