@@ -184,6 +184,7 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ("memory", &["stream"]),
     ("stream_scratch", &["memory", "stream"]),
     ("host_func", &["stream"]),
+    ("host_flag", &["stream", "context"]),
     ("pinned", &["context"]),
     ("pool", &["memory", "stream", "device", "versions"]),
     ("cudarc_bridge", &["pool", "event", "stream", "context"]),

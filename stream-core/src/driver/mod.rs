@@ -39,6 +39,8 @@ pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod function_slot;
 pub(crate) mod graph;
+#[cfg(test)]
+pub(crate) mod host_flag;
 pub(crate) mod host_func;
 pub(crate) mod launch;
 pub(crate) mod managed;

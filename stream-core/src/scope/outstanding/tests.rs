@@ -337,7 +337,7 @@ fn a_device_wide_wait_on_another_thread_lets_a_stalled_watched_scope_give_up() -
                 };
                 (result, start.elapsed())
             });
-            let here = behind_a_stalled_watched_stream(&device, || {
+            let here = behind_a_stalled_watched_stream(device, || {
                 stalled.send(()).expect("the other thread waits for this");
                 Ok(())
             });
@@ -354,5 +354,88 @@ fn a_device_wide_wait_on_another_thread_lets_a_stalled_watched_scope_give_up() -
         );
         assert!(took < BOUNDED, "{call}: the stalled scope took {took:?}");
     }
+    Ok(())
+}
+
+/// Two threads, each in a scope behind a collective whose peer died (a stall of its own,
+/// a watch of its own), one of them making a call that waits for the whole device
+/// inside it (`trim_pinned_memory`), the other waiting for a download: each watch gives
+/// up within its bound, and both scopes end with its error.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn two_threads_behind_stalled_watched_streams_each_give_up_within_the_bound() -> Result<()> {
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: the trim frees it
+    let start = Instant::now();
+    let (trimming, downloading) = std::thread::scope(|threads| {
+        let device = &device;
+        let trimming = threads.spawn(move || {
+            behind_a_stalled_watched_stream(device, || device.trim_pinned_memory(0))
+        });
+        let downloading = threads.spawn(move || {
+            let mut pinned = device.alloc_pinned::<u32>(1024)?;
+            let stream = device.new_stream()?;
+            let gate = Gate::default();
+            let mut waited = None;
+            let ended = scope(&stream, |s| {
+                let x = s.upload(&[7u32; 1024])?;
+                s.watch_collective(&gate_watch(&gate));
+                gate.stall(&s.stream.raw)?;
+                waited = Some(s.copy_to_host(&x, &mut pinned[..])?.wait().map(drop));
+                Ok::<_, Error>(())
+            });
+            gate.open();
+            Ok::<_, Error>((waited.expect("the scope ran its closure"), ended))
+        });
+        (
+            trimming.join().expect("no panic"),
+            downloading.join().expect("no panic"),
+        )
+    });
+    let took = start.elapsed();
+    let (trimmed, _, trimming_ended) = trimming?;
+    let (waited, downloading_ended) = downloading?;
+    assert!(
+        is_timed_out(&trimmed),
+        "trim_pinned_memory returned {trimmed:?}"
+    );
+    assert!(
+        is_timed_out(&trimming_ended),
+        "its scope ended with {trimming_ended:?}"
+    );
+    assert!(
+        is_timed_out(&waited),
+        "the download's wait returned {waited:?}"
+    );
+    assert!(
+        is_timed_out(&downloading_ended),
+        "its scope ended with {downloading_ended:?}"
+    );
+    assert!(took < BOUNDED, "the two threads took {took:?}");
+    Ok(())
+}
+
+/// Two threads, each in a scope behind a collective whose peer died: each scope's end
+/// gives up within its bound, the other's stall notwithstanding.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn two_threads_ending_scopes_behind_stalled_watched_streams_give_up_within_the_bound() -> Result<()>
+{
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    let start = Instant::now();
+    let ends = std::thread::scope(|threads| {
+        let device = &device;
+        let both = [(); 2]
+            .map(|()| threads.spawn(move || behind_a_stalled_watched_stream(device, || Ok(()))));
+        both.map(|thread| thread.join().expect("no panic"))
+    });
+    let took = start.elapsed();
+    for end in ends {
+        let (_, _, ended) = end?;
+        assert!(is_timed_out(&ended), "a scope ended with {ended:?}");
+    }
+    assert!(took < BOUNDED, "the two threads took {took:?}");
     Ok(())
 }

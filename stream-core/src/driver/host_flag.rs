@@ -1,0 +1,65 @@
+//! For tests: a word of pinned host memory that a stream waits for on the GPU
+//! (`cuStreamWaitValue32`) until the host raises it. A stall that is GPU work, as an NCCL
+//! kernel spinning on its peers' flags is, rather than a host function: the driver runs
+//! host functions on a thread of its own, so host functions that block (a test's stall)
+//! hold up the others, which tests running in parallel saw as waits of 20 s.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys};
+
+use super::context::PrimaryContext;
+use super::stream::RawStream;
+use crate::error::{DriverResultExt, Error, Result};
+
+/// A lowered flag in pinned host memory, mapped into the GPU, which a stream can wait
+/// for ([`wait_on`](Self::wait_on)) until the host [`raise`](Self::raise)s it. Never
+/// freed: a stream may wait on it until the process ends, and no free has to wait for
+/// that.
+#[derive(Clone, Copy)]
+pub(crate) struct HostFlag {
+    word: &'static AtomicU32,
+    device: sys::CUdeviceptr,
+}
+
+impl HostFlag {
+    /// A new lowered flag, allocated in `context` (a page of pinned memory, leaked).
+    pub(crate) fn new(context: &Arc<PrimaryContext>) -> Result<Self> {
+        let _bound = context.bind()?;
+        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
+        let size = std::mem::size_of::<AtomicU32>();
+        // SAFETY: a plain allocation in the bound context, read only as the atomic below.
+        let raw = unsafe { result::malloc_host(size, flags) }.call("cuMemHostAlloc")?;
+        if raw.is_null() || !raw.cast::<AtomicU32>().is_aligned() {
+            return Err(Error::HostOutOfMemory { requested: size });
+        }
+        // SAFETY: `raw` is `size` bytes of host memory (page-aligned, checked aligned for an
+        // `AtomicU32`), never freed, so valid for `'static`; nothing else knows it yet, and
+        // from here on the host reaches it only through this atomic.
+        let word = unsafe { AtomicU32::from_ptr(raw.cast::<u32>()) };
+        word.store(0, Ordering::SeqCst);
+        let mut device = 0;
+        // SAFETY: `device` is a live out-pointer; `raw` is a mapped (`DEVICEMAP`) pinned
+        // allocation of the bound context.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, raw, 0) }
+            .result()
+            .call("cuMemHostGetDevicePointer")?;
+        Ok(HostFlag { word, device })
+    }
+
+    /// Makes `stream`'s later work wait, on the GPU, until the flag is raised.
+    pub(crate) fn wait_on(&self, stream: &RawStream) -> Result<()> {
+        let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
+        // SAFETY: `stream` is live (borrowed); `self.device` maps the flag's word, which is
+        // never freed, so the GPU may read it for as long as the wait lasts.
+        unsafe { sys::cuStreamWaitValue32_v2(stream.raw(), self.device, 1, geq) }
+            .result()
+            .call("cuStreamWaitValue32")
+    }
+
+    /// Raises the flag: every wait on it ends (the GPU sees the write shortly after).
+    pub(crate) fn raise(&self) {
+        self.word.store(1, Ordering::SeqCst);
+    }
+}
