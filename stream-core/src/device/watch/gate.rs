@@ -22,8 +22,9 @@ pub(crate) const STALL_AT_MOST: Duration = Duration::from_secs(20);
 /// blocks the others' stream queries while it waits for their stalls, so their watches
 /// cannot poll and open their gates, and all wait for [`STALL_AT_MOST`]. Seen with
 /// host-function stalls and with these GPU-side ones alike (one H200, 2026-11-29);
-/// which call blocks was not pinned down, but it takes a third test: two threads each
-/// stalled, one of them trimming pinned memory, pass (`scope/outstanding/tests.rs`).
+/// which call blocks was not pinned down, but it takes more than two threads: nine calls
+/// on another thread while one scope is stalled, and two stalled threads, one of them
+/// trimming pinned memory, all pass (`scope/outstanding/tests/other_threads.rs`).
 ///
 /// `STREAM_CORE_GATED_TESTS_IN_PARALLEL=1` lets them run in parallel again, to study
 /// which of them interfere.

@@ -1,0 +1,239 @@
+//! What another thread of the process does while a scope here is behind a collective
+//! whose peer died (a stalled, watched stream): the scope's watch must still give up
+//! within its bound, and the other thread's call go on once it has.
+
+use std::time::{Duration, Instant};
+
+use super::{behind_a_stalled_watched_stream, gate_watch, is_timed_out, BOUNDED};
+use crate::device::watch::gate::{one_at_a_time, Gate};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::scope::scope;
+
+/// A call that waits for the whole device, made on another thread while a scope here is
+/// behind a collective whose peer died: `Device::trim_pinned_memory` (`cuMemFreeHost`)
+/// and a `ManagedVec`'s drop (`cuMemFree`) wait until the GPU is idle, this scope's
+/// stalled stream included. Only this thread's watch can end the stall, and it does:
+/// those calls do not block this thread's queries while they wait (on an H200 with
+/// driver 580 both ended within the watch's 200 ms), so no process-wide list of watched
+/// streams is needed for them to go on.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn a_device_wide_wait_on_another_thread_lets_a_stalled_watched_scope_give_up() -> Result<()> {
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    for call in ["trim_pinned_memory", "a ManagedVec's drop"] {
+        drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: the trim frees it
+        let managed = device.alloc_managed::<u32>(1024)?;
+        let (stalled, is_stalled) = std::sync::mpsc::channel();
+        let start = Instant::now();
+        let (other, ended) = std::thread::scope(|threads| {
+            let device = &device;
+            let other = threads.spawn(move || {
+                is_stalled
+                    .recv()
+                    .expect("the scope stalls its stream first");
+                let start = Instant::now();
+                let result = match call {
+                    "trim_pinned_memory" => device.trim_pinned_memory(0).map(drop),
+                    _ => {
+                        drop(managed);
+                        Ok(())
+                    }
+                };
+                (result, start.elapsed())
+            });
+            let here = behind_a_stalled_watched_stream(device, || {
+                stalled.send(()).expect("the other thread waits for this");
+                Ok(())
+            });
+            (other.join().expect("the other thread returns"), here)
+        });
+        let took = start.elapsed();
+        let (_, _, ended) = ended?;
+        let (result, other_took) = other;
+        assert!(result.is_ok(), "{call} returned {result:?}");
+        assert!(other_took < BOUNDED, "{call} took {other_took:?}");
+        assert!(
+            is_timed_out(&ended),
+            "{call}: the scope ended with {ended:?}"
+        );
+        assert!(took < BOUNDED, "{call}: the stalled scope took {took:?}");
+    }
+    Ok(())
+}
+
+/// Two threads, each in a scope behind a collective whose peer died (a stall of its own,
+/// a watch of its own), one of them making a call that waits for the whole device
+/// inside it (`trim_pinned_memory`), the other waiting for a download: each watch gives
+/// up within its bound, and both scopes end with its error.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn two_threads_behind_stalled_watched_streams_each_give_up_within_the_bound() -> Result<()> {
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: the trim frees it
+    let start = Instant::now();
+    let (trimming, downloading) = std::thread::scope(|threads| {
+        let device = &device;
+        let trimming = threads.spawn(move || {
+            behind_a_stalled_watched_stream(device, || device.trim_pinned_memory(0))
+        });
+        let downloading = threads.spawn(move || {
+            let mut pinned = device.alloc_pinned::<u32>(1024)?;
+            let stream = device.new_stream()?;
+            let gate = Gate::default();
+            let mut waited = None;
+            let ended = scope(&stream, |s| {
+                let x = s.upload(&[7u32; 1024])?;
+                s.watch_collective(&gate_watch(&gate));
+                gate.stall(&s.stream.raw)?;
+                waited = Some(s.copy_to_host(&x, &mut pinned[..])?.wait().map(drop));
+                Ok::<_, Error>(())
+            });
+            gate.open();
+            Ok::<_, Error>((waited.expect("the scope ran its closure"), ended))
+        });
+        (
+            trimming.join().expect("no panic"),
+            downloading.join().expect("no panic"),
+        )
+    });
+    let took = start.elapsed();
+    let (trimmed, _, trimming_ended) = trimming?;
+    let (waited, downloading_ended) = downloading?;
+    assert!(
+        is_timed_out(&trimmed),
+        "trim_pinned_memory returned {trimmed:?}"
+    );
+    assert!(
+        is_timed_out(&trimming_ended),
+        "its scope ended with {trimming_ended:?}"
+    );
+    assert!(
+        is_timed_out(&waited),
+        "the download's wait returned {waited:?}"
+    );
+    assert!(
+        is_timed_out(&downloading_ended),
+        "its scope ended with {downloading_ended:?}"
+    );
+    assert!(took < BOUNDED, "the two threads took {took:?}");
+    Ok(())
+}
+
+/// Two threads, each in a scope behind a collective whose peer died: each scope's end
+/// gives up within its bound, the other's stall notwithstanding.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn two_threads_ending_scopes_behind_stalled_watched_streams_give_up_within_the_bound() -> Result<()>
+{
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    let start = Instant::now();
+    let ends = std::thread::scope(|threads| {
+        let device = &device;
+        let both = [(); 2]
+            .map(|()| threads.spawn(move || behind_a_stalled_watched_stream(device, || Ok(()))));
+        both.map(|thread| thread.join().expect("no panic"))
+    });
+    let took = start.elapsed();
+    for end in ends {
+        let (_, _, ended) = end?;
+        assert!(is_timed_out(&ended), "a scope ended with {ended:?}");
+    }
+    assert!(took < BOUNDED, "the two threads took {took:?}");
+    Ok(())
+}
+
+/// The calls [`calls_on_another_thread_let_a_stalled_watched_scope_give_up`] makes.
+const OTHER_THREAD_CALLS: [&str; 9] = [
+    "trim_pinned_memory",
+    "a ManagedVec's drop",
+    "alloc_managed",
+    "alloc_pinned of a new 64 MiB block",
+    "Device::new and its drop",
+    "new_stream and its drop",
+    "upload_vec",
+    "trim_memory",
+    "alloc_vec too big for the GPU (its out-of-memory retry)",
+];
+
+/// Makes `call` (one of [`OTHER_THREAD_CALLS`]) on `device`; `managed` is dropped.
+fn make_call(call: &str, device: &Device, managed: crate::ManagedVec<u32>) -> Result<()> {
+    match call {
+        "trim_pinned_memory" => device.trim_pinned_memory(0).map(drop),
+        "a ManagedVec's drop" => {
+            drop(managed);
+            Ok(())
+        }
+        "alloc_managed" => device.alloc_managed::<u32>(1 << 20).map(drop),
+        "alloc_pinned of a new 64 MiB block" => device.alloc_pinned::<u8>(64 << 20).map(drop),
+        "Device::new and its drop" => Device::new(0).map(drop),
+        "new_stream and its drop" => device.new_stream().map(drop),
+        "upload_vec" => device.upload_vec(&[1u32; 16]).map(drop),
+        "trim_memory" => device.trim_memory(0),
+        _ => match device.alloc_vec::<u8>(2 * device.total_memory()?) {
+            Err(Error::OutOfMemory { .. }) => Ok(()),
+            other => other.map(drop),
+        },
+    }
+}
+
+/// Each of [`OTHER_THREAD_CALLS`], made on another thread while a scope here is behind a
+/// collective whose peer died and ending (its watch polling): the watch gives up within
+/// its bound and the call returns, unless the call blocks this thread's driver calls
+/// while it waits for the GPU (the failure lists which did, and how long each side took).
+/// On an H200 (driver 580) every one of them waited for the stall, until the watch gave
+/// up (200 ms; the out-of-memory retry 590-660 ms, the scope's end as long), and none
+/// kept the watch from polling.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn calls_on_another_thread_let_a_stalled_watched_scope_give_up() -> Result<()> {
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    let mut held_up = Vec::new();
+    // The scope's end starts polling at once, or once the other call has started.
+    let delays = [Duration::ZERO, Duration::from_millis(50)];
+    for (delay, call) in delays
+        .into_iter()
+        .flat_map(|d| OTHER_THREAD_CALLS.map(|c| (d, c)))
+    {
+        drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: a trim frees it
+        let managed = device.alloc_managed::<u32>(1024)?;
+        let (stalled, is_stalled) = std::sync::mpsc::channel();
+        let start = Instant::now();
+        let (other, here) = std::thread::scope(|threads| {
+            let device = &device;
+            let other = threads.spawn(move || {
+                is_stalled
+                    .recv()
+                    .expect("the scope stalls its stream first");
+                let start = Instant::now();
+                (make_call(call, device, managed), start.elapsed())
+            });
+            let here = behind_a_stalled_watched_stream(device, || {
+                stalled.send(()).expect("the other thread waits for this");
+                std::thread::sleep(delay);
+                Ok(())
+            });
+            (other.join().expect("the other thread returns"), here)
+        });
+        let took = start.elapsed();
+        let (_, _, ended) = here?;
+        let (result, other_took) = other;
+        println!(
+            "{call}, the scope ending {delay:?} after: returned {result:?} in {other_took:?}; \
+             the stalled scope took {took:?}"
+        );
+        result?;
+        let bounded = |t: Duration| t < BOUNDED;
+        if !(bounded(other_took) && bounded(took) && is_timed_out(&ended)) {
+            held_up.push(format!(
+                "{call} ({other_took:?}; the scope {took:?}, {ended:?})"
+            ));
+        }
+    }
+    assert!(held_up.is_empty(), "held up: {held_up:#?}");
+    Ok(())
+}
