@@ -2,7 +2,7 @@
 //!
 //! Use them through `stream_core::gpu_scope` and `stream_core::kernel`; this crate
 //! is an implementation detail and its generated code names only
-//! `stream_core::__private`. The crate docs describe `#[gpu_scope]`; [`kernel`]
+//! `stream_core::__private`. The crate docs describe `#[gpu_scope]`; [`kernel`](macro@kernel)
 //! describes `#[kernel]`, its launch shapes and its promise.
 //!
 //! Each macro is a folder (`gpu_scope/`, `kernel/`, `derive/`) of `parse.rs`,
