@@ -1,8 +1,9 @@
 //! For tests: a word of pinned host memory that a stream waits for on the GPU
 //! (`cuStreamWaitValue32`) until the host raises it. A stall that is GPU work, as an NCCL
-//! kernel spinning on its peers' flags is, rather than a host function: the driver runs
-//! host functions on a thread of its own, so host functions that block (a test's stall)
-//! hold up the others, which tests running in parallel saw as waits of 20 s.
+//! kernel spinning on its peers' flags is, rather than a host function (the driver runs
+//! host functions on a thread of its own, where one that blocks holds up all the others).
+//! A kernel of one thread spinning on the flag gave the same figures in the tests of
+//! `scope/outstanding/tests/other_threads.rs` (one H200, 2026-11-29).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

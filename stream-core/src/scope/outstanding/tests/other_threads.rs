@@ -10,59 +10,6 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::scope::scope;
 
-/// A call that waits for the whole device, made on another thread while a scope here is
-/// behind a collective whose peer died: `Device::trim_pinned_memory` (`cuMemFreeHost`)
-/// and a `ManagedVec`'s drop (`cuMemFree`) wait until the GPU is idle, this scope's
-/// stalled stream included. Only this thread's watch can end the stall, and it does:
-/// those calls do not block this thread's queries while they wait (on an H200 with
-/// driver 580 both ended within the watch's 200 ms), so no process-wide list of watched
-/// streams is needed for them to go on.
-#[test]
-#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
-fn a_device_wide_wait_on_another_thread_lets_a_stalled_watched_scope_give_up() -> Result<()> {
-    let _one = one_at_a_time();
-    let device = Device::new(0)?;
-    for call in ["trim_pinned_memory", "a ManagedVec's drop"] {
-        drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: the trim frees it
-        let managed = device.alloc_managed::<u32>(1024)?;
-        let (stalled, is_stalled) = std::sync::mpsc::channel();
-        let start = Instant::now();
-        let (other, ended) = std::thread::scope(|threads| {
-            let device = &device;
-            let other = threads.spawn(move || {
-                is_stalled
-                    .recv()
-                    .expect("the scope stalls its stream first");
-                let start = Instant::now();
-                let result = match call {
-                    "trim_pinned_memory" => device.trim_pinned_memory(0).map(drop),
-                    _ => {
-                        drop(managed);
-                        Ok(())
-                    }
-                };
-                (result, start.elapsed())
-            });
-            let here = behind_a_stalled_watched_stream(device, || {
-                stalled.send(()).expect("the other thread waits for this");
-                Ok(())
-            });
-            (other.join().expect("the other thread returns"), here)
-        });
-        let took = start.elapsed();
-        let (_, _, ended) = ended?;
-        let (result, other_took) = other;
-        assert!(result.is_ok(), "{call} returned {result:?}");
-        assert!(other_took < BOUNDED, "{call} took {other_took:?}");
-        assert!(
-            is_timed_out(&ended),
-            "{call}: the scope ended with {ended:?}"
-        );
-        assert!(took < BOUNDED, "{call}: the stalled scope took {took:?}");
-    }
-    Ok(())
-}
-
 /// Two threads, each in a scope behind a collective whose peer died (a stall of its own,
 /// a watch of its own), one of them making a call that waits for the whole device
 /// inside it (`trim_pinned_memory`), the other waiting for a download: each watch gives
@@ -159,12 +106,17 @@ const OTHER_THREAD_CALLS: [&str; 9] = [
     "alloc_vec too big for the GPU (its out-of-memory retry)",
 ];
 
-/// Makes `call` (one of [`OTHER_THREAD_CALLS`]) on `device`; `managed` is dropped.
-fn make_call(call: &str, device: &Device, managed: crate::ManagedVec<u32>) -> Result<()> {
+/// Makes `call` (one of [`OTHER_THREAD_CALLS`]) on `device`; only "a ManagedVec's drop"
+/// drops `managed` (a drop waits for the whole device).
+fn make_call(
+    call: &str,
+    device: &Device,
+    managed: &mut Option<crate::ManagedVec<u32>>,
+) -> Result<()> {
     match call {
         "trim_pinned_memory" => device.trim_pinned_memory(0).map(drop),
         "a ManagedVec's drop" => {
-            drop(managed);
+            drop(managed.take());
             Ok(())
         }
         "alloc_managed" => device.alloc_managed::<u32>(1 << 20).map(drop),
@@ -184,33 +136,49 @@ fn make_call(call: &str, device: &Device, managed: crate::ManagedVec<u32>) -> Re
 /// collective whose peer died and ending (its watch polling): the watch gives up within
 /// its bound and the call returns, unless the call blocks this thread's driver calls
 /// while it waits for the GPU (the failure lists which did, and how long each side took).
-/// On an H200 (driver 580) every one of them waited for the stall, until the watch gave
-/// up (200 ms; the out-of-memory retry 590-660 ms, the scope's end as long), and none
-/// kept the watch from polling.
+/// On an H200 (driver 580) the frees and the managed allocation waited for the stall,
+/// until the watch gave up (200 ms); the rest did not wait for it (0.01-50 ms), but the
+/// out-of-memory retry (550-650 ms) held the scope's end up as long; none kept the watch
+/// from giving up in the end. A stall by a kernel spinning on the flag, as an NCCL kernel
+/// spins, gave the same figures.
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn calls_on_another_thread_let_a_stalled_watched_scope_give_up() -> Result<()> {
     let _one = one_at_a_time();
     let device = Device::new(0)?;
     let mut held_up = Vec::new();
-    // The scope's end starts polling at once, or once the other call has started.
-    let delays = [Duration::ZERO, Duration::from_millis(50)];
-    for (delay, call) in delays
+    // The scope's end starts polling at once, or once the other call has started; the
+    // other thread makes its first CUDA call before the stall, or the call is its first.
+    let cases = [
+        (Duration::ZERO, false),
+        (Duration::from_millis(50), false),
+        (Duration::ZERO, true),
+    ];
+    for ((delay, warm), call) in cases
         .into_iter()
-        .flat_map(|d| OTHER_THREAD_CALLS.map(|c| (d, c)))
+        .flat_map(|case| OTHER_THREAD_CALLS.map(|c| (case, c)))
     {
         drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: a trim frees it
-        let managed = device.alloc_managed::<u32>(1024)?;
+                                                    // Dropped after the scope has ended, unless the call is its drop.
+        let mut managed = Some(device.alloc_managed::<u32>(1024)?);
         let (stalled, is_stalled) = std::sync::mpsc::channel();
         let start = Instant::now();
         let (other, here) = std::thread::scope(|threads| {
+            let managed = &mut managed;
             let device = &device;
             let other = threads.spawn(move || {
+                let warmed = match warm {
+                    true => device.new_stream().map(drop),
+                    false => Ok(()),
+                };
                 is_stalled
                     .recv()
                     .expect("the scope stalls its stream first");
                 let start = Instant::now();
-                (make_call(call, device, managed), start.elapsed())
+                (
+                    warmed.and(make_call(call, device, managed)),
+                    start.elapsed(),
+                )
             });
             let here = behind_a_stalled_watched_stream(device, || {
                 stalled.send(()).expect("the other thread waits for this");
@@ -223,8 +191,8 @@ fn calls_on_another_thread_let_a_stalled_watched_scope_give_up() -> Result<()> {
         let (_, _, ended) = here?;
         let (result, other_took) = other;
         println!(
-            "{call}, the scope ending {delay:?} after: returned {result:?} in {other_took:?}; \
-             the stalled scope took {took:?}"
+            "{call} (warm thread: {warm}), the scope ending {delay:?} after: returned \
+             {result:?} in {other_took:?}; the stalled scope took {took:?}"
         );
         result?;
         let bounded = |t: Duration| t < BOUNDED;
