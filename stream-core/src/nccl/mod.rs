@@ -110,6 +110,15 @@
 //!   waits for its closure's collectives before it returns (only the thread that issued
 //!   them may abort their communicator).
 //!
+//! A scope's watches are asked only by its own thread's waits, so the calls above made
+//! on another thread of the process (a free that waits for the whole device, an
+//! allocation of managed memory) wait for the stalled stream until that thread waits
+//! and its watch aborts: while it computes on the host instead, they wait on. In the
+//! library's tests of one GPU such a call made beside a stalled scope's end returned
+//! once the watch gave up (200 ms), and other calls (new streams and devices, blocking
+//! copies, `trim_memory`) did not wait for the stall at all
+//! (`scope/outstanding/tests/other_threads.rs`).
+//!
 //! Such a wait's error is returned by the scope's end again: the abort drained the
 //! stream, but the collective did not complete. Data that crosses the bus every step
 //! belongs in a [`PinnedBuffer`](crate::PinnedBuffer) made once (a pageable copy waits
