@@ -160,7 +160,9 @@
 //! The macros (`#[gpu_scope]`, `#[kernel]`) generate calls into [`fn@scope`] and the launch
 //! entry, and [`#[derive(DeviceRepr)]`](derive@DeviceRepr) makes a `#[repr(C)]` struct
 //! an element type; [`interop`] gives raw handles to other crates and converts cudarc's
-//! values ([`docs::coming_from_cudarc`] is the porting guide), [`staging`] tunes staged
+//! values ([`docs::coming_from_cudarc`] is the porting guide;
+//! [`docs::coming_from_torch_distributed`] maps `torch.distributed` onto [`nccl`]),
+//! [`staging`] tunes staged
 //! copies, [`GpuTimer`] measures GPU time between two points of scopes' streams, [`trace`]
 //! records chosen scopes' GPU timeline as a Chrome trace, and
 //! [`future`] runs scopes and copies as futures that own their buffers, on any

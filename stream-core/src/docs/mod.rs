@@ -3,3 +3,6 @@
 
 #[doc = include_str!("coming_from_cudarc.md")]
 pub mod coming_from_cudarc {}
+
+#[doc = include_str!("coming_from_torch_distributed.md")]
+pub mod coming_from_torch_distributed {}
