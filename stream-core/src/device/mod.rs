@@ -86,7 +86,9 @@ impl Device {
     /// share one, clone it (an `Arc`). Open a GPU once and hand clones to threads and
     /// tasks: when the last clone of a handle drops, its pinned pool is freed with
     /// `cuMemFreeHost`, which waits until the whole GPU is idle, other threads' work
-    /// included, and stalls their driver calls meanwhile (measured on an H200). Kernels find their function without a lock on the first
+    /// included (a test that timed a long kernel on another thread failed by it, on an
+    /// H200; their stream queries went on meanwhile: `scope/outstanding/tests/
+    /// other_threads.rs`). Kernels find their function without a lock on the first
     /// live `Device` of an ordinal that launched them, and on one made after that one
     /// was dropped; a second live `Device` of the ordinal looks it up under its kernel
     /// cache's lock (on an H200, 1.03x-1.05x of a raw launch's host time, against
