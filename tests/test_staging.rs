@@ -47,9 +47,10 @@ gpu_tests::test_main! {
 
 // `serial()` is held by the tests that need a long kernel to keep running while they
 // work, and by those that free page-locked memory (`cuMemFreeHost`) when a `Device` of
-// their own is dropped (with its pinned pool). Measured on an H200: `cuMemFreeHost` waits
-// until the device is idle and stalls other threads' driver calls meanwhile, so run in
-// parallel with a test that freed page-locked memory, these tests saw their long
+// their own is dropped (with its pinned pool). Seen on an H200: `cuMemFreeHost` waits
+// until the device is idle and holds up some of other threads' driver calls meanwhile
+// (not their stream queries: stream-core's `scope/outstanding/tests/other_threads.rs`),
+// so run in parallel with a test that freed page-locked memory, these tests saw their long
 // kernels end before they could observe them (in a suite run on 2026-11-29: the
 // thread-per-GPU test's devices dropped during `staging_block_is_not_reused_...`'s
 // window). (The pool tests that trim or drop pinned memory are in another binary,
