@@ -8,6 +8,7 @@ use super::{behind_a_stalled_watched_stream, gate_watch, is_timed_out, BOUNDED};
 use crate::device::watch::gate::{one_at_a_time, Gate};
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::managed::ManagedVec;
 use crate::scope::scope;
 
 /// Two threads, each in a scope behind a collective whose peer died (a stall of its own,
@@ -93,44 +94,46 @@ fn two_threads_ending_scopes_behind_stalled_watched_streams_give_up_within_the_b
     Ok(())
 }
 
-/// The calls [`calls_on_another_thread_let_a_stalled_watched_scope_give_up`] makes.
-const OTHER_THREAD_CALLS: [&str; 9] = [
-    "trim_pinned_memory",
-    "a ManagedVec's drop",
-    "alloc_managed",
-    "alloc_pinned of a new 64 MiB block",
-    "Device::new and its drop",
-    "new_stream and its drop",
-    "upload_vec",
-    "trim_memory",
-    "alloc_vec too big for the GPU (its out-of-memory retry)",
-];
+/// A call [`calls_on_another_thread_let_a_stalled_watched_scope_give_up`] makes on the
+/// other thread: its name, and the call, given the device and a `ManagedVec` that only
+/// "a ManagedVec's drop" drops (a drop waits for the whole device; the others leave it to
+/// be dropped after the scope has ended).
+type OtherThreadCall = (
+    &'static str,
+    fn(&Device, &mut Option<ManagedVec<u32>>) -> Result<()>,
+);
 
-/// Makes `call` (one of [`OTHER_THREAD_CALLS`]) on `device`; only "a ManagedVec's drop"
-/// drops `managed` (a drop waits for the whole device).
-fn make_call(
-    call: &str,
-    device: &Device,
-    managed: &mut Option<crate::ManagedVec<u32>>,
-) -> Result<()> {
-    match call {
-        "trim_pinned_memory" => device.trim_pinned_memory(0).map(drop),
-        "a ManagedVec's drop" => {
-            drop(managed.take());
-            Ok(())
-        }
-        "alloc_managed" => device.alloc_managed::<u32>(1 << 20).map(drop),
-        "alloc_pinned of a new 64 MiB block" => device.alloc_pinned::<u8>(64 << 20).map(drop),
-        "Device::new and its drop" => Device::new(0).map(drop),
-        "new_stream and its drop" => device.new_stream().map(drop),
-        "upload_vec" => device.upload_vec(&[1u32; 16]).map(drop),
-        "trim_memory" => device.trim_memory(0),
-        _ => match device.alloc_vec::<u8>(2 * device.total_memory()?) {
+/// The calls, each made once per case.
+const OTHER_THREAD_CALLS: [OtherThreadCall; 9] = [
+    ("trim_pinned_memory", |device, _| {
+        device.trim_pinned_memory(0).map(drop)
+    }),
+    ("a ManagedVec's drop", |_, managed| {
+        drop(managed.take());
+        Ok(())
+    }),
+    ("alloc_managed", |device, _| {
+        device.alloc_managed::<u32>(1 << 20).map(drop)
+    }),
+    ("alloc_pinned of a new 64 MiB block", |device, _| {
+        device.alloc_pinned::<u8>(64 << 20).map(drop)
+    }),
+    ("Device::new and its drop", |_, _| Device::new(0).map(drop)),
+    ("new_stream and its drop", |device, _| {
+        device.new_stream().map(drop)
+    }),
+    ("upload_vec", |device, _| {
+        device.upload_vec(&[1u32; 16]).map(drop)
+    }),
+    ("trim_memory", |device, _| device.trim_memory(0)),
+    (
+        "alloc_vec too big for the GPU (its out-of-memory retry)",
+        |device, _| match device.alloc_vec::<u8>(2 * device.total_memory()?) {
             Err(Error::OutOfMemory { .. }) => Ok(()),
             other => other.map(drop),
         },
-    }
-}
+    ),
+];
 
 /// Each of [`OTHER_THREAD_CALLS`], made on another thread while a scope here is behind a
 /// collective whose peer died and ending (its watch polling): the watch gives up within
@@ -154,12 +157,12 @@ fn calls_on_another_thread_let_a_stalled_watched_scope_give_up() -> Result<()> {
         (Duration::from_millis(50), false),
         (Duration::ZERO, true),
     ];
-    for ((delay, warm), call) in cases
+    for ((delay, warm), (call, make_call)) in cases
         .into_iter()
         .flat_map(|case| OTHER_THREAD_CALLS.map(|c| (case, c)))
     {
-        drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: a trim frees it
-                                                    // Dropped after the scope has ended, unless the call is its drop.
+        // Cached: a trim frees it.
+        drop(device.alloc_pinned::<u32>(1 << 20)?);
         let mut managed = Some(device.alloc_managed::<u32>(1024)?);
         let (stalled, is_stalled) = std::sync::mpsc::channel();
         let start = Instant::now();
@@ -175,10 +178,7 @@ fn calls_on_another_thread_let_a_stalled_watched_scope_give_up() -> Result<()> {
                     .recv()
                     .expect("the scope stalls its stream first");
                 let start = Instant::now();
-                (
-                    warmed.and(make_call(call, device, managed)),
-                    start.elapsed(),
-                )
+                (warmed.and(make_call(device, managed)), start.elapsed())
             });
             let here = behind_a_stalled_watched_stream(device, || {
                 stalled.send(()).expect("the other thread waits for this");
@@ -198,7 +198,8 @@ fn calls_on_another_thread_let_a_stalled_watched_scope_give_up() -> Result<()> {
         let bounded = |t: Duration| t < BOUNDED;
         if !(bounded(other_took) && bounded(took) && is_timed_out(&ended)) {
             held_up.push(format!(
-                "{call} ({other_took:?}; the scope {took:?}, {ended:?})"
+                "{call} (warm thread: {warm}, the scope ending {delay:?} after: \
+                 {other_took:?}; the scope {took:?}, {ended:?})"
             ));
         }
     }
