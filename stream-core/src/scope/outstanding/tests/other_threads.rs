@@ -8,7 +8,6 @@ use super::{behind_a_stalled_watched_stream, gate_watch, is_timed_out, BOUNDED};
 use crate::device::watch::gate::{one_at_a_time, Gate};
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::managed::ManagedVec;
 use crate::scope::scope;
 
 /// Two threads, each in a scope behind a collective whose peer died (a stall of its own,
@@ -100,7 +99,7 @@ fn two_threads_ending_scopes_behind_stalled_watched_streams_give_up_within_the_b
 /// be dropped after the scope has ended).
 type OtherThreadCall = (
     &'static str,
-    fn(&Device, &mut Option<ManagedVec<u32>>) -> Result<()>,
+    fn(&Device, &mut Option<crate::ManagedVec<u32>>) -> Result<()>,
 );
 
 /// The calls, each made once per case.
