@@ -403,9 +403,10 @@ fn host_wait<'s, 'env>(
         "staged_upload" => s.copy_to_device(big_source, y),
         // `cuMemFreeHost` waits for the whole device: the scope's stream first, bounded.
         "trim_pinned_memory" => s.device().trim_pinned_memory(0).map(drop),
-        // Twice the card: out of memory, the retry waits for the scope's stream.
+        // The whole card (a request larger than it is refused at once, without the
+        // retry): out of memory, the retry waits for the scope's stream.
         _ => {
-            let too_big = 2 * Device::new(0)?.total_memory()?;
+            let too_big = Device::new(0)?.total_memory()?;
             s.alloc::<u8>(too_big).map(drop)
         }
     }

@@ -2,7 +2,8 @@
 //! cannot hold is `Error::OutOfMemory` with the request and the device's numbers, and
 //! the scope, stream and device keep working; before it gives up, the library releases
 //! the pool's cached memory and retries once, after waiting for the frees pending on
-//! this thread's open scopes, so an allocation that needs that memory succeeds. (The
+//! this thread's open scopes, so an allocation that needs that memory succeeds; one
+//! larger than the card is refused at once, without the retry. (The
 //! pool's caching, statistics and trimming are tested in `test_memory_pool.rs`.)
 //!
 //! Every test here measures the one pool of device 0 that the whole process shares, so
@@ -37,9 +38,10 @@ fn round_down(bytes: usize, to: usize) -> usize {
     bytes / to * to
 }
 
-/// `OutOfMemory` for `request` bytes, more than the card has, with plausible device
-/// numbers, and a message that names the request and says that the library already
-/// released its cache and retried.
+/// `OutOfMemory` for `request` bytes, more than is free, with plausible device numbers,
+/// and a message that names the request and says why nothing more could be done: more
+/// than the card has (refused at once), or what the library did first (released its
+/// cache and retried).
 fn check_out_of_memory(what: &str, e: Error, request: usize, total: usize) -> TestResult {
     let message = e.to_string();
     let Error::OutOfMemory(oom) = &e else {
@@ -65,10 +67,14 @@ fn check_out_of_memory(what: &str, e: Error, request: usize, total: usize) -> Te
         "{what}: implausible free {free} of total {total}"
     );
     ensure!(
-        requested > total,
-        "{what}: the request {requested} fits in total {total}"
+        requested > free,
+        "{what}: the request {requested} fits in the {free} bytes free"
     );
-    for part in [&request.to_string(), "retrying once", "; "] {
+    let why = match requested > total {
+        true => "no release of cached memory can make room",
+        false => "retrying once",
+    };
+    for part in [&request.to_string(), why, "; "] {
         ensure!(
             message.contains(part),
             "{what}: the message {message:?} does not contain {part:?}"
@@ -77,11 +83,12 @@ fn check_out_of_memory(what: &str, e: Error, request: usize, total: usize) -> Te
     Ok(())
 }
 
-/// Asking for twice the card's memory is `OutOfMemory` (after the retry) from `alloc`
+/// Asking for twice the card's memory is `OutOfMemory` (at once, no retry) from `alloc`
 /// and `alloc_zeroed` (of bytes and of words) and from `alloc_vec`; the scope, a new
 /// scope on the same stream, and the device's `DeviceVec` helpers (`upload_vec`, and
 /// `alloc_vec` zeroed) then still move fresh data correctly, and the failed attempts
-/// leave nothing in use.
+/// leave nothing in use. Refused before the retry, they leave the pool's cache alone
+/// (the retry hands it back to the driver).
 fn out_of_memory_larger_than_card_is_an_error_and_the_stream_keeps_working() -> TestResult {
     let (_lock, dev) = begin()?;
     let stream = dev.new_stream()?;
@@ -90,11 +97,13 @@ fn out_of_memory_larger_than_card_is_an_error_and_the_stream_keeps_working() -> 
         .checked_mul(2)
         .ok_or_else(|| Failed::from(format!("2 * total memory ({total}) overflows")))?;
     let before = dev.memory_stats()?;
+    scope(&stream, |s| s.alloc::<u8>(64 * MIB).map(drop))?; // left cached
     let mut rng = Rng::new();
     let (first, second, third): (Vec<u32>, Vec<u32>, Vec<u64>) =
         (rng.vec(PROBE), rng.vec(PROBE), rng.vec(4097));
     let (mut first_out, mut second_out) = (poisoned::<u32>(PROBE), poisoned::<u32>(PROBE));
 
+    let cached = dev.memory_stats()?.cached_bytes;
     scope(&stream, |s| -> TestResult {
         let words = request / 4;
         for (what, result, bytes) in [
@@ -114,6 +123,14 @@ fn out_of_memory_larger_than_card_is_an_error_and_the_stream_keeps_working() -> 
             let what = format!("{what} of {bytes} bytes (2 * total)");
             check_out_of_memory(&what, expect_err(&what, result)?, bytes, total)?;
         }
+        let still = dev.memory_stats()?.cached_bytes;
+        ensure!(
+            still >= cached && cached >= 64 * MIB,
+            "the refused requests released the pool's cache ({} before, {} after): they \
+             went through the out-of-memory retry",
+            mib(cached),
+            mib(still)
+        );
         round_trip_in(
             s,
             &first,
@@ -160,9 +177,10 @@ fn out_of_memory_larger_than_card_is_an_error_and_the_stream_keeps_working() -> 
 /// it gives up, and reports the free memory measured after that.
 ///
 /// This test fails without the trim-and-retry (unless the driver released the cache on
-/// its own): 1 GiB is left cached by an ended scope, then a request larger than the card
-/// fails; afterwards nothing is cached any more, and the error's `free` includes the
-/// released GiB.
+/// its own): 1 GiB is left cached by an ended scope, then a request of the card's whole
+/// memory fails (the context holds some of it; a larger request would be refused
+/// without a retry); afterwards nothing is cached any more, and the error's `free`
+/// includes the released GiB.
 fn out_of_memory_releases_cached_memory_before_failing() -> TestResult {
     let (_lock, dev) = begin()?;
     let stream = dev.new_stream()?;
@@ -181,21 +199,19 @@ fn out_of_memory_releases_cached_memory_before_failing() -> TestResult {
     );
     let (free_before, _) = dev.memory_info()?;
 
-    let request = total
-        .checked_mul(2)
-        .ok_or_else(|| Failed::from(format!("2 * total memory ({total}) overflows")))?;
+    let request = total;
     let e = scope(&stream, |s| -> TestResult<Error> {
-        expect_err("alloc::<u8>(2 * total)", s.alloc::<u8>(request).map(drop))
+        expect_err("alloc::<u8>(total)", s.alloc::<u8>(request).map(drop))
     })?;
     let reported_free = match &e {
         Error::OutOfMemory(oom) => oom.free,
         other => {
             return Err(Failed::from(format!(
-                "alloc::<u8>(2 * total): got {other:?}, expected OutOfMemory"
+                "alloc::<u8>(total): got {other:?}, expected OutOfMemory"
             )))
         }
     };
-    check_out_of_memory("alloc::<u8>(2 * total)", e, request, total)?;
+    check_out_of_memory("alloc::<u8>(total)", e, request, total)?;
 
     let after = dev.memory_stats()?;
     ensure!(

@@ -64,6 +64,9 @@ pub(crate) struct DeviceInner {
     pub(crate) compute_capability: (i32, i32),
     /// Launch limits, read once so that validating a launch costs no driver call.
     pub(crate) limits: DeviceLimits,
+    /// The device's memory in bytes: an allocation larger than this fails at once,
+    /// without the driver's attempt and the out-of-memory retry (`memory/pool.rs`).
+    pub(crate) total_memory: usize,
     /// State kept per device by this crate's upper layers (the pinned pool, the module
     /// cache) and by other crates (see `interop::device_extension`), dropped when the
     /// device is, with its context bound, before the context is released.
@@ -109,6 +112,7 @@ impl Device {
             device.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
         let limits = DeviceLimits::query(device)?;
+        let total_memory = device.total_memory()?;
         let pool = pool_setup::configure_pool(device)?;
         let housekeeping = RawStream::new(&context)?;
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -121,6 +125,7 @@ impl Device {
                 pool,
                 compute_capability,
                 limits,
+                total_memory,
                 extensions: Mutex::new(HashMap::new()),
                 context,
             }),
@@ -145,7 +150,7 @@ impl Device {
 
     /// Total device memory in bytes.
     pub fn total_memory(&self) -> Result<usize> {
-        self.inner.device.total_memory()
+        Ok(self.inner.total_memory)
     }
 
     /// `(free, total)` device memory in bytes, as the driver reports it now. Memory the

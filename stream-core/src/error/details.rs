@@ -6,22 +6,41 @@
 use super::{Error, LaunchLimit};
 
 /// A device allocation failed for lack of memory, even after the pool's cached memory
-/// was handed back to the driver and the allocation retried once.
+/// was handed back to the driver and the allocation retried once; or at once, when it
+/// asked for more than the device has.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "out of GPU memory: asked for {requested} bytes while {free} of {total} bytes are free, \
-     after releasing this process's cached device memory and retrying once; drop buffers \
-     and DeviceVecs you no longer need, ask for less, or check with nvidia-smi whether \
-     another process holds the memory"
-)]
+#[error("{}", self.message())]
 pub struct OutOfMemory {
     /// Bytes requested.
     pub requested: usize,
     /// Bytes free on the device after the retry failed (cached memory already
-    /// released).
+    /// released), or, for a request larger than the device, when it was refused.
     pub free: usize,
     /// Total bytes on the device.
     pub total: usize,
+}
+
+impl OutOfMemory {
+    fn message(&self) -> String {
+        let Self {
+            requested,
+            free,
+            total,
+        } = self;
+        if requested > total {
+            return format!(
+                "out of GPU memory: asked for {requested} bytes, more than the device's \
+                 {total} bytes ({free} free), so no release of cached memory can make room; \
+                 ask for less, or split the data into chunks or across GPUs"
+            );
+        }
+        format!(
+            "out of GPU memory: asked for {requested} bytes while {free} of {total} bytes \
+             are free, after releasing this process's cached device memory and retrying \
+             once; drop buffers and DeviceVecs you no longer need, ask for less, or check \
+             with nvidia-smi whether another process holds the memory"
+        )
+    }
 }
 
 /// Source and destination of a copy have different lengths.
@@ -391,3 +410,37 @@ boxed_into_error!(
     GraphArgument,
     CudarcConversion,
 );
+
+#[cfg(test)]
+mod tests {
+    use super::OutOfMemory;
+
+    /// A request the card could hold once memory is freed says what the library did
+    /// before it gave up; one larger than the card says that nothing can make room.
+    #[test]
+    fn out_of_memory_says_why_nothing_more_could_be_done() {
+        let (free, total) = (1 << 30, 80 << 30);
+        let retried = OutOfMemory {
+            requested: 4 << 30,
+            free,
+            total,
+        };
+        let refused = OutOfMemory {
+            requested: 2 * total,
+            free,
+            total,
+        };
+        let (retried, refused) = (retried.to_string(), refused.to_string());
+        assert!(retried.contains("4294967296 bytes"), "{retried}");
+        assert!(retried.contains("retrying once"), "{retried}");
+        assert!(refused.contains("171798691840 bytes"), "{refused}");
+        assert!(
+            refused.contains("more than the device's 85899345920 bytes"),
+            "{refused}"
+        );
+        assert!(!refused.contains("retrying"), "{refused}");
+        for message in [retried, refused] {
+            assert!(message.contains("; "), "no advice: {message}");
+        }
+    }
+}

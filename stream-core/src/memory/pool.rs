@@ -232,7 +232,8 @@ impl Drop for OpenScope {
 impl DeviceInner {
     /// Allocates `bytes` (non-zero) stream-ordered on `stream` (a stream of this device)
     /// from the device's pool. The one place device memory is allocated, and the one
-    /// out-of-memory recovery:
+    /// out-of-memory recovery. More than the device's total memory is
+    /// [`Error::OutOfMemory`] at once, without a driver call; otherwise,
     ///
     /// when the driver reports `CUDA_ERROR_OUT_OF_MEMORY`, waits on the host for the
     /// streams on which this thread's frees may still be pending (see
@@ -251,6 +252,12 @@ impl DeviceInner {
     /// captured into a graph would record the allocation instead of running it: scopes
     /// refuse capturing streams, and the housekeeping stream is never captured.
     pub(crate) fn alloc_async(&self, stream: &RawStream, bytes: usize) -> Result<StreamOrdered> {
+        if bytes > self.total_memory {
+            // No release or retry can make room, and the driver's attempt would map
+            // memory while it tries (142 GiB for twice an H200's, below) and hold up
+            // other threads' calls for about 0.35 s (`scope/outstanding/tests/`).
+            return Err(self.out_of_memory(bytes));
+        }
         match self.pool.alloc(bytes, stream) {
             Ok(allocation) => return Ok(allocation),
             Err(e) if is_out_of_memory(&e) => {}
@@ -266,18 +273,24 @@ impl DeviceInner {
                 // while trying (measured on an H200: 142 GiB after a request of twice
                 // the card): hand it back, so the error leaves the device as it was.
                 self.pool.trim_to(0)?;
-                let (free, total) = self
-                    .bind()
-                    .and_then(|bound| bound.memory_info())
-                    .unwrap_or((0, 0));
-                Err(Error::from(crate::error::OutOfMemory {
-                    requested: bytes,
-                    free,
-                    total,
-                }))
+                Err(self.out_of_memory(bytes))
             }
             Err(e) => Err(Error::driver("cuMemAllocFromPoolAsync", e)),
         }
+    }
+
+    /// [`Error::OutOfMemory`] for a request of `bytes`, with the device's free and total
+    /// memory now.
+    fn out_of_memory(&self, bytes: usize) -> Error {
+        let (free, total) = self
+            .bind()
+            .and_then(|bound| bound.memory_info())
+            .unwrap_or((0, self.total_memory));
+        Error::from(crate::error::OutOfMemory {
+            requested: bytes,
+            free,
+            total,
+        })
     }
 
     /// Before a call that waits for the whole device (`cuMemFree` of managed memory,

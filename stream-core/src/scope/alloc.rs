@@ -30,7 +30,8 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// and tries again. It never waits for the whole device, and never for a stream
     /// that no scope of this thread has open (a stream shared with another thread's
     /// open scope is waited for as a whole, that thread's work on it included). An
-    /// allocation that succeeds at the first try does not block.
+    /// allocation that succeeds at the first try does not block, and one larger than the
+    /// device's total memory is refused at once, without waiting or retrying.
     ///
     /// ```no_run
     /// # use stream_core::{scope, Error, Stream};

@@ -42,7 +42,8 @@ fn out_of_memory_behind_a_stalled_watched_stream_returns_the_watchs_error() -> R
     let _one = one_at_a_time();
     let device = Device::new(0)?;
     let stream = device.new_stream()?;
-    let too_big = 2 * device.total_memory()?;
+    // The whole card: out of memory after the retry (larger is refused without one).
+    let too_big = device.total_memory()?;
     let gate = Gate::default();
     let mut allocated = None;
     let ended = scope(&stream, |s| {
@@ -103,7 +104,8 @@ fn a_nested_scopes_retry_is_bounded_by_the_outer_scopes_watch() -> Result<()> {
     let _one = one_at_a_time();
     let device = Device::new(0)?;
     let (outer_stream, inner_stream) = (device.new_stream()?, device.new_stream()?);
-    let too_big = 2 * device.total_memory()?;
+    // The whole card: out of memory after the retry (larger is refused without one).
+    let too_big = device.total_memory()?;
     let gate = Gate::default();
     let mut allocated = None;
     let ended = scope(&outer_stream, |outer| {
