@@ -6,7 +6,9 @@
 //! (`memory/pool.rs`), the housekeeping stream's (`DeviceInner::sync_housekeeping`), and
 //! those before a call that waits for the whole device
 //! (`DeviceInner::bound_device_wide_wait`: a `ManagedVec`'s drop,
-//! `Device::trim_pinned_memory`).
+//! `Device::trim_pinned_memory`). Another thread's call that waits for the whole device
+//! waits for a scope's watched streams too, asking its watches without letting them
+//! stop the work ([`Watches::wait_unattended`], `memory/watched_streams.rs`).
 //!
 //! Here, in `device/`, because those waits are below `scope/`: the retry waits for the
 //! streams of the scopes open on the thread that ran out of memory, and the
@@ -14,6 +16,7 @@
 //! of them, would otherwise hold the thread forever.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -42,6 +45,13 @@ pub(crate) trait StreamWatch: Send + Sync {
     fn verdict(&self) -> Result<()> {
         Ok(())
     }
+
+    /// What [`check`](Self::check) would give up with after `waited`, without making the
+    /// work stop: asked by another thread's call that waits for the whole device while
+    /// the scope's own thread is not waiting ([`Watches::wait_unattended`]). Only the
+    /// scope's thread stops the work (an NCCL abort frees the communicator, which that
+    /// thread may be about to call: `driver/nccl_comm.rs`).
+    fn overdue(&self, waited: Duration) -> Option<Error>;
 }
 
 type WatchList = Vec<Arc<dyn StreamWatch>>;
@@ -54,6 +64,26 @@ type WatchList = Vec<Arc<dyn StreamWatch>>;
 pub(crate) struct Watches {
     list: Mutex<WatchList>,
     gave_up: Mutex<Option<Error>>,
+    /// How many waits of the scope's thread poll these watches now (one at most; a
+    /// count so that nesting cannot clear it early): while one does, the watches will
+    /// give up in time, and another thread's wait leaves that to it.
+    polling: AtomicUsize,
+}
+
+/// Counts a wait of the scope's thread in [`Watches::polling`] for as long as it lives.
+struct Polling<'a>(&'a Watches);
+
+impl<'a> Polling<'a> {
+    fn start(watches: &'a Watches) -> Self {
+        watches.polling.fetch_add(1, Ordering::AcqRel);
+        Polling(watches)
+    }
+}
+
+impl Drop for Polling<'_> {
+    fn drop(&mut self) {
+        self.0.polling.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 thread_local! {
@@ -90,7 +120,31 @@ impl Watches {
     /// kept: see [`gave_up`](Self::gave_up)).
     pub(crate) fn poll(&self, done: impl FnMut() -> bool) -> Result<()> {
         let list = self.list();
+        let _polling = Polling::start(self);
         poll(done, |waited| self.check(&list, waited))
+    }
+
+    /// For another thread than the scope's, before a call that waits for the whole
+    /// device: polls `done` (the scope's stream, found idle, or the scope gone) until it
+    /// is `true`, for as long as the scope's thread polls these watches too (they give up
+    /// in time, and the abort lets the stream drain), and for as long as none of them is
+    /// [overdue](StreamWatch::overdue) counting only the time no such wait ran.
+    /// [`Error::HeldUpByAnotherThread`] then: the scope's thread is busy elsewhere, and
+    /// this thread must not enter a call that would wait for the stream until it is back.
+    pub(crate) fn wait_unattended(&self, done: impl FnMut() -> bool) -> Result<()> {
+        let list = self.list();
+        let mut unattended = Duration::ZERO;
+        let mut last = Duration::ZERO;
+        poll(done, |waited| {
+            if self.polling.load(Ordering::Acquire) == 0 {
+                unattended += waited - last;
+            }
+            last = waited;
+            match list.iter().find_map(|watch| watch.overdue(unattended)) {
+                Some(_) => Err(Error::HeldUpByAnotherThread),
+                None => Ok(()),
+            }
+        })
     }
 
     /// The watches now, outside the lock for the wait.
@@ -177,6 +231,8 @@ impl OpenWatches {
     /// Polls `done` until it is `true` or one of the watches gives up: its error then,
     /// kept by its scope, whose end reports it again.
     pub(crate) fn poll(&self, done: impl FnMut() -> bool) -> Result<()> {
+        let _polling: Vec<Polling<'_>> =
+            self.0.iter().map(|(set, _)| Polling::start(set)).collect();
         poll(done, |waited| {
             self.0
                 .iter()

@@ -327,6 +327,20 @@ pub enum Error {
         timeout: std::time::Duration,
     },
 
+    /// [`Device::trim_pinned_memory`](crate::Device::trim_pinned_memory), which waits for
+    /// the whole GPU, found a collective issued in a scope on another thread of the process
+    /// past its communicator's timeout, and that thread not waiting for it (busy on the
+    /// host, or blocked elsewhere): only that thread aborts its communicator, at its next
+    /// wait. Nothing was freed; call again once that thread has waited.
+    #[error(
+        "this call waits for the whole GPU, and an NCCL collective issued in a scope on \
+         another thread is past its communicator's timeout while that thread is not waiting \
+         for it (it is busy on the host or blocked elsewhere): nothing was freed. That \
+         thread aborts the communicator at its next wait (the scope's end, Pending::wait, \
+         Communicator::check); call this again after it"
+    )]
+    HeldUpByAnotherThread,
+
     /// [`Communicator::join_within`](crate::nccl::Communicator::join_within): the ranks
     /// did not all join within the time limit (a rank died, hangs, was never started,
     /// or was given another id or size). Nothing was made; the ranks that did join gave

@@ -500,6 +500,11 @@ impl Device {
     /// the communicator's timeout first: behind a collective whose peer died, it returns
     /// [`Error::CollectiveTimedOut`] (the communicator
     /// aborted, the memory freed all the same), which the scope's end returns again.
+    /// Scopes of other threads that issued collectives on this GPU are waited for too,
+    /// for as long as their thread waits for them (its watch aborts a hung collective);
+    /// when one is past its communicator's timeout and its thread is busy elsewhere, the
+    /// call frees nothing and returns [`Error::HeldUpByAnotherThread`] rather than wait
+    /// for that thread's next wait.
     ///
     /// ```no_run
     /// # fn main() -> stream_core::Result<()> {
@@ -512,8 +517,12 @@ impl Device {
     pub fn trim_pinned_memory(&self, keep_bytes: usize) -> Result<usize> {
         let _bound = self.inner.bind()?;
         // `cuMemFreeHost` waits for the whole device: for a collective whose peer died,
-        // on the stream of a scope open on this thread, within that scope's bounds.
+        // on the stream of a scope open on this thread, within that scope's bounds (its
+        // abort drains the stream); on another thread's, only while that thread waits too.
         let bounded = self.inner.bound_device_wide_wait();
+        if let Err(held_up @ Error::HeldUpByAnotherThread) = bounded {
+            return Err(held_up);
+        }
         let freed = PinnedPool::of(&self.inner).release_cached(true, keep_bytes);
         bounded.map(|()| freed)
     }

@@ -5,7 +5,8 @@
 //!
 //! Owns: `DeviceRepr`, the brand, `RawSlice`, `DeviceSlice(Mut)`, the sealed
 //! `DeviceMemory(Mut)` traits, `StreamRange` (bytes lent to one stream's work), `DeviceBuffer`, `DeviceVec`, `DeviceMemoryStats`, the
-//! registry of scopes open on each thread (for the out-of-memory retry). Uses:
+//! registry of scopes open on each thread (for the out-of-memory retry), the process's list
+//! of watched streams (for other threads' calls that wait for the whole device). Uses:
 //! `driver/`, `device/`, `error`.
 
 pub(crate) mod brand;
@@ -15,6 +16,7 @@ mod pool;
 mod repr;
 mod stream_range;
 pub(crate) mod view;
+mod watched_streams;
 
 pub use buffer::DeviceBuffer;
 pub use device_vec::DeviceVec;

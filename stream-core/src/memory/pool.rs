@@ -30,7 +30,8 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 
-use crate::device::watch::OpenWatches;
+use super::watched_streams::{wait_for_other_threads, WatchedStream};
+use crate::device::watch::{OpenWatches, Watches};
 use crate::device::{Device, DeviceInner};
 use crate::driver::context::PrimaryContext;
 use crate::driver::device::DeviceId;
@@ -180,11 +181,15 @@ impl OpenScope {
 #[derive(Default)]
 pub(crate) struct LazyOpenScope {
     entry: std::sync::OnceLock<OpenScope>,
+    /// Its stream among the process's watched streams, once the scope issued a
+    /// collective (`watched_streams.rs`).
+    watched: std::sync::OnceLock<WatchedStream>,
 }
 
 impl LazyOpenScope {
     /// Lists `stream` (a stream of `device`) among this thread's open scopes, once, for
-    /// as long as this value lives.
+    /// as long as this value lives; given the `watches` of a collective the scope issued,
+    /// among the process's watched streams too, once.
     ///
     /// # Safety
     ///
@@ -194,7 +199,18 @@ impl LazyOpenScope {
     /// for longer, out of the user's reach, so that it can be neither forgotten nor moved
     /// to another thread.
     #[inline]
-    pub(crate) unsafe fn note_frees(&self, device: &DeviceInner, stream: &RawStream) {
+    pub(crate) unsafe fn note_frees(
+        &self,
+        device: &DeviceInner,
+        stream: &RawStream,
+        watches: Option<&Arc<Watches>>,
+    ) {
+        if let Some(watches) = watches {
+            // SAFETY: the stream outlives this value, which holds the entry (this
+            // function's contract).
+            self.watched
+                .get_or_init(|| unsafe { WatchedStream::list(device.device, stream, watches) });
+        }
         self.entry.get_or_init(|| {
             let entry = (device.device, stream.raw());
             // Fails only while the thread is being torn down; the scope then just goes
@@ -299,8 +315,11 @@ impl DeviceInner {
     /// scopes' watches (`device/watch.rs`). A collective whose peer died, on one of them,
     /// would otherwise hold the device-wide wait forever: the watch's error is returned
     /// (the communicator aborted, so the wait that follows ends), and the scope's end
-    /// reports it again. Without a watched scope open on this thread, returns at once;
-    /// the device-wide call is then the wait, as it always was.
+    /// reports it again. Then the watched streams of other threads' scopes on the GPU
+    /// (`watched_streams.rs`): [`Error::HeldUpByAnotherThread`] for one past its timeout
+    /// whose thread is not waiting for it (nothing aborted it: the device-wide call would
+    /// wait for that thread's next wait). Without watched scopes, returns at once; the
+    /// device-wide call is then the wait, as it always was.
     pub(crate) fn bound_device_wide_wait(&self) -> Result<()> {
         bound_waits_on(&self.context, vec![self.housekeeping.raw()])
     }
@@ -316,14 +335,15 @@ pub(crate) fn bound_wait_before_device_release(context: &Arc<PrimaryContext>) ->
 }
 
 /// Polls `first`, then the streams of this thread's open scopes on `context`'s GPU, until
-/// each is idle, within the bounds of this thread's watched scopes: at once `Ok` with
-/// none open (nothing to bound).
+/// each is idle, within the bounds of this thread's watched scopes, then other threads'
+/// watched streams on that GPU (`watched_streams.rs`): at once `Ok` with none open
+/// (nothing to bound).
 fn bound_waits_on(context: &Arc<PrimaryContext>, first: Vec<sys::CUstream>) -> Result<()> {
-    let Some(open) = OpenWatches::now() else {
-        return Ok(());
-    };
-    let pending = OpenScope::add_streams_on(context.device(), first);
-    wait_for_streams(context, pending, Some(&open), false)
+    if let Some(open) = OpenWatches::now() {
+        let pending = OpenScope::add_streams_on(context.device(), first);
+        wait_for_streams(context, pending, Some(&open), false)?;
+    }
+    wait_for_other_threads(context)
 }
 
 /// Waits for each of `streams` (the caller's, the housekeeping stream of a device of

@@ -489,6 +489,19 @@ impl StreamWatch for CommWatch {
         }
         Ok(())
     }
+
+    fn overdue(&self, waited: Duration) -> Option<Error> {
+        // Not NCCL's error query: from another thread it could race the owner's abort,
+        // which frees the communicator. An aborted member's stream drains by itself.
+        if self.control.is_aborted() {
+            return None;
+        }
+        if let Some(disagreement) = self.ledger.as_ref().and_then(|l| l.stranded()) {
+            return Some(disagreement);
+        }
+        let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
+        (waited >= timeout).then_some(Error::CollectiveTimedOut { timeout })
+    }
 }
 
 impl CommWatch {

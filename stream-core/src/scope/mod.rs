@@ -37,9 +37,10 @@ pub use pending::Pending;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::device::peer::DeviceSet;
+use crate::device::watch::Watches;
 use crate::device::{Device, Event, Stream};
 use crate::error::Error;
 use crate::memory::brand::ScopeToken;
@@ -289,16 +290,24 @@ impl<'s, 'env> Scope<'s, 'env> {
     /// Not a capture's (see [`in_capture`](Self::in_capture)).
     #[inline]
     pub(crate) fn note_frees(&self) {
+        self.note_open(None);
+    }
+
+    /// [`note_frees`](Self::note_frees), and given the scope's `watches`, lists its
+    /// stream among the process's watched streams too, which other threads' calls that
+    /// wait for the whole device wait for first (`memory/watched_streams.rs`).
+    #[inline]
+    fn note_open(&self, watches: Option<&Arc<Watches>>) {
         if self.in_capture {
             return;
         }
         // SAFETY: the scope borrows its stream for `'env`, longer than it lives, stays in
         // its creator's frame on this thread (`branded`'s contract), and
-        // always passes its own stream, so the entry is dropped, on this thread, with the
-        // scope, before the stream can go.
+        // always passes its own stream, so the entries are dropped, on this thread, with
+        // the scope, before the stream can go.
         unsafe {
             self.open
-                .note_frees(&self.stream.device.inner, &self.stream.raw)
+                .note_frees(&self.stream.device.inner, &self.stream.raw, watches)
         };
     }
 
@@ -314,8 +323,8 @@ impl<'s, 'env> Scope<'s, 'env> {
             // (`Scope::replay_with`).
             return;
         }
-        self.note_frees();
         self.outstanding.watch(watch);
+        self.note_open(self.outstanding.watches());
     }
 
     /// The stream this scope issues work on.

@@ -68,6 +68,12 @@ impl Outstanding {
         self.watches.get_or_init(Watches::open).add(&watch.watch);
     }
 
+    /// The watches, once a watch was added.
+    #[inline(always)]
+    pub(crate) fn watches(&self) -> Option<&Arc<Watches>> {
+        self.watches.get()
+    }
+
     /// `true` once a watch was added.
     #[inline(always)]
     pub(crate) fn is_watched(&self) -> bool {

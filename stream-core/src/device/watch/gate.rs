@@ -87,4 +87,10 @@ impl StreamWatch for OpensGate {
             timeout: self.after,
         })
     }
+
+    fn overdue(&self, waited: Duration) -> Option<Error> {
+        (waited >= self.after).then_some(Error::CollectiveTimedOut {
+            timeout: self.after,
+        })
+    }
 }

@@ -1,9 +1,9 @@
 //! The bounded waits on the host alone: watches that give up after a while stand for a
 //! collective whose peer died, a `done` that never turns `true` for its stream.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{wait_for_open_scopes, OpenWatches, StreamWatch, Watches};
 use crate::error::Error;
@@ -32,6 +32,12 @@ impl StreamWatch for GivesUpAfter {
             });
         }
         Ok(())
+    }
+
+    fn overdue(&self, waited: Duration) -> Option<Error> {
+        (waited >= self.after).then_some(Error::CollectiveTimedOut {
+            timeout: self.after,
+        })
     }
 }
 
@@ -137,4 +143,55 @@ fn a_scope_is_watched_while_it_keeps_watches_with_one_watch_in_them() {
         .unwrap());
     drop(watches);
     assert!(OpenWatches::now().is_none());
+}
+
+/// Another thread's wait for a scope's stream that nothing drains: once the watch is
+/// overdue it gives up with `HeldUpByAnotherThread`, without asking the watch to stop the
+/// work (only the scope's thread aborts), and the scope keeps no error of it.
+#[test]
+fn an_unattended_wait_gives_up_when_the_watch_is_overdue_and_stops_nothing() {
+    let watch = GivesUpAfter::new(Duration::from_millis(20));
+    let watches = open_with(&watch);
+    let start = Instant::now();
+    let waited = std::thread::scope(|threads| {
+        threads
+            .spawn(|| watches.wait_unattended(|| false))
+            .join()
+            .unwrap()
+    });
+    let took = start.elapsed();
+    assert!(
+        matches!(waited, Err(Error::HeldUpByAnotherThread)),
+        "{waited:?}"
+    );
+    assert!(
+        took >= watch.after && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    assert_eq!(watch.checks.load(Ordering::Relaxed), 0);
+    assert!(watches.gave_up().is_none());
+}
+
+/// While the scope's own thread polls its watches (a scope's end), another thread's
+/// wait does not give up: the owner's watch gives up in time, and its abort drains the
+/// stream (here: `drained`, set once the owner's poll has given up). The other thread
+/// starts 50 ms before the owner polls, and waits 150 ms in all, past the watch's 100:
+/// only the 50 unattended count.
+#[test]
+fn an_unattended_wait_waits_while_the_scopes_thread_polls() {
+    let watch = GivesUpAfter::new(Duration::from_millis(100));
+    let watches = open_with(&watch);
+    let drained = AtomicBool::new(false);
+    let start = Instant::now();
+    let (owner, other) = std::thread::scope(|threads| {
+        let other = threads.spawn(|| watches.wait_unattended(|| drained.load(Ordering::Acquire)));
+        std::thread::sleep(Duration::from_millis(50));
+        let owner = watches.poll(|| false);
+        drained.store(true, Ordering::Release);
+        (owner, other.join().unwrap())
+    });
+    let took = start.elapsed();
+    assert!(is_timed_out(&owner), "{owner:?}");
+    assert!(other.is_ok(), "{other:?}");
+    assert!(took >= Duration::from_millis(150), "{took:?}");
 }

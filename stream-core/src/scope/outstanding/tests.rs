@@ -306,4 +306,5 @@ fn a_managed_vec_dropped_while_unwinding_behind_a_stalled_watched_stream_is_boun
     Ok(())
 }
 
+mod beside_another_threads_stall;
 mod other_threads;
