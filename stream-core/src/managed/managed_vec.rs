@@ -353,7 +353,8 @@ impl<T: DeviceRepr> Drop for ManagedVec<T> {
             }
             // `cuMemFree` waits for the whole device: for a collective whose peer died,
             // on the stream of a scope open on this thread, within that scope's bounds
-            // (the scope's end reports the error).
+            // (the scope's end reports the error); on another thread's, on the host
+            // while that thread waits too (refused otherwise: then in the driver).
             let _ = inner.bound_device_wide_wait();
             // No scope holds the vec (attaching borrows it until the scope's final
             // synchronisation, or its fork's join into a synchronised stream), so every

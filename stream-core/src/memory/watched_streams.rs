@@ -5,10 +5,9 @@
 //! Such a call (`cuMemFreeHost`, `cuMemFree` of managed memory, `cuModuleUnload`) waits
 //! for every stream of the GPU, so for a collective whose peer died on another thread's
 //! scope too; only that thread's watch aborts the collective, at that thread's next
-//! wait. Entering the call first would hold this thread until then, and while it waits
-//! in the driver, the driver may hold up that thread's own waits as well (seen on one
-//! H200: threads stalled this way waited for one another until the stalls' own limit).
-//! So the other threads' watched streams are waited for first, on the host: while their
+//! wait. Entering the call first would hold this thread until then: for as long as that
+//! thread computes on the host, or forever if it waits for this one. So the other
+//! threads' watched streams are waited for first, on the host: while their
 //! thread polls them, until its watch gives up and the abort drains them; while it does
 //! not, at most the watch's timeout, then
 //! [`Error::HeldUpByAnotherThread`](crate::Error::HeldUpByAnotherThread).

@@ -243,6 +243,22 @@ fn a_managed_vecs_drop_behind_a_stalled_watched_stream_is_bounded() -> Result<()
     Ok(())
 }
 
+/// A `ManagedVec` allocated (`cuMemAllocManaged`) inside a scope whose collective's peer
+/// died, kept past the scope's end: whether the allocation waits for the stalled stream
+/// (it would then wait for the stall's own limit, unbounded by the watch).
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn allocating_managed_memory_behind_a_stalled_watched_stream_does_not_wait_for_it() -> Result<()> {
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    let (managed, took, ended) =
+        behind_a_stalled_watched_stream(&device, || device.alloc_managed::<u32>(1 << 20))?;
+    assert!(managed.is_ok(), "alloc_managed returned {managed:?}");
+    assert!(took < BOUNDED, "alloc_managed took {took:?}");
+    assert!(is_timed_out(&ended), "the scope ended with {ended:?}");
+    Ok(())
+}
+
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn trimming_pinned_memory_behind_a_stalled_watched_stream_returns_the_watchs_error() -> Result<()> {

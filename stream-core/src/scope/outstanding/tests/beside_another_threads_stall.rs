@@ -55,6 +55,8 @@ fn trim_beside_another_threads_stall(device: &Device, busy: bool) -> Result<Outc
         let cached_after = device.pinned_memory_stats().cached_bytes;
         let _ = go_tx.send(());
         let owner_ended = owner.join().expect("no panic")?;
+        let other = if busy { "busy" } else { "waiting" };
+        eprintln!("trim beside a {other} thread's stall: {trimmed:?} in {took:?}; its scope: {owner_ended:?}");
         Ok(Outcome {
             trimmed,
             took,

@@ -111,7 +111,7 @@ const OTHER_THREAD_CALLS: [OtherThreadCall; 10] = [
         drop(managed.take());
         Ok(())
     }),
-    ("alloc_managed", |device, _| {
+    ("alloc_managed and its drop", |device, _| {
         device.alloc_managed::<u32>(1 << 20).map(drop)
     }),
     ("alloc_pinned of a new 64 MiB block", |device, _| {
