@@ -110,14 +110,19 @@
 //!   waits for its closure's collectives before it returns (only the thread that issued
 //!   them may abort their communicator).
 //!
-//! A scope's watches are asked only by its own thread's waits, so the calls above made
-//! on another thread of the process (a free that waits for the whole device, an
-//! allocation of managed memory) wait for the stalled stream until that thread waits
-//! and its watch aborts: while it computes on the host instead, they wait on. In the
-//! library's tests of one GPU such a call made beside a stalled scope's end returned
-//! once the watch gave up (200 ms), and other calls (new streams and devices, blocking
-//! copies, `trim_memory`) did not wait for the stall at all
-//! (`scope/outstanding/tests/other_threads.rs`).
+//! Only a scope's own thread aborts its communicator (NCCL's abort frees it, and that
+//! thread may be about to call it). A call above that waits for the whole device, made
+//! on another thread of the process, first waits on the host for the streams of the
+//! scopes on other threads that issued collectives: for as long as their thread waits
+//! too (its watch gives up in time and the abort drains the stream), and, while that
+//! thread computes on the host instead, until the collective is past its timeout:
+//! [`Device::trim_pinned_memory`](crate::Device::trim_pinned_memory) then frees
+//! nothing and returns [`Error::HeldUpByAnotherThread`](crate::Error::HeldUpByAnotherThread)
+//! (measured on one H200: refused after the watch's 200 ms instead of the stall's
+//! 20 s), and the drops, which cannot return it, wait in the driver as before. Other
+//! calls (new streams and devices, blocking copies, `trim_memory`, `alloc_managed`)
+//! do not wait for the stall at all (`scope/outstanding/tests/other_threads.rs`,
+//! `beside_another_threads_stall.rs`).
 //!
 //! Such a wait's error is returned by the scope's end again: the abort drained the
 //! stream, but the collective did not complete. Data that crosses the bus every step
