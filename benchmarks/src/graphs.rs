@@ -102,25 +102,25 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
             .try_into()
             .map_err(|_| Error::msg("graphs: expected two results"))?;
         let replay_over_launch = per_round_ratio(&ours_r.figures(), &ours_l.figures());
-        let mut row = Row::new(
+        let row = Row::new(
             "graphs",
             format!("{what}: {KERNELS} kernels launched one by one"),
             unit,
             Better::Lower,
-        );
-        (row.ours, row.raw) = (Some(ours_l), Some(raw_l));
+        )
+        .figures(Some(ours_l), Some(raw_l));
         rep.push(if gpu {
             row
         } else {
             row.check_vs_raw(1.03, Source::Issue)
         });
-        let mut row = Row::new(
+        let row = Row::new(
             "graphs",
             format!("{what}: {KERNELS} kernels replayed from a graph"),
             unit,
             Better::Lower,
-        );
-        (row.ours, row.raw) = (Some(ours_r), Some(raw_r));
+        )
+        .figures(Some(ours_r), Some(raw_r));
         let row = if gpu {
             row
         } else {
@@ -284,13 +284,13 @@ fn diagnosis_rows(
             other_counter,
         ),
     ] {
-        let mut row = Row::new(
+        let row = Row::new(
             "graphs",
             format!("GPU time: {KERNELS} kernels replayed from a graph, raw: {what}"),
             "ns/kernel (GPU)",
             Better::Lower,
-        );
-        (row.ours, row.raw) = (Some(rounds), Some(plain.clone()));
+        )
+        .figures(Some(rounds), Some(plain.clone()));
         rep.push(row);
     }
     elsewhere.check()

@@ -142,42 +142,42 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
     let size = format!("{} MiB", bytes / MIB);
     let ms = |r: &Rounds| r.map(|s| s * 1e3);
 
-    let mut row = Row::new(
+    let row = Row::new(
         "managed",
         format!("{size} end-to-end: prefetched vs explicit pinned copies"),
         "GB/s",
         Better::Higher,
-    );
-    (row.ours, row.raw) = (Some(e_prefetched.clone()), Some(e_explicit.clone()));
+    )
+    .figures(Some(e_prefetched.clone()), Some(e_explicit.clone()));
     rep.push(row.check_vs_raw(PREFETCHED_OVER_EXPLICIT, Source::Issue));
 
-    let mut row = Row::new(
+    let row = Row::new(
         "managed",
         format!("{size} end-to-end: prefetched vs demand-paged"),
         "GB/s",
         Better::Higher,
-    );
-    (row.ours, row.raw) = (Some(e_prefetched.clone()), Some(e_demand.clone()));
+    )
+    .figures(Some(e_prefetched.clone()), Some(e_demand.clone()));
     rep.push(row.check_vs_raw(PREFETCHED_OVER_DEMAND, Source::Issue));
 
-    let mut row = Row::new(
+    let row = Row::new(
         "managed",
         format!("{size} end-to-end: demand-paged vs explicit pinned copies"),
         "GB/s",
         Better::Higher,
-    );
-    (row.ours, row.raw) = (Some(e_demand.clone()), Some(e_explicit.clone()));
+    )
+    .figures(Some(e_demand.clone()), Some(e_explicit.clone()));
     rep.push(row);
 
-    let mut row = Row::new(
+    let row = Row::new(
         "managed",
         format!(
             "{size} end-to-end: host-resident (mapped by the device) vs explicit pinned copies"
         ),
         "GB/s",
         Better::Higher,
-    );
-    (row.ours, row.raw) = (Some(e_resident.clone()), Some(e_explicit.clone()));
+    )
+    .figures(Some(e_resident.clone()), Some(e_explicit.clone()));
     rep.push(row);
 
     for (name, managed) in [
@@ -185,13 +185,13 @@ pub fn run(env: &Env, rep: &mut Report) -> Result<()> {
         ("demand-paged", k_demand),
         ("host-resident", k_resident),
     ] {
-        let mut row = Row::new(
+        let row = Row::new(
             "managed",
             format!("{size} kernel only: {name} vs device memory"),
             "ms",
             Better::Lower,
-        );
-        (row.ours, row.raw) = (Some(ms(managed)), Some(ms(k_explicit)));
+        )
+        .figures(Some(ms(managed)), Some(ms(k_explicit)));
         rep.push(row);
     }
     crate::managed_raw::run(env, rep)?;

@@ -156,13 +156,13 @@ fn scopes(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     );
     (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o), Some(r.clone()), Some(c1), Some(c2));
     rep.push(row.check_vs_raw(1.03, Source::Issue));
-    let mut row = Row::new(
+    let row = Row::new(
         "scope",
         "enter + exit on a stream whose handle left the crate (raw: cuStreamSynchronize)",
         "ns",
         Better::Lower,
-    );
-    (row.ours, row.raw) = (Some(x), Some(r));
+    )
+    .figures(Some(x), Some(r));
     rep.push(row);
     rep.note(
         "scope: both sides on new streams (a stream's past changes the driver's own cost); \"whose handle left the crate\": a stream handed to other code through interop::raw_stream, on which every scope and fork asks the driver whether a graph capture is under way",
@@ -271,13 +271,13 @@ fn forks(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     );
     (row.ours, row.raw, row.cudarc2) = (Some(o), Some(r.clone()), Some(c2));
     rep.push(row.check_vs_raw(1.03, Source::Issue));
-    let mut row = Row::new(
+    let row = Row::new(
         "scope",
         "fork + join, streams whose handles left the crate (raw: event record/wait each way)",
         "ns",
         Better::Lower,
-    );
-    (row.ours, row.raw) = (Some(x), Some(r));
+    )
+    .figures(Some(x), Some(r));
     rep.push(row);
     forks_across_devices(env, rep, plan)
 }
@@ -356,13 +356,13 @@ fn forks_across_devices(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     let [o, r]: [Rounds; 2] = stats?
         .try_into()
         .map_err(|_| Error::msg("fork across devices: expected two results"))?;
-    let mut row = Row::new(
+    let row = Row::new(
         "scope",
         "fork + join onto another GPU's stream (raw: an event of each context, child context pushed and popped)",
         "ns",
         Better::Lower,
-    );
-    (row.ours, row.raw) = (Some(o), Some(r));
+    )
+    .figures(Some(o), Some(r));
     rep.push(row);
     Ok(())
 }
@@ -468,13 +468,13 @@ fn allocations(env: &Env, rep: &mut Report, plan: Plan) -> Result<()> {
     );
     (row.ours, row.raw, row.cudarc1, row.cudarc2) = (Some(o.clone()), Some(r), Some(c1), Some(c2));
     rep.push(row.check_vs_raw(1.03, Source::Goal));
-    let mut row = Row::new(
+    let row = Row::new(
         "scope",
         "alloc + free 1 MiB in a scope (raw: cuMemAlloc/cuMemFree)",
         "ns",
         Better::Lower,
-    );
-    (row.ours, row.raw) = (Some(o), Some(sync));
+    )
+    .figures(Some(o), Some(sync));
     rep.push(row);
     rep.note(
         "scope: ours, raw cuMemAllocAsync and cudarc all allocate from the device's default memory pool, which stream_core::Device::new configures (release threshold u64::MAX, no internal cross-stream dependencies) for all of them",

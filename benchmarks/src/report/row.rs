@@ -32,6 +32,11 @@ pub struct Row {
 }
 
 impl Row {
+    /// The row with `ours` and `raw` (its named baseline) as its figures.
+    pub fn figures(self, ours: Option<Rounds>, raw: Option<Rounds>) -> Row {
+        Row { ours, raw, ..self }
+    }
+
     /// A row without figures yet.
     pub fn new(
         case: &'static str,

@@ -70,13 +70,13 @@ pub(super) fn operation_cost(env: &Env, rep: &mut Report) -> Result<()> {
     let [round_trip, scoped, enqueue]: [Rounds; 3] = stats
         .try_into()
         .map_err(|_| Error::msg("serve: expected three cost results"))?;
-    let mut row = Row::new(
+    let row = Row::new(
         "serve",
         "empty operation round trip: run_owned awaited (raw: empty scope, cuStreamSynchronize)",
         "ns",
         Better::Lower,
-    );
-    (row.ours, row.raw) = (Some(round_trip.clone()), Some(scoped));
+    )
+    .figures(Some(round_trip.clone()), Some(scoped));
     rep.push(row);
     let mut row = Row::new(
         "serve",
@@ -187,13 +187,13 @@ pub(super) fn head_of_line(env: &Env, rep: &mut Report, streams: &Arc<Vec<Stream
         .try_into()
         .map_err(|_| Error::msg("serve: expected four head-of-line results"))?;
     for (label, ours) in [("", behind), (", head-of-line bypass on", bypassed)] {
-        let mut row = Row::new(
+        let row = Row::new(
             "serve",
             format!("head of line: empty run_owned on an idle stream 200 us after a long kernel's on another{label} (raw: empty scope)"),
             "ns",
             Better::Lower,
-        );
-        (row.ours, row.raw) = (Some(ours), Some(scoped.clone()));
+        )
+        .figures(Some(ours), Some(scoped.clone()));
         rep.push(row);
     }
     let mut row = Row::new(
@@ -297,21 +297,21 @@ pub(super) fn request_enqueue_cost(env: &Env, rep: &mut Report) -> Result<()> {
             );
         }
     }
-    let mut row = Row::new(
+    let row = Row::new(
         "serve",
         "1 MiB request: host time of the run_owned call (raw: the same work in a scope, before its synchronisation)",
         "ns",
         Better::Lower,
-    );
-    (row.ours, row.raw) = (Some(ours), Some(scoped.clone()));
+    )
+    .figures(Some(ours), Some(scoped.clone()));
     rep.push(row);
-    let mut row = Row::new(
+    let row = Row::new(
         "serve",
         "1 MiB request: host time of the run_owned call, its future polled in a busy loop (raw: the same work in a scope)",
         "ns",
         Better::Lower,
-    );
-    (row.ours, row.raw) = (Some(spun), Some(scoped));
+    )
+    .figures(Some(spun), Some(scoped));
     rep.push(row);
     Ok(())
 }

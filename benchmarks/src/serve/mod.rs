@@ -232,7 +232,7 @@ fn server_loop(
         });
     }
     let mut rounds = measurement.rounds(plan)?.into_iter();
-    let mut row = Row::new(
+    let row = Row::new(
         "serve",
         format!(
             "{label}, {CLIENTS} clients: async on {} threads (raw: {CLIENTS} threads)",
@@ -240,8 +240,8 @@ fn server_loop(
         ),
         "requests/s",
         Better::Higher,
-    );
-    (row.ours, row.raw) = (rounds.next(), rounds.next());
+    )
+    .figures(rounds.next(), rounds.next());
     let row = row
         .in_unit(|t| total as f64 / t)
         .check_vs_raw(0.95, Source::Issue);
@@ -262,13 +262,13 @@ fn server_loop(
                 Stats::new(vec![percentile(values, quantile) * 1e6])
             })
         };
-        let mut row = Row::new(
+        let row = Row::new(
             "serve",
             format!("{label}: {name} (raw: threads)"),
             "us",
             Better::Lower,
-        );
-        (row.ours, row.raw) = (
+        )
+        .figures(
             Some(per_round(&async_latency)?),
             Some(per_round(&threads_latency)?),
         );
@@ -279,13 +279,13 @@ fn server_loop(
             Stats::new(round.iter().map(|s| s * 1e6).collect())
         })
     };
-    let mut row = Row::new(
+    let row = Row::new(
         "serve",
         format!("{label}: CPU time per request, every thread of the process (raw: threads)"),
         "us",
         Better::Lower,
-    );
-    (row.ours, row.raw) = (Some(per_round(&async_cpu)?), Some(per_round(&threads_cpu)?));
+    )
+    .figures(Some(per_round(&async_cpu)?), Some(per_round(&threads_cpu)?));
     rep.push(row);
     Ok(())
 }
