@@ -228,6 +228,13 @@ impl LazyOpenScope {
     pub(crate) fn is_noted(&self) -> bool {
         self.entry.get().is_some()
     }
+
+    /// `true` once [`note_frees`](Self::note_frees) listed the scope's stream among the
+    /// process's watched streams.
+    #[inline(always)]
+    pub(crate) fn is_watched(&self) -> bool {
+        self.watched.get().is_some()
+    }
 }
 
 impl Drop for OpenScope {
