@@ -505,6 +505,8 @@ impl Device {
     /// when one is past its communicator's timeout and its thread is busy elsewhere, the
     /// call frees nothing and returns [`Error::HeldUpByAnotherThread`] rather than wait
     /// for that thread's next wait.
+    /// With no more than `keep_bytes` cached it returns `Ok(0)` at once, waiting for
+    /// nothing.
     ///
     /// ```no_run
     /// # fn main() -> stream_core::Result<()> {
@@ -515,6 +517,12 @@ impl Device {
     /// # Ok(()) }
     /// ```
     pub fn trim_pinned_memory(&self, keep_bytes: usize) -> Result<usize> {
+        let pool = PinnedPool::of(&self.inner);
+        if pool.cached.load(Ordering::Relaxed) <= keep_bytes {
+            // Nothing to free, so no call that waits for the device: nothing to wait for
+            // (a collective on another thread's stream would otherwise hold it up).
+            return Ok(0);
+        }
         let _bound = self.inner.bind()?;
         // `cuMemFreeHost` waits for the whole device: for a collective whose peer died,
         // on the stream of a scope open on this thread, within that scope's bounds (its
@@ -523,7 +531,7 @@ impl Device {
         if let Err(held_up @ Error::HeldUpByAnotherThread) = bounded {
             return Err(held_up);
         }
-        let freed = PinnedPool::of(&self.inner).release_cached(true, keep_bytes);
+        let freed = pool.release_cached(true, keep_bytes);
         bounded.map(|()| freed)
     }
 }
