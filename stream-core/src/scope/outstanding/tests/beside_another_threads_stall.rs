@@ -24,11 +24,13 @@ struct Outcome {
 }
 
 /// Stalls a watched scope on another thread and, once it is stalled, trims the pinned
-/// cache here. The other thread then `ends` its scope at once (its end waits, polling its
+/// cache here (with a block cached when `cached`). The other thread then `ends` its scope at once (its end waits, polling its
 /// watch), or, when `busy`, only after the trim has returned (it waits for this thread:
 /// a thread busy elsewhere, not waiting for its stream).
-fn trim_beside_another_threads_stall(device: &Device, busy: bool) -> Result<Outcome> {
-    drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: a trim frees it
+fn trim_beside_another_threads_stall(device: &Device, busy: bool, cached: bool) -> Result<Outcome> {
+    if cached {
+        drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: a trim frees it
+    }
     let cached_before = device.pinned_memory_stats().cached_bytes;
     let (stalled_tx, stalled_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<()>();
@@ -76,7 +78,7 @@ fn trim_beside_another_threads_stall(device: &Device, busy: bool) -> Result<Outc
 fn a_trim_beside_a_busy_threads_stall_is_refused_in_time_and_frees_nothing() -> Result<()> {
     let _one = one_at_a_time();
     let device = Device::new(0)?;
-    let run = trim_beside_another_threads_stall(&device, true)?;
+    let run = trim_beside_another_threads_stall(&device, true, true)?;
     let (trimmed, took) = (&run.trimmed, run.took);
     assert!(
         matches!(trimmed, Err(Error::HeldUpByAnotherThread)),
@@ -108,7 +110,7 @@ fn a_trim_beside_a_busy_threads_stall_is_refused_in_time_and_frees_nothing() -> 
 fn a_trim_beside_a_waiting_threads_stall_waits_for_its_watch_then_frees() -> Result<()> {
     let _one = one_at_a_time();
     let device = Device::new(0)?;
-    let run = trim_beside_another_threads_stall(&device, false)?;
+    let run = trim_beside_another_threads_stall(&device, false, true)?;
     let (trimmed, took) = (&run.trimmed, run.took);
     assert!(
         matches!(trimmed, Ok(freed) if *freed >= run.cached_before),
@@ -116,6 +118,28 @@ fn a_trim_beside_a_waiting_threads_stall_waits_for_its_watch_then_frees() -> Res
     );
     assert!(took < BOUNDED, "the trim took {took:?}");
     assert_eq!(run.cached_after, 0);
+    let ended = &run.owner_ended;
+    assert!(
+        is_timed_out(ended),
+        "the other thread's scope ended with {ended:?}"
+    );
+    Ok(())
+}
+
+/// Nothing cached: the trim has no `cuMemFreeHost` to make, so it returns `Ok(0)` at once,
+/// beside a busy thread's stall too.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn a_trim_with_nothing_cached_beside_a_busy_threads_stall_returns_at_once() -> Result<()> {
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    let run = trim_beside_another_threads_stall(&device, true, false)?;
+    let (trimmed, took) = (&run.trimmed, run.took);
+    assert!(
+        matches!(trimmed, Ok(0)),
+        "trim_pinned_memory returned {trimmed:?} after {took:?}"
+    );
+    assert!(took < GIVES_UP_AFTER, "the trim took {took:?}");
     let ended = &run.owner_ended;
     assert!(
         is_timed_out(ended),
