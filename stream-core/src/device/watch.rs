@@ -121,7 +121,12 @@ impl Watches {
     pub(crate) fn poll(&self, done: impl FnMut() -> bool) -> Result<()> {
         let list = self.list();
         let _polling = Polling::start(self);
-        poll(done, |waited| self.check(&list, waited))
+        #[cfg(test)]
+        gate::trace(format_args!("polls its scope's watches"));
+        let polled = poll(done, |waited| self.check(&list, waited));
+        #[cfg(test)]
+        gate::trace(format_args!("polled its scope's watches: {polled:?}"));
+        polled
     }
 
     /// For another thread than the scope's, before a call that waits for the whole
@@ -135,7 +140,9 @@ impl Watches {
         let list = self.list();
         let mut unattended = Duration::ZERO;
         let mut last = Duration::ZERO;
-        poll(done, |waited| {
+        #[cfg(test)]
+        gate::trace(format_args!("waits for another thread's watched stream"));
+        let waited = poll(done, |waited| {
             if self.polling.load(Ordering::Acquire) == 0 {
                 unattended += waited - last;
             }
@@ -144,7 +151,12 @@ impl Watches {
                 Some(_) => Err(Error::HeldUpByAnotherThread),
                 None => Ok(()),
             }
-        })
+        });
+        #[cfg(test)]
+        gate::trace(format_args!(
+            "waited for another thread's watched stream: {waited:?}"
+        ));
+        waited
     }
 
     /// The watches now, outside the lock for the wait.
@@ -233,11 +245,18 @@ impl OpenWatches {
     pub(crate) fn poll(&self, done: impl FnMut() -> bool) -> Result<()> {
         let _polling: Vec<Polling<'_>> =
             self.0.iter().map(|(set, _)| Polling::start(set)).collect();
-        poll(done, |waited| {
+        #[cfg(test)]
+        gate::trace(format_args!("polls this thread's open watches"));
+        let polled = poll(done, |waited| {
             self.0
                 .iter()
                 .try_for_each(|(set, list)| set.check(list, waited))
-        })
+        });
+        #[cfg(test)]
+        gate::trace(format_args!(
+            "polled this thread's open watches: {polled:?}"
+        ));
+        polled
     }
 }
 

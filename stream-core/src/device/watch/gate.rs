@@ -4,8 +4,8 @@
 //! an NCCL abort lets a collective whose peer died end. Without a bound, a wait for such
 //! a stream would last until the gate's own limit ([`STALL_AT_MOST`]).
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::StreamWatch;
 use crate::driver::host_flag::HostFlag;
@@ -21,12 +21,16 @@ pub(crate) const STALL_AT_MOST: Duration = Duration::from_secs(20);
 /// the whole GPU, so for the other tests' stalls too, and some of them then wait for
 /// [`STALL_AT_MOST`]. Seen with host-function stalls and with these GPU-side ones alike
 /// (one H200, 2026-11-29): 7 and 9 of 12 failed per run. Since such calls wait on the
-/// host for other threads' watched streams first (`memory/watched_streams.rs`), 2 to 5
-/// of 15 fail, some still after [`STALL_AT_MOST`] (a stall made after the call looked,
-/// or a driver call of one test that holds up another's polls: not pinned down), and
-/// the trims among them can be refused for another test's stall
-/// ([`Error::HeldUpByAnotherThread`]), which is what they are for. One at a time, all
-/// pass.
+/// host for other threads' watched streams first (`memory/watched_streams.rs`), 2 to 6
+/// of 15 fail, some still after [`STALL_AT_MOST`], and the trims among them can be
+/// refused for another test's stall ([`Error::HeldUpByAnotherThread`]), which is what
+/// they are for. One at a time, all pass. [`trace`] (`STREAM_CORE_GATE_TRACE=1`) showed
+/// why the 20 s ones wait: one test's `trim_pinned_memory` entered `cuMemFreeHost` once
+/// its own watch gave up; while it waited there for the whole GPU, another test stalled
+/// its stream anew, and that test's next call (a copy into pinned memory) returned only
+/// when `cuMemFreeHost` did, after the stall's limit. A thread inside `cuMemFreeHost`
+/// holds up other threads' driver calls (not all: their stream queries went on), and
+/// waits for work enqueued after it began.
 ///
 /// `STREAM_CORE_GATED_TESTS_IN_PARALLEL=1` lets them run in parallel again, to study
 /// which of them interfere.
@@ -48,11 +52,35 @@ struct GateState {
     flags: Vec<HostFlag>,
 }
 
+/// With `STREAM_CORE_GATE_TRACE` set, prints `what` with the milliseconds since the
+/// first trace and the thread's name (a test's name, under libtest): for studying which
+/// stalled test holds which up when they run in parallel.
+pub(crate) fn trace(what: std::fmt::Arguments<'_>) {
+    static START: OnceLock<Instant> = OnceLock::new();
+    if std::env::var_os("STREAM_CORE_GATE_TRACE").is_none() {
+        return;
+    }
+    let since = START.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3;
+    let thread = std::thread::current();
+    eprintln!(
+        "[gate {since:>9.1} ms] {}: {what}",
+        thread.name().unwrap_or("?")
+    );
+}
+
 impl Gate {
     pub(crate) fn open(&self) {
         let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if !state.open {
+            trace(format_args!("opens gate {}", self.id()));
+        }
         state.open = true;
         state.flags.iter().for_each(HostFlag::raise);
+    }
+
+    /// A number that tells gates apart in [`trace`]'s lines.
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize % 100_000
     }
 
     /// Stalls `stream` on the GPU until the gate opens (or [`STALL_AT_MOST`] has passed).
@@ -64,9 +92,19 @@ impl Gate {
             flag.raise();
         }
         state.flags.push(flag);
+        drop(state);
+        trace(format_args!("stalled a stream behind gate {}", self.id()));
+        let gate = self.clone();
         std::thread::spawn(move || {
             std::thread::sleep(STALL_AT_MOST);
+            let was_open = gate.0.lock().unwrap_or_else(PoisonError::into_inner).open;
             flag.raise();
+            if !was_open {
+                trace(format_args!(
+                    "the stall's limit raised a flag of gate {}",
+                    gate.id()
+                ));
+            }
         });
         Ok(())
     }

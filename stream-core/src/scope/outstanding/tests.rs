@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Watch;
-use crate::device::watch::gate::{one_at_a_time, Gate, OpensGate};
+use crate::device::watch::gate::{one_at_a_time, trace, Gate, OpensGate};
 use crate::device::Device;
 use crate::driver::event::RawEvent;
 use crate::error::{Error, Result};
@@ -215,7 +215,12 @@ fn behind_a_stalled_watched_stream<T>(
         s.watch_collective(&gate_watch(&gate));
         gate.stall(&s.stream.raw)?;
         let start = Instant::now();
+        trace(format_args!("makes its call behind its stall"));
         let result = call();
+        trace(format_args!(
+            "its call returned after {:?}",
+            start.elapsed()
+        ));
         outcome = Some((result, start.elapsed()));
         Ok::<_, Error>(())
     });

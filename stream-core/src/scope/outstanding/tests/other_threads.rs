@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::{behind_a_stalled_watched_stream, gate_watch, is_timed_out, BOUNDED};
-use crate::device::watch::gate::{one_at_a_time, Gate};
+use crate::device::watch::gate::{one_at_a_time, trace, Gate};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::scope::scope;
@@ -187,7 +187,10 @@ fn calls_on_another_thread_let_a_stalled_watched_scope_give_up() -> Result<()> {
                     .recv()
                     .expect("the scope stalls its stream first");
                 let start = Instant::now();
-                (warmed.and(make_call(device, managed)), start.elapsed())
+                trace(format_args!("calls {call} on another thread"));
+                let made = warmed.and(make_call(device, managed));
+                trace(format_args!("{call} returned {made:?}"));
+                (made, start.elapsed())
             });
             let here = behind_a_stalled_watched_stream(device, || {
                 stalled.send(()).expect("the other thread waits for this");
