@@ -176,6 +176,7 @@ fn the_folder_check_tells_code_from_doc_links() {
 /// has no import circle. `mod.rs` declares them all and uses none.
 const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ("versions", &[]),
+    ("abort_handshake", &[]),
     ("nvtx", &[]),
     ("device", &[]),
     ("context", &["device"]),
