@@ -204,7 +204,14 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ("nccl", &["nccl_group", "nccl_user_op"]),
     (
         "nccl_comm",
-        &["nccl", "nccl_group", "nccl_abort", "stream", "context"],
+        &[
+            "nccl",
+            "nccl_group",
+            "nccl_abort",
+            "abort_handshake",
+            "stream",
+            "context",
+        ],
     ),
     ("nccl_join", &["nccl_comm", "nccl", "nccl_abort", "context"]),
     ("nccl_reduction", &["nccl_comm", "nccl", "nccl_user_op"]),

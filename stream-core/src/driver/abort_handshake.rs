@@ -17,6 +17,7 @@
 //! A call blocked in NCCL forever (a connection to a dead peer) keeps the abort waiting
 //! as long: the abort cannot free what that call still uses.
 
+use std::ops::Deref;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -48,18 +49,31 @@ pub(crate) enum Aborted {
     Before,
 }
 
-/// A call under way on the communicator (see [`AbortHandshake::enter`]); leaving it
-/// (dropping it) runs a pending abort when it is the last.
-pub(crate) struct InCall<'a>(&'a AbortHandshake);
+/// What holds a handshake (a communicator's control).
+pub(crate) trait HoldsHandshake {
+    fn handshake(&self) -> &AbortHandshake;
+}
+
+impl HoldsHandshake for AbortHandshake {
+    fn handshake(&self) -> &AbortHandshake {
+        self
+    }
+}
+
+/// A call under way on the communicator (see [`AbortHandshake::enter`]), through `H`, a
+/// reference to what holds the handshake (an `Arc` where the call outlives the borrow:
+/// a group's calls, until its end); leaving it (dropping it) runs a pending abort when
+/// it is the last.
+pub(crate) struct InCall<H: Deref<Target: HoldsHandshake>>(H);
 
 impl AbortHandshake {
-    /// Enters a call on the communicator: `None` once an abort was asked for (the
-    /// communicator must not be called: it is freed, or about to be), else the guard
-    /// to keep until NCCL has returned.
+    /// Enters a call on the communicator `holder` reaches: `None` once an abort was asked
+    /// for (the communicator must not be called: it is freed, or about to be), else the
+    /// guard to keep until NCCL is done with the call.
     #[inline]
-    pub(crate) fn enter(&self) -> Option<InCall<'_>> {
-        let before = self.state.fetch_add(1, Ordering::AcqRel);
-        let call = InCall(self);
+    pub(crate) fn enter<H: Deref<Target: HoldsHandshake>>(holder: H) -> Option<InCall<H>> {
+        let before = holder.handshake().state.fetch_add(1, Ordering::AcqRel);
+        let call = InCall(holder);
         // Leaving at once when aborted runs the abort if this was the last call in.
         (before & ABORTED == 0).then_some(call)
     }
@@ -105,12 +119,13 @@ impl AbortHandshake {
     }
 }
 
-impl Drop for InCall<'_> {
+impl<H: Deref<Target: HoldsHandshake>> Drop for InCall<H> {
     #[inline]
     fn drop(&mut self) {
-        let before = self.0.state.fetch_sub(1, Ordering::AcqRel);
+        let handshake = self.0.handshake();
+        let before = handshake.state.fetch_sub(1, Ordering::AcqRel);
         if before & ABORTED != 0 && before & CALLS == 1 {
-            self.0.run_pending();
+            handshake.run_pending();
         }
     }
 }
@@ -148,8 +163,8 @@ mod tests {
     fn calls_without_an_abort_leave_nothing_behind() {
         let handshake = AbortHandshake::default();
         for _ in 0..3 {
-            let outer = handshake.enter().expect("not aborted");
-            let inner = handshake.enter().expect("not aborted");
+            let outer = AbortHandshake::enter(&handshake).expect("not aborted");
+            let inner = AbortHandshake::enter(&handshake).expect("not aborted");
             drop((inner, outer));
         }
         assert!(!handshake.is_aborted());
@@ -164,7 +179,7 @@ mod tests {
         assert_eq!(witness.runs.load(Ordering::SeqCst), 1);
         assert!(handshake.is_aborted());
         assert!(
-            handshake.enter().is_none(),
+            AbortHandshake::enter(&handshake).is_none(),
             "a call entered after the abort"
         );
         let second = Arc::new(Witness::default());
@@ -177,11 +192,11 @@ mod tests {
     fn an_abort_during_calls_runs_when_the_last_one_leaves() {
         let handshake = AbortHandshake::default();
         let witness = Arc::new(Witness::default());
-        let first = handshake.enter().expect("not aborted");
-        let second = handshake.enter().expect("not aborted");
+        let first = AbortHandshake::enter(&handshake).expect("not aborted");
+        let second = AbortHandshake::enter(&handshake).expect("not aborted");
         assert_eq!(handshake.abort(witness.abort()), Aborted::WhenTheCallsLeave);
         assert!(
-            handshake.enter().is_none(),
+            AbortHandshake::enter(&handshake).is_none(),
             "a call entered after the abort"
         );
         drop(first);
@@ -192,7 +207,7 @@ mod tests {
         );
         drop(second);
         assert_eq!(witness.runs.load(Ordering::SeqCst), 1);
-        assert!(handshake.enter().is_none());
+        assert!(AbortHandshake::enter(&handshake).is_none());
         assert_eq!(witness.runs.load(Ordering::SeqCst), 1);
     }
 
@@ -210,7 +225,7 @@ mod tests {
                 for _ in 0..8 {
                     threads.spawn(|| {
                         while !stop.load(Ordering::SeqCst) {
-                            let Some(call) = handshake.enter() else {
+                            let Some(call) = AbortHandshake::enter(&handshake) else {
                                 continue;
                             };
                             witness.under_way.fetch_add(1, Ordering::SeqCst);

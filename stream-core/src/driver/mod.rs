@@ -33,10 +33,6 @@
 //! functions or `cudarc::nvrtc`; the handle *types* of `sys` (`CUstream`, `CUdeviceptr`,
 //! ...) appear above it as plain values.
 
-#[allow(
-    dead_code,
-    reason = "not yet wired into CommControl: see the branch next/watchdog-handshake's commit"
-)]
 pub(crate) mod abort_handshake;
 pub(crate) mod context;
 pub(crate) mod cudarc_bridge;

@@ -17,6 +17,8 @@ use crate::memory::DeviceVec;
 use crate::scope::{StreamWatch, Watch};
 
 mod split;
+#[cfg(test)]
+mod tests;
 
 /// How long a scope waits for a collective before it aborts the communicator, unless
 /// [`Communicator::set_timeout`] or `STREAM_CORE_NCCL_TIMEOUT_S` says otherwise: ten
