@@ -493,8 +493,8 @@ impl StreamWatch for CommWatch {
     }
 
     fn overdue(&self, waited: Duration) -> Option<Error> {
-        // Not NCCL's error query: from another thread it could race the owner's abort,
-        // which frees the communicator. An aborted member's stream drains by itself.
+        // Time and the ledger only: NCCL's error query is `check`'s (the watchdog asks
+        // it). An aborted member's stream drains by itself.
         if self.control.is_aborted() {
             return None;
         }

@@ -1,16 +1,20 @@
 //! A call that waits for the whole device (`trim_pinned_memory`) on one thread while a
 //! scope on another thread is behind a collective whose peer died: it waits on the host
-//! while that thread waits too (its watch gives up and drains the stream), and is refused
-//! in time while that thread is busy elsewhere, instead of waiting in the driver for that
-//! thread's next wait (`memory/watched_streams.rs`).
+//! while that thread waits (its watch gives up and drains the stream) and while that
+//! thread is busy elsewhere (the watchdog asks the watch in its place), and it is refused
+//! in time when even an abort cannot drain the stream, instead of waiting in the driver
+//! for that thread's next wait (`memory/watched_streams.rs`).
 
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{gate_watch, is_timed_out, BOUNDED, GIVES_UP_AFTER};
+use super::{gate_watch, is_timed_out, Watch, BOUNDED, GIVES_UP_AFTER};
 use crate::device::watch::gate::{one_at_a_time, Gate};
+use crate::device::watch::StreamWatch;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::memory::WATCHDOG_GRACE;
 use crate::scope::scope;
 
 /// What one run gave: the trim's result and time, the pinned cache before and after it,
@@ -23,26 +27,64 @@ struct Outcome {
     owner_ended: Result<()>,
 }
 
+/// How the other thread's scope is set up and what it does once stalled.
+#[derive(Clone, Copy, PartialEq)]
+struct Owner {
+    /// Waits for the trim to return before it ends its scope: busy elsewhere, not
+    /// waiting for its stream. Else it ends its scope at once (its end polls the watch).
+    busy: bool,
+    /// Its watch cannot stop the stall (as an abort waits for a call stuck in NCCL); the
+    /// trim's thread opens the gate once the trim has returned.
+    stuck: bool,
+}
+
+/// A watch whose abort cannot drain the stream (it never gives up), though it says, once
+/// `after` has passed, that it is overdue.
+struct CannotAbort {
+    after: Duration,
+}
+
+impl StreamWatch for CannotAbort {
+    fn check(&self, _waited: Duration) -> Result<()> {
+        Ok(())
+    }
+
+    fn overdue(&self, waited: Duration) -> Option<Error> {
+        (waited >= self.after).then_some(Error::CollectiveTimedOut {
+            timeout: self.after,
+        })
+    }
+}
+
 /// Stalls a watched scope on another thread and, once it is stalled, trims the pinned
-/// cache here (with a block cached when `cached`). The other thread then `ends` its scope at once (its end waits, polling its
-/// watch), or, when `busy`, only after the trim has returned (it waits for this thread:
-/// a thread busy elsewhere, not waiting for its stream).
-fn trim_beside_another_threads_stall(device: &Device, busy: bool, cached: bool) -> Result<Outcome> {
+/// cache here (with a block cached when `cached`).
+fn trim_beside_another_threads_stall(
+    device: &Device,
+    owner: Owner,
+    cached: bool,
+) -> Result<Outcome> {
     if cached {
         drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: a trim frees it
     }
     let cached_before = device.pinned_memory_stats().cached_bytes;
     let (stalled_tx, stalled_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<()>();
+    let gate = Gate::default();
     std::thread::scope(|threads| {
-        let owner = threads.spawn(move || {
+        let gate = &gate;
+        let owning = threads.spawn(move || {
             let stream = device.new_stream()?;
-            let gate = Gate::default();
+            let watch = match owner.stuck {
+                false => gate_watch(gate),
+                true => Watch::new(Arc::new(CannotAbort {
+                    after: GIVES_UP_AFTER,
+                })),
+            };
             let ended = scope(&stream, |s| {
-                s.watch_collective(&gate_watch(&gate));
+                s.watch_collective(&watch);
                 gate.stall(&s.stream.raw)?;
                 let _ = stalled_tx.send(());
-                if busy {
+                if owner.busy {
                     let _ = go_rx.recv();
                 }
                 Ok::<_, Error>(())
@@ -55,10 +97,16 @@ fn trim_beside_another_threads_stall(device: &Device, busy: bool, cached: bool) 
         let trimmed = device.trim_pinned_memory(0);
         let took = start.elapsed();
         let cached_after = device.pinned_memory_stats().cached_bytes;
+        if owner.stuck {
+            gate.open();
+        }
         let _ = go_tx.send(());
-        let owner_ended = owner.join().expect("no panic")?;
-        let other = if busy { "busy" } else { "waiting" };
-        eprintln!("trim beside a {other} thread's stall: {trimmed:?} in {took:?}; its scope: {owner_ended:?}");
+        let owner_ended = owning.join().expect("no panic")?;
+        let (busy, stuck) = (owner.busy, owner.stuck);
+        eprintln!(
+            "trim beside a stall (owner busy: {busy}, abort stuck: {stuck}): {trimmed:?} in \
+             {took:?}; its scope: {owner_ended:?}"
+        );
         Ok(Outcome {
             trimmed,
             took,
@@ -69,37 +117,36 @@ fn trim_beside_another_threads_stall(device: &Device, busy: bool, cached: bool) 
     })
 }
 
-/// The other thread busy elsewhere: the trim frees nothing and returns
-/// `HeldUpByAnotherThread` once the watch is overdue (without the wait on the host, it
-/// waited in `cuMemFreeHost` for the stall's own limit, 20 s). That thread's scope still
-/// ends with its watch's error, and a trim after it frees the cache.
+/// The other thread busy elsewhere: the watchdog asks its watch, which gives up after
+/// 200 ms and opens the gate (as an abort lets the collective end); the trim, waiting
+/// on the host meanwhile, then frees the cache. Without the wait on the host it waited
+/// in `cuMemFreeHost` for the stall's own limit, 20 s. That thread's scope ends with the
+/// watch's error, which the watchdog left with it.
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
-fn a_trim_beside_a_busy_threads_stall_is_refused_in_time_and_frees_nothing() -> Result<()> {
+fn a_trim_beside_a_busy_threads_stall_waits_for_the_watchdog_then_frees() -> Result<()> {
     let _one = one_at_a_time();
     let device = Device::new(0)?;
-    let run = trim_beside_another_threads_stall(&device, true, true)?;
+    let owner = Owner {
+        busy: true,
+        stuck: false,
+    };
+    let run = trim_beside_another_threads_stall(&device, owner, true)?;
     let (trimmed, took) = (&run.trimmed, run.took);
     assert!(
-        matches!(trimmed, Err(Error::HeldUpByAnotherThread)),
+        matches!(trimmed, Ok(freed) if *freed >= run.cached_before),
         "trim_pinned_memory returned {trimmed:?} after {took:?}"
     );
     assert!(
         took >= GIVES_UP_AFTER && took < BOUNDED,
         "the trim took {took:?}"
     );
-    assert!(run.cached_before > 0);
-    assert_eq!(
-        run.cached_after, run.cached_before,
-        "the refused trim freed memory"
-    );
+    assert_eq!(run.cached_after, 0);
     let ended = &run.owner_ended;
     assert!(
         is_timed_out(ended),
         "the other thread's scope ended with {ended:?}"
     );
-    device.trim_pinned_memory(0)?;
-    assert_eq!(device.pinned_memory_stats().cached_bytes, 0);
     Ok(())
 }
 
@@ -110,7 +157,11 @@ fn a_trim_beside_a_busy_threads_stall_is_refused_in_time_and_frees_nothing() -> 
 fn a_trim_beside_a_waiting_threads_stall_waits_for_its_watch_then_frees() -> Result<()> {
     let _one = one_at_a_time();
     let device = Device::new(0)?;
-    let run = trim_beside_another_threads_stall(&device, false, true)?;
+    let owner = Owner {
+        busy: false,
+        stuck: false,
+    };
+    let run = trim_beside_another_threads_stall(&device, owner, true)?;
     let (trimmed, took) = (&run.trimmed, run.took);
     assert!(
         matches!(trimmed, Ok(freed) if *freed >= run.cached_before),
@@ -126,6 +177,45 @@ fn a_trim_beside_a_waiting_threads_stall_waits_for_its_watch_then_frees() -> Res
     Ok(())
 }
 
+/// The other thread busy and its abort stuck (the stream stays stalled whatever the
+/// watches do): the trim frees nothing and returns `HeldUpByAnotherThread` once the watch
+/// is overdue by the watchdog's grace, instead of waiting in `cuMemFreeHost` for the
+/// stall. A trim after the stall ended frees the cache.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn a_trim_beside_a_stall_no_abort_can_end_is_refused_and_frees_nothing() -> Result<()> {
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    let owner = Owner {
+        busy: true,
+        stuck: true,
+    };
+    let run = trim_beside_another_threads_stall(&device, owner, true)?;
+    let (trimmed, took) = (&run.trimmed, run.took);
+    assert!(
+        matches!(trimmed, Err(Error::HeldUpByAnotherThread)),
+        "trim_pinned_memory returned {trimmed:?} after {took:?}"
+    );
+    let refused_after = GIVES_UP_AFTER + WATCHDOG_GRACE;
+    assert!(
+        took >= refused_after && took < refused_after + BOUNDED,
+        "the trim took {took:?}"
+    );
+    assert!(run.cached_before > 0);
+    assert_eq!(
+        run.cached_after, run.cached_before,
+        "the refused trim freed memory"
+    );
+    assert!(
+        run.owner_ended.is_ok(),
+        "its scope ended with {:?}",
+        run.owner_ended
+    );
+    device.trim_pinned_memory(0)?;
+    assert_eq!(device.pinned_memory_stats().cached_bytes, 0);
+    Ok(())
+}
+
 /// Nothing cached: the trim has no `cuMemFreeHost` to make, so it returns `Ok(0)` at once,
 /// beside a busy thread's stall too.
 #[test]
@@ -133,7 +223,11 @@ fn a_trim_beside_a_waiting_threads_stall_waits_for_its_watch_then_frees() -> Res
 fn a_trim_with_nothing_cached_beside_a_busy_threads_stall_returns_at_once() -> Result<()> {
     let _one = one_at_a_time();
     let device = Device::new(0)?;
-    let run = trim_beside_another_threads_stall(&device, true, false)?;
+    let owner = Owner {
+        busy: true,
+        stuck: false,
+    };
+    let run = trim_beside_another_threads_stall(&device, owner, false)?;
     let (trimmed, took) = (&run.trimmed, run.took);
     assert!(
         matches!(trimmed, Ok(0)),
