@@ -140,7 +140,13 @@ fn start_watchdog() {
 /// unattended, so that a collective past its timeout, or one NCCL reports failed, is
 /// aborted (the abort handshake lets any thread abort: `driver/abort_handshake.rs`) and
 /// its stream drains; the scope's next wait, or its end, reports the error. What
-/// PyTorch's NCCL watchdog does, without the event pair per collective it records.
+/// PyTorch's NCCL watchdog does, without the event pair per collective it records, and
+/// so with what a wait of that length would do: a stream kept busy longer than the
+/// timeout by work after a collective that completed, with its thread never waiting
+/// meanwhile, is taken for a hang too (a thread's waits, `Pending::wait` among them,
+/// start the count again). A thread blocked inside an NCCL call on the communicator (an
+/// enqueue behind a full queue) keeps the abort waiting as long: the handshake makes it
+/// only between calls.
 fn watchdog() {
     let mut unattended: HashMap<u64, Duration> = HashMap::new();
     let mut last = Instant::now();
