@@ -68,6 +68,9 @@ pub(crate) struct Watches {
     /// count so that nesting cannot clear it early): while one does, the watches will
     /// give up in time, and another thread's wait leaves that to it.
     polling: AtomicUsize,
+    /// How many waits of the scope's thread have polled these watches: the watchdog
+    /// counts a stream's unattended time from the last one.
+    waits: AtomicUsize,
 }
 
 /// Counts a wait of the scope's thread in [`Watches::polling`] for as long as it lives.
@@ -76,6 +79,7 @@ struct Polling<'a>(&'a Watches);
 impl<'a> Polling<'a> {
     fn start(watches: &'a Watches) -> Self {
         watches.polling.fetch_add(1, Ordering::AcqRel);
+        watches.waits.fetch_add(1, Ordering::Relaxed);
         Polling(watches)
     }
 }
@@ -119,6 +123,11 @@ impl Watches {
     /// `true` while a wait of the scope's thread polls these watches.
     pub(crate) fn is_polled(&self) -> bool {
         self.polling.load(Ordering::Acquire) > 0
+    }
+
+    /// How many waits of the scope's thread have polled these watches so far.
+    pub(crate) fn waits(&self) -> usize {
+        self.waits.load(Ordering::Relaxed)
     }
 
     /// For the watchdog: asks each watch as a wait of the scope's thread would after

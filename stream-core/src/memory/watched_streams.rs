@@ -148,7 +148,8 @@ fn start_watchdog() {
 /// enqueue behind a full queue) keeps the abort waiting as long: the handshake makes it
 /// only between calls.
 fn watchdog() {
-    let mut unattended: HashMap<u64, Duration> = HashMap::new();
+    // Per stream: the time busy unattended, since the thread's wait counted last.
+    let mut unattended: HashMap<u64, (Duration, usize)> = HashMap::new();
     let mut last = Instant::now();
     loop {
         std::thread::sleep(WATCHDOG_EVERY);
@@ -164,7 +165,12 @@ fn watchdog() {
                 unattended.remove(&id);
                 continue;
             }
-            let busy = unattended.entry(id).or_default();
+            let waits = watches.waits();
+            let (busy, counted) = unattended.entry(id).or_insert((Duration::ZERO, waits));
+            if *counted != waits {
+                // The thread waited since (between two looks): the count starts again.
+                (*busy, *counted) = (Duration::ZERO, waits);
+            }
             *busy += tick;
             // Its error is kept by the scope's watches, which report it.
             let _ = watches.check_unattended(*busy);
