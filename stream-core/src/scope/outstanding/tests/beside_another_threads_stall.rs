@@ -241,3 +241,62 @@ fn a_trim_with_nothing_cached_beside_a_busy_threads_stall_returns_at_once() -> R
     );
     Ok(())
 }
+
+/// The race the host wait before a device-wide call cannot close: another thread's
+/// stream stalls (here: before its scope notes the collective's watch) after this
+/// thread's `trim_pinned_memory` found nothing to wait for and entered `cuMemFreeHost`,
+/// which then waits for the stall, and that thread's next call (a copy into pinned
+/// memory) waits behind `cuMemFreeHost` (traced on one H200), so its own wait never
+/// polls. The watchdog asks the watch in its place: the stall ends within the watch's
+/// bound, both calls return, and that thread's wait reports the watch's error. Without
+/// the watchdog both waited for the stall's 20 s limit.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
+fn a_stall_behind_a_device_wide_call_under_way_is_ended_by_the_watchdog() -> Result<()> {
+    let _one = one_at_a_time();
+    let device = Device::new(0)?;
+    drop(device.alloc_pinned::<u32>(1 << 20)?); // cached: the trim frees it
+    let mut pinned = device.alloc_pinned::<u32>(1024)?;
+    let (stalled_tx, stalled_rx) = mpsc::channel();
+    let (trimming_tx, trimming_rx) = mpsc::channel();
+    let gate = Gate::default();
+    let start = Instant::now();
+    let (trimmed, owner) = std::thread::scope(|threads| {
+        let (gate, pinned, device) = (&gate, &mut pinned, &device);
+        let owner = threads.spawn(move || {
+            let stream = device.new_stream()?;
+            let mut waited = None;
+            let ended = scope(&stream, |s| {
+                let x = s.upload(&[7u32; 1024])?;
+                gate.stall(&s.stream.raw)?;
+                let _ = stalled_tx.send(());
+                let _ = trimming_rx.recv();
+                // Time for the trim to be inside `cuMemFreeHost`.
+                std::thread::sleep(Duration::from_millis(50));
+                s.watch_collective(&gate_watch(gate));
+                waited = Some(s.copy_to_host(&x, &mut pinned[..])?.wait().map(drop));
+                Ok::<_, Error>(())
+            });
+            gate.open();
+            Ok::<_, Error>((waited.expect("the scope ran its closure"), ended))
+        });
+        let _ = stalled_rx.recv();
+        let _ = trimming_tx.send(());
+        let trimmed = device.trim_pinned_memory(0);
+        let owner = owner.join().expect("no panic");
+        (trimmed, owner)
+    });
+    let took = start.elapsed();
+    let (waited, ended) = owner?;
+    eprintln!(
+        "a stall behind a trim under way: the trim {trimmed:?}, the wait {waited:?}, in {took:?}"
+    );
+    assert!(trimmed.is_ok(), "trim_pinned_memory returned {trimmed:?}");
+    assert!(
+        is_timed_out(&waited),
+        "the other thread's wait returned {waited:?}"
+    );
+    assert!(is_timed_out(&ended), "its scope ended with {ended:?}");
+    assert!(took < BOUNDED, "the two threads took {took:?}");
+    Ok(())
+}
