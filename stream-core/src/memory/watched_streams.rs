@@ -148,8 +148,7 @@ fn start_watchdog() {
 /// enqueue behind a full queue) keeps the abort waiting as long: the handshake makes it
 /// only between calls.
 fn watchdog() {
-    // Per stream: the time busy unattended, since the thread's wait counted last.
-    let mut unattended: HashMap<u64, (Duration, usize)> = HashMap::new();
+    let mut unattended = Unattended::default();
     let mut last = Instant::now();
     loop {
         std::thread::sleep(WATCHDOG_EVERY);
@@ -159,14 +158,36 @@ fn watchdog() {
             .iter()
             .filter_map(|entry| Some((entry.id, entry.watches.upgrade()?)))
             .collect();
-        unattended.retain(|id, _| listed.iter().any(|(listed, _)| listed == id));
+        unattended.look(&listed, tick, is_idle_or_gone);
+    }
+}
+
+/// What the watchdog knows between two looks: per watched stream, the time it has been
+/// busy unattended since its thread's wait counted last.
+#[derive(Default)]
+struct Unattended(HashMap<u64, (Duration, usize)>);
+
+impl Unattended {
+    /// One look, `tick` after the last, at the `listed` streams (`is_idle` tells a stream
+    /// idle, or gone): a stream whose thread waits now, or that is idle, starts again
+    /// from nothing; one whose thread waited since the last look too; the others' watches
+    /// are asked after their time busy unattended (a watch past its timeout aborts its
+    /// work, and the scope keeps its error).
+    fn look(
+        &mut self,
+        listed: &[(u64, Arc<Watches>)],
+        tick: Duration,
+        is_idle: impl Fn(u64) -> bool,
+    ) {
+        self.0
+            .retain(|id, _| listed.iter().any(|(listed, _)| listed == id));
         for (id, watches) in listed {
-            if watches.is_polled() || is_idle_or_gone(id) {
-                unattended.remove(&id);
+            if watches.is_polled() || is_idle(*id) {
+                self.0.remove(id);
                 continue;
             }
             let waits = watches.waits();
-            let (busy, counted) = unattended.entry(id).or_insert((Duration::ZERO, waits));
+            let (busy, counted) = self.0.entry(*id).or_insert((Duration::ZERO, waits));
             if *counted != waits {
                 // The thread waited since (between two looks): the count starts again.
                 (*busy, *counted) = (Duration::ZERO, waits);
@@ -177,3 +198,6 @@ fn watchdog() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
