@@ -187,14 +187,22 @@ impl Unattended {
                 continue;
             }
             let waits = watches.waits();
-            let (busy, counted) = self.0.entry(*id).or_insert((Duration::ZERO, waits));
-            if *counted != waits {
-                // The thread waited since (between two looks): the count starts again.
-                (*busy, *counted) = (Duration::ZERO, waits);
-            }
-            *busy += tick;
+            let busy = match self.0.get_mut(id) {
+                Some((busy, counted)) if *counted == waits => {
+                    *busy += tick;
+                    *busy
+                }
+                // Seen busy for the first time, or its thread waited since the last look:
+                // the count starts now, at nothing. The stream may have been busy for up
+                // to a tick already, but counting that tick could give up on it before
+                // its timeout.
+                _ => {
+                    self.0.insert(*id, (Duration::ZERO, waits));
+                    Duration::ZERO
+                }
+            };
             // Its error is kept by the scope's watches, which report it.
-            let _ = watches.check_unattended(*busy);
+            let _ = watches.check_unattended(busy);
         }
     }
 }
