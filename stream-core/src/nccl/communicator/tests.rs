@@ -2,11 +2,18 @@
 //! collectives on the communicator, one rank on one GPU: the abort handshake
 //! (`driver/abort_handshake.rs`) makes NCCL's abort between this thread's calls, or after
 //! its group's end, never during a call; every later call is refused.
+//!
+//! They run one at a time with the tests that stall the GPU (`one_at_a_time`): NCCL frees
+//! pinned host memory when a communicator is aborted (`cuMemFreeHost`), which waits for
+//! the whole GPU, a stalled stream included, and holds up the stalled test's own driver
+//! calls until the stall's limit (one H200: a stalled test's `upload_vec` returned after
+//! 20 s in every full run of the lib's tests, never alone).
 
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::device::watch::gate::one_at_a_time;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::nccl::{self, Communicator, Sum, UniqueId};
@@ -22,6 +29,7 @@ fn is_aborted<T>(result: &Result<T>) -> bool {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn an_abort_from_another_thread_lands_between_collectives() -> Result<()> {
+    let _one = one_at_a_time(); // see the module's docs
     let device = Device::new(0)?;
     let stream = device.new_stream()?;
     for round in 0..20u64 {
@@ -71,6 +79,7 @@ fn an_abort_from_another_thread_lands_between_collectives() -> Result<()> {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a machine with one"]
 fn an_abort_from_another_thread_waits_for_the_groups_end() -> Result<()> {
+    let _one = one_at_a_time(); // see the module's docs
     let device = Device::new(0)?;
     let stream = device.new_stream()?;
     let comm = Communicator::join(&device, &UniqueId::new()?, 0, 1)?;
