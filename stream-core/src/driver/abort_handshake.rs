@@ -12,7 +12,9 @@
 //! communicator aborted (no call enters after it) and runs the abort at once if no call
 //! is under way, else the last call to leave runs it. One atomic word holds the mark and
 //! the count, so that every enter, leave and abort is ordered against the others
-//! (one read-modify-write each: a call pays two, about 10 ns on x86).
+//! (one read-modify-write each: a call pays two, 12 ns on an H200's host, the one-rank
+//! enqueue of a 4-byte all_reduce measured with and without them alternated: 38.4 and
+//! 25.9 ns over the raw call, medians of four rounds).
 //!
 //! A call blocked in NCCL forever (a connection to a dead peer) keeps the abort waiting
 //! as long: the abort cannot free what that call still uses.
