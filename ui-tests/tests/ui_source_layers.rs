@@ -176,6 +176,7 @@ fn the_folder_check_tells_code_from_doc_links() {
 /// has no import circle. `mod.rs` declares them all and uses none.
 const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ("versions", &[]),
+    ("abort_handshake", &[]),
     ("nvtx", &[]),
     ("device", &[]),
     ("context", &["device"]),
@@ -203,7 +204,14 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
     ("nccl", &["nccl_group", "nccl_user_op"]),
     (
         "nccl_comm",
-        &["nccl", "nccl_group", "nccl_abort", "stream", "context"],
+        &[
+            "nccl",
+            "nccl_group",
+            "nccl_abort",
+            "abort_handshake",
+            "stream",
+            "context",
+        ],
     ),
     ("nccl_join", &["nccl_comm", "nccl", "nccl_abort", "context"]),
     ("nccl_reduction", &["nccl_comm", "nccl", "nccl_user_op"]),

@@ -68,6 +68,9 @@ pub(crate) struct Watches {
     /// count so that nesting cannot clear it early): while one does, the watches will
     /// give up in time, and another thread's wait leaves that to it.
     polling: AtomicUsize,
+    /// How many waits of the scope's thread have polled these watches: the watchdog
+    /// counts a stream's unattended time from the last one.
+    waits: AtomicUsize,
 }
 
 /// Counts a wait of the scope's thread in [`Watches::polling`] for as long as it lives.
@@ -76,6 +79,7 @@ struct Polling<'a>(&'a Watches);
 impl<'a> Polling<'a> {
     fn start(watches: &'a Watches) -> Self {
         watches.polling.fetch_add(1, Ordering::AcqRel);
+        watches.waits.fetch_add(1, Ordering::Relaxed);
         Polling(watches)
     }
 }
@@ -116,14 +120,35 @@ impl Watches {
         }
     }
 
+    /// `true` while a wait of the scope's thread polls these watches.
+    pub(crate) fn is_polled(&self) -> bool {
+        self.polling.load(Ordering::Acquire) > 0
+    }
+
+    /// How many waits of the scope's thread have polled these watches so far.
+    pub(crate) fn waits(&self) -> usize {
+        self.waits.load(Ordering::Relaxed)
+    }
+
+    /// For the watchdog: asks each watch as a wait of the scope's thread would after
+    /// `unattended` (a watch past its timeout aborts its work); the first that gives up
+    /// is kept, and the scope's next wait or its end reports it.
+    pub(crate) fn check_unattended(&self, unattended: Duration) -> Result<()> {
+        let list = self.list();
+        self.check(&list, unattended)
+    }
+
     /// Polls `done` until it is `true` or a watch gives up (its error, which is also
-    /// kept: see [`gave_up`](Self::gave_up)).
+    /// kept: see [`gave_up`](Self::gave_up)); once `done`, the error a watch gave up with
+    /// before, if one did (the watchdog's, while the thread was not waiting: the work
+    /// drained because it was aborted).
     pub(crate) fn poll(&self, done: impl FnMut() -> bool) -> Result<()> {
         let list = self.list();
         let _polling = Polling::start(self);
         #[cfg(test)]
         gate::trace(format_args!("polls its scope's watches"));
-        let polled = poll(done, |waited| self.check(&list, waited));
+        let polled = poll(done, |waited| self.check(&list, waited))
+            .and_then(|()| self.gave_up().map_or(Ok(()), Err));
         #[cfg(test)]
         gate::trace(format_args!("polled its scope's watches: {polled:?}"));
         polled
@@ -136,7 +161,11 @@ impl Watches {
     /// [overdue](StreamWatch::overdue) counting only the time no such wait ran.
     /// [`Error::HeldUpByAnotherThread`] then: the scope's thread is busy elsewhere, and
     /// this thread must not enter a call that would wait for the stream until it is back.
-    pub(crate) fn wait_unattended(&self, done: impl FnMut() -> bool) -> Result<()> {
+    pub(crate) fn wait_unattended(
+        &self,
+        grace: Duration,
+        done: impl FnMut() -> bool,
+    ) -> Result<()> {
         let list = self.list();
         let mut unattended = Duration::ZERO;
         let mut last = Duration::ZERO;
@@ -147,7 +176,8 @@ impl Watches {
                 unattended += waited - last;
             }
             last = waited;
-            match list.iter().find_map(|watch| watch.overdue(unattended)) {
+            let past_grace = unattended.saturating_sub(grace);
+            match list.iter().find_map(|watch| watch.overdue(past_grace)) {
                 Some(_) => Err(Error::HeldUpByAnotherThread),
                 None => Ok(()),
             }

@@ -33,6 +33,7 @@
 //! functions or `cudarc::nvrtc`; the handle *types* of `sys` (`CUstream`, `CUdeviceptr`,
 //! ...) appear above it as plain values.
 
+pub(crate) mod abort_handshake;
 pub(crate) mod context;
 pub(crate) mod cudarc_bridge;
 pub(crate) mod device;

@@ -178,7 +178,11 @@ pub(crate) fn group_start() -> Result<()> {
 /// abort concurrently with the communicator's other calls.
 pub(crate) fn group_end() -> Result<()> {
     let ended = check("ncclGroupEnd", result::group_end(), None);
-    for abort in nccl_group::closed() {
+    let (aborts, calls) = nccl_group::closed();
+    // NCCL has made the group's calls: they leave their communicators' handshakes (the
+    // last call of one whose abort another thread asked for makes that abort now).
+    drop(calls);
+    for abort in aborts {
         abort();
     }
     ended

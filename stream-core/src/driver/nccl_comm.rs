@@ -11,11 +11,12 @@
 //! the operation has completed on this rank's stream.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use cudarc::nccl::{result, sys};
 
+use super::abort_handshake::{AbortHandshake, HoldsHandshake, InCall};
 use super::context::PrimaryContext;
 use super::nccl::{
     check, group_end, group_start, require_library, require_split, Collective, DataType, DevicePtr,
@@ -29,7 +30,9 @@ use crate::error::{Error, Result};
 /// The part of a communicator that any thread may use at any time: its error state and
 /// its abort (NCCL's user guide: `ncclCommGetAsyncError` and `ncclCommAbort` may be
 /// called from another thread while an operation on the communicator is blocked or
-/// running, which is how a watchdog ends a hang). It owns the communicator: the last
+/// running, which is how a watchdog ends a hang). Every call on the communicator enters
+/// its [`AbortHandshake`], so that an abort from any thread is made only while no call
+/// is under way and none can start after it (`abort_handshake.rs`). It owns the communicator: the last
 /// reference destroys it (`ncclCommDestroy`), or nothing more once it was aborted
 /// (`ncclCommAbort` frees it), and a communicator that reported an error is aborted
 /// rather than destroyed, since destroying waits for operations a failed peer never
@@ -37,21 +40,31 @@ use crate::error::{Error, Result};
 pub(crate) struct CommControl {
     comm: sys::ncclComm_t,
     context: Arc<PrimaryContext>,
-    /// Set by [`abort`](Self::abort) (NCCL has then freed the communicator).
-    aborted: AtomicBool,
+    /// Marked by [`abort`](Self::abort), which NCCL makes (freeing the communicator) once
+    /// no call is under way.
+    handshake: AbortHandshake,
     /// What to wait for before this communicator is destroyed (not before an abort,
     /// which may come when a peer died): for one made by `join_within`, the abort of its
     /// parent on a thread of its own (`nccl_abort::wait_for_aborts`).
     before_destroy: Option<fn()>,
     /// How many CUDA graphs (and captures under way) keep this communicator
     /// ([`GraphKeep`]): while there are any, an abort runs on a thread of its own.
-    graphs: AtomicUsize,
+    /// Shared with the abort, which may run after this value's last use.
+    graphs: Arc<AtomicUsize>,
 }
 
-// SAFETY: `comm` is only passed to `ncclCommGetAsyncError` and `ncclCommAbort`, which
-// NCCL documents as callable from any thread concurrently with the communicator's other
-// calls, and to `ncclCommDestroy` in `Drop` (one thread, no other reference left). The
-// flag is atomic and the context is `Send + Sync`.
+impl HoldsHandshake for CommControl {
+    fn handshake(&self) -> &AbortHandshake {
+        &self.handshake
+    }
+}
+
+// SAFETY: `comm` is passed to NCCL only inside the handshake (no call under way when the
+// abort frees it, none after), by `ncclCommGetAsyncError`, which NCCL documents as
+// callable from any thread concurrently with the communicator's other calls, by the
+// abort, and to `ncclCommDestroy` in `Drop` (one thread, no other reference left); the
+// calls that NCCL requires of one thread at a time go through `RawComm`, which is not
+// `Sync`. The handshake and the count are atomic and the context is `Send + Sync`.
 unsafe impl Send for CommControl {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for CommControl {}
@@ -61,15 +74,13 @@ impl CommControl {
     /// (a peer that failed, a network error), without blocking: `Ok(())` while there is
     /// none (`ncclCommGetAsyncError`); an error once it is aborted.
     pub(crate) fn async_error(&self) -> Result<()> {
-        if self.is_aborted() {
-            return Err(Error::CommunicatorAborted {
-                reason: "it was aborted",
-            });
-        }
+        let Some(_call) = AbortHandshake::enter(self) else {
+            return Err(aborted());
+        };
         let mut error = sys::ncclResult_t::ncclSuccess;
-        // SAFETY: `self.comm` is a live communicator (not aborted: checked above, and
-        // only `abort` frees it, which this thread would have seen, or which races
-        // with this call as NCCL allows); `error` is a live value NCCL writes.
+        // SAFETY: `self.comm` is a live communicator: the call is inside the handshake
+        // (`_call`), so its abort, which frees it, has not run and cannot until the call
+        // has left; `error` is a live value NCCL writes.
         let status = unsafe { sys::ncclCommGetAsyncError(self.comm, &raw mut error) }.result();
         check("ncclCommGetAsyncError", status, Some(self.comm))?;
         check(
@@ -93,38 +104,49 @@ impl CommControl {
     /// Asked for while this thread has a group open, the abort is made after the group's
     /// end, also on a thread of its own (`nccl_group.rs` says why); the communicator
     /// counts as aborted at once.
+    ///
+    /// Any thread may ask (a watchdog's, while the owner computes on the host): the
+    /// handshake makes the abort once no call on the communicator is under way, on this
+    /// thread, or on the owner's when its call, or its group's end, returns.
     pub(crate) fn abort(&self) {
-        if self.aborted.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let (comm, context) = (self.comm, Arc::clone(&self.context));
-        let later = move || abort_elsewhere(comm, &context);
-        if nccl_group::defer_abort_if_in_group(later).is_none() {
-            return;
-        }
-        if self.graphs.load(Ordering::Acquire) > 0 {
-            abort_elsewhere(self.comm, &self.context);
-            return;
-        }
-        let _bound = self.context.bind();
-        // SAFETY: `self.comm` is a live communicator, aborted once (the flag above);
-        // NCCL allows this call from any thread while another call on the communicator
-        // is blocked; every later call checks the flag first and uses it no more. No
-        // call can be between its check and NCCL: the aborts come from
-        // `Communicator::abort` (not `Sync`: the holder's thread) and from the watch of a
-        // scope (its thread), whose collectives, and replays of graphs with collectives
-        // (`Scope::replay_with`), borrow the communicator until it ends, so only that
-        // thread can enqueue on it meanwhile. (A graph's replay calls no NCCL function.)
-        // No group is open on this thread (checked above), so NCCL holds none of its
-        // calls for a later group end.
-        let _ = unsafe { result::comm_abort(self.comm) };
+        // A handle is not `Send`: the abort carries its address.
+        let comm = self.comm.expose_provenance();
+        let (context, graphs) = (Arc::clone(&self.context), Arc::clone(&self.graphs));
+        self.handshake
+            .abort(move || make_abort(comm, &context, &graphs));
     }
 
-    /// `true` once [`abort`](Self::abort) has run.
+    /// `true` once [`abort`](Self::abort) was asked for (every later call is refused).
     #[inline(always)]
     pub(crate) fn is_aborted(&self) -> bool {
-        self.aborted.load(Ordering::Acquire)
+        self.handshake.is_aborted()
     }
+}
+
+/// NCCL's abort of the communicator at address `comm`, run by the handshake once no call
+/// on it is under way and none can start (on whichever thread gets there: the one that
+/// asked, or the one whose call left last). While that thread has a group open the abort
+/// waits for the group's end, and while a graph keeps the communicator it runs on a
+/// thread of its own (see [`CommControl::abort`]).
+fn make_abort(comm: usize, context: &Arc<PrimaryContext>, graphs: &AtomicUsize) {
+    let comm: sys::ncclComm_t = std::ptr::with_exposed_provenance_mut(comm);
+    let later = {
+        let context = Arc::clone(context);
+        move || abort_elsewhere(comm, &context)
+    };
+    if nccl_group::defer_abort_if_in_group(later).is_none() {
+        return;
+    }
+    if graphs.load(Ordering::Acquire) > 0 {
+        abort_elsewhere(comm, context);
+        return;
+    }
+    let _bound = context.bind();
+    // SAFETY: `comm` is a live communicator: the handshake runs this once, after the
+    // abort was marked (no call enters after it) and once no call is under way, and only
+    // the abort frees it (`Drop` destroys only one never aborted). No group is open on
+    // this thread (checked above), so NCCL holds none of its calls for a later group end.
+    let _ = unsafe { result::comm_abort(comm) };
 }
 
 impl Drop for CommControl {
@@ -198,9 +220,9 @@ impl RawComm {
             control: Arc::new(CommControl {
                 comm,
                 context: Arc::clone(context),
-                aborted: AtomicBool::new(false),
+                handshake: AbortHandshake::default(),
                 before_destroy,
-                graphs: AtomicUsize::new(0),
+                graphs: Arc::new(AtomicUsize::new(0)),
             }),
             _not_sync: std::marker::PhantomData,
         }
@@ -256,11 +278,16 @@ impl RawComm {
         keys: &[i32],
     ) -> Result<Vec<Option<(RawComm, usize, usize)>>> {
         require_split("ncclCommSplit")?;
-        if members.iter().any(|m| m.control.is_aborted()) {
+        // Inside every member's handshake until the split's own group has ended.
+        let calls: Option<Vec<InCall<&CommControl>>> = members
+            .iter()
+            .map(|m| AbortHandshake::enter(&*m.control))
+            .collect();
+        let Some(_calls) = calls else {
             return Err(Error::CommunicatorAborted {
                 reason: "it was aborted, so it cannot be split",
             });
-        }
+        };
         let grouped = members.len() > 1;
         if grouped {
             group_start()?;
@@ -270,9 +297,9 @@ impl RawComm {
         for (((member, color), key), new) in members.iter().zip(colors).zip(keys).zip(&mut made) {
             let color = color.map_or(NCCL_SPLIT_NOCOLOR, c_int::from);
             let called = member.context().bind().and_then(|_bound| {
-                // SAFETY: `member.raw()` is a live communicator (not aborted: checked
-                // above; an abort from another thread may race with this call, as NCCL
-                // allows); `new` is a live slot NCCL writes the new communicator (or
+                // SAFETY: `member.raw()` is a live communicator (inside its handshake:
+                // `_calls`, so its abort, which frees it, waits until after this call);
+                // `new` is a live slot NCCL writes the new communicator (or
                 // null, for no color) to; a null config asks for the defaults. The
                 // symbol exists: the version was checked above.
                 let status = unsafe {
@@ -311,9 +338,10 @@ impl RawComm {
     /// This member's rank and its communicator's size (`ncclCommUserRank`,
     /// `ncclCommCount`).
     fn rank_and_size(&self) -> Result<(usize, usize)> {
+        let _call = enter(self)?;
         let (mut rank, mut count): (c_int, c_int) = (0, 0);
-        // SAFETY: `self.raw()` is a live communicator (just made, not shared yet); NCCL
-        // writes `rank`, a live local.
+        // SAFETY: `self.raw()` is a live communicator (just made, and inside its
+        // handshake: `_call`); NCCL writes `rank`, a live local.
         let ranked = unsafe { sys::ncclCommUserRank(self.raw(), &raw mut rank) }.result();
         check("ncclCommUserRank", ranked, Some(self.raw()))?;
         // SAFETY: as above; NCCL writes `count`.
@@ -357,16 +385,45 @@ fn nccl_stream(stream: &RawStream) -> sys::cudaStream_t {
     stream.raw().cast()
 }
 
-/// `Err` once `comm` has been aborted (NCCL frees an aborted communicator: this is the
-/// check that keeps it from being used). NCCL's own error state is the caller's to ask
-/// (`nccl/` does on the first call and every 64th); a call on a communicator in that
+/// Enters a call on `comm` (its handshake): `Err` once an abort was asked for (NCCL
+/// frees an aborted communicator: this is what keeps it from being used), else the guard
+/// to keep until NCCL is done with the call. NCCL's own error state is the caller's to
+/// ask (`nccl/` does on the first call and every 64th); a call on a communicator in that
 /// state fails in NCCL, it does not misbehave.
 #[inline(always)]
-pub(super) fn check_usable(comm: &RawComm) -> Result<()> {
-    if comm.control.is_aborted() {
-        return Err(aborted());
+pub(super) fn enter(comm: &RawComm) -> Result<InCall<&CommControl>> {
+    AbortHandshake::enter(&*comm.control).ok_or_else(aborted)
+}
+
+/// A collective's call inside its communicator's handshake, until NCCL is done with it:
+/// when the call returns, or, inside an open group, at the group's end, when NCCL makes
+/// the group's calls (`nccl_group::keep_until_end`).
+#[allow(
+    dead_code,
+    reason = "each guard is held for its drop, which leaves the handshake"
+)]
+enum CollectiveCall<'a> {
+    Now(InCall<&'a CommControl>),
+    Grouped(InCall<Arc<CommControl>>),
+}
+
+impl<'a> CollectiveCall<'a> {
+    #[inline(always)]
+    fn enter(comm: &'a RawComm) -> Result<Self> {
+        let call = match nccl_group::is_open() {
+            false => AbortHandshake::enter(&*comm.control).map(CollectiveCall::Now),
+            true => AbortHandshake::enter(Arc::clone(&comm.control)).map(CollectiveCall::Grouped),
+        };
+        call.ok_or_else(aborted)
     }
-    Ok(())
+
+    /// The call returned: it leaves the handshake, or is kept for the group's end.
+    #[inline(always)]
+    fn returned(self) {
+        if let CollectiveCall::Grouped(call) = self {
+            nccl_group::keep_until_end(Box::new(call));
+        }
+    }
 }
 
 /// The error of a use of an aborted communicator.
@@ -407,12 +464,13 @@ pub(crate) unsafe fn enqueue(
     comm: &RawComm,
     stream: &RawStream,
 ) -> Result<()> {
-    check_usable(comm)?;
+    let call = CollectiveCall::enter(comm)?;
     let (send, recv) = (send as *const c_void, recv as *mut c_void);
     let (raw, on) = (comm.raw(), nccl_stream(stream));
-    let (call, status) = match collective {
+    let (name, status) = match collective {
         // SAFETY: this function's contract (`comm` is of the stream's context); `comm` is
-        // live (not aborted: checked above), the stream is live (borrowed).
+        // live (inside its handshake: `call`, kept until NCCL has made the call, at the
+        // group's end inside one), the stream is live (borrowed).
         Collective::AllReduce(Reduction::Builtin(op)) => ("ncclAllReduce", unsafe {
             result::all_reduce(send, recv, count, datatype, op, raw, on)
         }),
@@ -454,5 +512,7 @@ pub(crate) unsafe fn enqueue(
             result::recv(recv, count, datatype, peer, raw, on)
         }),
     };
-    check(call, status, Some(raw))
+    let checked = check(name, status, Some(raw));
+    call.returned();
+    checked
 }

@@ -21,6 +21,7 @@
 //! whose watch gives up returns its error at once; the scope's end, which synchronises,
 //! comes after the group's).
 
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 
 thread_local! {
@@ -28,10 +29,21 @@ thread_local! {
     static OPEN: Cell<bool> = const { Cell::new(false) };
     /// The aborts asked for while [`OPEN`], made after the group's end.
     static DEFERRED: RefCell<Vec<DeferredAbort>> = const { RefCell::new(Vec::new()) };
+    /// The group's calls, each inside its communicator's abort handshake until NCCL
+    /// makes them at the group's end (an abort from another thread waits for that).
+    static CALLS: RefCell<Vec<GroupedCall>> = const { RefCell::new(Vec::new()) };
 }
 
 /// An abort kept for the group's end.
 type DeferredAbort = Box<dyn FnOnce()>;
+
+/// A grouped call's place in its communicator's handshake (`nccl_comm.rs`), erased.
+pub(super) type GroupedCall = Box<dyn Any>;
+
+/// Keeps `call` until the end of the group open on this thread.
+pub(super) fn keep_until_end(call: GroupedCall) {
+    CALLS.with(|calls| calls.borrow_mut().push(call));
+}
 
 /// `true` while this thread has a group open (between `group_start` and `group_end`).
 #[inline]
@@ -45,10 +57,14 @@ pub(super) fn opened() {
 }
 
 /// After `ncclGroupEnd` on this thread (whatever it returned): the aborts asked for
-/// while the group was open, to be made now.
-pub(super) fn closed() -> Vec<DeferredAbort> {
+/// while the group was open, to be made now, and the group's calls, made, to leave their
+/// handshakes (after the group is marked closed, so that an abort their leaving runs is
+/// made at once).
+pub(super) fn closed() -> (Vec<DeferredAbort>, Vec<GroupedCall>) {
     OPEN.with(|open| open.set(false));
-    DEFERRED.with(|deferred| std::mem::take(&mut *deferred.borrow_mut()))
+    let aborts = DEFERRED.with(|deferred| std::mem::take(&mut *deferred.borrow_mut()));
+    let calls = CALLS.with(|calls| std::mem::take(&mut *calls.borrow_mut()));
+    (aborts, calls)
 }
 
 /// Called by an abort that is to be made now, after the communicator was marked
@@ -83,7 +99,8 @@ mod tests {
         assert!(defer_abort_if_in_group(abort()).is_none(), "a group open");
         assert!(defer_abort_if_in_group(abort()).is_none(), "a second one");
         assert_eq!(made.get(), 0);
-        let deferred = closed();
+        let (deferred, calls) = closed();
+        assert!(calls.is_empty());
         assert_eq!(deferred.len(), 2);
         deferred.into_iter().for_each(|abort| abort());
         assert_eq!(made.get(), 2);
@@ -92,6 +109,6 @@ mod tests {
             "the group ended"
         );
         opened();
-        assert!(closed().is_empty(), "a new group deferred nothing");
+        assert!(closed().0.is_empty(), "a new group deferred nothing");
     }
 }

@@ -18,7 +18,7 @@ use std::ffi::{c_int, c_void};
 use cudarc::nccl::sys;
 
 use super::nccl::{check, require_version, DataType, DevicePtr, Reduction};
-use super::nccl_comm::{check_usable, RawComm};
+use super::nccl_comm::{enter, RawComm};
 use super::nccl_user_op::{calls, UserReduction};
 use crate::error::{Error, Library, Result};
 
@@ -102,11 +102,11 @@ impl<'c> RawPreMulSum<'c> {
                     .into(),
             })
         })?;
-        check_usable(comm)?;
+        let _call = enter(comm)?;
         let mut op: c_int = 0;
-        // SAFETY: `comm` is a live communicator (not aborted: checked above, and only this
-        // thread, which holds it, aborts it or calls NCCL with it: `RawComm` is not
-        // `Sync`); `op` is a live `int` NCCL writes; `factor` is valid as `residence`
+        // SAFETY: `comm` is a live communicator (inside its handshake: `_call`, so its
+        // abort waits until after this call; only this thread calls NCCL with it:
+        // `RawComm` is not `Sync`); `op` is a live `int` NCCL writes; `factor` is valid as `residence`
         // says (this function's contract).
         let status = unsafe {
             (calls.create_pre_mul_sum)(&raw mut op, factor, data_type, residence, comm.raw())
@@ -137,12 +137,12 @@ impl<'c> RawPreMulSum<'c> {
 
 impl Drop for RawPreMulSum<'_> {
     fn drop(&mut self) {
-        if check_usable(self.comm).is_err() {
+        let Ok(_call) = enter(self.comm) else {
             return;
-        }
+        };
         let (op, calls) = self.reduction.parts();
-        // SAFETY: `op` was made on `self.comm`, which is live (borrowed; not aborted:
-        // checked above, and only this thread aborts it, as in `new`), and is destroyed
+        // SAFETY: `op` was made on `self.comm`, which is live (borrowed, and inside its
+        // handshake: `_call`, so its abort waits until after this call), and is destroyed
         // once, here. Every NCCL call given it has returned (each is a call of this
         // thread, which is running this drop), which is all NCCL requires.
         let status = unsafe { (calls.destroy)(op, self.comm.raw()) };

@@ -329,15 +329,14 @@ pub enum Error {
 
     /// [`Device::trim_pinned_memory`](crate::Device::trim_pinned_memory), which waits for
     /// the whole GPU, found a collective issued in a scope on another thread of the process
-    /// past its communicator's timeout, and that thread not waiting for it (busy on the
-    /// host, or blocked elsewhere): only that thread aborts its communicator, at its next
-    /// wait. Nothing was freed; call again once that thread has waited.
+    /// past its communicator's timeout, that thread not waiting for it (busy on the host,
+    /// or blocked elsewhere), and the watchdog's abort not ending it (the abort waits for a
+    /// call on the communicator still inside NCCL). Nothing was freed; call again later.
     #[error(
         "this call waits for the whole GPU, and an NCCL collective issued in a scope on \
-         another thread is past its communicator's timeout while that thread is not waiting \
-         for it (it is busy on the host or blocked elsewhere): nothing was freed. That \
-         thread aborts the communicator at its next wait (the scope's end, Pending::wait, \
-         Communicator::check); call this again after it"
+         another thread is past its communicator's timeout, while that thread is not waiting \
+         for it and the communicator's abort has not ended it (a call on it is still inside \
+         NCCL): nothing was freed; call this again later"
     )]
     HeldUpByAnotherThread,
 

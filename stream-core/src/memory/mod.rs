@@ -17,6 +17,8 @@ mod repr;
 mod stream_range;
 pub(crate) mod view;
 mod watched_streams;
+#[cfg(test)]
+pub(crate) use watched_streams::WATCHDOG_GRACE;
 
 pub use buffer::DeviceBuffer;
 pub use device_vec::DeviceVec;

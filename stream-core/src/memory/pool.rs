@@ -209,7 +209,7 @@ impl LazyOpenScope {
             // SAFETY: the stream outlives this value, which holds the entry (this
             // function's contract).
             self.watched
-                .get_or_init(|| unsafe { WatchedStream::list(device.device, stream, watches) });
+                .get_or_init(|| unsafe { WatchedStream::list(&device.context, stream, watches) });
         }
         self.entry.get_or_init(|| {
             let entry = (device.device, stream.raw());

@@ -17,6 +17,8 @@ use crate::memory::DeviceVec;
 use crate::scope::{StreamWatch, Watch};
 
 mod split;
+#[cfg(test)]
+mod tests;
 
 /// How long a scope waits for a collective before it aborts the communicator, unless
 /// [`Communicator::set_timeout`] or `STREAM_CORE_NCCL_TIMEOUT_S` says otherwise: ten
@@ -491,8 +493,8 @@ impl StreamWatch for CommWatch {
     }
 
     fn overdue(&self, waited: Duration) -> Option<Error> {
-        // Not NCCL's error query: from another thread it could race the owner's abort,
-        // which frees the communicator. An aborted member's stream drains by itself.
+        // Time and the ledger only: NCCL's error query is `check`'s (the watchdog asks
+        // it). An aborted member's stream drains by itself.
         if self.control.is_aborted() {
             return None;
         }

@@ -110,19 +110,23 @@
 //!   waits for its closure's collectives before it returns (only the thread that issued
 //!   them may abort their communicator).
 //!
-//! Only a scope's own thread aborts its communicator (NCCL's abort frees it, and that
-//! thread may be about to call it). A call above that waits for the whole device, made
-//! on another thread of the process, first waits on the host for the streams of the
-//! scopes on other threads that issued collectives: for as long as their thread waits
-//! too (its watch gives up in time and the abort drains the stream), and, while that
-//! thread computes on the host instead, until the collective is past its timeout:
-//! [`Device::trim_pinned_memory`](crate::Device::trim_pinned_memory) then frees
-//! nothing and returns [`Error::HeldUpByAnotherThread`](crate::Error::HeldUpByAnotherThread)
-//! (measured on one H200: refused after the watch's 200 ms instead of the stall's
-//! 20 s), and the drops, which cannot return it, wait in the driver as before. Other
-//! calls (new streams and devices, blocking copies, `trim_memory`, `alloc_managed`)
-//! do not wait for the stall at all (`scope/outstanding/tests/other_threads.rs`,
-//! `beside_another_threads_stall.rs`).
+//! A thread that computes on the host does not wait, so its watches are asked by the
+//! **watchdog** meanwhile, a thread of the process (`memory/watched_streams.rs`) that
+//! every 10 ms looks at the watched streams whose thread is not waiting and, for one
+//! still busy, asks its watches as that thread's wait would, counting the time it has
+//! been busy unattended: a collective past its timeout, or one NCCL reports failed, is
+//! aborted there (every NCCL call on a communicator enters an abort handshake, so that
+//! the abort is made only between the owner's calls: `driver/abort_handshake.rs`), and
+//! the scope's next wait or its end returns the error. A call above that waits for the
+//! whole device, made on another thread, first waits on the host for the other threads'
+//! watched streams, so for the watchdog; when even an abort cannot drain one (a call
+//! stuck inside NCCL), [`Device::trim_pinned_memory`](crate::Device::trim_pinned_memory)
+//! frees nothing and returns
+//! [`Error::HeldUpByAnotherThread`](crate::Error::HeldUpByAnotherThread) once the
+//! collective is past its timeout by the watchdog's grace (5 s), and the drops, which
+//! cannot return it, wait in the driver. Other calls (new streams and devices, blocking
+//! copies, `trim_memory`, `alloc_managed`) do not wait for the stall at all
+//! (`scope/outstanding/tests/other_threads.rs`, `beside_another_threads_stall.rs`).
 //!
 //! Such a wait's error is returned by the scope's end again: the abort drained the
 //! stream, but the collective did not complete. Data that crosses the bus every step

@@ -91,7 +91,7 @@ impl Gate {
         if state.open {
             flag.raise();
         }
-        state.flags.push(flag);
+        state.flags.push(flag.clone());
         drop(state);
         trace(format_args!("stalled a stream behind gate {}", self.id()));
         let gate = self.clone();

@@ -155,7 +155,7 @@ fn an_unattended_wait_gives_up_when_the_watch_is_overdue_and_stops_nothing() {
     let start = Instant::now();
     let waited = std::thread::scope(|threads| {
         threads
-            .spawn(|| watches.wait_unattended(|| false))
+            .spawn(|| watches.wait_unattended(Duration::ZERO, || false))
             .join()
             .unwrap()
     });
@@ -184,7 +184,8 @@ fn an_unattended_wait_waits_while_the_scopes_thread_polls() {
     let drained = AtomicBool::new(false);
     let start = Instant::now();
     let (owner, other) = std::thread::scope(|threads| {
-        let other = threads.spawn(|| watches.wait_unattended(|| drained.load(Ordering::Acquire)));
+        let other = threads
+            .spawn(|| watches.wait_unattended(Duration::ZERO, || drained.load(Ordering::Acquire)));
         std::thread::sleep(Duration::from_millis(50));
         let owner = watches.poll(|| false);
         drained.store(true, Ordering::Release);
@@ -194,4 +195,36 @@ fn an_unattended_wait_waits_while_the_scopes_thread_polls() {
     assert!(is_timed_out(&owner), "{owner:?}");
     assert!(other.is_ok(), "{other:?}");
     assert!(took >= Duration::from_millis(150), "{took:?}");
+}
+
+/// The grace: an unattended wait gives up only once the watch is overdue by it (time for
+/// the watchdog to abort the work).
+#[test]
+fn an_unattended_wait_gives_the_watchdog_its_grace() {
+    let watch = GivesUpAfter::new(Duration::from_millis(10));
+    let watches = open_with(&watch);
+    let start = Instant::now();
+    let waited = watches.wait_unattended(Duration::from_millis(100), || false);
+    let took = start.elapsed();
+    assert!(
+        matches!(waited, Err(Error::HeldUpByAnotherThread)),
+        "{waited:?}"
+    );
+    assert!(took >= Duration::from_millis(110), "{took:?}");
+}
+
+/// The watchdog's check on a thread that is not waiting: the watch gives up (aborting
+/// its work), the scope keeps the error, and the scope's next wait reports it even
+/// though its stream is then found idle (it drained because it was aborted).
+#[test]
+fn a_wait_after_the_watchdog_gave_up_reports_its_error() {
+    let watch = GivesUpAfter::new(Duration::from_millis(20));
+    let watches = open_with(&watch);
+    assert!(!watches.is_polled());
+    assert!(watches.check_unattended(Duration::from_millis(5)).is_ok());
+    assert!(watches.gave_up().is_none());
+    let given_up = watches.check_unattended(Duration::from_millis(25));
+    assert!(is_timed_out(&given_up), "{given_up:?}");
+    let waited = watches.poll(|| true);
+    assert!(is_timed_out(&waited), "{waited:?}");
 }

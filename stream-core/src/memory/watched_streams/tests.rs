@@ -1,0 +1,129 @@
+//! The watchdog's looks on the host alone: watches that give up after a while stand for
+//! a collective whose peer died, `is_idle` for the stream's query.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Unattended;
+use crate::device::watch::{StreamWatch, Watches};
+use crate::error::{Error, Result};
+
+const TICK: Duration = Duration::from_millis(10);
+
+/// Gives up once `after` has been waited; remembers the longest wait it was asked about.
+struct GivesUpAfter {
+    after: Duration,
+    checks: AtomicUsize,
+    longest_ms: AtomicUsize,
+}
+
+impl StreamWatch for GivesUpAfter {
+    fn check(&self, waited: Duration) -> Result<()> {
+        self.checks.fetch_add(1, Ordering::SeqCst);
+        let ms = usize::try_from(waited.as_millis()).unwrap_or(usize::MAX);
+        self.longest_ms.fetch_max(ms, Ordering::SeqCst);
+        if waited >= self.after {
+            return Err(Error::CollectiveTimedOut {
+                timeout: self.after,
+            });
+        }
+        Ok(())
+    }
+
+    fn overdue(&self, waited: Duration) -> Option<Error> {
+        (waited >= self.after).then_some(Error::CollectiveTimedOut {
+            timeout: self.after,
+        })
+    }
+}
+
+/// A scope's watches with one watch that gives up after `after`.
+fn watched(after: Duration) -> (Arc<Watches>, Arc<GivesUpAfter>) {
+    let watch = Arc::new(GivesUpAfter {
+        after,
+        checks: AtomicUsize::new(0),
+        longest_ms: AtomicUsize::new(0),
+    });
+    let watches = Arc::new(Watches::default());
+    watches.add(&(Arc::clone(&watch) as Arc<dyn StreamWatch>));
+    (watches, watch)
+}
+
+#[test]
+fn a_busy_unattended_stream_is_given_up_on_after_the_watchs_time() {
+    let (watches, watch) = watched(Duration::from_millis(50));
+    let listed = [(1, Arc::clone(&watches))];
+    let mut unattended = Unattended::default();
+    // The first look finds it busy and counts from there: nothing yet.
+    for _ in 0..5 {
+        unattended.look(&listed, TICK, |_| false);
+    }
+    assert!(watches.gave_up().is_none(), "gave up after 40 ms of 50");
+    unattended.look(&listed, TICK, |_| false);
+    assert!(
+        matches!(watches.gave_up(), Some(Error::CollectiveTimedOut { .. })),
+        "{:?}",
+        watches.gave_up()
+    );
+    assert_eq!(watch.longest_ms.load(Ordering::SeqCst), 50);
+}
+
+#[test]
+fn an_idle_stream_and_a_wait_between_looks_start_the_count_again() {
+    let (watches, watch) = watched(Duration::from_millis(35));
+    let listed = [(1, Arc::clone(&watches))];
+    let mut unattended = Unattended::default();
+    for _ in 0..3 {
+        unattended.look(&listed, TICK, |_| false);
+    }
+    unattended.look(&listed, TICK, |_| true); // idle: forgotten
+    for _ in 0..3 {
+        unattended.look(&listed, TICK, |_| false);
+    }
+    // The thread waits (a short wait, between two looks).
+    assert!(watches.poll(|| true).is_ok());
+    for _ in 0..3 {
+        unattended.look(&listed, TICK, |_| false);
+    }
+    assert!(watches.gave_up().is_none(), "{:?}", watches.gave_up());
+    // Each run of three looks counted 0, 10 and 20 ms.
+    assert_eq!(watch.longest_ms.load(Ordering::SeqCst), 20);
+}
+
+#[test]
+fn a_stream_whose_thread_waits_now_is_left_to_that_wait() {
+    let (watches, watch) = watched(Duration::from_secs(60));
+    let listed = [(1, Arc::clone(&watches))];
+    let mut unattended = Unattended::default();
+    let looked = AtomicBool::new(false);
+    std::thread::scope(|threads| {
+        let waiting = threads.spawn(|| watches.poll(|| looked.load(Ordering::SeqCst)));
+        while !watches.is_polled() {
+            std::hint::spin_loop();
+        }
+        // An hour busy: asked, the watch would give up.
+        unattended.look(&listed, Duration::from_secs(3600), |_| false);
+        looked.store(true, Ordering::SeqCst);
+        assert!(waiting.join().unwrap().is_ok());
+    });
+    // Only the waiting thread's own poll asked the watch, about its own short wait.
+    assert!(watch.longest_ms.load(Ordering::SeqCst) < 60_000);
+    assert!(watches.gave_up().is_none());
+    assert!(unattended.0.is_empty());
+}
+
+#[test]
+fn streams_no_longer_listed_are_forgotten() {
+    let (first, _) = watched(Duration::from_secs(60));
+    let (second, _) = watched(Duration::from_secs(60));
+    let mut unattended = Unattended::default();
+    unattended.look(
+        &[(1, Arc::clone(&first)), (2, Arc::clone(&second))],
+        TICK,
+        |_| false,
+    );
+    assert_eq!(unattended.0.len(), 2);
+    unattended.look(&[(2, second)], TICK, |_| false);
+    assert_eq!(unattended.0.keys().copied().collect::<Vec<_>>(), [2]);
+}
