@@ -14,7 +14,8 @@
 # binary runs with --include-ignored and STREAM_CORE_REQUIRE_GPU=1, as .gpu/run.sh runs
 # them. At the end: the totals of the `test result` lines, the binaries that exited
 # non-zero (a crash leaves no `test result` for the tests it cut off, so the totals alone
-# would not show it), then either "gpu-suite: every binary ran" or "gpu-suite: next:
+# would not show it), each failed test with where it panicked and its message's first
+# line ("gpu-suite: failed: ..."), then either "gpu-suite: every binary ran" or "gpu-suite: next:
 # --from K". Exit status 1 when a test failed or a binary exited non-zero (other than
 # being cut short), else 0.
 set -u
@@ -39,6 +40,7 @@ status=0
 next=""
 broken=()
 crashes=()
+failures=()
 for ((i = from; i <= ${#binaries[@]}; i++)); do
   t=${binaries[i - 1]}
   left=$((budget - (SECONDS - start)))
@@ -61,6 +63,12 @@ for ((i = from; i <= ${#binaries[@]}; i++)); do
     next=$i
     break
   fi
+  # Each failed test with where it panicked and the first line of its message, for the
+  # summary (a long log's tail may not reach back to libtest's failure sections).
+  while read -r line; do failures+=("$(basename "$t"): $line"); done < <(awk '
+    /^---- .* stdout ----$/ { name = $2; want = 1; next }
+    want && / panicked at / { where = $NF; getline message; print name " (" where ") " message; want = 0 }
+  ' "$out")
   if ((rc != 0)); then
     status=1
     # A binary that died (a signal: rc 128 + its number) prints no `test result` for the
@@ -77,6 +85,7 @@ echo "gpu-suite: passed $passed failed $failed in $((SECONDS - start)) s"
 if ((${#broken[@]} > 0)); then
   echo "gpu-suite: ${#broken[@]} binary(ies) exited non-zero: ${broken[*]}"
 fi
+for line in "${failures[@]}"; do echo "gpu-suite: failed: $line"; done
 for line in "${crashes[@]}"; do echo "gpu-suite: $line"; done
 if [[ -n $next ]]; then
   echo "gpu-suite: next: --from $next"
