@@ -23,6 +23,7 @@ use cudarc::driver::sys;
 use crate::device::watch::Watches;
 use crate::driver::context::PrimaryContext;
 use crate::driver::device::DeviceId;
+use crate::driver::event::RawEvent;
 use crate::driver::stream::{BorrowedStream, RawStream};
 use crate::error::Result;
 
@@ -115,15 +116,23 @@ pub(crate) fn wait_for_other_threads(context: &Arc<PrimaryContext>) -> Result<()
 /// `true` once the stream listed as `id` is idle (or its query failed: the device-wide
 /// call reports why), or no longer listed (its scope ended).
 fn is_idle_or_gone(id: u64) -> bool {
+    with_listed(id, |stream, _| stream.is_idle()).unwrap_or(true)
+}
+
+/// `f` called with the stream listed as `id` and its context, under the list's lock;
+/// `None` when it is no longer listed.
+fn with_listed<R>(
+    id: u64,
+    f: impl FnOnce(&BorrowedStream<'_>, &Arc<PrimaryContext>) -> R,
+) -> Option<R> {
     let list = watched();
-    let Some(entry) = list.iter().find(|entry| entry.id == id) else {
-        return true;
-    };
+    let entry = list.iter().find(|entry| entry.id == id)?;
     // SAFETY: a listed stream is alive (`WatchedStream::list`'s contract) until its entry
-    // is removed, which takes the lock this function holds until the query has returned;
-    // it is a stream of `entry.context`, listed with it.
+    // is removed, which takes the lock this function holds until `f` has returned (the
+    // borrowed stream does not outlive it); it is a stream of `entry.context`, listed
+    // with it.
     let stream = unsafe { BorrowedStream::new(&entry.context, entry.stream as sys::CUstream) };
-    stream.is_idle()
+    Some(f(&stream, &entry.context))
 }
 
 /// Starts the watchdog thread ([`watchdog`]); if the thread cannot be started, the
@@ -137,16 +146,19 @@ fn start_watchdog() {
 /// Every [`WATCHDOG_EVERY`], the watched streams whose thread is not waiting for them
 /// (a thread's own waits ask its watches) and which are still busy: their watches are
 /// asked as that thread's wait would ask them, after the time they have been busy
-/// unattended, so that a collective past its timeout, or one NCCL reports failed, is
-/// aborted (the abort handshake lets any thread abort: `driver/abort_handshake.rs`) and
-/// its stream drains; the scope's next wait, or its end, reports the error. What
-/// PyTorch's NCCL watchdog does, without the event pair per collective it records, and
-/// so with what a wait of that length would do: a stream kept busy longer than the
-/// timeout by work after a collective that completed, with its thread never waiting
-/// meanwhile, is taken for a hang too (a thread's waits, `Pending::wait` among them,
-/// start the count again). A thread blocked inside an NCCL call on the communicator (an
-/// enqueue behind a full queue) keeps the abort waiting as long: the handshake makes it
-/// only between calls.
+/// unattended with no progress, so that a collective past its timeout, or one NCCL
+/// reports failed, is aborted (the abort handshake lets any thread abort:
+/// `driver/abort_handshake.rs`) and its stream drains; the scope's next wait, or its end,
+/// reports the error. What PyTorch's NCCL watchdog does, without the event pair per
+/// collective it records: progress is told by a marker the watchdog records on the
+/// stream itself (an event, [`ProgressMarker`]), and once all the work enqueued before
+/// it has completed the count starts again. So a stream that its thread keeps feeding,
+/// without ever waiting, is not taken for a hang; a stream with more work queued ahead
+/// of a marker than the timeout, all of it completing, still is (only a marker recorded
+/// with each collective, at a cost on every call, would tell). A thread's waits,
+/// `Pending::wait` among them, start the count again too. A thread blocked inside an NCCL
+/// call on the communicator (an enqueue behind a full queue) keeps the abort waiting as
+/// long: the handshake makes it only between calls.
 fn watchdog() {
     let mut unattended = Unattended::default();
     let mut last = Instant::now();
@@ -158,46 +170,142 @@ fn watchdog() {
             .iter()
             .filter_map(|entry| Some((entry.id, entry.watches.upgrade()?)))
             .collect();
-        unattended.look(&listed, tick, is_idle_or_gone);
+        unattended.look(&listed, tick, &TheWatchedStreams);
     }
 }
 
-/// What the watchdog knows between two looks: per watched stream, the time it has been
-/// busy unattended since its thread's wait counted last.
-#[derive(Default)]
-struct Unattended(HashMap<u64, (Duration, usize)>);
+/// What a look asks about the listed streams: [`TheWatchedStreams`], the process's list;
+/// in the host tests, a stand-in.
+trait StreamsLookedAt {
+    /// A point in a stream's work, after all the work enqueued on it when it was made.
+    type Marker;
 
-impl Unattended {
-    /// One look, `tick` after the last, at the `listed` streams (`is_idle` tells a stream
-    /// idle, or gone): a stream whose thread waits now, or that is idle, starts again
-    /// from nothing; one whose thread waited since the last look too; the others' watches
-    /// are asked after their time busy unattended (a watch past its timeout aborts its
-    /// work, and the scope keeps its error).
-    fn look(
+    /// `true` when the stream listed as `id` is idle, or gone.
+    fn is_idle(&self, id: u64) -> bool;
+
+    /// A marker after the work enqueued on the stream listed as `id` so far (`reuse`,
+    /// one that has passed, recorded again where it can be); `None` when the stream is
+    /// gone or the marker could not be recorded.
+    fn mark(&self, id: u64, reuse: Option<Self::Marker>) -> Option<Self::Marker>;
+
+    /// `true` once the work before `marker` has completed (`false` while it runs, and
+    /// when that cannot be told).
+    fn passed(&self, marker: &Self::Marker) -> bool;
+}
+
+/// The process's watched streams, as the watchdog looks at them.
+struct TheWatchedStreams;
+
+/// An event recorded on another thread's watched stream, with the context it belongs to
+/// (kept alive, so that the event can be queried and destroyed after the stream is gone).
+struct ProgressMarker {
+    event: RawEvent,
+    context: Arc<PrimaryContext>,
+}
+
+impl StreamsLookedAt for TheWatchedStreams {
+    type Marker = ProgressMarker;
+
+    fn is_idle(&self, id: u64) -> bool {
+        is_idle_or_gone(id)
+    }
+
+    fn mark(&self, id: u64, reuse: Option<ProgressMarker>) -> Option<ProgressMarker> {
+        with_listed(id, |stream, context| {
+            let marker = match reuse {
+                Some(marker) if marker.event.belongs_to(context) => marker,
+                _ => ProgressMarker {
+                    event: RawEvent::new(context).ok()?,
+                    context: Arc::clone(context),
+                },
+            };
+            marker.event.record_on_borrowed(stream).ok()?;
+            Some(marker)
+        })
+        .flatten()
+    }
+
+    fn passed(&self, marker: &ProgressMarker) -> bool {
+        marker.event.is_complete(&marker.context).unwrap_or(false)
+    }
+}
+
+/// What the watchdog knows of one busy watched stream between two looks.
+struct Busy<M> {
+    /// Its time busy unattended, since its thread's wait counted last or its last marker
+    /// was seen passed.
+    busy: Duration,
+    /// Its thread's count of waits when it was last looked at.
+    waits: usize,
+    /// The marker recorded on it since, not yet passed.
+    marker: Option<M>,
+}
+
+/// What the watchdog knows between two looks: per busy watched stream, [`Busy`].
+struct Unattended<M>(HashMap<u64, Busy<M>>);
+
+impl<M> Default for Unattended<M> {
+    fn default() -> Self {
+        Unattended(HashMap::new())
+    }
+}
+
+impl<M> Unattended<M> {
+    /// One look, `tick` after the last, at the `listed` streams: a stream whose thread
+    /// waits now, or that is idle, starts again from nothing; one whose thread waited
+    /// since the last look, or whose marker has passed, too (and is marked again); the
+    /// others' watches are asked after their time busy unattended (a watch past its
+    /// timeout aborts its work, and the scope keeps its error).
+    fn look<S: StreamsLookedAt<Marker = M>>(
         &mut self,
         listed: &[(u64, Arc<Watches>)],
         tick: Duration,
-        is_idle: impl Fn(u64) -> bool,
+        streams: &S,
     ) {
         self.0
             .retain(|id, _| listed.iter().any(|(listed, _)| listed == id));
         for (id, watches) in listed {
-            if watches.is_polled() || is_idle(*id) {
+            if watches.is_polled() || streams.is_idle(*id) {
                 self.0.remove(id);
                 continue;
             }
             let waits = watches.waits();
             let busy = match self.0.get_mut(id) {
-                Some((busy, counted)) if *counted == waits => {
-                    *busy += tick;
-                    *busy
+                Some(known) if known.waits == waits => {
+                    match known.marker.take() {
+                        // All the work enqueued before the marker has completed, since
+                        // the last look: the stream moves, and what runs on it now began
+                        // at most a tick ago.
+                        Some(marker) if streams.passed(&marker) => {
+                            known.busy = Duration::ZERO;
+                            known.marker = streams.mark(*id, Some(marker));
+                        }
+                        Some(marker) => {
+                            known.busy += tick;
+                            known.marker = Some(marker);
+                        }
+                        None => {
+                            known.busy += tick;
+                            known.marker = streams.mark(*id, None);
+                        }
+                    }
+                    known.busy
                 }
                 // Seen busy for the first time, or its thread waited since the last look:
                 // the count starts now, at nothing. The stream may have been busy for up
                 // to a tick already, but counting that tick could give up on it before
                 // its timeout.
-                _ => {
-                    self.0.insert(*id, (Duration::ZERO, waits));
+                known => {
+                    let marker = known.and_then(|known| known.marker.take());
+                    let marker = streams.mark(*id, marker);
+                    self.0.insert(
+                        *id,
+                        Busy {
+                            busy: Duration::ZERO,
+                            waits,
+                            marker,
+                        },
+                    );
                     Duration::ZERO
                 }
             };
