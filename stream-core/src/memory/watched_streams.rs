@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::sys;
 
+use self::progress::ProgressMarker;
 use crate::device::watch::Watches;
 use crate::driver::context::PrimaryContext;
 use crate::driver::device::DeviceId;
-use crate::driver::event::RawEvent;
 use crate::driver::stream::{BorrowedStream, RawStream};
 use crate::error::Result;
 
@@ -39,13 +39,44 @@ pub(crate) const WATCHDOG_GRACE: Duration = Duration::from_secs(5);
 struct Entry {
     id: u64,
     device: DeviceId,
-    /// The device's primary context, which the stream belongs to.
-    context: Arc<PrimaryContext>,
-    /// The stream's handle, as a number (a handle is not `Send`); a live stream for as
-    /// long as the entry is listed (see [`WatchedStream`]).
-    stream: usize,
     thread: ThreadId,
     watches: Weak<Watches>,
+    /// The stream, for other threads' driver calls on it.
+    lease: Arc<Lease>,
+}
+
+/// A listed stream lent to other threads (the watchdog's, and those whose call waits for
+/// the whole device), for one driver call at a time: [`with_stream`](Self::with_stream)
+/// while it is listed. Apart from the list, so that a call held up in the driver (a
+/// marker's record behind another thread's `cuMemFreeHost`) holds up no one else.
+struct Lease {
+    /// `true` until the scope's [`WatchedStream`] is dropped, which clears it under this
+    /// lock, so after any call under way has returned and before the stream can go.
+    listed: Mutex<bool>,
+    /// The device's primary context, which the stream belongs to.
+    context: Arc<PrimaryContext>,
+    /// The stream's handle, as a number (a handle is not `Send`).
+    stream: usize,
+}
+
+impl Lease {
+    /// `f` called with the stream and its context while it is listed, under the lease's
+    /// lock; `None` once it is not.
+    fn with_stream<R>(
+        &self,
+        f: impl FnOnce(&BorrowedStream<'_>, &Arc<PrimaryContext>) -> R,
+    ) -> Option<R> {
+        let listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*listed {
+            return None;
+        }
+        // SAFETY: a listed stream is alive (`WatchedStream::list`'s contract) until its
+        // `WatchedStream` is dropped, which clears `listed` under the lock this function
+        // holds until `f` has returned (the borrowed stream does not outlive it); it is a
+        // stream of `self.context`, listed with it.
+        let stream = unsafe { BorrowedStream::new(&self.context, self.stream as sys::CUstream) };
+        Some(f(&stream, &self.context))
+    }
 }
 
 /// Every watched stream of the process's open scopes.
@@ -56,10 +87,11 @@ fn watched() -> MutexGuard<'static, Vec<Entry>> {
 }
 
 /// A scope's stream listed among the process's watched streams, with the scope's
-/// watches, until this value is dropped (under the list's lock, so that no other
-/// thread's query of the stream is under way then).
+/// watches, until this value is dropped (after any other thread's call on the stream
+/// has returned: [`Lease`]).
 pub(crate) struct WatchedStream {
     id: u64,
+    lease: Arc<Lease>,
 }
 
 impl WatchedStream {
@@ -79,22 +111,39 @@ impl WatchedStream {
         static WATCHDOG: Once = Once::new();
         WATCHDOG.call_once(start_watchdog);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let lease = Arc::new(Lease {
+            listed: Mutex::new(true),
+            context: Arc::clone(context),
+            stream: stream.raw() as usize,
+        });
         watched().push(Entry {
             id,
             device: context.device(),
-            context: Arc::clone(context),
-            stream: stream.raw() as usize,
             thread: std::thread::current().id(),
             watches: Arc::downgrade(watches),
+            lease: Arc::clone(&lease),
         });
-        WatchedStream { id }
+        WatchedStream { id, lease }
     }
 }
 
 impl Drop for WatchedStream {
     fn drop(&mut self) {
         watched().retain(|entry| entry.id != self.id);
+        // Waits for a call on the stream under way on another thread.
+        *self
+            .lease
+            .listed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = false;
     }
+}
+
+/// The lease of the stream listed as `id`, if it still is.
+fn lease_of(id: u64) -> Option<Arc<Lease>> {
+    let list = watched();
+    let entry = list.iter().find(|entry| entry.id == id)?;
+    Some(Arc::clone(&entry.lease))
 }
 
 /// Before a call that waits for the whole device of `context`: waits on the host for the
@@ -116,23 +165,9 @@ pub(crate) fn wait_for_other_threads(context: &Arc<PrimaryContext>) -> Result<()
 /// `true` once the stream listed as `id` is idle (or its query failed: the device-wide
 /// call reports why), or no longer listed (its scope ended).
 fn is_idle_or_gone(id: u64) -> bool {
-    with_listed(id, |stream, _| stream.is_idle()).unwrap_or(true)
-}
-
-/// `f` called with the stream listed as `id` and its context, under the list's lock;
-/// `None` when it is no longer listed.
-fn with_listed<R>(
-    id: u64,
-    f: impl FnOnce(&BorrowedStream<'_>, &Arc<PrimaryContext>) -> R,
-) -> Option<R> {
-    let list = watched();
-    let entry = list.iter().find(|entry| entry.id == id)?;
-    // SAFETY: a listed stream is alive (`WatchedStream::list`'s contract) until its entry
-    // is removed, which takes the lock this function holds until `f` has returned (the
-    // borrowed stream does not outlive it); it is a stream of `entry.context`, listed
-    // with it.
-    let stream = unsafe { BorrowedStream::new(&entry.context, entry.stream as sys::CUstream) };
-    Some(f(&stream, &entry.context))
+    lease_of(id)
+        .and_then(|lease| lease.with_stream(|stream, _| stream.is_idle()))
+        .unwrap_or(true)
 }
 
 /// Starts the watchdog thread ([`watchdog`]); if the thread cannot be started, the
@@ -150,9 +185,9 @@ fn start_watchdog() {
 /// reports failed, is aborted (the abort handshake lets any thread abort:
 /// `driver/abort_handshake.rs`) and its stream drains; the scope's next wait, or its end,
 /// reports the error. What PyTorch's NCCL watchdog does, without the event pair per
-/// collective it records: progress is told by a marker the watchdog records on the
-/// stream itself (an event, [`ProgressMarker`]), and once all the work enqueued before
-/// it has completed the count starts again. So a stream that its thread keeps feeding,
+/// collective it records: progress is told by a marker recorded on the stream itself
+/// (an event, `ProgressMarker`, recorded by a thread of its own), and once all the work
+/// enqueued before it has completed the count starts again. So a stream that its thread keeps feeding,
 /// without ever waiting, is not taken for a hang; a stream with more work queued ahead
 /// of a marker than the timeout, all of it completing, still is (only a marker recorded
 /// with each collective, at a cost on every call, would tell). A thread's waits,
@@ -177,31 +212,22 @@ fn watchdog() {
 /// What a look asks about the listed streams: [`TheWatchedStreams`], the process's list;
 /// in the host tests, a stand-in.
 trait StreamsLookedAt {
-    /// A point in a stream's work, after all the work enqueued on it when it was made.
+    /// A point in a stream's work, after all the work queued on it when it was asked for.
     type Marker;
 
     /// `true` when the stream listed as `id` is idle, or gone.
     fn is_idle(&self, id: u64) -> bool;
 
-    /// A marker after the work enqueued on the stream listed as `id` so far (`reuse`,
-    /// one that has passed, recorded again where it can be); `None` when the stream is
-    /// gone or the marker could not be recorded.
-    fn mark(&self, id: u64, reuse: Option<Self::Marker>) -> Option<Self::Marker>;
+    /// A marker asked for on the stream listed as `id`; `None` when none can be.
+    fn mark(&self, id: u64) -> Option<Self::Marker>;
 
-    /// `true` once the work before `marker` has completed (`false` while it runs, and
-    /// when that cannot be told).
-    fn passed(&self, marker: &Self::Marker) -> bool;
+    /// `Some(true)` once the work before `marker` has completed, `Some(false)` while it
+    /// runs (or while that cannot be told yet), `None` when the marker was lost.
+    fn passed(&self, marker: &Self::Marker) -> Option<bool>;
 }
 
 /// The process's watched streams, as the watchdog looks at them.
 struct TheWatchedStreams;
-
-/// An event recorded on another thread's watched stream, with the context it belongs to
-/// (kept alive, so that the event can be queried and destroyed after the stream is gone).
-struct ProgressMarker {
-    event: RawEvent,
-    context: Arc<PrimaryContext>,
-}
 
 impl StreamsLookedAt for TheWatchedStreams {
     type Marker = ProgressMarker;
@@ -210,23 +236,12 @@ impl StreamsLookedAt for TheWatchedStreams {
         is_idle_or_gone(id)
     }
 
-    fn mark(&self, id: u64, reuse: Option<ProgressMarker>) -> Option<ProgressMarker> {
-        with_listed(id, |stream, context| {
-            let marker = match reuse {
-                Some(marker) if marker.event.belongs_to(context) => marker,
-                _ => ProgressMarker {
-                    event: RawEvent::new(context).ok()?,
-                    context: Arc::clone(context),
-                },
-            };
-            marker.event.record_on_borrowed(stream).ok()?;
-            Some(marker)
-        })
-        .flatten()
+    fn mark(&self, id: u64) -> Option<ProgressMarker> {
+        progress::request(lease_of(id)?)
     }
 
-    fn passed(&self, marker: &ProgressMarker) -> bool {
-        marker.event.is_complete(&marker.context).unwrap_or(false)
+    fn passed(&self, marker: &ProgressMarker) -> Option<bool> {
+        marker.passed()
     }
 }
 
@@ -272,21 +287,20 @@ impl<M> Unattended<M> {
             let waits = watches.waits();
             let busy = match self.0.get_mut(id) {
                 Some(known) if known.waits == waits => {
-                    match known.marker.take() {
-                        // All the work enqueued before the marker has completed, since
-                        // the last look: the stream moves, and what runs on it now began
-                        // at most a tick ago.
-                        Some(marker) if streams.passed(&marker) => {
+                    let passed = known.marker.as_ref().map(|marker| streams.passed(marker));
+                    match passed {
+                        // All the work queued before the marker has completed, since the
+                        // last look: the stream moves, and what runs on it now began at
+                        // most a tick ago.
+                        Some(Some(true)) => {
                             known.busy = Duration::ZERO;
-                            known.marker = streams.mark(*id, Some(marker));
+                            known.marker = streams.mark(*id);
                         }
-                        Some(marker) => {
+                        Some(Some(false)) => known.busy += tick,
+                        // None asked for, or lost: asked for again.
+                        Some(None) | None => {
                             known.busy += tick;
-                            known.marker = Some(marker);
-                        }
-                        None => {
-                            known.busy += tick;
-                            known.marker = streams.mark(*id, None);
+                            known.marker = streams.mark(*id);
                         }
                     }
                     known.busy
@@ -295,9 +309,8 @@ impl<M> Unattended<M> {
                 // the count starts now, at nothing. The stream may have been busy for up
                 // to a tick already, but counting that tick could give up on it before
                 // its timeout.
-                known => {
-                    let marker = known.and_then(|known| known.marker.take());
-                    let marker = streams.mark(*id, marker);
+                _ => {
+                    let marker = streams.mark(*id);
                     self.0.insert(
                         *id,
                         Busy {
@@ -315,5 +328,6 @@ impl<M> Unattended<M> {
     }
 }
 
+mod progress;
 #[cfg(test)]
 mod tests;

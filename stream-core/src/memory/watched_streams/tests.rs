@@ -76,7 +76,7 @@ impl StreamsLookedAt for StandIn {
         self.idle
     }
 
-    fn mark(&self, _id: u64, _reuse: Option<usize>) -> Option<usize> {
+    fn mark(&self, _id: u64) -> Option<usize> {
         if self.unmarkable {
             return None;
         }
@@ -84,8 +84,8 @@ impl StreamsLookedAt for StandIn {
         Some(self.marks.get())
     }
 
-    fn passed(&self, _marker: &usize) -> bool {
-        self.passing
+    fn passed(&self, _marker: &usize) -> Option<bool> {
+        Some(self.passing)
     }
 }
 
