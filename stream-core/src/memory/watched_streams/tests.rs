@@ -1,50 +1,20 @@
 //! The watchdog's looks on the host alone: watches that give up after a while stand for
 //! a collective whose peer died, `is_idle` for the stream's query.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::Unattended;
+use crate::device::watch::gives_up_after::GivesUpAfter;
 use crate::device::watch::{StreamWatch, Watches};
-use crate::error::{Error, Result};
+use crate::error::Error;
 
 const TICK: Duration = Duration::from_millis(10);
 
-/// Gives up once `after` has been waited; remembers the longest wait it was asked about.
-struct GivesUpAfter {
-    after: Duration,
-    checks: AtomicUsize,
-    longest_ms: AtomicUsize,
-}
-
-impl StreamWatch for GivesUpAfter {
-    fn check(&self, waited: Duration) -> Result<()> {
-        self.checks.fetch_add(1, Ordering::SeqCst);
-        let ms = usize::try_from(waited.as_millis()).unwrap_or(usize::MAX);
-        self.longest_ms.fetch_max(ms, Ordering::SeqCst);
-        if waited >= self.after {
-            return Err(Error::CollectiveTimedOut {
-                timeout: self.after,
-            });
-        }
-        Ok(())
-    }
-
-    fn overdue(&self, waited: Duration) -> Option<Error> {
-        (waited >= self.after).then_some(Error::CollectiveTimedOut {
-            timeout: self.after,
-        })
-    }
-}
-
 /// A scope's watches with one watch that gives up after `after`.
 fn watched(after: Duration) -> (Arc<Watches>, Arc<GivesUpAfter>) {
-    let watch = Arc::new(GivesUpAfter {
-        after,
-        checks: AtomicUsize::new(0),
-        longest_ms: AtomicUsize::new(0),
-    });
+    let watch = GivesUpAfter::new(after);
     let watches = Arc::new(Watches::default());
     watches.add(&(Arc::clone(&watch) as Arc<dyn StreamWatch>));
     (watches, watch)
@@ -66,7 +36,7 @@ fn a_busy_unattended_stream_is_given_up_on_after_the_watchs_time() {
         "{:?}",
         watches.gave_up()
     );
-    assert_eq!(watch.longest_ms.load(Ordering::SeqCst), 50);
+    assert_eq!(watch.longest_ms(), 50);
 }
 
 #[test]
@@ -88,7 +58,7 @@ fn an_idle_stream_and_a_wait_between_looks_start_the_count_again() {
     }
     assert!(watches.gave_up().is_none(), "{:?}", watches.gave_up());
     // Each run of three looks counted 0, 10 and 20 ms.
-    assert_eq!(watch.longest_ms.load(Ordering::SeqCst), 20);
+    assert_eq!(watch.longest_ms(), 20);
 }
 
 #[test]
@@ -108,7 +78,7 @@ fn a_stream_whose_thread_waits_now_is_left_to_that_wait() {
         assert!(waiting.join().unwrap().is_ok());
     });
     // Only the waiting thread's own poll asked the watch, about its own short wait.
-    assert!(watch.longest_ms.load(Ordering::SeqCst) < 60_000);
+    assert!(watch.longest_ms() < 60_000);
     assert!(watches.gave_up().is_none());
     assert!(unattended.0.is_empty());
 }
