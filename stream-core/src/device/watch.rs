@@ -326,4 +326,6 @@ fn poll(
 #[cfg(test)]
 pub(crate) mod gate;
 #[cfg(test)]
+pub(crate) mod gives_up_after;
+#[cfg(test)]
 mod tests;

@@ -1,45 +1,13 @@
 //! The bounded waits on the host alone: watches that give up after a while stand for a
 //! collective whose peer died, a `done` that never turns `true` for its stream.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::gives_up_after::GivesUpAfter;
 use super::{wait_for_open_scopes, OpenWatches, StreamWatch, Watches};
 use crate::error::Error;
-
-/// Gives up with `CollectiveTimedOut` once `after` has been waited, counting its checks.
-struct GivesUpAfter {
-    after: Duration,
-    checks: AtomicUsize,
-}
-
-impl GivesUpAfter {
-    fn new(after: Duration) -> Arc<GivesUpAfter> {
-        Arc::new(GivesUpAfter {
-            after,
-            checks: AtomicUsize::new(0),
-        })
-    }
-}
-
-impl StreamWatch for GivesUpAfter {
-    fn check(&self, waited: Duration) -> crate::Result<()> {
-        self.checks.fetch_add(1, Ordering::Relaxed);
-        if waited >= self.after {
-            return Err(Error::CollectiveTimedOut {
-                timeout: self.after,
-            });
-        }
-        Ok(())
-    }
-
-    fn overdue(&self, waited: Duration) -> Option<Error> {
-        (waited >= self.after).then_some(Error::CollectiveTimedOut {
-            timeout: self.after,
-        })
-    }
-}
 
 /// A scope's watches, open on this thread, holding `watch`.
 fn open_with(watch: &Arc<GivesUpAfter>) -> Arc<Watches> {
@@ -68,7 +36,7 @@ fn a_watch_of_an_open_scope_ends_the_retry_wait_and_its_scope_keeps_the_error() 
         watches.gave_up(),
         Some(Error::CollectiveTimedOut { .. })
     ));
-    assert!(watch.checks.load(Ordering::Relaxed) > 1);
+    assert!(watch.checks() > 1);
 }
 
 #[test]
@@ -90,7 +58,7 @@ fn the_watches_of_an_ended_scope_no_longer_bound_anything() {
     let watch = GivesUpAfter::new(Duration::ZERO);
     drop(open_with(&watch));
     assert!(wait_for_open_scopes(|| false).is_ok());
-    assert_eq!(watch.checks.load(Ordering::Relaxed), 0);
+    assert_eq!(watch.checks(), 0);
 }
 
 #[test]
@@ -107,7 +75,7 @@ fn another_threads_open_scope_does_not_bound_this_threads_wait() {
         assert!(wait_for_open_scopes(|| false).is_ok());
         close.wait();
     });
-    assert_eq!(watch.checks.load(Ordering::Relaxed), 0);
+    assert_eq!(watch.checks(), 0);
 }
 
 #[test]
@@ -168,15 +136,16 @@ fn an_unattended_wait_gives_up_when_the_watch_is_overdue_and_stops_nothing() {
         took >= watch.after && took < Duration::from_secs(5),
         "{took:?}"
     );
-    assert_eq!(watch.checks.load(Ordering::Relaxed), 0);
+    assert_eq!(watch.checks(), 0);
     assert!(watches.gave_up().is_none());
 }
 
 /// While the scope's own thread polls its watches (a scope's end), another thread's
 /// wait does not give up: the owner's watch gives up in time, and its abort drains the
 /// stream (here: `drained`, set once the owner's poll has given up). The other thread
-/// starts 50 ms before the owner polls, and waits 150 ms in all, past the watch's 100:
-/// only the 50 unattended count.
+/// waits about the watch's whole 100 ms with no grace, all of it while the owner polls,
+/// which does not count. (It began 50 ms before the owner's poll once, a head start that
+/// a busy machine's scheduling stretched past the watch's time: flaky under load.)
 #[test]
 fn an_unattended_wait_waits_while_the_scopes_thread_polls() {
     let watch = GivesUpAfter::new(Duration::from_millis(100));
@@ -184,17 +153,23 @@ fn an_unattended_wait_waits_while_the_scopes_thread_polls() {
     let drained = AtomicBool::new(false);
     let start = Instant::now();
     let (owner, other) = std::thread::scope(|threads| {
-        let other = threads
-            .spawn(|| watches.wait_unattended(Duration::ZERO, || drained.load(Ordering::Acquire)));
-        std::thread::sleep(Duration::from_millis(50));
-        let owner = watches.poll(|| false);
-        drained.store(true, Ordering::Release);
-        (owner, other.join().unwrap())
+        let owner = threads.spawn(|| {
+            let polled = watches.poll(|| false);
+            drained.store(true, Ordering::Release);
+            polled
+        });
+        // The other wait begins while the owner's polls (begun first, so that a busy
+        // machine's scheduling cannot leave it unattended for the watch's time).
+        while !watches.is_polled() && !drained.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        let other = watches.wait_unattended(Duration::ZERO, || drained.load(Ordering::Acquire));
+        (owner.join().unwrap(), other)
     });
     let took = start.elapsed();
     assert!(is_timed_out(&owner), "{owner:?}");
     assert!(other.is_ok(), "{other:?}");
-    assert!(took >= Duration::from_millis(150), "{took:?}");
+    assert!(took >= Duration::from_millis(100), "{took:?}");
 }
 
 /// The grace: an unattended wait gives up only once the watch is overdue by it (time for

@@ -2,42 +2,16 @@
 //! a collective whose peer died, `is_idle` for the stream's query.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{StreamsLookedAt, Unattended};
+use crate::device::watch::gives_up_after::GivesUpAfter;
 use crate::device::watch::{StreamWatch, Watches};
-use crate::error::{Error, Result};
+use crate::error::Error;
 
 const TICK: Duration = Duration::from_millis(10);
-
-/// Gives up once `after` has been waited; remembers the longest wait it was asked about.
-struct GivesUpAfter {
-    after: Duration,
-    checks: AtomicUsize,
-    longest_ms: AtomicUsize,
-}
-
-impl StreamWatch for GivesUpAfter {
-    fn check(&self, waited: Duration) -> Result<()> {
-        self.checks.fetch_add(1, Ordering::SeqCst);
-        let ms = usize::try_from(waited.as_millis()).unwrap_or(usize::MAX);
-        self.longest_ms.fetch_max(ms, Ordering::SeqCst);
-        if waited >= self.after {
-            return Err(Error::CollectiveTimedOut {
-                timeout: self.after,
-            });
-        }
-        Ok(())
-    }
-
-    fn overdue(&self, waited: Duration) -> Option<Error> {
-        (waited >= self.after).then_some(Error::CollectiveTimedOut {
-            timeout: self.after,
-        })
-    }
-}
 
 /// The streams as a test has them: busy or idle, and markers (numbered as recorded) that
 /// pass once `passing`, or none recorded at all with `unmarkable`.
@@ -91,11 +65,7 @@ impl StreamsLookedAt for StandIn {
 
 /// A scope's watches with one watch that gives up after `after`.
 fn watched(after: Duration) -> (Arc<Watches>, Arc<GivesUpAfter>) {
-    let watch = Arc::new(GivesUpAfter {
-        after,
-        checks: AtomicUsize::new(0),
-        longest_ms: AtomicUsize::new(0),
-    });
+    let watch = GivesUpAfter::new(after);
     let watches = Arc::new(Watches::default());
     watches.add(&(Arc::clone(&watch) as Arc<dyn StreamWatch>));
     (watches, watch)
@@ -117,7 +87,7 @@ fn a_busy_unattended_stream_is_given_up_on_after_the_watchs_time() {
         "{:?}",
         watches.gave_up()
     );
-    assert_eq!(watch.longest_ms.load(Ordering::SeqCst), 50);
+    assert_eq!(watch.longest_ms(), 50);
 }
 
 #[test]
@@ -139,7 +109,7 @@ fn an_idle_stream_and_a_wait_between_looks_start_the_count_again() {
     }
     assert!(watches.gave_up().is_none(), "{:?}", watches.gave_up());
     // Each run of three looks counted 0, 10 and 20 ms.
-    assert_eq!(watch.longest_ms.load(Ordering::SeqCst), 20);
+    assert_eq!(watch.longest_ms(), 20);
 }
 
 #[test]
@@ -159,7 +129,7 @@ fn a_stream_whose_thread_waits_now_is_left_to_that_wait() {
         assert!(waiting.join().unwrap().is_ok());
     });
     // Only the waiting thread's own poll asked the watch, about its own short wait.
-    assert!(watch.longest_ms.load(Ordering::SeqCst) < 60_000);
+    assert!(watch.longest_ms() < 60_000);
     assert!(watches.gave_up().is_none());
     assert!(unattended.0.is_empty());
 }
@@ -190,7 +160,7 @@ fn a_stream_whose_markers_pass_is_never_given_up_on() {
         unattended.look(&listed, TICK, &streams);
     }
     assert!(watches.gave_up().is_none(), "{:?}", watches.gave_up());
-    assert_eq!(watch.longest_ms.load(Ordering::SeqCst), 0);
+    assert_eq!(watch.longest_ms(), 0);
     // One marker on the first look, then one again after each look that saw it passed.
     assert_eq!(streams.marks.get(), 500);
 }
@@ -208,7 +178,7 @@ fn the_count_starts_again_when_a_marker_passes_and_goes_on_while_none_does() {
         unattended.look(&listed, TICK, &StandIn::busy()); // 10 .. 40 ms
     }
     assert!(watches.gave_up().is_none(), "{:?}", watches.gave_up());
-    assert_eq!(watch.longest_ms.load(Ordering::SeqCst), 40);
+    assert_eq!(watch.longest_ms(), 40);
     unattended.look(&listed, TICK, &StandIn::busy()); // 50 ms: a hang
     assert!(
         matches!(watches.gave_up(), Some(Error::CollectiveTimedOut { .. })),
