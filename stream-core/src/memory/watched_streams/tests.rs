@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Unattended;
+use super::{watchdog_wanted, Unattended};
 use crate::device::watch::gives_up_after::GivesUpAfter;
 use crate::device::watch::{StreamWatch, Watches};
 use crate::error::Error;
@@ -96,4 +96,14 @@ fn streams_no_longer_listed_are_forgotten() {
     assert_eq!(unattended.0.len(), 2);
     unattended.look(&[(2, second)], TICK, |_| false);
     assert_eq!(unattended.0.keys().copied().collect::<Vec<_>>(), [2]);
+}
+
+#[test]
+fn the_watchdog_runs_unless_the_setting_turns_it_off() {
+    for on in [None, Some("1"), Some("on"), Some(""), Some("yes")] {
+        assert!(watchdog_wanted(on), "{on:?}");
+    }
+    for off in [Some("0"), Some("off"), Some("OFF"), Some(" false ")] {
+        assert!(!watchdog_wanted(off), "{off:?}");
+    }
 }
