@@ -170,12 +170,24 @@ fn is_idle_or_gone(id: u64) -> bool {
         .unwrap_or(true)
 }
 
-/// Starts the watchdog thread ([`watchdog`]); if the thread cannot be started, the
-/// collectives of threads that do not wait stay unchecked until they do, as before.
+/// Starts the watchdog thread ([`watchdog`]), unless `STREAM_CORE_NCCL_WATCHDOG` turns it
+/// off ([`watchdog_wanted`]); without it (or if the thread cannot be started), the
+/// collectives of threads that do not wait stay unchecked until they do.
 fn start_watchdog() {
+    if !watchdog_wanted(std::env::var("STREAM_CORE_NCCL_WATCHDOG").ok().as_deref()) {
+        return;
+    }
     let _ = std::thread::Builder::new()
         .name("stream-core-watchdog".into())
         .spawn(watchdog);
+}
+
+/// Whether the watchdog runs, given `STREAM_CORE_NCCL_WATCHDOG`: unless it is `0`, `off`
+/// or `false` (any case), for measuring what the watchdog costs, or for a program that
+/// waits for its collectives often enough itself.
+fn watchdog_wanted(setting: Option<&str>) -> bool {
+    let setting = setting.map(|s| s.trim().to_ascii_lowercase());
+    !matches!(setting.as_deref(), Some("0" | "off" | "false"))
 }
 
 /// Every [`WATCHDOG_EVERY`], the watched streams whose thread is not waiting for them

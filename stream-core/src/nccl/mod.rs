@@ -120,9 +120,11 @@
 //! work is queued ahead): a collective past its timeout, or one NCCL reports failed, is
 //! aborted there (every NCCL call on a communicator enters an abort handshake, so that
 //! the abort is made only between the owner's calls: `driver/abort_handshake.rs`), and
-//! the scope's next wait or its end returns the error. A call above that waits for the
-//! whole device, made on another thread, first waits on the host for the other threads'
-//! watched streams, so for the watchdog; when even an abort cannot drain one (a call
+//! the scope's next wait or its end returns the error (`STREAM_CORE_NCCL_WATCHDOG=0`
+//! leaves the watchdog out: such a collective is then checked at its thread's next wait
+//! only). A call above that waits for the whole device, made on another thread, first
+//! waits on the host for the other threads' watched streams, so for the watchdog; when
+//! even an abort cannot drain one (a call
 //! stuck inside NCCL), [`Device::trim_pinned_memory`](crate::Device::trim_pinned_memory)
 //! frees nothing and returns
 //! [`Error::HeldUpByAnotherThread`](crate::Error::HeldUpByAnotherThread) once the

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{StreamsLookedAt, Unattended};
+use super::{watchdog_wanted, StreamsLookedAt, Unattended};
 use crate::device::watch::gives_up_after::GivesUpAfter;
 use crate::device::watch::{StreamWatch, Watches};
 use crate::error::Error;
@@ -205,4 +205,14 @@ fn a_stream_no_marker_can_be_recorded_on_is_counted_as_busy() {
         "{:?}",
         watches.gave_up()
     );
+}
+
+#[test]
+fn the_watchdog_runs_unless_the_setting_turns_it_off() {
+    for on in [None, Some("1"), Some("on"), Some(""), Some("yes")] {
+        assert!(watchdog_wanted(on), "{on:?}");
+    }
+    for off in [Some("0"), Some("off"), Some("OFF"), Some(" false ")] {
+        assert!(!watchdog_wanted(off), "{off:?}");
+    }
 }
