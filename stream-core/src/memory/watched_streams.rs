@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError, TryLockError, Weak};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -92,6 +92,8 @@ fn watched() -> MutexGuard<'static, Vec<Entry>> {
 pub(crate) struct WatchedStream {
     id: u64,
     lease: Arc<Lease>,
+    /// The scope's watches, asked while the drop waits for a call under way.
+    watches: Weak<Watches>,
 }
 
 impl WatchedStream {
@@ -123,19 +125,49 @@ impl WatchedStream {
             watches: Arc::downgrade(watches),
             lease: Arc::clone(&lease),
         });
-        WatchedStream { id, lease }
+        WatchedStream {
+            id,
+            lease,
+            watches: Arc::downgrade(watches),
+        }
     }
 }
 
 impl Drop for WatchedStream {
     fn drop(&mut self) {
         watched().retain(|entry| entry.id != self.id);
-        // Waits for a call on the stream under way on another thread.
-        *self
-            .lease
-            .listed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = false;
+        // Waits for a call on the stream under way on another thread. A marker's record
+        // can be held up in the driver (behind another thread's `cuMemFreeHost`, which
+        // waits for this stream's hung collective too), and the stream is no longer
+        // listed for the watchdog: so the scope's watches are asked meanwhile, as the
+        // scope's own wait would (a watch that gives up aborts the collective, the stream
+        // drains, and the record returns; the scope reports the error it kept).
+        // A record queued before the entry went may begin after one has ended: each is
+        // waited for so. Once a watch has given up, the stream drains and the records
+        // return, so the lock is waited for plainly.
+        let lease = &self.lease;
+        let in_use = || matches!(lease.listed.try_lock(), Err(TryLockError::WouldBlock));
+        loop {
+            match lease.listed.try_lock() {
+                Ok(mut listed) => {
+                    *listed = false;
+                    return;
+                }
+                Err(TryLockError::Poisoned(listed)) => {
+                    *listed.into_inner() = false;
+                    return;
+                }
+                Err(TryLockError::WouldBlock) => {
+                    let Some(watches) = self.watches.upgrade() else {
+                        break;
+                    };
+                    if watches.poll(|| !in_use()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        *lease.listed.lock().unwrap_or_else(PoisonError::into_inner) = false;
     }
 }
 
