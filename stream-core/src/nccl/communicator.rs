@@ -476,20 +476,15 @@ impl StreamWatch for CommWatch {
     }
 
     fn check(&self, waited: Duration) -> Result<()> {
-        if let Err(e) = self.control.async_error() {
-            self.abort();
-            return Err(e);
+        // NCCL's error state (an error once aborted), then what `overdue` finds.
+        let given_up = self.control.async_error().err();
+        match given_up.or_else(|| self.overdue(waited)) {
+            Some(e) => {
+                self.abort();
+                Err(e)
+            }
+            None => Ok(()),
         }
-        if let Some(disagreement) = self.ledger.as_ref().and_then(|l| l.stranded()) {
-            self.abort();
-            return Err(disagreement);
-        }
-        let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
-        if waited >= timeout {
-            self.abort();
-            return Err(Error::CollectiveTimedOut { timeout });
-        }
-        Ok(())
     }
 
     fn overdue(&self, waited: Duration) -> Option<Error> {

@@ -137,23 +137,14 @@ fn a_trim_beside_a_busy_threads_stall_waits_for_the_watchdog_then_frees() -> Res
         stuck: false,
     };
     let run = trim_beside_another_threads_stall(&device, owner, true)?;
-    let (trimmed, took) = (&run.trimmed, run.took);
-    assert!(
-        matches!(trimmed, Ok(freed) if *freed >= run.cached_before),
-        "trim_pinned_memory returned {trimmed:?} after {took:?}"
-    );
+    assert_the_trim_freed_once_the_watch_gave_up(&run);
     // The watchdog counts from a look that found the stream busy, after the stall was
     // enqueued; the trim began a little after that.
     let since_stall = run.since_stall;
     assert!(
-        since_stall >= GIVES_UP_AFTER && took < BOUNDED,
-        "the trim took {took:?}, {since_stall:?} after the stall"
-    );
-    assert_eq!(run.cached_after, 0);
-    let ended = &run.owner_ended;
-    assert!(
-        is_timed_out(ended),
-        "the other thread's scope ended with {ended:?}"
+        since_stall >= GIVES_UP_AFTER,
+        "the trim took {:?}, {since_stall:?} after the stall",
+        run.took
     );
     Ok(())
 }
@@ -170,6 +161,13 @@ fn a_trim_beside_a_waiting_threads_stall_waits_for_its_watch_then_frees() -> Res
         stuck: false,
     };
     let run = trim_beside_another_threads_stall(&device, owner, true)?;
+    assert_the_trim_freed_once_the_watch_gave_up(&run);
+    Ok(())
+}
+
+/// What a trim beside a stall that a watch ends shows: it freed the whole cache within the
+/// bound, and the other thread's scope ended with the watch's error.
+fn assert_the_trim_freed_once_the_watch_gave_up(run: &Outcome) {
     let (trimmed, took) = (&run.trimmed, run.took);
     assert!(
         matches!(trimmed, Ok(freed) if *freed >= run.cached_before),
@@ -182,7 +180,6 @@ fn a_trim_beside_a_waiting_threads_stall_waits_for_its_watch_then_frees() -> Res
         is_timed_out(ended),
         "the other thread's scope ended with {ended:?}"
     );
-    Ok(())
 }
 
 /// The other thread busy and its abort stuck (the stream stays stalled whatever the
