@@ -61,23 +61,51 @@ struct Lease {
 
 impl Lease {
     /// `f` called with the stream and its context while it is listed, under the lease's
-    /// lock; `None` once it is not.
+    /// lock (waiting for a call under way); `None` once it is not listed.
     fn with_stream<R>(
         &self,
         f: impl FnOnce(&BorrowedStream<'_>, &Arc<PrimaryContext>) -> R,
     ) -> Option<R> {
         let listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
-        if !*listed {
+        self.lend(&listed, f)
+    }
+
+    /// As [`with_stream`](Self::with_stream), but `Err(InUse)` at once while another
+    /// thread's call on the stream is under way: a marker's record can be held up in the
+    /// driver behind another thread's `cuMemFreeHost` for as long as a hung collective,
+    /// and a look that waited for it would hold up the watchdog that aborts it.
+    fn try_with_stream<R>(
+        &self,
+        f: impl FnOnce(&BorrowedStream<'_>, &Arc<PrimaryContext>) -> R,
+    ) -> Result<Option<R>, InUse> {
+        let listed = match self.listed.try_lock() {
+            Ok(listed) => listed,
+            Err(TryLockError::Poisoned(listed)) => listed.into_inner(),
+            Err(TryLockError::WouldBlock) => return Err(InUse),
+        };
+        Ok(self.lend(&listed, f))
+    }
+
+    /// `f` called with the stream, under `listed`, the lease's lock held, if it is listed.
+    fn lend<R>(
+        &self,
+        listed: &MutexGuard<'_, bool>,
+        f: impl FnOnce(&BorrowedStream<'_>, &Arc<PrimaryContext>) -> R,
+    ) -> Option<R> {
+        if !**listed {
             return None;
         }
         // SAFETY: a listed stream is alive (`WatchedStream::list`'s contract) until its
-        // `WatchedStream` is dropped, which clears `listed` under the lock this function
-        // holds until `f` has returned (the borrowed stream does not outlive it); it is a
-        // stream of `self.context`, listed with it.
+        // `WatchedStream` is dropped, which clears `listed` under the lease's lock, held
+        // by the caller (`listed` borrows its guard) until `f` has returned (the borrowed
+        // stream does not outlive it); it is a stream of `self.context`, listed with it.
         let stream = unsafe { BorrowedStream::new(&self.context, self.stream as sys::CUstream) };
         Some(f(&stream, &self.context))
     }
 }
+
+/// Another thread's call on a lent stream is under way ([`Lease::try_with_stream`]).
+struct InUse;
 
 /// Every watched stream of the process's open scopes.
 static WATCHED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
@@ -195,11 +223,17 @@ pub(crate) fn wait_for_other_threads(context: &Arc<PrimaryContext>) -> Result<()
 }
 
 /// `true` once the stream listed as `id` is idle (or its query failed: the device-wide
-/// call reports why), or no longer listed (its scope ended).
+/// call reports why), or no longer listed (its scope ended). A stream with a call under
+/// way on another thread (a marker's record) counts as busy, without waiting for that
+/// call, which can be held up for as long as the stream's work.
 fn is_idle_or_gone(id: u64) -> bool {
-    lease_of(id)
-        .and_then(|lease| lease.with_stream(|stream, _| stream.is_idle()))
-        .unwrap_or(true)
+    let Some(lease) = lease_of(id) else {
+        return true;
+    };
+    match lease.try_with_stream(|stream, _| stream.is_idle()) {
+        Ok(idle) => idle.unwrap_or(true),
+        Err(InUse) => false,
+    }
 }
 
 /// Starts the watchdog thread ([`watchdog`]), unless `STREAM_CORE_NCCL_WATCHDOG` turns it

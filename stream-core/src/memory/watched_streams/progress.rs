@@ -4,7 +4,10 @@
 //! held up in the driver (behind another thread's `cuMemFreeHost`, which waits for the
 //! whole GPU, a hung collective included) holds up neither the watchdog, which is what
 //! aborts that collective, nor the list of watched streams: the watchdog then sees a
-//! marker not yet recorded and counts on, as without markers.
+//! marker not yet recorded and counts on, as without markers. One thread records for
+//! every stream, so the markers asked for meanwhile wait behind a held-up one: their
+//! streams count as busy without progress until it returns, as they would without
+//! markers.
 
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
