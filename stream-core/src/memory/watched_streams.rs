@@ -14,17 +14,16 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError, TryLockError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError, Weak};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::sys;
-
+use self::lease::InUse;
+pub(crate) use self::lease::Lease;
 use self::progress::ProgressMarker;
 use crate::device::watch::Watches;
 use crate::driver::context::PrimaryContext;
 use crate::driver::device::DeviceId;
-use crate::driver::stream::{BorrowedStream, RawStream};
 use crate::error::Result;
 
 /// How often the watchdog looks at the watched streams.
@@ -45,68 +44,6 @@ struct Entry {
     lease: Arc<Lease>,
 }
 
-/// A listed stream lent to other threads (the watchdog's, and those whose call waits for
-/// the whole device), for one driver call at a time: [`with_stream`](Self::with_stream)
-/// while it is listed. Apart from the list, so that a call held up in the driver (a
-/// marker's record behind another thread's `cuMemFreeHost`) holds up no one else.
-struct Lease {
-    /// `true` until the scope's [`WatchedStream`] is dropped, which clears it under this
-    /// lock, so after any call under way has returned and before the stream can go.
-    listed: Mutex<bool>,
-    /// The device's primary context, which the stream belongs to.
-    context: Arc<PrimaryContext>,
-    /// The stream's handle, as a number (a handle is not `Send`).
-    stream: usize,
-}
-
-impl Lease {
-    /// `f` called with the stream and its context while it is listed, under the lease's
-    /// lock (waiting for a call under way); `None` once it is not listed.
-    fn with_stream<R>(
-        &self,
-        f: impl FnOnce(&BorrowedStream<'_>, &Arc<PrimaryContext>) -> R,
-    ) -> Option<R> {
-        let listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
-        self.lend(&listed, f)
-    }
-
-    /// As [`with_stream`](Self::with_stream), but `Err(InUse)` at once while another
-    /// thread's call on the stream is under way: a marker's record can be held up in the
-    /// driver behind another thread's `cuMemFreeHost` for as long as a hung collective,
-    /// and a look that waited for it would hold up the watchdog that aborts it.
-    fn try_with_stream<R>(
-        &self,
-        f: impl FnOnce(&BorrowedStream<'_>, &Arc<PrimaryContext>) -> R,
-    ) -> Result<Option<R>, InUse> {
-        let listed = match self.listed.try_lock() {
-            Ok(listed) => listed,
-            Err(TryLockError::Poisoned(listed)) => listed.into_inner(),
-            Err(TryLockError::WouldBlock) => return Err(InUse),
-        };
-        Ok(self.lend(&listed, f))
-    }
-
-    /// `f` called with the stream, under `listed`, the lease's lock held, if it is listed.
-    fn lend<R>(
-        &self,
-        listed: &MutexGuard<'_, bool>,
-        f: impl FnOnce(&BorrowedStream<'_>, &Arc<PrimaryContext>) -> R,
-    ) -> Option<R> {
-        if !**listed {
-            return None;
-        }
-        // SAFETY: a listed stream is alive (`WatchedStream::list`'s contract) until its
-        // `WatchedStream` is dropped, which clears `listed` under the lease's lock, held
-        // by the caller (`listed` borrows its guard) until `f` has returned (the borrowed
-        // stream does not outlive it); it is a stream of `self.context`, listed with it.
-        let stream = unsafe { BorrowedStream::new(&self.context, self.stream as sys::CUstream) };
-        Some(f(&stream, &self.context))
-    }
-}
-
-/// Another thread's call on a lent stream is under way ([`Lease::try_with_stream`]).
-struct InUse;
-
 /// Every watched stream of the process's open scopes.
 static WATCHED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
@@ -116,86 +53,48 @@ fn watched() -> MutexGuard<'static, Vec<Entry>> {
 
 /// A scope's stream listed among the process's watched streams, with the scope's
 /// watches, until this value is dropped (after any other thread's call on the stream
-/// has returned: [`Lease`]).
+/// has returned: [`Lease::unlist`]).
 pub(crate) struct WatchedStream {
     id: u64,
-    lease: Arc<Lease>,
-    /// The scope's watches, asked while the drop waits for a call under way.
-    watches: Weak<Watches>,
 }
 
 impl WatchedStream {
-    /// Lists `stream`, a stream of `device` on which this thread's scope issued a
-    /// collective watched by `watches`.
-    ///
-    /// # Safety
-    ///
-    /// `stream` stays alive until the returned value is dropped: the caller keeps it in
-    /// a scope that borrows the stream for longer, out of the user's reach.
-    pub(crate) unsafe fn list(
+    /// Lists `lease`'s stream, a stream of `context` on which this thread's scope issued
+    /// a collective watched by `watches`, until the returned value is dropped, which
+    /// unlists the lease.
+    pub(crate) fn list(
+        lease: Arc<Lease>,
         context: &Arc<PrimaryContext>,
-        stream: &RawStream,
         watches: &Arc<Watches>,
     ) -> WatchedStream {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         static WATCHDOG: Once = Once::new();
         WATCHDOG.call_once(start_watchdog);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        let lease = Arc::new(Lease {
-            listed: Mutex::new(true),
-            context: Arc::clone(context),
-            stream: stream.raw() as usize,
-        });
         watched().push(Entry {
             id,
             device: context.device(),
             thread: std::thread::current().id(),
             watches: Arc::downgrade(watches),
-            lease: Arc::clone(&lease),
-        });
-        WatchedStream {
-            id,
             lease,
-            watches: Arc::downgrade(watches),
-        }
+        });
+        WatchedStream { id }
     }
 }
 
 impl Drop for WatchedStream {
     fn drop(&mut self) {
-        watched().retain(|entry| entry.id != self.id);
-        // Waits for a call on the stream under way on another thread. A marker's record
-        // can be held up in the driver (behind another thread's `cuMemFreeHost`, which
-        // waits for this stream's hung collective too), and the stream is no longer
-        // listed for the watchdog: so the scope's watches are asked meanwhile, as the
-        // scope's own wait would (a watch that gives up aborts the collective, the stream
-        // drains, and the record returns; the scope reports the error it kept).
-        // A record queued before the entry went may begin after one has ended: each is
-        // waited for so. Once a watch has given up, the stream drains and the records
-        // return, so the lock is waited for plainly.
-        let lease = &self.lease;
-        let in_use = || matches!(lease.listed.try_lock(), Err(TryLockError::WouldBlock));
-        loop {
-            match lease.listed.try_lock() {
-                Ok(mut listed) => {
-                    *listed = false;
-                    return;
-                }
-                Err(TryLockError::Poisoned(listed)) => {
-                    *listed.into_inner() = false;
-                    return;
-                }
-                Err(TryLockError::WouldBlock) => {
-                    let Some(watches) = self.watches.upgrade() else {
-                        break;
-                    };
-                    if watches.poll(|| !in_use()).is_err() {
-                        break;
-                    }
-                }
-            }
+        // Moved out of the list (no count of the lease or the watches taken), unlisted
+        // after the list's lock is released: the wait for a call under way holds up no
+        // one else.
+        let entry = {
+            let mut list = watched();
+            let at = list.iter().position(|entry| entry.id == self.id);
+            at.map(|at| list.swap_remove(at))
+        };
+        if let Some(entry) = entry {
+            entry.lease.unlist(&entry.watches);
         }
-        *lease.listed.lock().unwrap_or_else(PoisonError::into_inner) = false;
     }
 }
 
@@ -406,6 +305,7 @@ impl<M> Unattended<M> {
     }
 }
 
+mod lease;
 mod progress;
 #[cfg(test)]
 mod tests;
