@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 use cudarc::driver::{result, sys};
 
 use super::context::PrimaryContext;
-use super::stream::RawStream;
+use super::stream::{BorrowedStream, RawStream};
 use crate::error::{DriverResultExt, Error, Result};
 
 /// An event without timing (the cheapest kind), unless made by
@@ -116,6 +116,16 @@ impl RawEvent {
         self.check(stream.context(), "cuEventRecord")?;
         // SAFETY: both handles are live: `stream` is borrowed and keeps its context, the
         // event's (checked above), alive.
+        unsafe { result::event::record(self.raw, stream.raw()) }.call("cuEventRecord")
+    }
+
+    /// Captures the work enqueued on `stream`, a stream known only by its handle (another
+    /// thread's: the watchdog's progress marker), so far.
+    pub(crate) fn record_on_borrowed(&self, stream: &BorrowedStream<'_>) -> Result<()> {
+        self.check(stream.context(), "cuEventRecord")?;
+        // SAFETY: both handles are live: `stream` by `BorrowedStream::new`'s contract for
+        // as long as it is borrowed, and the event with its context, which `stream`
+        // borrows (checked above).
         unsafe { result::event::record(self.raw, stream.raw()) }.call("cuEventRecord")
     }
 

@@ -198,6 +198,18 @@ impl<'a> BorrowedStream<'a> {
         unsafe { result::stream::synchronize(self.raw) }.call("cuStreamSynchronize")
     }
 
+    /// The stream's context.
+    #[inline]
+    pub(super) fn context(&self) -> &Arc<PrimaryContext> {
+        self.context
+    }
+
+    /// The driver's handle (live: `new`'s contract).
+    #[inline]
+    pub(super) fn raw(&self) -> sys::CUstream {
+        self.raw
+    }
+
     /// `true` when all work enqueued so far has completed, without blocking; `false`
     /// while it runs, and when the query fails (the synchronisation after the wait
     /// reports why).

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 
-use super::watched_streams::{wait_for_other_threads, WatchedStream};
+use super::watched_streams::{wait_for_other_threads, Lease, WatchedStream};
 use crate::device::watch::{OpenWatches, Watches};
 use crate::device::{Device, DeviceInner};
 use crate::driver::context::PrimaryContext;
@@ -193,11 +193,11 @@ impl LazyOpenScope {
     ///
     /// # Safety
     ///
-    /// `stream` must stay alive until this value is dropped, on this thread (the
-    /// out-of-memory recovery synchronises every listed stream), and every call passes
-    /// the same stream: the caller keeps this value in a scope that borrows the stream
-    /// for longer, out of the user's reach, so that it can be neither forgotten nor moved
-    /// to another thread.
+    /// `stream` is a stream of `device` and must stay alive until this value is dropped,
+    /// on this thread (the out-of-memory recovery synchronises every listed stream), and
+    /// every call passes the same stream: the caller keeps this value in a scope that
+    /// borrows the stream for longer, out of the user's reach, so that it can be neither
+    /// forgotten nor moved to another thread.
     #[inline]
     pub(crate) unsafe fn note_frees(
         &self,
@@ -206,10 +206,13 @@ impl LazyOpenScope {
         watches: Option<&Arc<Watches>>,
     ) {
         if let Some(watches) = watches {
-            // SAFETY: the stream outlives this value, which holds the entry (this
-            // function's contract).
-            self.watched
-                .get_or_init(|| unsafe { WatchedStream::list(&device.context, stream, watches) });
+            self.watched.get_or_init(|| {
+                // SAFETY: the stream is one of `device`'s and outlives this value (this
+                // function's contract), which holds the `WatchedStream` whose drop
+                // unlists the lease.
+                let lease = unsafe { Lease::list(&device.context, stream) };
+                WatchedStream::list(lease, &device.context, watches)
+            });
         }
         self.entry.get_or_init(|| {
             let entry = (device.device, stream.raw());

@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError, Weak};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::sys;
-
+use self::lease::InUse;
+pub(crate) use self::lease::Lease;
+use self::progress::ProgressMarker;
 use crate::device::watch::Watches;
 use crate::driver::context::PrimaryContext;
 use crate::driver::device::DeviceId;
-use crate::driver::stream::{BorrowedStream, RawStream};
 use crate::error::Result;
 
 /// How often the watchdog looks at the watched streams.
@@ -38,13 +38,10 @@ pub(crate) const WATCHDOG_GRACE: Duration = Duration::from_secs(5);
 struct Entry {
     id: u64,
     device: DeviceId,
-    /// The device's primary context, which the stream belongs to.
-    context: Arc<PrimaryContext>,
-    /// The stream's handle, as a number (a handle is not `Send`); a live stream for as
-    /// long as the entry is listed (see [`WatchedStream`]).
-    stream: usize,
     thread: ThreadId,
     watches: Weak<Watches>,
+    /// The stream, for other threads' driver calls on it.
+    lease: Arc<Lease>,
 }
 
 /// Every watched stream of the process's open scopes.
@@ -55,23 +52,19 @@ fn watched() -> MutexGuard<'static, Vec<Entry>> {
 }
 
 /// A scope's stream listed among the process's watched streams, with the scope's
-/// watches, until this value is dropped (under the list's lock, so that no other
-/// thread's query of the stream is under way then).
+/// watches, until this value is dropped (after any other thread's call on the stream
+/// has returned: [`Lease::unlist`]).
 pub(crate) struct WatchedStream {
     id: u64,
 }
 
 impl WatchedStream {
-    /// Lists `stream`, a stream of `device` on which this thread's scope issued a
-    /// collective watched by `watches`.
-    ///
-    /// # Safety
-    ///
-    /// `stream` stays alive until the returned value is dropped: the caller keeps it in
-    /// a scope that borrows the stream for longer, out of the user's reach.
-    pub(crate) unsafe fn list(
+    /// Lists `lease`'s stream, a stream of `context` on which this thread's scope issued
+    /// a collective watched by `watches`, until the returned value is dropped, which
+    /// unlists the lease.
+    pub(crate) fn list(
+        lease: Arc<Lease>,
         context: &Arc<PrimaryContext>,
-        stream: &RawStream,
         watches: &Arc<Watches>,
     ) -> WatchedStream {
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -81,10 +74,9 @@ impl WatchedStream {
         watched().push(Entry {
             id,
             device: context.device(),
-            context: Arc::clone(context),
-            stream: stream.raw() as usize,
             thread: std::thread::current().id(),
             watches: Arc::downgrade(watches),
+            lease,
         });
         WatchedStream { id }
     }
@@ -92,8 +84,25 @@ impl WatchedStream {
 
 impl Drop for WatchedStream {
     fn drop(&mut self) {
-        watched().retain(|entry| entry.id != self.id);
+        // Moved out of the list (no count of the lease or the watches taken), unlisted
+        // after the list's lock is released: the wait for a call under way holds up no
+        // one else.
+        let entry = {
+            let mut list = watched();
+            let at = list.iter().position(|entry| entry.id == self.id);
+            at.map(|at| list.swap_remove(at))
+        };
+        if let Some(entry) = entry {
+            entry.lease.unlist(&entry.watches);
+        }
     }
+}
+
+/// The lease of the stream listed as `id`, if it still is.
+fn lease_of(id: u64) -> Option<Arc<Lease>> {
+    let list = watched();
+    let entry = list.iter().find(|entry| entry.id == id)?;
+    Some(Arc::clone(&entry.lease))
 }
 
 /// Before a call that waits for the whole device of `context`: waits on the host for the
@@ -113,17 +122,17 @@ pub(crate) fn wait_for_other_threads(context: &Arc<PrimaryContext>) -> Result<()
 }
 
 /// `true` once the stream listed as `id` is idle (or its query failed: the device-wide
-/// call reports why), or no longer listed (its scope ended).
+/// call reports why), or no longer listed (its scope ended). A stream with a call under
+/// way on another thread (a marker's record) counts as busy, without waiting for that
+/// call, which can be held up for as long as the stream's work.
 fn is_idle_or_gone(id: u64) -> bool {
-    let list = watched();
-    let Some(entry) = list.iter().find(|entry| entry.id == id) else {
+    let Some(lease) = lease_of(id) else {
         return true;
     };
-    // SAFETY: a listed stream is alive (`WatchedStream::list`'s contract) until its entry
-    // is removed, which takes the lock this function holds until the query has returned;
-    // it is a stream of `entry.context`, listed with it.
-    let stream = unsafe { BorrowedStream::new(&entry.context, entry.stream as sys::CUstream) };
-    stream.is_idle()
+    match lease.try_with_stream(|stream, _| stream.is_idle()) {
+        Ok(idle) => idle.unwrap_or(true),
+        Err(InUse) => false,
+    }
 }
 
 /// Starts the watchdog thread ([`watchdog`]), unless `STREAM_CORE_NCCL_WATCHDOG` turns it
@@ -149,16 +158,19 @@ fn watchdog_wanted(setting: Option<&str>) -> bool {
 /// Every [`WATCHDOG_EVERY`], the watched streams whose thread is not waiting for them
 /// (a thread's own waits ask its watches) and which are still busy: their watches are
 /// asked as that thread's wait would ask them, after the time they have been busy
-/// unattended, so that a collective past its timeout, or one NCCL reports failed, is
-/// aborted (the abort handshake lets any thread abort: `driver/abort_handshake.rs`) and
-/// its stream drains; the scope's next wait, or its end, reports the error. What
-/// PyTorch's NCCL watchdog does, without the event pair per collective it records, and
-/// so with what a wait of that length would do: a stream kept busy longer than the
-/// timeout by work after a collective that completed, with its thread never waiting
-/// meanwhile, is taken for a hang too (a thread's waits, `Pending::wait` among them,
-/// start the count again). A thread blocked inside an NCCL call on the communicator (an
-/// enqueue behind a full queue) keeps the abort waiting as long: the handshake makes it
-/// only between calls.
+/// unattended with no progress, so that a collective past its timeout, or one NCCL
+/// reports failed, is aborted (the abort handshake lets any thread abort:
+/// `driver/abort_handshake.rs`) and its stream drains; the scope's next wait, or its end,
+/// reports the error. What PyTorch's NCCL watchdog does, without the event pair per
+/// collective it records: progress is told by a marker recorded on the stream itself
+/// (an event, `ProgressMarker`, recorded by a thread of its own), and once all the work
+/// enqueued before it has completed the count starts again. So a stream that its thread keeps feeding,
+/// without ever waiting, is not taken for a hang; a stream with more work queued ahead
+/// of a marker than the timeout, all of it completing, still is (only a marker recorded
+/// with each collective, at a cost on every call, would tell). A thread's waits,
+/// `Pending::wait` among them, start the count again too. A thread blocked inside an NCCL
+/// call on the communicator (an enqueue behind a full queue) keeps the abort waiting as
+/// long: the handshake makes it only between calls.
 fn watchdog() {
     let mut unattended = Unattended::default();
     let mut last = Instant::now();
@@ -170,46 +182,120 @@ fn watchdog() {
             .iter()
             .filter_map(|entry| Some((entry.id, entry.watches.upgrade()?)))
             .collect();
-        unattended.look(&listed, tick, is_idle_or_gone);
+        unattended.look(&listed, tick, &TheWatchedStreams);
     }
 }
 
-/// What the watchdog knows between two looks: per watched stream, the time it has been
-/// busy unattended since its thread's wait counted last.
-#[derive(Default)]
-struct Unattended(HashMap<u64, (Duration, usize)>);
+/// What a look asks about the listed streams: [`TheWatchedStreams`], the process's list;
+/// in the host tests, a stand-in.
+trait StreamsLookedAt {
+    /// A point in a stream's work, after all the work queued on it when it was asked for.
+    type Marker;
 
-impl Unattended {
-    /// One look, `tick` after the last, at the `listed` streams (`is_idle` tells a stream
-    /// idle, or gone): a stream whose thread waits now, or that is idle, starts again
-    /// from nothing; one whose thread waited since the last look too; the others' watches
-    /// are asked after their time busy unattended (a watch past its timeout aborts its
-    /// work, and the scope keeps its error).
-    fn look(
+    /// `true` when the stream listed as `id` is idle, or gone.
+    fn is_idle(&self, id: u64) -> bool;
+
+    /// A marker asked for on the stream listed as `id`; `None` when none can be.
+    fn mark(&self, id: u64) -> Option<Self::Marker>;
+
+    /// `Some(true)` once the work before `marker` has completed, `Some(false)` while it
+    /// runs (or while that cannot be told yet), `None` when the marker was lost.
+    fn passed(&self, marker: &Self::Marker) -> Option<bool>;
+}
+
+/// The process's watched streams, as the watchdog looks at them.
+struct TheWatchedStreams;
+
+impl StreamsLookedAt for TheWatchedStreams {
+    type Marker = ProgressMarker;
+
+    fn is_idle(&self, id: u64) -> bool {
+        is_idle_or_gone(id)
+    }
+
+    fn mark(&self, id: u64) -> Option<ProgressMarker> {
+        progress::request(lease_of(id)?)
+    }
+
+    fn passed(&self, marker: &ProgressMarker) -> Option<bool> {
+        marker.passed()
+    }
+}
+
+/// What the watchdog knows of one busy watched stream between two looks.
+struct Busy<M> {
+    /// Its time busy unattended, since its thread's wait counted last or its last marker
+    /// was seen passed.
+    busy: Duration,
+    /// Its thread's count of waits when it was last looked at.
+    waits: usize,
+    /// The marker recorded on it since, not yet passed.
+    marker: Option<M>,
+}
+
+/// What the watchdog knows between two looks: per busy watched stream, [`Busy`].
+struct Unattended<M>(HashMap<u64, Busy<M>>);
+
+impl<M> Default for Unattended<M> {
+    fn default() -> Self {
+        Unattended(HashMap::new())
+    }
+}
+
+impl<M> Unattended<M> {
+    /// One look, `tick` after the last, at the `listed` streams: a stream whose thread
+    /// waits now, or that is idle, starts again from nothing; one whose thread waited
+    /// since the last look, or whose marker has passed, too (and is marked again); the
+    /// others' watches are asked after their time busy unattended (a watch past its
+    /// timeout aborts its work, and the scope keeps its error).
+    fn look<S: StreamsLookedAt<Marker = M>>(
         &mut self,
         listed: &[(u64, Arc<Watches>)],
         tick: Duration,
-        is_idle: impl Fn(u64) -> bool,
+        streams: &S,
     ) {
         self.0
             .retain(|id, _| listed.iter().any(|(listed, _)| listed == id));
         for (id, watches) in listed {
-            if watches.is_polled() || is_idle(*id) {
+            if watches.is_polled() || streams.is_idle(*id) {
                 self.0.remove(id);
                 continue;
             }
             let waits = watches.waits();
             let busy = match self.0.get_mut(id) {
-                Some((busy, counted)) if *counted == waits => {
-                    *busy += tick;
-                    *busy
+                Some(known) if known.waits == waits => {
+                    let passed = known.marker.as_ref().map(|marker| streams.passed(marker));
+                    match passed {
+                        // All the work queued before the marker has completed, since the
+                        // last look: the stream moves, and what runs on it now began at
+                        // most a tick ago.
+                        Some(Some(true)) => {
+                            known.busy = Duration::ZERO;
+                            known.marker = streams.mark(*id);
+                        }
+                        Some(Some(false)) => known.busy += tick,
+                        // None asked for, or lost: asked for again.
+                        Some(None) | None => {
+                            known.busy += tick;
+                            known.marker = streams.mark(*id);
+                        }
+                    }
+                    known.busy
                 }
                 // Seen busy for the first time, or its thread waited since the last look:
                 // the count starts now, at nothing. The stream may have been busy for up
                 // to a tick already, but counting that tick could give up on it before
                 // its timeout.
                 _ => {
-                    self.0.insert(*id, (Duration::ZERO, waits));
+                    let marker = streams.mark(*id);
+                    self.0.insert(
+                        *id,
+                        Busy {
+                            busy: Duration::ZERO,
+                            waits,
+                            marker,
+                        },
+                    );
                     Duration::ZERO
                 }
             };
@@ -219,5 +305,7 @@ impl Unattended {
     }
 }
 
+mod lease;
+mod progress;
 #[cfg(test)]
 mod tests;

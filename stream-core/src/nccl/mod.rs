@@ -114,7 +114,10 @@
 //! **watchdog** meanwhile, a thread of the process (`memory/watched_streams.rs`) that
 //! every 10 ms looks at the watched streams whose thread is not waiting and, for one
 //! still busy, asks its watches as that thread's wait would, counting the time it has
-//! been busy unattended: a collective past its timeout, or one NCCL reports failed, is
+//! been busy unattended with no progress (an event it records on the stream tells when
+//! the work queued before it has completed; the count then starts again, so a stream its
+//! thread keeps feeding is not taken for a hang unless more than the timeout's worth of
+//! work is queued ahead): a collective past its timeout, or one NCCL reports failed, is
 //! aborted there (every NCCL call on a communicator enters an abort handshake, so that
 //! the abort is made only between the owner's calls: `driver/abort_handshake.rs`), and
 //! the scope's next wait or its end returns the error (`STREAM_CORE_NCCL_WATCHDOG=0`

@@ -301,10 +301,10 @@ impl<'s, 'env> Scope<'s, 'env> {
         if self.in_capture {
             return;
         }
-        // SAFETY: the scope borrows its stream for `'env`, longer than it lives, stays in
-        // its creator's frame on this thread (`branded`'s contract), and
-        // always passes its own stream, so the entries are dropped, on this thread, with
-        // the scope, before the stream can go.
+        // SAFETY: the scope borrows its stream (one of its device's: a `Stream` is made
+        // by its `Device`) for `'env`, longer than it lives, stays in its creator's frame
+        // on this thread (`branded`'s contract), and always passes its own stream, so the
+        // entries are dropped, on this thread, with the scope, before the stream can go.
         unsafe {
             self.open
                 .note_frees(&self.stream.device.inner, &self.stream.raw, watches)
