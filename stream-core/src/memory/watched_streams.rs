@@ -56,6 +56,8 @@ fn watched() -> MutexGuard<'static, Vec<Entry>> {
 /// has returned: [`Lease::unlist`]).
 pub(crate) struct WatchedStream {
     id: u64,
+    /// The lease, which the drop unlists whatever the list holds (`None` only then).
+    lease: Option<Arc<Lease>>,
 }
 
 impl WatchedStream {
@@ -76,24 +78,28 @@ impl WatchedStream {
             device: context.device(),
             thread: std::thread::current().id(),
             watches: Arc::downgrade(watches),
-            lease,
+            lease: Arc::clone(&lease),
         });
-        WatchedStream { id }
+        WatchedStream {
+            id,
+            lease: Some(lease),
+        }
     }
 }
 
 impl Drop for WatchedStream {
     fn drop(&mut self) {
-        // Moved out of the list (no count of the lease or the watches taken), unlisted
-        // after the list's lock is released: the wait for a call under way holds up no
-        // one else.
+        // Moved out of the list (its count of the watches kept for the wait below, no new
+        // one taken); the lease unlisted after the list's lock is released, so that the
+        // wait for a call under way holds up no one else.
         let entry = {
             let mut list = watched();
             let at = list.iter().position(|entry| entry.id == self.id);
             at.map(|at| list.swap_remove(at))
         };
-        if let Some(entry) = entry {
-            entry.lease.unlist(&entry.watches);
+        let watches = entry.map(|entry| entry.watches).unwrap_or_default();
+        if let Some(lease) = self.lease.take() {
+            lease.unlist(&watches);
         }
     }
 }
