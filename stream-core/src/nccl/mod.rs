@@ -111,8 +111,10 @@
 //!   them may abort their communicator).
 //!
 //! A thread that computes on the host does not wait, so its watches are asked by the
-//! **watchdog** meanwhile, a thread of the process (`memory/watched_streams.rs`) that
-//! every 10 ms looks at the watched streams whose thread is not waiting and, for one
+//! **watchdog** meanwhile, a thread of the process (`memory/watched_streams.rs`; named
+//! `stream-core-watchdog`, started by the first scope that issues a collective; its
+//! markers are recorded by `stream-core-markers`, started at the first) that every
+//! 10 ms looks at the watched streams whose thread is not waiting and, for one
 //! still busy, asks its watches as that thread's wait would, counting the time it has
 //! been busy unattended with no progress (an event it records on the stream tells when
 //! the work queued before it has completed; the count then starts again, so a stream its
