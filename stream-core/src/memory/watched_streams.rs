@@ -11,6 +11,11 @@
 //! collective past its timeout; if even that does not drain the stream (an abort waits
 //! for a call stuck inside NCCL), the wait gives up [`WATCHDOG_GRACE`] later with
 //! [`Error::HeldUpByAnotherThread`](crate::Error::HeldUpByAnotherThread).
+//!
+//! Beside this file: `lease.rs`, how a listed stream is lent to other threads for one
+//! driver call at a time (and why a look never waits for a call under way), and
+//! `progress.rs`, the watchdog's markers, which tell a stream that moves from one that
+//! hangs.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
