@@ -8,7 +8,9 @@
 //! its own calls are never under way then. A watchdog, aborting a collective whose owner
 //! computes on the host and never waits, must hand the abort over instead: every call
 //! on the communicator enters the handshake ([`enter`](AbortHandshake::enter)) and
-//! leaves it when NCCL has returned; [`abort`](AbortHandshake::abort) marks the
+//! leaves it when NCCL has returned (inside a group, the group's first call on it is
+//! kept until the group's end and covers the later ones: `nccl_comm.rs`'s
+//! `CollectiveCall`); [`abort`](AbortHandshake::abort) marks the
 //! communicator aborted (no call enters after it) and runs the abort at once if no call
 //! is under way, else the last call to leave runs it. One atomic word holds the mark and
 //! the count, so that every enter, leave and abort is ordered against the others

@@ -397,31 +397,50 @@ pub(super) fn enter(comm: &RawComm) -> Result<InCall<&CommControl>> {
 
 /// A collective's call inside its communicator's handshake, until NCCL is done with it:
 /// when the call returns, or, inside an open group, at the group's end, when NCCL makes
-/// the group's calls (`nccl_group::keep_until_end`).
+/// the group's calls (`nccl_group::keep_until_end`). In a group, the first call on a
+/// communicator enters its handshake and is kept until the end; the later ones on it are
+/// inside that (an `all_to_all` of two ranks makes four calls per rank: one entry, one
+/// allocation and one count of the communicator, where each call took its own).
 #[allow(
     dead_code,
     reason = "each guard is held for its drop, which leaves the handshake"
 )]
 enum CollectiveCall<'a> {
     Now(InCall<&'a CommControl>),
-    Grouped(InCall<Arc<CommControl>>),
+    /// The group's first call on the communicator `.1` names (`nccl_group::keeps`).
+    Grouped(InCall<Arc<CommControl>>, usize),
+    /// A later call on it in the same group: inside the handshake the group keeps.
+    Covered,
 }
 
 impl<'a> CollectiveCall<'a> {
     #[inline(always)]
     fn enter(comm: &'a RawComm) -> Result<Self> {
-        let call = match nccl_group::is_open() {
-            false => AbortHandshake::enter(&*comm.control).map(CollectiveCall::Now),
-            true => AbortHandshake::enter(Arc::clone(&comm.control)).map(CollectiveCall::Grouped),
-        };
-        call.ok_or_else(aborted)
+        if !nccl_group::is_open() {
+            return AbortHandshake::enter(&*comm.control)
+                .map(CollectiveCall::Now)
+                .ok_or_else(aborted);
+        }
+        let key = Arc::as_ptr(&comm.control) as usize;
+        if nccl_group::keeps(key) {
+            // The group keeps a call on this communicator inside its handshake until the
+            // group's end, so no abort frees it before; a call after an abort was asked
+            // for is refused, as the handshake refuses it.
+            return match comm.control.handshake().is_aborted() {
+                true => Err(aborted()),
+                false => Ok(CollectiveCall::Covered),
+            };
+        }
+        AbortHandshake::enter(Arc::clone(&comm.control))
+            .map(|call| CollectiveCall::Grouped(call, key))
+            .ok_or_else(aborted)
     }
 
     /// The call returned: it leaves the handshake, or is kept for the group's end.
     #[inline(always)]
     fn returned(self) {
-        if let CollectiveCall::Grouped(call) = self {
-            nccl_group::keep_until_end(Box::new(call));
+        if let CollectiveCall::Grouped(call, key) = self {
+            nccl_group::keep_until_end(key, Box::new(call));
         }
     }
 }

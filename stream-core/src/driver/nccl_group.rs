@@ -29,9 +29,11 @@ thread_local! {
     static OPEN: Cell<bool> = const { Cell::new(false) };
     /// The aborts asked for while [`OPEN`], made after the group's end.
     static DEFERRED: RefCell<Vec<DeferredAbort>> = const { RefCell::new(Vec::new()) };
-    /// The group's calls, each inside its communicator's abort handshake until NCCL
-    /// makes them at the group's end (an abort from another thread waits for that).
-    static CALLS: RefCell<Vec<GroupedCall>> = const { RefCell::new(Vec::new()) };
+    /// The group's calls inside their communicators' abort handshakes until NCCL makes
+    /// them at the group's end (an abort from another thread waits for that): one per
+    /// communicator, the first call on it, which covers the later ones, with its key
+    /// ([`keeps`]).
+    static CALLS: RefCell<Vec<(usize, GroupedCall)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// An abort kept for the group's end.
@@ -40,9 +42,18 @@ type DeferredAbort = Box<dyn FnOnce()>;
 /// A grouped call's place in its communicator's handshake (`nccl_comm.rs`), erased.
 pub(super) type GroupedCall = Box<dyn Any>;
 
-/// Keeps `call` until the end of the group open on this thread.
-pub(super) fn keep_until_end(call: GroupedCall) {
-    CALLS.with(|calls| calls.borrow_mut().push(call));
+/// Keeps `call`, a call on the communicator `key` names, until the end of the group open
+/// on this thread.
+pub(super) fn keep_until_end(key: usize, call: GroupedCall) {
+    CALLS.with(|calls| calls.borrow_mut().push((key, call)));
+}
+
+/// `true` when the group open on this thread keeps a call on the communicator `key`
+/// names: the address of what holds its handshake, which the kept call holds, so that no
+/// other communicator's can take that address before the group's end.
+#[inline]
+pub(super) fn keeps(key: usize) -> bool {
+    CALLS.with(|calls| calls.borrow().iter().any(|(kept, _)| *kept == key))
 }
 
 /// `true` while this thread has a group open (between `group_start` and `group_end`).
@@ -60,7 +71,7 @@ pub(super) fn opened() {
 /// while the group was open, to be made now, and the group's calls, made, to leave their
 /// handshakes (after the group is marked closed, so that an abort their leaving runs is
 /// made at once).
-pub(super) fn closed() -> (Vec<DeferredAbort>, Vec<GroupedCall>) {
+pub(super) fn closed() -> (Vec<DeferredAbort>, Vec<(usize, GroupedCall)>) {
     OPEN.with(|open| open.set(false));
     let aborts = DEFERRED.with(|deferred| std::mem::take(&mut *deferred.borrow_mut()));
     let calls = CALLS.with(|calls| std::mem::take(&mut *calls.borrow_mut()));
@@ -81,7 +92,7 @@ pub(super) fn defer_abort_if_in_group<A: FnOnce() + 'static>(abort: A) -> Option
 
 #[cfg(test)]
 mod tests {
-    use super::{closed, defer_abort_if_in_group, opened};
+    use super::{closed, defer_abort_if_in_group, keep_until_end, keeps, opened};
     use std::cell::Cell;
     use std::rc::Rc;
 
@@ -110,5 +121,31 @@ mod tests {
         );
         opened();
         assert!(closed().0.is_empty(), "a new group deferred nothing");
+    }
+
+    /// A kept call is found by its communicator's key until the group's end, which hands
+    /// it back (to leave its handshake) and keeps nothing for the next group.
+    #[test]
+    fn a_kept_call_covers_its_communicator_until_the_groups_end() {
+        let left = Rc::new(Cell::new(0));
+        struct Leaves(Rc<Cell<usize>>);
+        impl Drop for Leaves {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() + 1);
+            }
+        }
+        opened();
+        assert!(!keeps(1), "nothing kept yet");
+        keep_until_end(1, Box::new(Leaves(Rc::clone(&left))));
+        assert!(keeps(1));
+        assert!(!keeps(2), "another communicator is not covered");
+        let (_, calls) = closed();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(left.get(), 0, "left only when the caller drops it");
+        drop(calls);
+        assert_eq!(left.get(), 1);
+        opened();
+        assert!(!keeps(1), "the next group keeps nothing of the last");
+        assert!(closed().1.is_empty());
     }
 }
