@@ -79,12 +79,18 @@ impl Lease {
         &self,
         f: impl FnOnce(&BorrowedStream<'_>, &Arc<PrimaryContext>) -> R,
     ) -> Result<Option<R>, InUse> {
-        let listed = match self.listed.try_lock() {
-            Ok(listed) => listed,
-            Err(TryLockError::Poisoned(listed)) => listed.into_inner(),
-            Err(TryLockError::WouldBlock) => return Err(InUse),
-        };
+        let listed = self.try_listed().ok_or(InUse)?;
         Ok(self.lend(&listed, f))
+    }
+
+    /// The lease's lock, unless another thread's call holds it (a poisoned lock is taken:
+    /// `listed` is a plain value, valid whatever a panic interrupted).
+    fn try_listed(&self) -> Option<MutexGuard<'_, Option<Arc<PrimaryContext>>>> {
+        match self.listed.try_lock() {
+            Ok(listed) => Some(listed),
+            Err(TryLockError::Poisoned(listed)) => Some(listed.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 
     /// `f` called with the stream under `listed`, the lease's lock held, if it is listed.
@@ -114,20 +120,16 @@ impl Lease {
     /// each is waited for so. Once a watch has given up, the stream drains and the
     /// records return, so the lock is waited for plainly.
     pub(super) fn unlist(self: Arc<Self>, watches: &Weak<Watches>) {
-        let in_use = || matches!(self.listed.try_lock(), Err(TryLockError::WouldBlock));
         let mut listed = loop {
-            match self.listed.try_lock() {
-                Ok(listed) => break listed,
-                Err(TryLockError::Poisoned(listed)) => break listed.into_inner(),
-                Err(TryLockError::WouldBlock) => {
-                    let given_up = match watches.upgrade() {
-                        Some(watches) => watches.poll(|| !in_use()).is_err(),
-                        None => true,
-                    };
-                    if given_up {
-                        break self.listed.lock().unwrap_or_else(PoisonError::into_inner);
-                    }
-                }
+            if let Some(listed) = self.try_listed() {
+                break listed;
+            }
+            let given_up = match watches.upgrade() {
+                Some(watches) => watches.poll(|| self.try_listed().is_some()).is_err(),
+                None => true,
+            };
+            if given_up {
+                break self.listed.lock().unwrap_or_else(PoisonError::into_inner);
             }
         };
         *listed = None;
