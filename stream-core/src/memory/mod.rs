@@ -18,7 +18,7 @@ mod stream_range;
 pub(crate) mod view;
 mod watched_streams;
 #[cfg(test)]
-pub(crate) use watched_streams::WATCHDOG_GRACE;
+pub(crate) use watched_streams::{test_hooks as watched_stream_hooks, WATCHDOG_GRACE};
 
 pub use buffer::DeviceBuffer;
 pub use device_vec::DeviceVec;

@@ -316,6 +316,34 @@ impl<M> Unattended<M> {
     }
 }
 
+/// For the GPU tests above `memory/` (a watched stream needs a scope): a look at a
+/// listed stream while another thread's call on it is under way.
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    use super::{is_idle_or_gone, lease_of, watched};
+
+    /// The id of a stream that a scope open on this thread listed, if one did.
+    pub(crate) fn listed_on_this_thread() -> Option<u64> {
+        let this_thread = std::thread::current().id();
+        let list = watched();
+        list.iter()
+            .find(|entry| entry.thread == this_thread)
+            .map(|entry| entry.id)
+    }
+
+    /// `f`, run under the lease of the stream listed as `id`, as a marker's record under
+    /// way holds it; `None` if the stream is not listed.
+    pub(crate) fn holding_its_lease<R>(id: u64, f: impl FnOnce() -> R) -> Option<R> {
+        lease_of(id)?.with_stream(|_, _| f())
+    }
+
+    /// What the watchdog's look, and another thread's wait before a call that waits for
+    /// the whole device, find: `true` when the stream is idle or no longer listed.
+    pub(crate) fn looks_idle_or_gone(id: u64) -> bool {
+        is_idle_or_gone(id)
+    }
+}
+
 mod lease;
 mod progress;
 #[cfg(test)]

@@ -329,4 +329,5 @@ fn a_managed_vec_dropped_while_unwinding_behind_a_stalled_watched_stream_is_boun
 
 mod beside_another_threads_stall;
 mod fed_without_a_wait;
+mod lent_stream;
 mod other_threads;
