@@ -199,7 +199,7 @@ const DRIVER_FILE_USES: &[(&str, &[&str])] = &[
         &["launch", "module", "stream", "context", "versions"],
     ),
     ("nccl_abort", &["context"]),
-    ("nccl_group", &[]),
+    ("nccl_group", &["abort_handshake"]),
     ("nccl_user_op", &[]),
     ("nccl", &["nccl_group", "nccl_user_op"]),
     (

@@ -178,10 +178,10 @@ pub(crate) fn group_start() -> Result<()> {
 /// abort concurrently with the communicator's other calls.
 pub(crate) fn group_end() -> Result<()> {
     let ended = check("ncclGroupEnd", result::group_end(), None);
-    let (aborts, calls) = nccl_group::closed();
+    let aborts = nccl_group::closed();
     // NCCL has made the group's calls: they leave their communicators' handshakes (the
     // last call of one whose abort another thread asked for makes that abort now).
-    drop(calls);
+    nccl_group::leave_calls();
     for abort in aborts {
         abort();
     }

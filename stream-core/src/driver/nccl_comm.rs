@@ -399,8 +399,10 @@ pub(super) fn enter(comm: &RawComm) -> Result<InCall<&CommControl>> {
 /// when the call returns, or, inside an open group, at the group's end, when NCCL makes
 /// the group's calls (`nccl_group::keep_until_end`). In a group, the first call on a
 /// communicator enters its handshake and is kept until the end; the later ones on it are
-/// inside that (an `all_to_all` of two ranks makes four calls per rank: one entry, one
-/// allocation and one count of the communicator, where each call took its own).
+/// inside that (an `all_to_all` of two ranks makes four calls per rank: one entry and
+/// one count of the communicator, where each call took its own, and no allocation: the
+/// kept call holds the control as an `Arc<dyn HoldsHandshake>`, in a list that keeps its
+/// capacity).
 #[allow(
     dead_code,
     reason = "each guard is held for its drop, which leaves the handshake"
@@ -408,7 +410,7 @@ pub(super) fn enter(comm: &RawComm) -> Result<InCall<&CommControl>> {
 enum CollectiveCall<'a> {
     Now(InCall<&'a CommControl>),
     /// The group's first call on the communicator `.1` names (`nccl_group::keeps`).
-    Grouped(InCall<Arc<CommControl>>, usize),
+    Grouped(nccl_group::GroupedCall, usize),
     /// A later call on it in the same group: inside the handshake the group keeps.
     Covered,
 }
@@ -431,7 +433,8 @@ impl<'a> CollectiveCall<'a> {
                 false => Ok(CollectiveCall::Covered),
             };
         }
-        AbortHandshake::enter(Arc::clone(&comm.control))
+        let holder: Arc<dyn HoldsHandshake> = Arc::clone(&comm.control) as _;
+        AbortHandshake::enter(holder)
             .map(|call| CollectiveCall::Grouped(call, key))
             .ok_or_else(aborted)
     }
@@ -440,7 +443,7 @@ impl<'a> CollectiveCall<'a> {
     #[inline(always)]
     fn returned(self) {
         if let CollectiveCall::Grouped(call, key) = self {
-            nccl_group::keep_until_end(key, Box::new(call));
+            nccl_group::keep_until_end(key, call);
         }
     }
 }

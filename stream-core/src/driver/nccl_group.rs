@@ -21,8 +21,10 @@
 //! whose watch gives up returns its error at once; the scope's end, which synchronises,
 //! comes after the group's).
 
-use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use super::abort_handshake::{HoldsHandshake, InCall};
 
 thread_local! {
     /// `true` while this thread's group is open.
@@ -32,15 +34,17 @@ thread_local! {
     /// The group's calls inside their communicators' abort handshakes until NCCL makes
     /// them at the group's end (an abort from another thread waits for that): one per
     /// communicator, the first call on it, which covers the later ones, with its key
-    /// ([`keeps`]).
+    /// ([`keeps`]). Emptied one call at a time ([`leave_calls`]), so that it keeps its
+    /// capacity from one group to the next.
     static CALLS: RefCell<Vec<(usize, GroupedCall)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// An abort kept for the group's end.
 type DeferredAbort = Box<dyn FnOnce()>;
 
-/// A grouped call's place in its communicator's handshake (`nccl_comm.rs`), erased.
-pub(super) type GroupedCall = Box<dyn Any>;
+/// A grouped call's place in its communicator's handshake (`nccl_comm.rs`), through
+/// the communicator's control as a `dyn` holder (unsized in place: no allocation).
+pub(super) type GroupedCall = InCall<Arc<dyn HoldsHandshake>>;
 
 /// Keeps `call`, a call on the communicator `key` names, until the end of the group open
 /// on this thread.
@@ -68,14 +72,21 @@ pub(super) fn opened() {
 }
 
 /// After `ncclGroupEnd` on this thread (whatever it returned): the aborts asked for
-/// while the group was open, to be made now, and the group's calls, made, to leave their
-/// handshakes (after the group is marked closed, so that an abort their leaving runs is
-/// made at once).
-pub(super) fn closed() -> (Vec<DeferredAbort>, Vec<(usize, GroupedCall)>) {
+/// while the group was open, to be made now. The group's calls are still kept: they
+/// leave with [`leave_calls`], after this (so that an abort their leaving runs is made
+/// at once, the group being marked closed).
+pub(super) fn closed() -> Vec<DeferredAbort> {
     OPEN.with(|open| open.set(false));
-    let aborts = DEFERRED.with(|deferred| std::mem::take(&mut *deferred.borrow_mut()));
-    let calls = CALLS.with(|calls| std::mem::take(&mut *calls.borrow_mut()));
-    (aborts, calls)
+    DEFERRED.with(|deferred| std::mem::take(&mut *deferred.borrow_mut()))
+}
+
+/// The group's calls, made by NCCL, leave their communicators' handshakes: each is
+/// dropped outside the list's borrow (the last call to leave a communicator whose
+/// abort was asked for makes that abort, which may look at this thread's group).
+pub(super) fn leave_calls() {
+    while let Some(call) = CALLS.with(|calls| calls.borrow_mut().pop()) {
+        drop(call);
+    }
 }
 
 /// Called by an abort that is to be made now, after the communicator was marked
@@ -92,9 +103,12 @@ pub(super) fn defer_abort_if_in_group<A: FnOnce() + 'static>(abort: A) -> Option
 
 #[cfg(test)]
 mod tests {
-    use super::{closed, defer_abort_if_in_group, keep_until_end, keeps, opened};
+    use super::{closed, defer_abort_if_in_group, keep_until_end, keeps, leave_calls, opened};
+    use crate::driver::abort_handshake::{AbortHandshake, Aborted, HoldsHandshake};
     use std::cell::Cell;
     use std::rc::Rc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
     /// An abort asked for while a group is open waits for the group's end (and is made
     /// then, once); outside a group, and after its end, aborts are made at once.
@@ -110,8 +124,8 @@ mod tests {
         assert!(defer_abort_if_in_group(abort()).is_none(), "a group open");
         assert!(defer_abort_if_in_group(abort()).is_none(), "a second one");
         assert_eq!(made.get(), 0);
-        let (deferred, calls) = closed();
-        assert!(calls.is_empty());
+        let deferred = closed();
+        leave_calls();
         assert_eq!(deferred.len(), 2);
         deferred.into_iter().for_each(|abort| abort());
         assert_eq!(made.get(), 2);
@@ -120,32 +134,49 @@ mod tests {
             "the group ended"
         );
         opened();
-        assert!(closed().0.is_empty(), "a new group deferred nothing");
+        assert!(closed().is_empty(), "a new group deferred nothing");
     }
 
-    /// A kept call is found by its communicator's key until the group's end, which hands
-    /// it back (to leave its handshake) and keeps nothing for the next group.
+    /// A kept call is found by its communicator's key until the group's end, holds its
+    /// communicator's handshake until it leaves after that end (an abort asked for
+    /// meanwhile runs then, once), and nothing of it is kept for the next group.
     #[test]
     fn a_kept_call_covers_its_communicator_until_the_groups_end() {
-        let left = Rc::new(Cell::new(0));
-        struct Leaves(Rc<Cell<usize>>);
-        impl Drop for Leaves {
-            fn drop(&mut self) {
-                self.0.set(self.0.get() + 1);
+        let control: Arc<dyn HoldsHandshake> = Arc::new(AbortHandshake::default());
+        let aborts = Arc::new(AtomicUsize::new(0));
+        let abort = {
+            let aborts = Arc::clone(&aborts);
+            move || {
+                aborts.fetch_add(1, Ordering::SeqCst);
             }
-        }
+        };
         opened();
         assert!(!keeps(1), "nothing kept yet");
-        keep_until_end(1, Box::new(Leaves(Rc::clone(&left))));
+        let call = AbortHandshake::enter(Arc::clone(&control)).expect("not aborted");
+        keep_until_end(1, call);
         assert!(keeps(1));
         assert!(!keeps(2), "another communicator is not covered");
-        let (_, calls) = closed();
-        assert_eq!(calls.len(), 1);
-        assert_eq!(left.get(), 0, "left only when the caller drops it");
-        drop(calls);
-        assert_eq!(left.get(), 1);
+        let asked = control.handshake().abort(abort);
+        assert_eq!(
+            asked,
+            Aborted::WhenTheCallsLeave,
+            "the kept call is under way"
+        );
+        assert!(closed().is_empty());
+        assert!(
+            keeps(1),
+            "kept until the calls leave, after the group's end"
+        );
+        assert_eq!(aborts.load(Ordering::SeqCst), 0);
+        leave_calls();
+        assert_eq!(
+            aborts.load(Ordering::SeqCst),
+            1,
+            "the last call out made the abort"
+        );
         opened();
         assert!(!keeps(1), "the next group keeps nothing of the last");
-        assert!(closed().1.is_empty());
+        assert!(closed().is_empty());
+        leave_calls();
     }
 }

@@ -191,11 +191,14 @@ fn note_grouped(ledger: &Arc<Ledger>) {
 /// calls the ledgers recorded in it may not have been issued, so their numbering may no
 /// longer be NCCL's, and each of them is broken with `ended`'s error.
 pub(crate) fn group_ended(ended: &Result<()>) {
+    let Err(error) = ended else {
+        // Emptied in place: the list keeps its capacity for the next group.
+        GROUPED.with(|g| g.borrow_mut().clear());
+        return;
+    };
     let grouped = GROUPED.with(|g| std::mem::take(&mut *g.borrow_mut()));
-    if let Err(error) = ended {
-        for ledger in grouped.iter().filter_map(Weak::upgrade) {
-            ledger.lock().strand_with(|| error.clone());
-        }
+    for ledger in grouped.iter().filter_map(Weak::upgrade) {
+        ledger.lock().strand_with(|| error.clone());
     }
 }
 

@@ -35,10 +35,22 @@ thread_local! {
     static UNPAIRED: RefCell<Vec<Unpaired>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The entries [`clear`] keeps, emptied, for the next groups: their queues keep their
+/// capacity, so a group's sends to itself allocate nothing after the first such group
+/// (an `all_to_all` makes one every call).
+const ENTRIES_KEPT: usize = 8;
+
 /// Forgets every unpaired half: called when a group opens and when it ends (NCCL
 /// forgets them then too).
 pub(crate) fn clear() {
-    UNPAIRED.with(|u| u.borrow_mut().clear());
+    UNPAIRED.with(|u| {
+        let mut all = u.borrow_mut();
+        all.truncate(ENTRIES_KEPT);
+        for unpaired in all.iter_mut() {
+            unpaired.sends.clear();
+            unpaired.recvs.clear();
+        }
+    });
 }
 
 /// Records `half`, of `bytes` bytes, on the communicator identified by `comm`, inside
@@ -51,7 +63,16 @@ pub(crate) fn clear() {
 pub(crate) fn pair(comm: usize, half: Half, bytes: usize) -> Result<()> {
     UNPAIRED.with(|u| {
         let mut all = u.borrow_mut();
-        let index = match all.iter().position(|p| p.comm == comm) {
+        // This communicator's entry, else an empty one (an entry with nothing unpaired
+        // holds nothing of its communicator), else a new one.
+        let found = all.iter().position(|p| p.comm == comm).or_else(|| {
+            let empty = all
+                .iter()
+                .position(|p| p.sends.is_empty() && p.recvs.is_empty())?;
+            all[empty].comm = comm;
+            Some(empty)
+        });
+        let index = match found {
             Some(i) => i,
             None => {
                 all.push(Unpaired {
@@ -109,6 +130,28 @@ mod tests {
         // Every pair is complete: a new receive waits for its send.
         pair(1, Half::Recv, 4).unwrap();
         pair(1, Half::Send, 4).unwrap();
+        clear();
+    }
+
+    /// An entry whose pairs are all complete is reused by another communicator, and
+    /// the halves of the two never meet; the entries outlive a group's end emptied.
+    #[test]
+    fn an_emptied_entry_serves_another_communicator_alone() {
+        clear();
+        pair(1, Half::Send, 16).unwrap();
+        pair(1, Half::Recv, 16).unwrap();
+        // Communicator 1 has nothing unpaired: its entry goes to communicator 2.
+        pair(2, Half::Recv, 8).unwrap();
+        // Communicator 1's send does not meet 2's receive (which it would refuse).
+        pair(1, Half::Send, 32).unwrap();
+        pair(2, Half::Send, 8).unwrap();
+        assert!(pair(1, Half::Recv, 8).is_err(), "1's send of 32 waits");
+        pair(1, Half::Recv, 32).unwrap();
+        pair(3, Half::Send, 4).unwrap();
+        clear();
+        // Emptied by the end: a receive of another length starts a new pair.
+        pair(3, Half::Recv, 64).unwrap();
+        pair(3, Half::Send, 64).unwrap();
         clear();
     }
 
