@@ -16,7 +16,7 @@
 //! of them, would otherwise hold the thread forever.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -46,6 +46,12 @@ pub(crate) trait StreamWatch: Send + Sync {
         Ok(())
     }
 
+    /// `false` when [`verdict`](Self::verdict) is `Ok` whatever happens (the scope's end
+    /// then does not ask it).
+    fn may_object(&self) -> bool {
+        false
+    }
+
     /// What [`check`](Self::check) would give up with after `waited`, without making the
     /// work stop: asked by another thread's call that waits for the whole device while
     /// the scope's own thread is not waiting ([`Watches::wait_unattended`]). Only the
@@ -64,6 +70,12 @@ type WatchList = Vec<Arc<dyn StreamWatch>>;
 pub(crate) struct Watches {
     list: Mutex<WatchList>,
     gave_up: Mutex<Option<Error>>,
+    /// `true` once [`gave_up`](Self::gave_up) holds an error: every scope's end asks,
+    /// almost always of a set that never gave up, and this answers without the lock.
+    any_gave_up: AtomicBool,
+    /// `true` once a watch that [may object](StreamWatch::may_object) was added: the
+    /// scope's end asks for a [`verdict`](Self::verdict) only then.
+    any_may_object: AtomicBool,
     /// How many waits of the scope's thread poll these watches now (one at most; a
     /// count so that nesting cannot clear it early): while one does, the watches will
     /// give up in time, and another thread's wait leaves that to it.
@@ -116,6 +128,9 @@ impl Watches {
     pub(crate) fn add(&self, watch: &Arc<dyn StreamWatch>) {
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         if !list.iter().any(|w| Arc::ptr_eq(w, watch)) {
+            if watch.may_object() {
+                self.any_may_object.store(true, Ordering::Release);
+            }
             list.push(Arc::clone(watch));
         }
     }
@@ -142,7 +157,15 @@ impl Watches {
     /// kept: see [`gave_up`](Self::gave_up)); once `done`, the error a watch gave up with
     /// before, if one did (the watchdog's, while the thread was not waiting: the work
     /// drained because it was aborted).
-    pub(crate) fn poll(&self, done: impl FnMut() -> bool) -> Result<()> {
+    pub(crate) fn poll(&self, mut done: impl FnMut() -> bool) -> Result<()> {
+        if done() {
+            // Complete at the first look, as at most scopes' ends: the loop below asks no
+            // watch either when its first look finds the work done, so skip its setup
+            // (the list's copy, the clock); still a wait of this thread, which the
+            // watchdog counts.
+            self.waits.fetch_add(1, Ordering::Relaxed);
+            return self.gave_up().map_or(Ok(()), Err);
+        }
         let list = self.list();
         let _polling = Polling::start(self);
         #[cfg(test)]
@@ -208,6 +231,9 @@ impl Watches {
     /// The first watch's [`StreamWatch::verdict`] that is an `Err`, if any: asked at the
     /// scope's end, after its work completed.
     pub(crate) fn verdict(&self) -> Option<Error> {
+        if !self.any_may_object.load(Ordering::Acquire) {
+            return None;
+        }
         self.list
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -220,11 +246,15 @@ impl Watches {
         let mut gave_up = self.gave_up.lock().unwrap_or_else(PoisonError::into_inner);
         if gave_up.is_none() {
             *gave_up = Some(error.clone());
+            self.any_gave_up.store(true, Ordering::Release);
         }
     }
 
     /// The first error a watch of this set gave up with, if one did.
     pub(crate) fn gave_up(&self) -> Option<Error> {
+        if !self.any_gave_up.load(Ordering::Acquire) {
+            return None;
+        }
         self.gave_up
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

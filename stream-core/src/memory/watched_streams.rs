@@ -81,7 +81,7 @@ impl WatchedStream {
         watched().push(Entry {
             id,
             device: context.device(),
-            thread: std::thread::current().id(),
+            thread: this_thread(),
             watches: Arc::downgrade(watches),
             lease: Arc::clone(&lease),
         });
@@ -109,6 +109,16 @@ impl Drop for WatchedStream {
     }
 }
 
+/// This thread's id, kept by the thread: `std::thread::current()` clones the thread's
+/// handle (a count taken and given back) at every scope that lists its stream.
+fn this_thread() -> ThreadId {
+    thread_local! {
+        static ID: ThreadId = std::thread::current().id();
+    }
+    ID.try_with(|id| *id)
+        .unwrap_or_else(|_| std::thread::current().id())
+}
+
 /// The lease of the stream listed as `id`, if it still is.
 fn lease_of(id: u64) -> Option<Arc<Lease>> {
     let list = watched();
@@ -120,7 +130,7 @@ fn lease_of(id: u64) -> Option<Arc<Lease>> {
 /// watched streams of scopes open on other threads on that device, each for as long as
 /// [`Watches::wait_unattended`] allows. `Ok(())` at once when there are none.
 pub(crate) fn wait_for_other_threads(context: &Arc<PrimaryContext>) -> Result<()> {
-    let this_thread = std::thread::current().id();
+    let this_thread = this_thread();
     let others: Vec<(u64, Arc<Watches>)> = watched()
         .iter()
         .filter(|entry| entry.device == context.device() && entry.thread != this_thread)

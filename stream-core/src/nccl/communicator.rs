@@ -465,6 +465,11 @@ struct CommWatch {
 }
 
 impl StreamWatch for CommWatch {
+    fn may_object(&self) -> bool {
+        // Only a member with partners in this process keeps a ledger (`ledger.rs`).
+        self.ledger.is_some()
+    }
+
     fn verdict(&self) -> Result<()> {
         // Not aborted: the work completed, and the partner's may still be finishing
         // (an abort frees the buffers its kernel reads and writes: on 2x H200 that hung

@@ -203,3 +203,59 @@ fn a_wait_after_the_watchdog_gave_up_reports_its_error() {
     let waited = watches.poll(|| true);
     assert!(is_timed_out(&waited), "{waited:?}");
 }
+
+/// A poll whose first look finds the work done asks no watch (one that would give up at
+/// once stays unasked) and counts as a wait of the scope's thread for the watchdog.
+#[test]
+fn a_poll_that_finds_the_work_done_at_once_asks_no_watch_and_counts_a_wait() {
+    let watch = GivesUpAfter::new(Duration::ZERO);
+    let watches = open_with(&watch);
+    let waits = watches.waits();
+    assert!(watches.poll(|| true).is_ok());
+    assert_eq!(watch.checks(), 0);
+    assert_eq!(watches.waits(), waits + 1);
+    assert!(!watches.is_polled());
+    // Not done at the first look: the watch is asked, and gives up.
+    assert!(is_timed_out(&watches.poll(|| false)));
+    assert!(watch.checks() > 0);
+}
+
+/// A watch whose verdict is an error once the work completed.
+struct Objects {
+    may_object: bool,
+}
+
+impl StreamWatch for Objects {
+    fn check(&self, _: Duration) -> crate::Result<()> {
+        Ok(())
+    }
+
+    fn verdict(&self) -> crate::Result<()> {
+        Err(Error::CommunicatorAborted {
+            reason: "a test's verdict",
+        })
+    }
+
+    fn may_object(&self) -> bool {
+        self.may_object
+    }
+
+    fn overdue(&self, _: Duration) -> Option<Error> {
+        None
+    }
+}
+
+/// The scope's end asks for verdicts only of sets holding a watch that may object, and
+/// then gets its objection.
+#[test]
+fn a_verdict_is_asked_of_watches_that_may_object() {
+    let watches = Watches::open();
+    watches.add(&(Arc::new(Objects { may_object: false }) as Arc<dyn StreamWatch>));
+    assert!(watches.verdict().is_none(), "declared never to object");
+    watches.add(&(Arc::new(Objects { may_object: true }) as Arc<dyn StreamWatch>));
+    assert!(
+        matches!(watches.verdict(), Some(Error::CommunicatorAborted { .. })),
+        "{:?}",
+        watches.verdict()
+    );
+}
