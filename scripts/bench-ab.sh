@@ -13,7 +13,9 @@
 #
 # Arguments: the two binaries, the cases (`bench --case`), how many rounds of the pair,
 # and an extended regular expression for the rows to print (all rows when empty). Each
-# run's whole output goes to $OUT/<before|after>-<round>.log when $OUT is set.
+# run's whole output goes to $OUT/<before|after>-<round>.log when $OUT is set. At the end,
+# per row: the median of ours/raw over the rounds of each side, with the lowest and the
+# highest.
 set -euo pipefail
 if [[ $# -lt 4 ]]; then
     sed -n '2,16p' "$0" >&2
@@ -34,6 +36,23 @@ for ((round = 1; round <= rounds; round++)); do
         fi
         echo "== $side $round"
         # The per-row lines (two spaces, the case, a colon), without the spread.
-        grep -E "^  [a-z_-]+: " "$log" | grep -E "${rows:-.}" | sed -E 's/ \(min.*//'
+        grep -E "^  [a-z_-]+: " "$log" | grep -E "${rows:-.}" | sed -E 's/ \(min.*//' |
+            tee -a "$logs/rows-$side.txt"
     done
 done
+echo "== ours/raw per row over the rounds: median (lowest-highest)"
+for side in before after; do
+    [[ -f $logs/rows-$side.txt ]] || continue
+    sed -nE 's/^  (.*\]): .*ours\/raw ([0-9.]+)x.*/\1\t\2/p' "$logs/rows-$side.txt" |
+        sort -t$'\t' -k1,1 -k2,2n |
+        awk -F'\t' -v side="$side" '
+            function flush() {
+                if (n == 0) return
+                m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+                printf "%s\t%s\t  %-6s %.3fx (%.3fx-%.3fx, %d rounds)\n", row,
+                    (side == "before") ? 1 : 2, side, m, v[1], v[n], n
+            }
+            $1 != row { flush(); row = $1; n = 0 }
+            { v[++n] = $2 }
+            END { flush() }'
+done | sort -t$'\t' -k1,1 -k2,2n -s | awk -F'\t' '$1 != last { print $1; last = $1 } { print $3 }'
