@@ -15,7 +15,7 @@
 //! housekeeping stream may wait for one of them; a collective whose peer died, on one
 //! of them, would otherwise hold the thread forever.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -104,9 +104,15 @@ impl Drop for Polling<'_> {
 
 thread_local! {
     /// The watches of the scopes open on this thread (see [`Watches::open`]). Weak: a
-    /// scope's end drops its watches, and an entry whose scope has ended is skipped, then
-    /// removed by the next [`Watches::open`].
+    /// scope's end takes its entry off ([`Watches::release`]); one whose scope ended on
+    /// another thread (an owned scope's, at its completion) is skipped, then removed by
+    /// the next [`Watches::open`].
     static OPEN: RefCell<Vec<Weak<Watches>>> = const { RefCell::new(Vec::new()) };
+
+    /// The watches of this thread's last scope that ended holding the only count of
+    /// them ([`Watches::release`]), emptied, for its next scope's [`Watches::open`]: a
+    /// scope with a collective then allocates neither the set nor its list.
+    static SPARE: Cell<Option<Arc<Watches>>> = const { Cell::new(None) };
 }
 
 impl Watches {
@@ -114,7 +120,11 @@ impl Watches {
     /// open watches for as long as the scope keeps them (the scope's frame): an
     /// out-of-memory retry on this thread then waits for any stream within their bounds.
     pub(crate) fn open() -> Arc<Watches> {
-        let watches = Arc::new(Watches::default());
+        let watches = SPARE
+            .try_with(Cell::take)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         // Fails only while the thread is being torn down; the retry then waits unbounded.
         let _ = OPEN.try_with(|open| {
             let mut open = open.borrow_mut();
@@ -122,6 +132,32 @@ impl Watches {
             open.push(Arc::downgrade(&watches));
         });
         watches
+    }
+
+    /// At the end of the scope that opened `watches` (its last use of them): takes them
+    /// off this thread's open watches, and keeps them, emptied, for the thread's next
+    /// [`open`](Self::open) when nothing else holds them (no other thread's wait, no
+    /// list's entry); else they are dropped with their last count, as before.
+    pub(crate) fn release(mut watches: Arc<Watches>) {
+        let _ = OPEN.try_with(|open| {
+            let mut open = open.borrow_mut();
+            let this = Arc::as_ptr(&watches);
+            if let Some(at) = open.iter().rposition(|w| std::ptr::eq(w.as_ptr(), this)) {
+                open.swap_remove(at);
+            }
+        });
+        let Some(only) = Arc::get_mut(&mut watches) else {
+            return;
+        };
+        // Emptied outside the thread-locals' borrows: a watch dropped here may hold the
+        // last count of its communicator, whose drop destroys it.
+        let mut list = std::mem::take(only.list.get_mut().unwrap_or_else(PoisonError::into_inner));
+        list.clear();
+        *only = Watches {
+            list: Mutex::new(list),
+            ..Watches::default()
+        };
+        let _ = SPARE.try_with(|spare| spare.set(Some(watches)));
     }
 
     /// Adds `watch` (the same `Arc` again is not added twice).

@@ -210,5 +210,14 @@ impl Outstanding {
     }
 }
 
+impl Drop for Outstanding {
+    /// The scope has ended: its watches go back to its thread (`Watches::release`).
+    fn drop(&mut self) {
+        if let Some(watches) = self.watches.take() {
+            Watches::release(watches);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -259,3 +259,41 @@ fn a_verdict_is_asked_of_watches_that_may_object() {
         watches.verdict()
     );
 }
+
+/// A scope's watches released on its thread with nothing else holding them serve the
+/// thread's next scope, emptied (no watch, no kept error, no verdict to ask), and are
+/// off the thread's open watches in between.
+#[test]
+fn released_watches_serve_the_next_scope_emptied() {
+    let watch = GivesUpAfter::new(Duration::ZERO);
+    let first = open_with(&watch);
+    assert!(is_timed_out(&first.poll(|| false)), "kept an error");
+    first.add(&(Arc::new(Objects { may_object: true }) as Arc<dyn StreamWatch>));
+    let address = Arc::as_ptr(&first);
+    Watches::release(first);
+    assert!(OpenWatches::now().is_none(), "released: off the open list");
+    let next = Watches::open();
+    assert_eq!(Arc::as_ptr(&next), address, "the same allocation again");
+    assert!(next.gave_up().is_none());
+    assert!(next.verdict().is_none());
+    assert_eq!(next.waits(), 0);
+    assert!(next.list().is_empty());
+    // Open again: it bounds this thread's waits once a watch is added.
+    next.add(&(Arc::clone(&watch) as Arc<dyn StreamWatch>));
+    assert!(OpenWatches::now().is_some());
+    Watches::release(next);
+}
+
+/// Watches another holder still counts (another thread's wait, a list's entry) are not
+/// kept for reuse: the next scope gets a set of its own.
+#[test]
+fn watches_held_elsewhere_are_not_reused() {
+    let held = Watches::open();
+    let other = Arc::clone(&held);
+    let address = Arc::as_ptr(&held);
+    Watches::release(held);
+    let next = Watches::open();
+    assert_ne!(Arc::as_ptr(&next), address, "still held: not reused");
+    assert_eq!(Arc::strong_count(&other), 1);
+    Watches::release(next);
+}
