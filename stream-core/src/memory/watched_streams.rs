@@ -330,11 +330,11 @@ impl<M> Unattended<M> {
 /// listed stream while another thread's call on it is under way.
 #[cfg(test)]
 pub(crate) mod test_hooks {
-    use super::{is_idle_or_gone, lease_of, watched};
+    use super::{is_idle_or_gone, lease_of, this_thread, watched};
 
     /// The id of a stream that a scope open on this thread listed, if one did.
     pub(crate) fn listed_on_this_thread() -> Option<u64> {
-        let this_thread = std::thread::current().id();
+        let this_thread = this_thread();
         let list = watched();
         list.iter()
             .find(|entry| entry.thread == this_thread)
