@@ -7,8 +7,8 @@
 //! communicator's timeout; nothing past either rank's buffer is written, and the
 //! communicators refuse every later call. One thread per rank (`join`, with and without
 //! each device's pool granting the other access, what would let NCCL reach a peer's
-//! buffer directly), one thread for both (`for_devices`, in a group), and the ranks of
-//! a split.
+//! buffer directly), one thread for both (`for_devices`, in a group: an all_reduce, and
+//! an all_to_all_v whose blocks disagree), and the ranks of a split.
 //!
 //! Two GPUs (NCCL refuses two ranks on one); each scenario runs in a child process of
 //! this binary ([`CHILD_ENV`]), since it aborts communicators on purpose.
@@ -35,11 +35,13 @@ fn main() {
         &[
             ("lengths", lengths_child),
             ("grouped", grouped_child),
+            ("exchange", exchange_child),
             ("split", split_child),
         ],
         tests![
             threads_that_disagree_are_refused_at_once_and_write_nothing_past_their_buffers,
             one_thread_that_disagrees_with_itself_in_a_group_is_refused,
+            one_thread_whose_exchange_disagrees_with_itself_is_refused,
             the_ranks_of_a_split_are_compared_too,
         ],
     );
@@ -290,6 +292,90 @@ fn grouped_child() -> TestResult {
     println!("took_s = {:.3}", start.elapsed().as_secs_f64());
     println!("group = {}", variant_or_ok(&group));
     println!("scope = {}", variant_or_ok(&ended));
+    for (i, comm) in comms.iter().enumerate() {
+        println!("after{i} = {}", variant_or_ok(&comm.check()));
+    }
+    print_whether_the_device_still_works(&streams[0])
+}
+
+/// In a child, with two GPUs and one thread driving both (`for_devices`): in one group,
+/// each device's `all_to_all_v` (a send and a receive per device, each compared by the
+/// ledger as it is made), device 0's blocks [`SHORT`] long and device 1's twice as long,
+/// sent and expected alike: device 1's block for device 0 is longer than device 0
+/// receives. The group returns `RanksDisagree` within seconds, nothing past device 0's
+/// receive buffer changes, device 0's scope ends with the error, and both communicators
+/// refuse what comes next.
+fn one_thread_whose_exchange_disagrees_with_itself_is_refused() -> TestResult {
+    let _one_at_a_time = exclusive();
+    let out = run_self(
+        "one thread whose exchange disagrees with itself",
+        &[(CHILD_ENV, Some("exchange"))],
+        Duration::from_secs(90),
+    )?;
+    ensure!(out.status.success(), "the child failed.\n{out}");
+    out.expect("agreeing", "ok")?;
+    out.expect("group", "RanksDisagree")?;
+    out.expect("scope", "RanksDisagree")?;
+    out.expect("changed", "0")?;
+    for device in [0, 1] {
+        let after = out.value(&format!("after{device}"))?;
+        ensure!(
+            after != "ok",
+            "device {device}'s communicator went on: {after}"
+        );
+    }
+    let took: f64 = out.value("took_s")?.parse()?;
+    ensure!(took < 10.0, "the exchange took {took} s to end.\n{out}");
+    out.expect("device_still_works", "true")?;
+    Ok(())
+}
+
+/// See [`one_thread_whose_exchange_disagrees_with_itself_is_refused`].
+fn exchange_child() -> TestResult {
+    let devices = [Device::new(0)?, Device::new(1)?];
+    let comms = Communicator::for_devices(&devices)?;
+    let streams = [devices[0].new_stream()?, devices[1].new_stream()?];
+    // Device d sends and expects blocks of `blocks[d]`; device 0's receive buffer is the
+    // front of one twice as long whose rest holds GUARD. Returns the group's result, the
+    // scopes' (the outer scope's end reports device 0's calls) and how many guard values
+    // changed.
+    let exchange = |blocks: [usize; 2]| {
+        let (l0, l1) = (blocks[0], blocks[1]);
+        let (ones0, guard0, ones1) = (vec![1f32; 2 * l0], vec![GUARD; 4 * l0], vec![1f32; 2 * l1]);
+        let mut back = vec![0f32; 4 * l0];
+        let mut group = None;
+        let ended = scope(&streams[0], |a| {
+            let x0 = a.upload(&ones0)?;
+            let mut y0 = a.upload(&guard0)?;
+            let inner = scope(&streams[1], |b| {
+                let x1 = b.upload(&ones1)?;
+                let mut y1 = b.alloc_zeroed::<f32>(2 * l1)?;
+                let mut into0 = y0.slice_mut(..2 * l0)?;
+                group = Some(nccl::group(|g| {
+                    g.all_to_all_v(a, &comms[0], &x0, &[l0, l0], &mut into0, &[l0, l0])?;
+                    g.all_to_all_v(b, &comms[1], &x1, &[l1, l1], &mut y1, &[l1, l1])
+                }));
+                Ok::<_, Error>(())
+            });
+            // Whatever device 1's scope reported: the copy is behind device 0's calls,
+            // and this scope's end waits for it before `back` is read.
+            let copied = a.copy_to_host(&y0, &mut back).map(drop);
+            inner.and(copied)
+        });
+        let changed = back[2 * l0..].iter().filter(|&&v| v != GUARD).count();
+        (group.unwrap_or(Ok(())), ended, changed)
+    };
+    let (group, ended, _) = exchange([SHORT, SHORT]);
+    println!("agreeing = {}", variant_or_ok(&group.and(ended)));
+    for comm in &comms {
+        comm.set_timeout(TIMEOUT);
+    }
+    let start = Instant::now();
+    let (group, ended, changed) = exchange([SHORT, 2 * SHORT]);
+    println!("took_s = {:.3}", start.elapsed().as_secs_f64());
+    println!("group = {}", variant_or_ok(&group));
+    println!("scope = {}", variant_or_ok(&ended));
+    println!("changed = {changed}");
     for (i, comm) in comms.iter().enumerate() {
         println!("after{i} = {}", variant_or_ok(&comm.check()));
     }
