@@ -188,7 +188,10 @@
 //!   stand-in's scratch memory only from the group's end on, so the group keeps it
 //!   until then, and an exchange goes on with its other pairs after a refused one, so
 //!   that no call of the other rank is left without a partner. A member alone in its
-//!   process compares nothing: one branch.
+//!   process compares nothing: one branch. The comparison costs ~65 ns a call on an
+//!   H200 host (a lock and a few lookups): where one thread issues many small calls
+//!   (two GPUs' `all_to_all` of 32 KiB per rank, ~22 µs and 8 NCCL calls a group, host
+//!   bound) that is ~2-4 % of the time; a rank per process pays none of it.
 //! * **Ranks of different processes.** NCCL reaches no user buffer across processes
 //!   unless the buffer was registered with it (`ncclCommRegister`, `ncclMemAlloc`,
 //!   collectives captured in CUDA graphs while `NCCL_GRAPH_REGISTER` is on), which this
