@@ -237,15 +237,21 @@ fn grant_pools_both_ways(d0: &Device, d1: &Device) -> TestResult {
 /// seconds, and both
 /// communicators refuse what comes next.
 fn one_thread_that_disagrees_with_itself_in_a_group_is_refused() -> TestResult {
+    one_thread_is_refused("one thread that disagrees with itself", "grouped", &[])
+}
+
+/// Runs the one-thread child `mode` (`what`, for its messages) and checks what each
+/// prints: its group and device 0's scope ended with `RanksDisagree` within 10 s, both
+/// communicators refuse what comes next, the device still copies, and every other
+/// `(key, value)` of `more` printed as given.
+fn one_thread_is_refused(what: &str, mode: &str, more: &[(&str, &str)]) -> TestResult {
     let _one_at_a_time = exclusive();
-    let out = run_self(
-        "one thread that disagrees with itself",
-        &[(CHILD_ENV, Some("grouped"))],
-        Duration::from_secs(90),
-    )?;
+    let out = run_self(what, &[(CHILD_ENV, Some(mode))], Duration::from_secs(90))?;
     ensure!(out.status.success(), "the child failed.\n{out}");
-    out.expect("group", "RanksDisagree")?;
-    out.expect("scope", "RanksDisagree")?;
+    let refused = [("group", "RanksDisagree"), ("scope", "RanksDisagree")];
+    for (key, value) in refused.iter().chain(more) {
+        out.expect(key, value)?;
+    }
     for device in [0, 1] {
         let after = out.value(&format!("after{device}"))?;
         ensure!(
@@ -254,7 +260,7 @@ fn one_thread_that_disagrees_with_itself_in_a_group_is_refused() -> TestResult {
         );
     }
     let took: f64 = out.value("took_s")?.parse()?;
-    ensure!(took < 10.0, "the scopes took {took} s to end.\n{out}");
+    ensure!(took < 10.0, "{what}: took {took} s to end.\n{out}");
     out.expect("device_still_works", "true")?;
     Ok(())
 }
@@ -306,28 +312,11 @@ fn grouped_child() -> TestResult {
 /// receive buffer changes, device 0's scope ends with the error, and both communicators
 /// refuse what comes next.
 fn one_thread_whose_exchange_disagrees_with_itself_is_refused() -> TestResult {
-    let _one_at_a_time = exclusive();
-    let out = run_self(
+    one_thread_is_refused(
         "one thread whose exchange disagrees with itself",
-        &[(CHILD_ENV, Some("exchange"))],
-        Duration::from_secs(90),
-    )?;
-    ensure!(out.status.success(), "the child failed.\n{out}");
-    out.expect("agreeing", "ok")?;
-    out.expect("group", "RanksDisagree")?;
-    out.expect("scope", "RanksDisagree")?;
-    out.expect("changed", "0")?;
-    for device in [0, 1] {
-        let after = out.value(&format!("after{device}"))?;
-        ensure!(
-            after != "ok",
-            "device {device}'s communicator went on: {after}"
-        );
-    }
-    let took: f64 = out.value("took_s")?.parse()?;
-    ensure!(took < 10.0, "the exchange took {took} s to end.\n{out}");
-    out.expect("device_still_works", "true")?;
-    Ok(())
+        "exchange",
+        &[("agreeing", "ok"), ("changed", "0")],
+    )
 }
 
 /// See [`one_thread_whose_exchange_disagrees_with_itself_is_refused`].
