@@ -1,6 +1,6 @@
 //! [`World`]: this process's place among the ranks a launcher started (`torchrun`,
-//! Slurm's `srun`, Open MPI's `mpirun`), read from the environment, and the
-//! communicator of all of them.
+//! Slurm's `srun`, the `mpirun` of Open MPI, MPICH, Intel MPI or MVAPICH2), read from
+//! the environment, and the communicator of all of them.
 
 use std::time::Duration;
 
@@ -22,6 +22,15 @@ pub enum Launcher {
     /// thread: the first collective took 5x longer on two H100s (later ones did not
     /// change; PyTorch's alike); `--bind-to none` or `numa` avoids it.
     OpenMpi,
+    /// Hydra, the `mpiexec` (and `mpirun`) of MPICH and Intel MPI (`PMI_RANK`,
+    /// `PMI_SIZE`, `MPI_LOCALRANKID`, `MPI_LOCALNRANKS`). Export `MASTER_ADDR` and
+    /// `MASTER_PORT` (`-genv`). Recognised by `PMI_RANK`, except beside `SLURM_PROCID`
+    /// without `MPI_LOCALRANKID`: `srun --mpi=pmi2` sets `PMI_RANK` too, and is read as
+    /// [`Launcher::Slurm`].
+    Hydra,
+    /// MVAPICH2's `mpirun_rsh` and `mpiexec` (`MV2_COMM_WORLD_RANK`, `_SIZE`,
+    /// `_LOCAL_RANK`, `_LOCAL_SIZE`). Export `MASTER_ADDR` and `MASTER_PORT`.
+    Mvapich,
     /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`). Without
     /// `MASTER_ADDR`, rank 0's host is the first node of `SLURM_STEP_NODELIST` (where
     /// Slurm's block and cyclic distributions place task 0); without `MASTER_PORT`, the
@@ -44,8 +53,12 @@ enum Meeting {
 /// on this host (which picks its GPU), and how the ranks meet.
 ///
 /// Variables read, first match wins: `RANK`/`WORLD_SIZE`/`LOCAL_RANK` (`torchrun`, or
-/// set by hand), then `OMPI_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK` (`mpirun`), then
-/// `SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID` (`srun`). With more than one rank, they
+/// set by hand), then `OMPI_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK` (Open MPI's
+/// `mpirun`), `MV2_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK` (MVAPICH2's),
+/// `PMI_RANK`/`PMI_SIZE`/`MPI_LOCALRANKID` (MPICH's and Intel MPI's; see
+/// [`Launcher::Hydra`] for `srun --mpi=pmi2`), then `SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID` (`srun`; an
+/// MPI launcher started inside a Slurm allocation inherits the allocation's
+/// `SLURM_PROCID`, so the MPI launchers come first). With more than one rank, they
 /// meet at NCCL's `NCCL_COMM_ID` when it is set, else at `MASTER_ADDR`:`MASTER_PORT`,
 /// where rank 0 listens (under `torchrun`, whose own store holds `MASTER_PORT`, at
 /// `MASTER_PORT + 1`; `STREAM_CORE_RENDEZVOUS_PORT` overrides either; under `srun`,
@@ -97,7 +110,8 @@ impl World {
     }
 
     /// The world a launcher started this process in, or `None` when no launcher's rank
-    /// variable (`RANK`, `OMPI_COMM_WORLD_RANK`, `SLURM_PROCID`) is set: for programs
+    /// variable (`RANK`, `OMPI_COMM_WORLD_RANK`, `MV2_COMM_WORLD_RANK`, `PMI_RANK`,
+    /// `SLURM_PROCID`) is set: for programs
     /// that also run without a launcher. A launcher whose variables are incomplete (under
     /// `mpirun` without `MASTER_ADDR`, say) is still an [`Error::LaunchEnvironment`], so
     /// that a misconfigured job fails instead of running as independent processes.
@@ -139,8 +153,8 @@ impl World {
             return Err(bad(
                 "RANK",
                 format!(
-                    "is not set, nor OMPI_COMM_WORLD_RANK or SLURM_PROCID: no launcher started \
-                     this process; {START_WITH_A_LAUNCHER}"
+                    "is not set, nor OMPI_COMM_WORLD_RANK, MV2_COMM_WORLD_RANK, PMI_RANK or \
+                     SLURM_PROCID: no launcher started this process; {START_WITH_A_LAUNCHER}"
                 ),
             ));
         };
@@ -305,8 +319,9 @@ impl World {
 }
 
 /// The launcher whose rank variable is set (first match: `RANK`, then
-/// `OMPI_COMM_WORLD_RANK`, then `SLURM_PROCID`) and the names of its rank, size, local
-/// rank and local size variables; `None` when none is set.
+/// `OMPI_COMM_WORLD_RANK`, `MV2_COMM_WORLD_RANK`, `PMI_RANK` (unless Slurm's PMI-2 set
+/// it: see [`Launcher::Hydra`]), then `SLURM_PROCID`) and the names of its rank, size,
+/// local rank and local size variables; `None` when none is set.
 fn launcher_of(lookup: &impl Fn(&str) -> Option<String>) -> Option<(Launcher, [&'static str; 4])> {
     if lookup("RANK").is_some() {
         let launcher = match lookup("TORCHELASTIC_RUN_ID") {
@@ -326,6 +341,23 @@ fn launcher_of(lookup: &impl Fn(&str) -> Option<String>) -> Option<(Launcher, [&
                 "OMPI_COMM_WORLD_LOCAL_RANK",
                 "OMPI_COMM_WORLD_LOCAL_SIZE",
             ],
+        ))
+    } else if lookup("MV2_COMM_WORLD_RANK").is_some() {
+        Some((
+            Launcher::Mvapich,
+            [
+                "MV2_COMM_WORLD_RANK",
+                "MV2_COMM_WORLD_SIZE",
+                "MV2_COMM_WORLD_LOCAL_RANK",
+                "MV2_COMM_WORLD_LOCAL_SIZE",
+            ],
+        ))
+    } else if lookup("PMI_RANK").is_some()
+        && (lookup("MPI_LOCALRANKID").is_some() || lookup("SLURM_PROCID").is_none())
+    {
+        Some((
+            Launcher::Hydra,
+            ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"],
         ))
     } else if lookup("SLURM_PROCID").is_some() {
         Some((

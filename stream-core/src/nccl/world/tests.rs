@@ -160,7 +160,9 @@ fn one_rank_needs_no_meeting_place() {
 
 #[test]
 fn each_missing_or_contradictory_variable_is_named() {
-    assert!(problem(&[]).contains("RANK is not set, nor OMPI_COMM_WORLD_RANK or SLURM_PROCID"));
+    assert!(problem(&[]).contains(
+        "RANK is not set, nor OMPI_COMM_WORLD_RANK, MV2_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID"
+    ));
     assert!(problem(&[("RANK", "0")]).contains("WORLD_SIZE is missing"));
     assert!(problem(&[("RANK", "0"), ("WORLD_SIZE", "2")]).contains("LOCAL_RANK is missing"));
     assert!(problem(&[("RANK", "x"), ("WORLD_SIZE", "2")])
@@ -324,4 +326,96 @@ fn only_a_missing_launcher_or_variable_suggests_starting_one() {
         .unwrap_err()
         .to_string();
     assert!(!err.contains("start the program with torchrun"), "{err}");
+}
+
+const HYDRA: [(&str, &str); 6] = [
+    ("PMI_RANK", "4"),
+    ("PMI_SIZE", "5"),
+    ("MPI_LOCALRANKID", "1"),
+    ("MPI_LOCALNRANKS", "2"),
+    ("MASTER_ADDR", "node0"),
+    ("MASTER_PORT", "29500"),
+];
+
+#[test]
+fn mpich_and_intel_mpi_through_hydra() {
+    let w = world(&HYDRA).unwrap();
+    assert_eq!(
+        (w.rank(), w.size(), w.local_rank(), w.local_size()),
+        (4, 5, 1, Some(2))
+    );
+    assert_eq!(w.launcher(), Launcher::Hydra);
+    assert_eq!(
+        w.meeting,
+        Meeting::Tcp {
+            address: "node0:29500".into(),
+            port: 29500
+        }
+    );
+    // Started inside a Slurm allocation, whose SLURM_PROCID (the batch step's, or the
+    // Hydra proxy's on each node) is not the rank.
+    let mut in_slurm = HYDRA.to_vec();
+    in_slurm.extend([
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "2"),
+        ("SLURM_LOCALID", "0"),
+    ]);
+    let w = world(&in_slurm).unwrap();
+    assert_eq!((w.rank(), w.size(), w.launcher()), (4, 5, Launcher::Hydra));
+    // A local rank past the host's count contradicts it.
+    let mut past = HYDRA.to_vec();
+    past[2] = ("MPI_LOCALRANKID", "2");
+    let p = problem(&past);
+    assert!(p.contains("MPI_LOCALRANKID and MPI_LOCALNRANKS"), "{p}");
+    // PMI_RANK without the local rank Hydra sets beside it: an error naming it, not a
+    // process that runs as if no launcher had started it.
+    let p = problem(&[("PMI_RANK", "1"), ("PMI_SIZE", "2")]);
+    assert!(
+        p.contains("MPI_LOCALRANKID") && p.contains("missing"),
+        "{p}"
+    );
+    assert!(World::launched_from_vars(|n| (n == "PMI_RANK").then(|| "1".into())).is_err());
+}
+
+#[test]
+fn slurm_pmi2_sets_pmi_rank_too_and_stays_slurm() {
+    let w = world(&[
+        ("PMI_RANK", "1"),
+        ("PMI_SIZE", "2"),
+        ("SLURM_PROCID", "1"),
+        ("SLURM_NTASKS", "2"),
+        ("SLURM_LOCALID", "1"),
+        ("MASTER_ADDR", "node0"),
+        ("MASTER_PORT", "29500"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (w.rank(), w.size(), w.local_rank(), w.launcher()),
+        (1, 2, 1, Launcher::Slurm)
+    );
+}
+
+#[test]
+fn mvapich2() {
+    let mv2 = [
+        ("MV2_COMM_WORLD_RANK", "2"),
+        ("MV2_COMM_WORLD_SIZE", "4"),
+        ("MV2_COMM_WORLD_LOCAL_RANK", "0"),
+        ("MV2_COMM_WORLD_LOCAL_SIZE", "2"),
+        ("NCCL_COMM_ID", "10.0.0.1:5000"),
+    ];
+    let w = world(&mv2).unwrap();
+    assert_eq!(
+        (w.rank(), w.size(), w.local_rank(), w.local_size()),
+        (2, 4, 0, Some(2))
+    );
+    assert_eq!(
+        (w.launcher(), &w.meeting),
+        (Launcher::Mvapich, &Meeting::NcclCommId)
+    );
+    let p = problem(&mv2[..1]);
+    assert!(
+        p.contains("MV2_COMM_WORLD_SIZE") && p.contains("missing"),
+        "{p}"
+    );
 }
