@@ -56,15 +56,16 @@ enum Meeting {
 /// set by hand), then `OMPI_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK` (Open MPI's
 /// `mpirun`), `MV2_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK` (MVAPICH2's),
 /// `PMI_RANK`/`PMI_SIZE`/`MPI_LOCALRANKID` (MPICH's and Intel MPI's; see
-/// [`Launcher::Hydra`] for `srun --mpi=pmi2`), then `SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID` (`srun`; an
-/// MPI launcher started inside a Slurm allocation inherits the allocation's
-/// `SLURM_PROCID`, so the MPI launchers come first). With more than one rank, they
-/// meet at NCCL's `NCCL_COMM_ID` when it is set, else at `MASTER_ADDR`:`MASTER_PORT`,
-/// where rank 0 listens (under `torchrun`, whose own store holds `MASTER_PORT`, at
-/// `MASTER_PORT + 1`; `STREAM_CORE_RENDEZVOUS_PORT` overrides either; under `srun`,
-/// missing ones are derived from the step's node list and the job's id, see
-/// [`Launcher::Slurm`]). The meeting
-/// waits `STREAM_CORE_RENDEZVOUS_TIMEOUT_S` seconds (default 300) for every rank.
+/// [`Launcher::Hydra`] for `srun --mpi=pmi2`), then
+/// `SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID` (`srun`; an MPI launcher started
+/// inside a Slurm allocation inherits the allocation's `SLURM_PROCID`, so the MPI
+/// launchers come first). With more than one rank, they meet at NCCL's `NCCL_COMM_ID`
+/// when it is set, else at `MASTER_ADDR`:`MASTER_PORT`, where rank 0 listens (under
+/// `torchrun`, whose own store holds `MASTER_PORT`, at `MASTER_PORT + 1`;
+/// `STREAM_CORE_RENDEZVOUS_PORT` overrides either; under `srun`, missing ones are
+/// derived from the step's node list and the job's id, see [`Launcher::Slurm`]). The
+/// meeting waits `STREAM_CORE_RENDEZVOUS_TIMEOUT_S` seconds (default 300) for every
+/// rank.
 ///
 /// ```no_run
 /// # fn main() -> stream_core::Result<()> {
