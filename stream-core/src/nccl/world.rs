@@ -1,6 +1,6 @@
 //! [`World`]: this process's place among the ranks a launcher started (`torchrun`,
-//! Slurm's `srun`, the `mpirun` of Open MPI, MPICH, Intel MPI or MVAPICH2), read from
-//! the environment, and the communicator of all of them.
+//! Slurm's `srun`, the `mpirun` of Open MPI, MPICH, Intel MPI or MVAPICH2, HPE Cray
+//! PALS's `mpiexec`), read from the environment, and the communicator of all of them.
 
 use std::time::Duration;
 
@@ -31,6 +31,11 @@ pub enum Launcher {
     /// MVAPICH2's `mpirun_rsh` and `mpiexec` (`MV2_COMM_WORLD_RANK`, `_SIZE`,
     /// `_LOCAL_RANK`, `_LOCAL_SIZE`). Export `MASTER_ADDR` and `MASTER_PORT`.
     Mvapich,
+    /// HPE Cray PALS's `mpiexec` (PBS on HPE Cray systems), through Cray PMI's variables
+    /// (`PMI_RANK`, `PMI_SIZE`, `PMI_LOCAL_RANK`, `PMI_LOCAL_SIZE`). Export `MASTER_ADDR`
+    /// and `MASTER_PORT` (`--env`). Recognised by `PMI_RANK` with `PMI_LOCAL_RANK` outside
+    /// a Slurm step (under `srun`, Slurm's own variables are read).
+    Pals,
     /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`). Without
     /// `MASTER_ADDR`, rank 0's host is the first node of `SLURM_STEP_NODELIST` (where
     /// Slurm's block and cyclic distributions place task 0); without `MASTER_PORT`, the
@@ -56,7 +61,8 @@ enum Meeting {
 /// set by hand), then `OMPI_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK` (Open MPI's
 /// `mpirun`), `MV2_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK` (MVAPICH2's),
 /// `PMI_RANK`/`PMI_SIZE`/`MPI_LOCALRANKID` (MPICH's and Intel MPI's; see
-/// [`Launcher::Hydra`] for `srun --mpi=pmi2`), then
+/// [`Launcher::Hydra`] for `srun --mpi=pmi2`), `PMI_RANK`/`PMI_SIZE`/`PMI_LOCAL_RANK`
+/// (HPE Cray PALS's), then
 /// `SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID` (`srun`; an MPI launcher started
 /// inside a Slurm allocation inherits the allocation's `SLURM_PROCID`, so the MPI
 /// launchers come first). With more than one rank, they meet at NCCL's `NCCL_COMM_ID`
@@ -169,14 +175,23 @@ impl World {
             )
         })?;
         let local_rank = number(local_name)?.ok_or_else(|| {
+            // PMI_RANK alone: MPICH and Intel MPI set MPI_LOCALRANKID beside it, HPE
+            // Cray PALS PMI_LOCAL_RANK.
+            let or_pals = match launcher {
+                Launcher::Hydra => " (nor PMI_LOCAL_RANK, which HPE Cray PALS sets)",
+                _ => "",
+            };
             bad(
                 local_name,
                 format!(
-                    "is missing ({rank_name} is set); it picks this rank's GPU; \
+                    "is missing{or_pals} ({rank_name} is set); it picks this rank's GPU; \
                      {START_WITH_A_LAUNCHER}"
                 ),
             )
         })?;
+        if launcher == Launcher::Slurm {
+            same_rank_as_pmi(&lookup, rank)?;
+        }
         // Slurm writes e.g. "4(x2)" for SLURM_NTASKS_PER_NODE: a local size only when plain.
         let local_size = match launcher {
             Launcher::Slurm => lookup(local_size_name).and_then(|v| v.trim().parse().ok()),
@@ -319,9 +334,32 @@ impl World {
     }
 }
 
+/// Under Slurm, a `PMI_RANK` that is not `SLURM_PROCID`: a launcher started inside the
+/// allocation (which inherits its `SLURM_PROCID`) set it without a local rank this crate
+/// reads, so Slurm's variables do not describe this process (`srun --mpi=pmi2` sets the
+/// two alike).
+fn same_rank_as_pmi(lookup: &impl Fn(&str) -> Option<String>, slurm_rank: usize) -> Result<()> {
+    let Some(pmi_rank) = lookup("PMI_RANK") else {
+        return Ok(());
+    };
+    if pmi_rank.trim().parse::<usize>().ok() == Some(slurm_rank) {
+        return Ok(());
+    }
+    Err(bad(
+        "PMI_RANK and SLURM_PROCID",
+        format!(
+            "contradict each other ({pmi_rank:?} and {slurm_rank}): an MPI launcher started \
+             inside a Slurm allocation, whose SLURM_PROCID is not this process's rank, and it \
+             set no local rank this crate reads (MPI_LOCALRANKID, PMI_LOCAL_RANK); start the \
+             ranks with srun, or set RANK, WORLD_SIZE and LOCAL_RANK yourself"
+        ),
+    ))
+}
+
 /// The launcher whose rank variable is set (first match: `RANK`, then
-/// `OMPI_COMM_WORLD_RANK`, `MV2_COMM_WORLD_RANK`, `PMI_RANK` (unless Slurm's PMI-2 set
-/// it: see [`Launcher::Hydra`]), then `SLURM_PROCID`) and the names of its rank, size,
+/// `OMPI_COMM_WORLD_RANK`, `MV2_COMM_WORLD_RANK`, `PMI_RANK` (Hydra's with
+/// `MPI_LOCALRANKID`, PALS's with `PMI_LOCAL_RANK`; unless Slurm's PMI-2 set it: see
+/// [`Launcher::Hydra`]), then `SLURM_PROCID`) and the names of its rank, size,
 /// local rank and local size variables; `None` when none is set.
 fn launcher_of(lookup: &impl Fn(&str) -> Option<String>) -> Option<(Launcher, [&'static str; 4])> {
     if lookup("RANK").is_some() {
@@ -356,10 +394,16 @@ fn launcher_of(lookup: &impl Fn(&str) -> Option<String>) -> Option<(Launcher, [&
     } else if lookup("PMI_RANK").is_some()
         && (lookup("MPI_LOCALRANKID").is_some() || lookup("SLURM_PROCID").is_none())
     {
-        Some((
-            Launcher::Hydra,
-            ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"],
-        ))
+        Some(match lookup("PMI_LOCAL_RANK") {
+            Some(_) if lookup("MPI_LOCALRANKID").is_none() => (
+                Launcher::Pals,
+                ["PMI_RANK", "PMI_SIZE", "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"],
+            ),
+            _ => (
+                Launcher::Hydra,
+                ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"],
+            ),
+        })
     } else if lookup("SLURM_PROCID").is_some() {
         Some((
             Launcher::Slurm,

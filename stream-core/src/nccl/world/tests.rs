@@ -419,3 +419,80 @@ fn mvapich2() {
         "{p}"
     );
 }
+
+/// HPE Cray PALS's `mpiexec` (Cray PMI's variables), with the meeting place exported.
+const PALS: [(&str, &str); 6] = [
+    ("PMI_RANK", "6"),
+    ("PMI_SIZE", "8"),
+    ("PMI_LOCAL_RANK", "2"),
+    ("PMI_LOCAL_SIZE", "4"),
+    ("MASTER_ADDR", "x3005c0s7b0n0"),
+    ("MASTER_PORT", "29500"),
+];
+
+#[test]
+fn hpe_cray_pals() {
+    let w = world(&PALS).unwrap();
+    assert_eq!(
+        (w.rank(), w.size(), w.local_rank(), w.local_size()),
+        (6, 8, 2, Some(4))
+    );
+    assert_eq!(w.launcher(), Launcher::Pals);
+    assert_eq!(
+        w.meeting,
+        Meeting::Tcp {
+            address: "x3005c0s7b0n0:29500".into(),
+            port: 29500
+        }
+    );
+    let mut past = PALS.to_vec();
+    past[2] = ("PMI_LOCAL_RANK", "4");
+    let p = problem(&past);
+    assert!(p.contains("PMI_LOCAL_RANK and PMI_LOCAL_SIZE"), "{p}");
+    let p = problem(&[PALS[0], PALS[2]]);
+    assert!(p.contains("PMI_SIZE") && p.contains("missing"), "{p}");
+    // Hydra's local rank beside it: Hydra's variables are read.
+    let mut both = PALS.to_vec();
+    both.push(("MPI_LOCALRANKID", "1"));
+    assert_eq!(world(&both).unwrap().launcher(), Launcher::Hydra);
+    // PMI_RANK with neither local rank: the error names both.
+    let p = problem(&[("PMI_RANK", "1"), ("PMI_SIZE", "2")]);
+    assert!(
+        p.contains("MPI_LOCALRANKID") && p.contains("PMI_LOCAL_RANK"),
+        "{p}"
+    );
+}
+
+/// Inside a Slurm step (`srun --mpi=cray_shasta` or `pmi2`), Slurm's variables are read,
+/// and a `PMI_RANK` that is not `SLURM_PROCID` (an MPI launcher inside the allocation
+/// that sets no local rank read here) is an error, not a world of wrong ranks.
+#[test]
+fn a_pmi_rank_beside_slurms_must_be_slurms() {
+    let slurm = [
+        ("SLURM_PROCID", "1"),
+        ("SLURM_NTASKS", "2"),
+        ("SLURM_LOCALID", "1"),
+        ("MASTER_ADDR", "node0"),
+        ("MASTER_PORT", "29500"),
+    ];
+    let mut srun = slurm.to_vec();
+    srun.extend([
+        ("PMI_RANK", "1"),
+        ("PMI_SIZE", "2"),
+        ("PMI_LOCAL_RANK", "1"),
+    ]);
+    let w = world(&srun).unwrap();
+    assert_eq!((w.rank(), w.launcher()), (1, Launcher::Slurm));
+    let mut inside = slurm.to_vec();
+    inside[0] = ("SLURM_PROCID", "0");
+    inside.extend([
+        ("PMI_RANK", "5"),
+        ("PMI_SIZE", "8"),
+        ("PMI_LOCAL_RANK", "1"),
+    ]);
+    let p = problem(&inside);
+    assert!(
+        p.contains("PMI_RANK and SLURM_PROCID") && p.contains("contradict"),
+        "{p}"
+    );
+}
