@@ -298,8 +298,8 @@
 //! # Launchers
 //!
 //! [`World::from_env`] reads what `torchrun`, Slurm's `srun`, the `mpirun` of Open MPI,
-//! MPICH, Intel MPI (both through Hydra) and MVAPICH2, and HPE Cray PALS's `mpiexec` set
-//! ([`Launcher`]);
+//! MPICH, Intel MPI (both through Hydra) and MVAPICH2, HPE Cray PALS's `mpiexec` and
+//! Flux's `flux run` set ([`Launcher`]);
 //! [`World::communicator`] has rank 0 make the [`UniqueId`] and hand it to the others
 //! over TCP (see [`World`] for the address), or uses NCCL's own bootstrap when
 //! `NCCL_COMM_ID` is set.

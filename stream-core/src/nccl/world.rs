@@ -1,6 +1,7 @@
 //! [`World`]: this process's place among the ranks a launcher started (`torchrun`,
 //! Slurm's `srun`, the `mpirun` of Open MPI, MPICH, Intel MPI or MVAPICH2, HPE Cray
-//! PALS's `mpiexec`), read from the environment, and the communicator of all of them.
+//! PALS's `mpiexec`, Flux's `flux run`), read from the environment, and the communicator
+//! of all of them.
 
 use std::time::Duration;
 
@@ -36,6 +37,11 @@ pub enum Launcher {
     /// and `MASTER_PORT` (`--env`). Recognised by `PMI_RANK` with `PMI_LOCAL_RANK` outside
     /// a Slurm step (under `srun`, Slurm's own variables are read).
     Pals,
+    /// Flux's `flux run` and `flux submit` (`FLUX_TASK_RANK`, `FLUX_JOB_SIZE`,
+    /// `FLUX_TASK_LOCAL_ID`; no local size). Export `MASTER_ADDR` and `MASTER_PORT`
+    /// (`--env`). Read before `PMI_RANK` (Flux sets it for MPI's bootstrap) and before
+    /// Slurm's variables (a Flux instance started by `srun` passes its own on).
+    Flux,
     /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`). Without
     /// `MASTER_ADDR`, rank 0's host is the first node of `SLURM_STEP_NODELIST` (where
     /// Slurm's block and cyclic distributions place task 0); without `MASTER_PORT`, the
@@ -60,6 +66,7 @@ enum Meeting {
 /// Variables read, first match wins: `RANK`/`WORLD_SIZE`/`LOCAL_RANK` (`torchrun`, or
 /// set by hand), then `OMPI_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK` (Open MPI's
 /// `mpirun`), `MV2_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK` (MVAPICH2's),
+/// `FLUX_TASK_RANK`/`FLUX_JOB_SIZE`/`FLUX_TASK_LOCAL_ID` (Flux's),
 /// `PMI_RANK`/`PMI_SIZE`/`MPI_LOCALRANKID` (MPICH's and Intel MPI's; see
 /// [`Launcher::Hydra`] for `srun --mpi=pmi2`), `PMI_RANK`/`PMI_SIZE`/`PMI_LOCAL_RANK`
 /// (HPE Cray PALS's), then
@@ -117,11 +124,11 @@ impl World {
     }
 
     /// The world a launcher started this process in, or `None` when no launcher's rank
-    /// variable (`RANK`, `OMPI_COMM_WORLD_RANK`, `MV2_COMM_WORLD_RANK`, `PMI_RANK`,
-    /// `SLURM_PROCID`) is set: for programs
-    /// that also run without a launcher. A launcher whose variables are incomplete (under
-    /// `mpirun` without `MASTER_ADDR`, say) is still an [`Error::LaunchEnvironment`], so
-    /// that a misconfigured job fails instead of running as independent processes.
+    /// variable (`RANK`, `OMPI_COMM_WORLD_RANK`, `MV2_COMM_WORLD_RANK`, `FLUX_TASK_RANK`,
+    /// `PMI_RANK`, `SLURM_PROCID`) is set: for programs that also run without a launcher.
+    /// A launcher whose variables are incomplete (under `mpirun` without `MASTER_ADDR`,
+    /// say) is still an [`Error::LaunchEnvironment`], so that a misconfigured job fails
+    /// instead of running as independent processes.
     ///
     /// ```no_run
     /// # fn main() -> stream_core::Result<()> {
@@ -160,12 +167,18 @@ impl World {
             return Err(bad(
                 "RANK",
                 format!(
-                    "is not set, nor OMPI_COMM_WORLD_RANK, MV2_COMM_WORLD_RANK, PMI_RANK or \
-                     SLURM_PROCID: no launcher started this process; {START_WITH_A_LAUNCHER}"
+                    "is not set, nor OMPI_COMM_WORLD_RANK, MV2_COMM_WORLD_RANK, FLUX_TASK_RANK, \
+                     PMI_RANK or SLURM_PROCID: no launcher started this process; \
+                     {START_WITH_A_LAUNCHER}"
                 ),
             ));
         };
-        let [rank_name, size_name, local_name, local_size_name] = names;
+        let Variables {
+            rank: rank_name,
+            size: size_name,
+            local_rank: local_name,
+            local_size: local_size_name,
+        } = names;
         let rank = number(rank_name)?
             .ok_or_else(|| bad(rank_name, format!("is missing; {START_WITH_A_LAUNCHER}")))?;
         let size = number(size_name)?.ok_or_else(|| {
@@ -193,9 +206,12 @@ impl World {
             same_rank_as_pmi(&lookup, rank)?;
         }
         // Slurm writes e.g. "4(x2)" for SLURM_NTASKS_PER_NODE: a local size only when plain.
-        let local_size = match launcher {
-            Launcher::Slurm => lookup(local_size_name).and_then(|v| v.trim().parse().ok()),
-            _ => number(local_size_name)?,
+        let local_size = match (launcher, local_size_name) {
+            (_, None) => None,
+            (Launcher::Slurm, Some(name)) => lookup(name)
+                .and_then(|v| v.trim().parse().ok())
+                .map(|n| (n, name)),
+            (_, Some(name)) => number(name)?.map(|n| (n, name)),
         };
         if size == 0 {
             return Err(bad(size_name, "is 0: a world has at least one rank"));
@@ -206,7 +222,7 @@ impl World {
                 format!("contradict each other: rank {rank} is not below the size {size}"),
             ));
         }
-        if let Some(local_size) = local_size {
+        if let Some((local_size, local_size_name)) = local_size {
             if local_rank >= local_size {
                 return Err(bad(
                     &format!("{local_name} and {local_size_name}"),
@@ -241,7 +257,7 @@ impl World {
             rank,
             size,
             local_rank,
-            local_size,
+            local_size: local_size.map(|(n, _)| n),
             launcher,
             local_rank_variable: local_name,
             one_gpu_given: one_gpu_given(&lookup),
@@ -356,67 +372,88 @@ fn same_rank_as_pmi(lookup: &impl Fn(&str) -> Option<String>, slurm_rank: usize)
     ))
 }
 
+/// The variables a launcher sets: this process's rank, the number of ranks, its rank on
+/// this host, and the number of ranks on this host where the launcher sets one.
+#[derive(Clone, Copy)]
+struct Variables {
+    rank: &'static str,
+    size: &'static str,
+    local_rank: &'static str,
+    local_size: Option<&'static str>,
+}
+
+/// Each launcher's [`Variables`].
+const TORCHRUN: Variables = Variables {
+    rank: "RANK",
+    size: "WORLD_SIZE",
+    local_rank: "LOCAL_RANK",
+    local_size: Some("LOCAL_WORLD_SIZE"),
+};
+const OPEN_MPI: Variables = Variables {
+    rank: "OMPI_COMM_WORLD_RANK",
+    size: "OMPI_COMM_WORLD_SIZE",
+    local_rank: "OMPI_COMM_WORLD_LOCAL_RANK",
+    local_size: Some("OMPI_COMM_WORLD_LOCAL_SIZE"),
+};
+const MVAPICH: Variables = Variables {
+    rank: "MV2_COMM_WORLD_RANK",
+    size: "MV2_COMM_WORLD_SIZE",
+    local_rank: "MV2_COMM_WORLD_LOCAL_RANK",
+    local_size: Some("MV2_COMM_WORLD_LOCAL_SIZE"),
+};
+const FLUX: Variables = Variables {
+    rank: "FLUX_TASK_RANK",
+    size: "FLUX_JOB_SIZE",
+    local_rank: "FLUX_TASK_LOCAL_ID",
+    local_size: None,
+};
+const PALS: Variables = Variables {
+    rank: "PMI_RANK",
+    size: "PMI_SIZE",
+    local_rank: "PMI_LOCAL_RANK",
+    local_size: Some("PMI_LOCAL_SIZE"),
+};
+const HYDRA: Variables = Variables {
+    rank: "PMI_RANK",
+    size: "PMI_SIZE",
+    local_rank: "MPI_LOCALRANKID",
+    local_size: Some("MPI_LOCALNRANKS"),
+};
+const SLURM: Variables = Variables {
+    rank: "SLURM_PROCID",
+    size: "SLURM_NTASKS",
+    local_rank: "SLURM_LOCALID",
+    local_size: Some("SLURM_NTASKS_PER_NODE"),
+};
+
 /// The launcher whose rank variable is set (first match: `RANK`, then
-/// `OMPI_COMM_WORLD_RANK`, `MV2_COMM_WORLD_RANK`, `PMI_RANK` (Hydra's with
-/// `MPI_LOCALRANKID`, PALS's with `PMI_LOCAL_RANK`; unless Slurm's PMI-2 set it: see
-/// [`Launcher::Hydra`]), then `SLURM_PROCID`) and the names of its rank, size,
-/// local rank and local size variables; `None` when none is set.
-fn launcher_of(lookup: &impl Fn(&str) -> Option<String>) -> Option<(Launcher, [&'static str; 4])> {
-    if lookup("RANK").is_some() {
-        let launcher = match lookup("TORCHELASTIC_RUN_ID") {
-            Some(_) => Launcher::Torchrun,
-            None => Launcher::Environment,
-        };
-        Some((
-            launcher,
-            ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"],
-        ))
-    } else if lookup("OMPI_COMM_WORLD_RANK").is_some() {
-        Some((
-            Launcher::OpenMpi,
-            [
-                "OMPI_COMM_WORLD_RANK",
-                "OMPI_COMM_WORLD_SIZE",
-                "OMPI_COMM_WORLD_LOCAL_RANK",
-                "OMPI_COMM_WORLD_LOCAL_SIZE",
-            ],
-        ))
-    } else if lookup("MV2_COMM_WORLD_RANK").is_some() {
-        Some((
-            Launcher::Mvapich,
-            [
-                "MV2_COMM_WORLD_RANK",
-                "MV2_COMM_WORLD_SIZE",
-                "MV2_COMM_WORLD_LOCAL_RANK",
-                "MV2_COMM_WORLD_LOCAL_SIZE",
-            ],
-        ))
-    } else if lookup("PMI_RANK").is_some()
-        && (lookup("MPI_LOCALRANKID").is_some() || lookup("SLURM_PROCID").is_none())
-    {
-        Some(match lookup("PMI_LOCAL_RANK") {
-            Some(_) if lookup("MPI_LOCALRANKID").is_none() => (
-                Launcher::Pals,
-                ["PMI_RANK", "PMI_SIZE", "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"],
-            ),
-            _ => (
-                Launcher::Hydra,
-                ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"],
-            ),
-        })
-    } else if lookup("SLURM_PROCID").is_some() {
-        Some((
-            Launcher::Slurm,
-            [
-                "SLURM_PROCID",
-                "SLURM_NTASKS",
-                "SLURM_LOCALID",
-                "SLURM_NTASKS_PER_NODE",
-            ],
-        ))
+/// `OMPI_COMM_WORLD_RANK`, `MV2_COMM_WORLD_RANK`, `FLUX_TASK_RANK`, `PMI_RANK` (Hydra's
+/// with `MPI_LOCALRANKID`, PALS's with `PMI_LOCAL_RANK`; unless Slurm's PMI-2 set it:
+/// see [`Launcher::Hydra`]), then `SLURM_PROCID`) and its variables; `None` when none is
+/// set.
+fn launcher_of(lookup: &impl Fn(&str) -> Option<String>) -> Option<(Launcher, Variables)> {
+    let set = |name: &str| lookup(name).is_some();
+    Some(if set("RANK") {
+        match set("TORCHELASTIC_RUN_ID") {
+            true => (Launcher::Torchrun, TORCHRUN),
+            false => (Launcher::Environment, TORCHRUN),
+        }
+    } else if set("OMPI_COMM_WORLD_RANK") {
+        (Launcher::OpenMpi, OPEN_MPI)
+    } else if set("MV2_COMM_WORLD_RANK") {
+        (Launcher::Mvapich, MVAPICH)
+    } else if set("FLUX_TASK_RANK") {
+        (Launcher::Flux, FLUX)
+    } else if set("PMI_RANK") && (set("MPI_LOCALRANKID") || !set("SLURM_PROCID")) {
+        match set("PMI_LOCAL_RANK") && !set("MPI_LOCALRANKID") {
+            true => (Launcher::Pals, PALS),
+            false => (Launcher::Hydra, HYDRA),
+        }
+    } else if set("SLURM_PROCID") {
+        (Launcher::Slurm, SLURM)
     } else {
-        None
-    }
+        return None;
+    })
 }
 
 /// Whether `CUDA_VISIBLE_DEVICES` names exactly one device (an index, a UUID or a MIG

@@ -160,9 +160,12 @@ fn one_rank_needs_no_meeting_place() {
 
 #[test]
 fn each_missing_or_contradictory_variable_is_named() {
-    assert!(problem(&[]).contains(
-        "RANK is not set, nor OMPI_COMM_WORLD_RANK, MV2_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID"
-    ));
+    let none = problem(&[]);
+    assert!(
+        none.contains("RANK is not set, nor OMPI_COMM_WORLD_RANK, MV2_COMM_WORLD_RANK, ")
+            && none.contains("FLUX_TASK_RANK, PMI_RANK or SLURM_PROCID"),
+        "{none}"
+    );
     assert!(problem(&[("RANK", "0")]).contains("WORLD_SIZE is missing"));
     assert!(problem(&[("RANK", "0"), ("WORLD_SIZE", "2")]).contains("LOCAL_RANK is missing"));
     assert!(problem(&[("RANK", "x"), ("WORLD_SIZE", "2")])
@@ -495,4 +498,41 @@ fn a_pmi_rank_beside_slurms_must_be_slurms() {
         p.contains("PMI_RANK and SLURM_PROCID") && p.contains("contradict"),
         "{p}"
     );
+}
+
+/// Flux's `flux run` (its task variables; it sets `PMI_RANK` too, for MPI's bootstrap),
+/// also from a Flux instance that `srun` started (whose Slurm variables its jobs inherit).
+#[test]
+fn flux() {
+    let flux = [
+        ("FLUX_TASK_RANK", "5"),
+        ("FLUX_JOB_SIZE", "8"),
+        ("FLUX_TASK_LOCAL_ID", "1"),
+        ("FLUX_JOB_NNODES", "2"),
+        ("PMI_RANK", "5"),
+        ("PMI_SIZE", "8"),
+        ("MASTER_ADDR", "node0"),
+        ("MASTER_PORT", "29500"),
+    ];
+    let w = world(&flux).unwrap();
+    assert_eq!(
+        (w.rank(), w.size(), w.local_rank(), w.local_size()),
+        (5, 8, 1, None)
+    );
+    assert_eq!(w.launcher(), Launcher::Flux);
+    let mut in_slurm = flux.to_vec();
+    in_slurm.extend([
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "2"),
+        ("SLURM_LOCALID", "0"),
+    ]);
+    let w = world(&in_slurm).unwrap();
+    assert_eq!((w.rank(), w.size(), w.launcher()), (5, 8, Launcher::Flux));
+    let p = problem(&flux[..2]);
+    assert!(
+        p.contains("FLUX_TASK_LOCAL_ID") && p.contains("missing"),
+        "{p}"
+    );
+    let p = problem(&flux[..3]);
+    assert!(p.contains("MASTER_ADDR"), "{p}");
 }
