@@ -4,19 +4,21 @@
 //! `ncclCommAbort` frees the communicator, so no call on it may start after the abort
 //! nor be under way when it frees (NCCL lets an abort run beside a call blocked on its
 //! peers only to unblock it; a call that starts on the freed handle reads freed memory).
-//! Today only the owner's thread aborts (its scope's watch, `Communicator::abort`), so
-//! its own calls are never under way then. A watchdog, aborting a collective whose owner
-//! computes on the host and never waits, must hand the abort over instead: every call
-//! on the communicator enters the handshake ([`enter`](AbortHandshake::enter)) and
-//! leaves it when NCCL has returned (inside a group, the group's first call on it is
-//! kept until the group's end and covers the later ones: `nccl_comm.rs`'s
-//! `CollectiveCall`); [`abort`](AbortHandshake::abort) marks the
+//! The owner's thread aborts between its own calls (its scope's watch,
+//! `Communicator::abort`); a watchdog, aborting a collective whose owner computes on the
+//! host and never waits, cannot know whether the owner is inside a call, so the abort is
+//! handed over: every call on the communicator enters the handshake
+//! ([`enter`](AbortHandshake::enter)) and leaves it when NCCL has returned (inside a
+//! group, the group's first call on it is kept until the group's end and covers the later
+//! ones: `nccl_comm.rs`'s `CollectiveCall`); [`abort`](AbortHandshake::abort) marks the
 //! communicator aborted (no call enters after it) and runs the abort at once if no call
 //! is under way, else the last call to leave runs it. One atomic word holds the mark and
-//! the count, so that every enter, leave and abort is ordered against the others
-//! (one read-modify-write each: a call pays two, 12 ns on an H200's host, the one-rank
-//! enqueue of a 4-byte all_reduce measured with and without them alternated: 38.4 and
-//! 25.9 ns over the raw call, medians of four rounds).
+//! the count, so that every enter, leave and abort is ordered against the others (one
+//! read-modify-write each, so a call pays two). They cost nothing measurable: an owner's
+//! path without them (a load, a store and a compiler fence, the abort paying with the
+//! kernel's `membarrier`) left the one-rank enqueue of a 4-byte all_reduce where it was,
+//! on two hosts, alternated with this (2026-11-29, `benchmarks/results/`; an earlier A/B
+//! had put them at 12 ns).
 //!
 //! A call blocked in NCCL forever (a connection to a dead peer) keeps the abort waiting
 //! as long: the abort cannot free what that call still uses.
