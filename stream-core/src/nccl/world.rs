@@ -10,8 +10,10 @@ use crate::device::Device;
 use crate::driver::nccl::has_split;
 use crate::error::{Error, LaunchEnvironment, Result};
 
-/// Which launcher's variables described the world.
+/// Which launcher's variables described the world. More may be read in later versions
+/// (a `match` needs a wildcard arm).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Launcher {
     /// `torchrun` (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, with `TORCHELASTIC_RUN_ID`).
     Torchrun,
