@@ -42,7 +42,7 @@ pub enum Launcher {
     /// Flux's `flux run` and `flux submit` (`FLUX_TASK_RANK`, `FLUX_JOB_SIZE`,
     /// `FLUX_TASK_LOCAL_ID`; no local size). Export `MASTER_ADDR` and `MASTER_PORT`
     /// (`--env`). Read before `PMI_RANK` (Flux sets it for MPI's bootstrap) and before
-    /// Slurm's variables (a Flux instance started by `srun` passes its own on).
+    /// Slurm's variables (a Flux instance started by `srun` passes Slurm's on to its jobs).
     Flux,
     /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`). Without
     /// `MASTER_ADDR`, rank 0's host is the first node of `SLURM_STEP_NODELIST` (where
